@@ -1,0 +1,1 @@
+"""Canonicalization patterns, kept apart from the dialects and imported lazily."""

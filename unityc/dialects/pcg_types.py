@@ -1,0 +1,224 @@
+"""The parallel tensor type of the `pcg` dialect and the base of its ops.
+
+A value of type `!pcg.tensor<64x1024xf32, shard [4, 1], sum 2, copy 2>` is a logical tensor
+held as pieces: each dimension cut into `shard` equal parts, `sum` partial values that add up
+to the logical value, and `copy` identical copies of each. Degrees equal to 1 are not printed.
+
+An operator's parallelism is derived from its operands' degrees (see `forms.py` for how tasks
+map onto pieces); an op accepts only degree combinations whose reassembled result equals the
+unparallelized one, and its verifier names the operand and dimension it rejects.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IntAttr,
+    bf16,
+    f16,
+    f32,
+    f64,
+    i1,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, ParametrizedAttribute, TypeAttribute
+from xdsl.irdl import irdl_attr_definition, traits_def
+from xdsl.traits import Pure
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from unityc.dialects.forms import Form, FormBuilder, FormError
+from unityc.dialects.syntax import UnitycOp
+from unityc.dialects.view import MachineViewAttr
+
+ELEMENT_TYPES: tuple[Attribute, ...] = (f16, bf16, f32, f64, i1, i32, i64)
+FLOAT_TYPES: tuple[Attribute, ...] = (f16, bf16, f32, f64)
+
+
+def degree_problem(shape: Sequence[int], shard: Sequence[int], sum_: int, copy: int) -> str | None:
+    """Why these degrees are impossible for this shape, or None."""
+    if len(shard) != len(shape):
+        return f"{len(shard)} shard degrees for a rank-{len(shape)} tensor"
+    for d, (size, k) in enumerate(zip(shape, shard, strict=True)):
+        if size < 1:
+            return f"dimension {d} has size {size}; sizes must be positive"
+        if k < 1 or size % k:
+            return f"shard degree {k} does not divide dimension {d} of size {size}"
+    if sum_ < 1 or copy < 1:
+        return "sum and copy degrees must be at least 1"
+    return None
+
+
+@irdl_attr_definition
+class TensorType(ParametrizedAttribute, TypeAttribute):
+    """A parallel tensor: logical shape, element type, shard degree per dim, sum and copy degree."""
+
+    name = "pcg.tensor"
+
+    shape_attr: ArrayAttr[IntAttr]
+    element_type: Attribute
+    shard_attr: ArrayAttr[IntAttr]
+    sum_attr: IntAttr
+    copy_attr: IntAttr
+
+    def __init__(
+        self,
+        shape: Sequence[int],
+        element_type: Attribute,
+        shard: Sequence[int] | None = None,
+        sum: int = 1,  # noqa: A002 - the degree's name in the paper and the syntax
+        copy: int = 1,
+    ):
+        shard = [1] * len(shape) if shard is None else shard
+        super().__init__(
+            ArrayAttr([IntAttr(s) for s in shape]),
+            element_type,
+            ArrayAttr([IntAttr(k) for k in shard]),
+            IntAttr(sum),
+            IntAttr(copy),
+        )
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(a.data for a in self.shape_attr.data)
+
+    @property
+    def shard(self) -> tuple[int, ...]:
+        return tuple(a.data for a in self.shard_attr.data)
+
+    @property
+    def sum_degree(self) -> int:
+        return self.sum_attr.data
+
+    @property
+    def copy_degree(self) -> int:
+        return self.copy_attr.data
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape_attr.data)
+
+    @property
+    def num_pieces(self) -> int:
+        return math.prod(self.shard) * self.sum_degree * self.copy_degree
+
+    @property
+    def piece_shape(self) -> tuple[int, ...]:
+        return tuple(s // k for s, k in zip(self.shape, self.shard, strict=True))
+
+    def task_degrees(self) -> tuple[int, ...]:
+        """The degrees of its task space: shard dims, sum, copy."""
+        return (*self.shard, self.sum_degree, self.copy_degree)
+
+    def with_degrees(self, shard: Sequence[int] | None = None, sum: int = 1, copy: int = 1) -> TensorType:  # noqa: A002
+        return TensorType(self.shape, self.element_type, shard, sum, copy)
+
+    def verify(self) -> None:
+        if self.element_type not in ELEMENT_TYPES:
+            raise VerifyException(f"unsupported element type {self.element_type}")
+        if problem := degree_problem(self.shape, self.shard, self.sum_degree, self.copy_degree):
+            raise VerifyException(f"invalid !pcg.tensor: {problem}")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        start = parser.pos
+        with parser.in_angle_brackets():
+            shape, element_type = parser.parse_ranked_shape()
+            if element_type not in ELEMENT_TYPES:
+                parser.raise_error(f"unsupported element type {element_type}", start, parser.pos)
+            shard, sum_, copy = [1] * len(shape), 1, 1
+            while parser.parse_optional_punctuation(",") is not None:
+                keyword = parser.parse_keyword_in(("shard", "sum", "copy"))
+                if keyword == "shard":
+                    shard = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
+                elif keyword == "sum":
+                    sum_ = parser.parse_integer()
+                else:
+                    copy = parser.parse_integer()
+            if problem := degree_problem(shape, shard, sum_, copy):
+                parser.raise_error(f"invalid !pcg.tensor: {problem}", start, parser.pos)
+        return (
+            ArrayAttr([IntAttr(s) for s in shape]),
+            element_type,
+            ArrayAttr([IntAttr(k) for k in shard]),
+            IntAttr(sum_),
+            IntAttr(copy),
+        )
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string("<")
+        printer.print_string("".join(f"{s}x" for s in self.shape))
+        printer.print_attribute(self.element_type)
+        if any(k != 1 for k in self.shard):
+            printer.print_string(", shard [" + ", ".join(map(str, self.shard)) + "]")
+        if self.sum_degree != 1:
+            printer.print_string(f", sum {self.sum_degree}")
+        if self.copy_degree != 1:
+            printer.print_string(f", copy {self.copy_degree}")
+        printer.print_string(">")
+
+
+def result_type(form: Form, index: int, shape: Sequence[int], element_type: Attribute) -> TensorType:
+    shard, sum_, copy = form.degrees_of(form.results[index])
+    problem = degree_problem(shape, shard, sum_, copy)
+    if problem:
+        raise FormError(f"result {index} would be impossible: {problem}")
+    return TensorType(shape, element_type, shard, sum_, copy)
+
+
+class PcgOp(UnitycOp):
+    """Base of the ops of both dialects: pure, and checks its machine view."""
+
+    traits = traits_def(Pure())
+
+    def verify_extra(self) -> None:
+        view = self.attributes.get("view")
+        if view is None:
+            return
+        if not isinstance(view, MachineViewAttr):
+            raise VerifyException(f"'view' must be a #pcg.view, got {view}")
+        result = self.results[0].type
+        assert isinstance(result, TensorType)
+        if problem := view.problem_for(result.task_degrees()):
+            raise VerifyException(problem)
+
+
+def form_builder(cls: type[UnitycOp], names: Sequence[str], operands: Sequence[Any]) -> FormBuilder:
+    return FormBuilder(cls.name, list(zip(names, operands, strict=True)))
+
+
+def op_error(cls: type[UnitycOp], msg: str) -> FormError:
+    return FormError(f"{cls.name}: {msg}")
+
+
+def same_dims(b: FormBuilder, operand: int, rank: int, skip: Sequence[int] = ()) -> list[list[str]]:
+    """One factor per dimension of `operand` (excluding `skip`), as result shard axes."""
+    return [[b.shared_dim(f"d{i}", [(operand, i)])] if i not in skip else [] for i in range(rank)]
+
+
+def float_dtype(cls: type[UnitycOp], t: TensorType) -> Attribute:
+    if t.element_type not in FLOAT_TYPES:
+        raise op_error(cls, f"expects a floating-point operand, got {t.element_type}")
+    return t.element_type
+
+
+def normalize_dim(cls: type[UnitycOp], dim: int, rank: int) -> int:
+    if not -rank <= dim < max(rank, 1):
+        raise op_error(cls, f"dimension {dim} is out of range for rank {rank}")
+    return dim % max(rank, 1)
+
+
+def own_form(t: TensorType) -> Form:
+    """The form whose tasks are exactly the pieces of `t` (sources and parallel ops)."""
+    b = FormBuilder("", [])
+    for i, k in enumerate(t.shard):
+        b.degrees[f"d{i}"] = k
+    b.degrees["s"] = t.sum_degree
+    form = b.build([([[f"d{i}"] for i in range(t.rank)], ["s"])])
+    return Form(form.factors[:-1] + (("copy", t.copy_degree),), (), form.results)

@@ -1,0 +1,335 @@
+"""The op base shared by the pcg and parallel dialects: typed properties declared once,
+one readable custom syntax, result-type inference, and verification against inference.
+
+Custom syntax of every op:
+
+    %r = pcg.linear %x, %w bias %b {view = #pcg.view<...>} : !t0, !t1, !t2 -> !t3
+    %s:2 = pcg.split %x dim 1 sizes [2, 6] : !t0 -> !t1, !t2
+    %w = pcg.weight name "fc1.weight" : !t0            (no operands: result types only)
+
+Required operands come first, optional operands follow as `keyword %value`, then properties
+as `keyword value`; the attribute dictionary holds discardable attributes (the machine view).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+from typing import Any, ClassVar
+
+from xdsl.dialects.builtin import (
+    I64,
+    AnyFloat,
+    DenseArrayBase,
+    FloatAttr,
+    IntegerAttr,
+    StringAttr,
+    UnitAttr,
+    f64,
+    i64,
+)
+from xdsl.ir import Attribute, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    OptOperandDef,
+    VarOperandDef,
+    VarResultDef,
+    irdl_op_definition,
+    opt_prop_def,
+    prop_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from unityc.dialects.forms import Form, FormError
+
+
+class Kind(Enum):
+    """How a property is stored, printed and handed to inference as a Python value."""
+
+    INT = "int"
+    INTS = "ints"
+    FLOAT = "float"
+    STR = "str"
+    FLAG = "flag"
+    TYPE = "type"
+    ATTR = "attr"
+
+
+_CONSTRAINT: dict[Kind, Any] = {
+    Kind.INT: IntegerAttr[I64],
+    Kind.INTS: DenseArrayBase,
+    Kind.FLOAT: FloatAttr,
+    Kind.STR: StringAttr,
+    Kind.FLAG: UnitAttr,
+    Kind.TYPE: Attribute,
+    Kind.ATTR: Attribute,
+}
+
+
+def to_attr(kind: Kind, value: Any) -> Attribute:
+    match kind:
+        case Kind.INT:
+            return IntegerAttr(int(value), i64)
+        case Kind.INTS:
+            return DenseArrayBase.from_list(i64, [int(v) for v in value])
+        case Kind.FLOAT:
+            return FloatAttr(float(value), f64)
+        case Kind.STR:
+            return StringAttr(value)
+        case Kind.FLAG:
+            return UnitAttr()
+    return value
+
+
+def from_attr(kind: Kind, attr: Attribute) -> Any:
+    match kind:
+        case Kind.INT:
+            assert isinstance(attr, IntegerAttr)
+            return attr.value.data
+        case Kind.INTS:
+            assert isinstance(attr, DenseArrayBase)
+            return tuple(int(v) for v in attr.get_values())
+        case Kind.FLOAT:
+            assert isinstance(attr, FloatAttr)
+            return float(attr.value.data)
+        case Kind.STR:
+            assert isinstance(attr, StringAttr)
+            return attr.data
+        case Kind.FLAG:
+            return True
+    return attr
+
+
+def op_definition(cls: type[UnitycOp]) -> type[UnitycOp]:
+    """`irdl_op_definition` that first turns the class's PROPS table into property fields
+    (and marks upper-case class constants as ClassVar, which IRDL requires)."""
+    annotations = dict(cls.__dict__.get("__annotations__", {}))
+    for name in cls.__dict__:
+        if name.isupper() and name not in annotations:
+            annotations[name] = ClassVar[Any]
+    cls.__annotations__ = annotations
+    for name, kind, optional in cls.PROPS:
+        define = opt_prop_def if optional or kind is Kind.FLAG else prop_def
+        setattr(cls, name, define(_CONSTRAINT[kind]))
+    return irdl_op_definition(cls)
+
+
+class UnitycOp(IRDLOperation):
+    """Base of every pcg and parallel op: see the module docstring for the syntax."""
+
+    PROPS: ClassVar[tuple[tuple[str, Kind, bool], ...]] = ()
+    """(name, kind, optional) of each property, in printing order."""
+
+    # --- inference -------------------------------------------------------------------------
+
+    @classmethod
+    def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
+        """The parallel form and result types for operand types (None: optional, absent)."""
+        raise NotImplementedError(f"{cls.name} has no inference")  # every concrete op overrides
+
+    def attrs(self) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for name, kind, _ in self.PROPS:
+            attr = self.properties.get(name)
+            values[name] = (kind is Kind.FLAG and False or None) if attr is None else from_attr(kind, attr)
+        return values
+
+    def operand_types(self) -> list[Any]:
+        types: list[Any] = []
+        for (_, definition), value in zip(
+            self.get_irdl_definition().operands, self._operand_groups(), strict=True
+        ):
+            if isinstance(definition, VarOperandDef) and not isinstance(definition, OptOperandDef):
+                types.extend(v.type for v in value)
+            elif isinstance(definition, OptOperandDef):
+                types.append(value[0].type if value else None)
+            else:
+                types.append(value[0].type)
+        return types
+
+    def _operand_groups(self) -> list[Sequence[SSAValue]]:
+        groups: list[Sequence[SSAValue]] = []
+        for name, _ in self.get_irdl_definition().operands:
+            value = getattr(self, name)
+            groups.append(tuple(value) if isinstance(value, Sequence) else (value,) if value is not None else ())
+        return groups
+
+    def parallel_form(self) -> Form:
+        return self.infer(self.operand_types(), self.attrs())[0]
+
+    @classmethod
+    def build_inferred(cls, operands: Sequence[SSAValue | Sequence[SSAValue] | None], **attrs: Any):
+        """Build the op, computing its result types from operand types and properties."""
+        groups = [() if o is None else (o,) if isinstance(o, SSAValue) else tuple(o) for o in operands]
+        types: list[Any] = []
+        for (_, definition), group in zip(cls.get_irdl_definition().operands, groups, strict=True):
+            if isinstance(definition, OptOperandDef):
+                types.append(group[0].type if group else None)
+            else:
+                types.extend(v.type for v in group)
+        full = {name: attrs.get(name) for name, _, _ in cls.PROPS}
+        _, result_types = cls.infer(types, full)
+        props = {
+            name: to_attr(kind, full[name])
+            for name, kind, _ in cls.PROPS
+            if full[name] is not None and full[name] is not False
+        }
+        result_defs = cls.get_irdl_definition().results
+        grouped: list[Any] = list(result_types)
+        if len(result_defs) == 1 and isinstance(result_defs[0][1], VarResultDef):
+            grouped = [grouped]
+        return cls.build(operands=list(groups), result_types=grouped, properties=props)
+
+    # --- verification ----------------------------------------------------------------------
+
+    def verify_(self) -> None:
+        try:
+            _, expected = self.infer(self.operand_types(), self.attrs())
+        except FormError as e:
+            raise VerifyException(str(e)) from None
+        results = list(self.results)
+        if len(expected) != len(results):
+            raise VerifyException(f"expected {len(expected)} results, got {len(results)}")
+        for i, (got, want) in enumerate(zip((r.type for r in results), expected, strict=True)):
+            if got != want:
+                raise VerifyException(f"result {i} has type {got}, but its operands give {want}")
+        self.verify_extra()
+
+    def verify_extra(self) -> None:
+        """Checks beyond inference (machine views); overridden in the pcg base."""
+
+    # --- syntax ----------------------------------------------------------------------------
+
+    @classmethod
+    def parse(cls, parser: Parser) -> UnitycOp:
+        definitions = cls.get_irdl_definition().operands
+        positional = (
+            parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_unresolved_operand)
+            if _at_operand(parser)
+            else []
+        )
+        optional: dict[str, Any] = {}
+        props: dict[str, Attribute] = {}
+        optional_names = {n for n, d in definitions if isinstance(d, OptOperandDef)}
+        kinds = {n: k for n, k, _ in cls.PROPS}
+        while (keyword := parser.parse_optional_keyword_in([*optional_names, *kinds])) is not None:
+            if keyword in optional_names:
+                optional[keyword] = parser.parse_unresolved_operand()
+            else:
+                props[keyword] = _parse_value(parser, kinds[keyword])
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        first = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+        if parser.parse_optional_punctuation("->") is None:
+            operand_types, result_types = [], first
+        else:
+            operand_types = first
+            result_types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+        unresolved = list(positional) + [optional[n] for n, _ in definitions if n in optional]
+        if len(unresolved) != len(operand_types):
+            parser.raise_error(f"{cls.name} has {len(unresolved)} operands but {len(operand_types)} operand types")
+        values = [parser.resolve_operand(u, t) for u, t in zip(unresolved, operand_types, strict=True)]
+        groups = _group_operands(definitions, values[: len(positional)], values[len(positional) :], optional)
+        if groups is None:
+            parser.raise_error(f"wrong number of operands for {cls.name}")
+        result_defs = cls.get_irdl_definition().results
+        if len(result_defs) == 1 and isinstance(result_defs[0][1], VarResultDef):
+            result_types = [result_types]
+        return cls.build(operands=groups, result_types=result_types, properties=props, attributes=attributes)
+
+    def print(self, printer: Printer) -> None:
+        definitions = self.get_irdl_definition().operands
+        groups = self._operand_groups()
+        positional = [v for (_, d), g in zip(definitions, groups, strict=True) if not isinstance(d, OptOperandDef) for v in g]
+        if positional:
+            printer.print_string(" ")
+            printer.print_list(positional, printer.print_operand)
+        for (name, d), g in zip(definitions, groups, strict=True):
+            if isinstance(d, OptOperandDef) and g:
+                printer.print_string(f" {name} ")
+                printer.print_operand(g[0])
+        for name, kind, _ in self.PROPS:
+            if (attr := self.properties.get(name)) is not None:
+                printer.print_string(f" {name}")
+                _print_value(printer, kind, attr)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        operands = [v for g in groups for v in g]
+        if operands:
+            printer.print_list([o.type for o in operands], printer.print_attribute)
+            printer.print_string(" -> ")
+        printer.print_list([r.type for r in self.results], printer.print_attribute)
+
+
+def _at_operand(parser: Parser) -> bool:
+    from xdsl.utils.mlir_lexer import MLIRTokenKind
+
+    return parser._current_token.kind == MLIRTokenKind.PERCENT_IDENT  # noqa: SLF001
+
+
+def _group_operands(definitions, positional, optional_values, optional) -> list[list[SSAValue]] | None:  # noqa: ANN001
+    fixed = [d for _, d in definitions if not isinstance(d, VarOperandDef)]
+    variadic = [d for _, d in definitions if isinstance(d, VarOperandDef) and not isinstance(d, OptOperandDef)]
+    spare = len(positional) - len(fixed)
+    if spare < 0 or (spare and not variadic):
+        return None
+    groups: list[list[SSAValue]] = []
+    pos = iter(positional)
+    opt = iter(optional_values)
+    for name, d in definitions:
+        if isinstance(d, OptOperandDef):
+            groups.append([next(opt)] if name in optional else [])
+        elif isinstance(d, VarOperandDef):
+            groups.append([next(pos) for _ in range(spare)])
+        else:
+            groups.append([next(pos)])
+    return groups
+
+
+def float_text(value: float) -> str:
+    """Shortest round-tripping text that the MLIR lexer reads as a float (`1.0e-05`)."""
+    text = repr(float(value))
+    mantissa, _, exponent = text.partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return mantissa + ("e" + exponent if exponent else "")
+
+
+def _parse_value(parser: Parser, kind: Kind) -> Attribute:
+    match kind:
+        case Kind.INT:
+            return to_attr(kind, parser.parse_integer())
+        case Kind.INTS:
+            return to_attr(kind, parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer))
+        case Kind.FLOAT:
+            return to_attr(kind, parser.parse_number())
+        case Kind.STR:
+            return to_attr(kind, parser.parse_str_literal())
+        case Kind.FLAG:
+            return UnitAttr()
+        case Kind.TYPE:
+            return parser.parse_type()
+    return parser.parse_attribute()
+
+
+def _print_value(printer: Printer, kind: Kind, attr: Attribute) -> None:
+    match kind:
+        case Kind.FLAG:
+            return
+        case Kind.INTS:
+            printer.print_string(" [" + ", ".join(str(v) for v in from_attr(kind, attr)) + "]")
+        case Kind.INT:
+            printer.print_string(f" {from_attr(kind, attr)}")
+        case Kind.FLOAT:
+            printer.print_string(" " + float_text(from_attr(kind, attr)))
+        case Kind.STR:
+            printer.print_string(" ")
+            printer.print_string_literal(from_attr(kind, attr))
+        case _:
+            printer.print_string(" ")
+            printer.print_attribute(attr)
+
+
+__all__ = ["AnyFloat", "Kind", "UnitycOp", "op_definition"]
