@@ -99,7 +99,7 @@ class FormBuilder:
         self.uses = [_Use() for _ in operands]
         self.reasons: dict[tuple[int, int], str] = {}
 
-    def _type(self, operand: int):  # noqa: ANN202 - a TensorType, untyped to keep forms IR-free
+    def _type(self, operand: int):
         t = self.types[operand]
         assert t is not None
         return t

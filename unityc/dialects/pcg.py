@@ -140,7 +140,7 @@ class UnaryOp(PcgOp):
         return form, [result_type(form, 0, x.shape, cls.out_dtype(x, attrs))]
 
 
-def _unary(name: str, doc: str, linear: bool = False, props: tuple = ()) -> type[UnaryOp]:  # noqa: ANN001
+def _unary(name: str, doc: str, linear: bool = False, props: tuple = ()) -> type[UnaryOp]:
     cls = type(
         "".join(p.title() for p in name.split("_")) + "Op",
         (UnaryOp,),

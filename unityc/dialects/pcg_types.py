@@ -28,9 +28,9 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, ParametrizedAttribute, TypeAttribute
 from xdsl.irdl import irdl_attr_definition, traits_def
-from xdsl.traits import Pure
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
+from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from unityc.dialects.forms import Form, FormBuilder, FormError
@@ -72,7 +72,7 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
         shape: Sequence[int],
         element_type: Attribute,
         shard: Sequence[int] | None = None,
-        sum: int = 1,  # noqa: A002 - the degree's name in the paper and the syntax
+        sum: int = 1,
         copy: int = 1,
     ):
         shard = [1] * len(shape) if shard is None else shard
@@ -116,7 +116,7 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
         """The degrees of its task space: shard dims, sum, copy."""
         return (*self.shard, self.sum_degree, self.copy_degree)
 
-    def with_degrees(self, shard: Sequence[int] | None = None, sum: int = 1, copy: int = 1) -> TensorType:  # noqa: A002
+    def with_degrees(self, shard: Sequence[int] | None = None, sum: int = 1, copy: int = 1) -> TensorType:
         return TensorType(self.shape, self.element_type, shard, sum, copy)
 
     def verify(self) -> None:

@@ -133,10 +133,10 @@ class UnitycOp(IRDLOperation):
         values: dict[str, Any] = {}
         for name, kind, _ in self.PROPS:
             attr = self.properties.get(name)
-            values[name] = (kind is Kind.FLAG and False or None) if attr is None else from_attr(kind, attr)
+            values[name] = ((kind is Kind.FLAG and False) or None) if attr is None else from_attr(kind, attr)
         return values
 
-    def operand_types(self) -> list[Any]:
+    def typed_operands(self) -> list[Any]:
         types: list[Any] = []
         for (_, definition), value in zip(
             self.get_irdl_definition().operands, self._operand_groups(), strict=True
@@ -157,7 +157,7 @@ class UnitycOp(IRDLOperation):
         return groups
 
     def parallel_form(self) -> Form:
-        return self.infer(self.operand_types(), self.attrs())[0]
+        return self.infer(self.typed_operands(), self.attrs())[0]
 
     @classmethod
     def build_inferred(cls, operands: Sequence[SSAValue | Sequence[SSAValue] | None], **attrs: Any):
@@ -186,7 +186,7 @@ class UnitycOp(IRDLOperation):
 
     def verify_(self) -> None:
         try:
-            _, expected = self.infer(self.operand_types(), self.attrs())
+            _, expected = self.infer(self.typed_operands(), self.attrs())
         except FormError as e:
             raise VerifyException(str(e)) from None
         results = list(self.results)
@@ -266,10 +266,10 @@ class UnitycOp(IRDLOperation):
 def _at_operand(parser: Parser) -> bool:
     from xdsl.utils.mlir_lexer import MLIRTokenKind
 
-    return parser._current_token.kind == MLIRTokenKind.PERCENT_IDENT  # noqa: SLF001
+    return parser._current_token.kind == MLIRTokenKind.PERCENT_IDENT
 
 
-def _group_operands(definitions, positional, optional_values, optional) -> list[list[SSAValue]] | None:  # noqa: ANN001
+def _group_operands(definitions, positional, optional_values, optional) -> list[list[SSAValue]] | None:
     fixed = [d for _, d in definitions if not isinstance(d, VarOperandDef)]
     variadic = [d for _, d in definitions if isinstance(d, VarOperandDef) and not isinstance(d, OptOperandDef)]
     spare = len(positional) - len(fixed)

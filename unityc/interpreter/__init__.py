@@ -1,0 +1,78 @@
+"""The reference interpreter: the executable definition of pcg + parallel semantics."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.interpreter import Interpreter
+from xdsl.interpreters.func import FuncFunctions
+from xdsl.ir import SSAValue
+
+from unityc.dialects import parallel, pcg
+from unityc.interpreter.functions import PcgFunctions, SourceValues
+from unityc.interpreter.pieces import CopiesDiffer, MicroBatches, Pieces, assemble, scatter
+
+__all__ = ["CopiesDiffer", "Pieces", "assemble", "entry_function", "int_bounds", "run_graph", "scatter"]
+
+_PASS_THROUGH = (pcg.ReshapeOp, pcg.TransposeOp, pcg.SplitOp, pcg.ConcatOp, pcg.IdentityOp, *parallel.ALL_OPS)
+
+
+def entry_function(module: ModuleOp, name: str | None = None) -> func.FuncOp:
+    funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
+    if name is not None:
+        funcs = [f for f in funcs if f.sym_name.data == name]
+    if len(funcs) != 1:
+        wanted = f"named '{name}'" if name else "(the graph)"
+        raise ValueError(f"expected exactly one func.func {wanted}, found {len(funcs)}")
+    if funcs[0].args:
+        raise ValueError("the graph function must take no arguments: inputs are pcg.input ops")
+    return funcs[0]
+
+
+def _bound_from_use(value: SSAValue, seen: set[SSAValue]) -> int | None:
+    """The exclusive upper bound an integer value must respect for the ops that read it."""
+    if value in seen:
+        return None
+    seen.add(value)
+    bounds: list[int] = []
+    for use in value.uses:
+        user = use.operation
+        if isinstance(user, pcg.EmbeddingOp | pcg.EmbeddingBagOp) and use.index == 0:
+            bounds.append(user.weight.type.shape[0])
+        elif isinstance(user, pcg.CrossEntropyOp) and use.index == 1:
+            bounds.append(user.logits.type.shape[1])
+        elif isinstance(user, _PASS_THROUGH):
+            bounds.extend(b for r in user.results if (b := _bound_from_use(r, seen)) is not None)
+    return min(bounds) if bounds else None
+
+
+def int_bounds(module: ModuleOp) -> dict[str, int]:
+    """For each integer input, the bound its users need (vocabulary size, class count)."""
+    bounds: dict[str, int] = {}
+    for op in module.walk():
+        if isinstance(op, pcg.InputOp) and (b := _bound_from_use(op.result, set())) is not None:
+            bounds[op.attrs()["key"]] = b
+    return bounds
+
+
+def run_graph(
+    module: ModuleOp,
+    seed: int = 0,
+    feeds: Mapping[str, torch.Tensor] | None = None,
+    float_dtype: torch.dtype | None = None,
+) -> tuple[list[Pieces], SourceValues]:
+    """Runs the graph; returns its outputs as pieces and the source values it used."""
+    graph = entry_function(module)
+    sources = SourceValues(seed, feeds, int_bounds(module), float_dtype)
+    interpreter = Interpreter(module)
+    interpreter.register_implementations(FuncFunctions())
+    interpreter.register_implementations(PcgFunctions(sources))
+    outputs: Any = interpreter.call_op(graph.sym_name.data, ())
+    for i, out in enumerate(outputs):
+        if isinstance(out, MicroBatches):
+            raise ValueError(f"output {i} is still split into micro-batches: add parallel.batch")
+    return list(outputs), sources

@@ -1,0 +1,178 @@
+"""What one task of each pcg op computes on its local pieces (the SPMD program's body).
+
+A kernel gets the task (to know its partial-sum index or vocabulary range) and the local
+operand pieces, and returns the local result pieces. Shapes of pieces follow the op's form.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from unityc.dialects import pcg
+from unityc.dialects.forms import Form
+from unityc.dialects.pcg_types import TensorType
+
+
+@dataclass
+class Task:
+    op: Any
+    form: Form
+    coords: dict[str, int]
+    attrs: dict[str, Any]
+    float_dtype: torch.dtype | None = None
+
+    def index(self, factor: str) -> int:
+        return self.coords.get(factor, 0)
+
+    def degree(self, factor: str) -> int:
+        return dict(self.form.factors).get(factor, 1)
+
+    @property
+    def first_partial(self) -> bool:
+        """Whether this task holds partial sum 0 (where terms added once, like biases, go)."""
+        return self.form.coord(self.form.results[0], self.coords)[-2] == 0
+
+    def operand_type(self, i: int) -> TensorType:
+        return self.op.typed_operands()[i]
+
+
+Kernel = Callable[..., Any]
+
+
+def _bias(task: Task, bias: torch.Tensor | None) -> torch.Tensor | None:
+    return bias if task.first_partial else None
+
+
+def _pair(v: tuple[int, ...] | None, default: int) -> tuple[int, int]:
+    return (default, default) if v is None else (v[0], v[1])
+
+
+def _conv2d(task: Task, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    a = task.attrs
+    groups = (a["groups"] or 1) // task.degree("g")
+    return F.conv2d(x, w, _bias(task, b), _pair(a["stride"], 1), _pair(a["padding"], 0), _pair(a["dilation"], 1), groups)
+
+
+def _pool2d(task: Task, x: torch.Tensor) -> torch.Tensor:
+    a = task.attrs
+    kernel = _pair(a["kernel"], 1)
+    stride = _pair(a["stride"], 0)
+    stride = (stride[0] or kernel[0], stride[1] or kernel[1])
+    pool = F.max_pool2d if a["kind"] == "max" else F.avg_pool2d
+    return pool(x, kernel, stride, _pair(a["padding"], 0))
+
+
+def _reduce(task: Task, x: torch.Tensor) -> torch.Tensor:
+    a = task.attrs
+    t = task.operand_type(0)
+    dims = sorted({d % t.rank for d in a["dims"]})
+    out = x.sum(dim=dims, keepdim=bool(a["keepdim"])) if dims else x.clone()
+    if a["kind"] == "mean":
+        out = out / math.prod(t.shape[d] for d in dims)
+    return out
+
+
+def _vocab_lookup(task: Task, ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Rows of the local vocabulary shard; ids outside it give zeros (exact partial sums)."""
+    start = task.index("v") * w.shape[0]
+    local = ids - start
+    inside = (local >= 0) & (local < w.shape[0])
+    rows = F.embedding(torch.where(inside, local, torch.zeros_like(local)), w)
+    return rows * inside.unsqueeze(-1).to(rows.dtype)
+
+
+def _embedding_bag(task: Task, ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    out = _vocab_lookup(task, ids, w).sum(dim=1)
+    if task.attrs["mode"] == "mean":
+        out = out / task.operand_type(0).shape[1]
+    return out
+
+
+def _attention(task: Task, q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask) -> torch.Tensor:
+    heads = task.attrs["heads"] // task.degree("h")
+    batch, sq, _ = q.shape
+    sk = k.shape[1]
+    width = wq.shape[0] // heads
+
+    def project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, s: int) -> torch.Tensor:
+        return F.linear(x, w, b).reshape(batch, s, heads, width).transpose(1, 2)
+
+    scores = project(q, wq, bq, sq) @ project(k, wk, bk, sk).transpose(-1, -2) / math.sqrt(width)
+    if mask is not None:
+        scores = scores + mask
+    context = torch.softmax(scores, dim=-1) @ project(v, wv, bv, sk)
+    return F.linear(context.transpose(1, 2).reshape(batch, sq, heads * width), wo, _bias(task, bo))
+
+
+def _cross_entropy(task: Task, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    total = F.cross_entropy(logits, target, reduction="sum")
+    return total / task.operand_type(0).shape[0] if task.attrs["reduction"] == "mean" else total
+
+
+def _mse(task: Task, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    total = ((x - target) ** 2).sum()
+    return total / math.prod(task.operand_type(0).shape) if task.attrs["reduction"] == "mean" else total
+
+
+def _split(task: Task, x: torch.Tensor) -> list[torch.Tensor]:
+    dim = task.attrs["dim"] % x.dim()
+    return [p.clone() for p in torch.split(x, list(task.attrs["sizes"]), dim=dim)]
+
+
+def _result_piece_shape(task: Task) -> tuple[int, ...]:
+    return task.op.results[0].type.piece_shape
+
+
+KERNELS: dict[type, Kernel] = {
+    pcg.ReluOp: lambda t, x: F.relu(x),
+    pcg.GeluOp: lambda t, x: F.gelu(x, approximate="tanh" if t.attrs["tanh"] else "none"),
+    pcg.SigmoidOp: lambda t, x: torch.sigmoid(x),
+    pcg.TanhOp: lambda t, x: torch.tanh(x),
+    pcg.ExpOp: lambda t, x: torch.exp(x),
+    pcg.SqrtOp: lambda t, x: torch.sqrt(x),
+    pcg.IdentityOp: lambda t, x: x.clone(),
+    pcg.NegOp: lambda t, x: -x,
+    pcg.ScalarMulOp: lambda t, x: x * t.attrs["scale"],
+    pcg.ScalarAddOp: lambda t, x: x + t.attrs["value"],
+    pcg.PowOp: lambda t, x: x ** t.attrs["exponent"],
+    pcg.DropoutOp: lambda t, x: x.clone(),  # identity: see the op's documentation
+    pcg.CastOp: lambda t, x: x.to(torch_dtype(t.attrs["dtype"], t.float_dtype)),
+    pcg.AddOp: lambda t, a, b: a + b,
+    pcg.SubOp: lambda t, a, b: a - b,
+    pcg.MulOp: lambda t, a, b: a * b,
+    pcg.DivOp: lambda t, a, b: a / b,
+    pcg.LinearOp: lambda t, x, w, b: F.linear(x, w, _bias(t, b)),
+    pcg.MatmulOp: lambda t, a, b: a @ b,
+    pcg.BatchMatmulOp: lambda t, a, b: a @ b,
+    pcg.Conv2dOp: _conv2d,
+    pcg.Pool2dOp: _pool2d,
+    pcg.BatchNormOp: lambda t, x, w, b: F.batch_norm(x, None, None, w, b, training=True, eps=t.attrs["eps"]),
+    pcg.LayerNormOp: lambda t, x, w, b: F.layer_norm(x, x.shape[-t.attrs["dims"]:], w, b, t.attrs["eps"]),
+    pcg.SoftmaxOp: lambda t, x: torch.softmax(x, dim=t.attrs["dim"]),
+    pcg.ConcatOp: lambda t, *xs: torch.cat(xs, dim=t.attrs["dim"]),
+    pcg.SplitOp: _split,
+    pcg.ReshapeOp: lambda t, x: x.reshape(_result_piece_shape(t)).clone(),
+    pcg.TransposeOp: lambda t, x: x.permute(*t.attrs["perm"]).contiguous(),
+    pcg.ReduceOp: _reduce,
+    pcg.EmbeddingOp: _vocab_lookup,
+    pcg.EmbeddingBagOp: _embedding_bag,
+    pcg.AttentionOp: _attention,
+    pcg.CrossEntropyOp: _cross_entropy,
+    pcg.MseLossOp: _mse,
+}
+
+
+def torch_dtype(element_type: Any, float_override: torch.dtype | None = None) -> torch.dtype:
+    """The torch dtype of an element type; `float_override` replaces every float type."""
+    from xdsl.dialects.builtin import bf16, f16, f32, f64, i1, i32, i64
+
+    floats = {f16: torch.float16, bf16: torch.bfloat16, f32: torch.float32, f64: torch.float64}
+    if element_type in floats:
+        return float_override or floats[element_type]
+    return {i1: torch.bool, i32: torch.int32, i64: torch.int64}[element_type]

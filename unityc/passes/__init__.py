@@ -1,0 +1,1 @@
+"""xDSL module passes of unityc."""

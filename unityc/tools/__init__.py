@@ -1,0 +1,1 @@
+"""Command-line tools: unityc-opt, unityc-run."""

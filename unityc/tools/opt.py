@@ -1,0 +1,100 @@
+"""unityc-opt: xDSL's opt driver with the pcg and parallel dialects, unityc's passes and targets.
+
+Every xDSL flag works. On top of xDSL's behaviour: input is verified op by op with
+`file:line:col` diagnostics, errors exit with status 1 and no traceback, and `-o FILE` is
+written only when the whole run succeeded.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from io import StringIO
+from typing import IO
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException, ParseError
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from unityc.tools.source import LocatedError, format_parse_error, parse_source
+
+
+def unityc_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    def fuse() -> type[ModulePass]:
+        from unityc.passes.fuse_collectives import FuseCollectivesPass
+
+        return FuseCollectivesPass
+
+    return {"fuse-collectives": fuse}
+
+
+class UnitycOptMain(xDSLOptMain):
+    def __init__(self, args: Sequence[str] | None = None):
+        self._chunk_offset = 0
+        self._buffer: StringIO | None = None
+        super().__init__(description="unityc optimizer driver (xDSL opt with the pcg and parallel dialects)",
+                         args=args)
+
+    def register_all_dialects(self) -> None:
+        super().register_all_dialects()
+        from unityc.dialects.parallel import PARALLEL
+        from unityc.dialects.pcg import PCG
+
+        self.ctx.register_dialect("pcg", lambda: PCG)
+        self.ctx.register_dialect("parallel", lambda: PARALLEL)
+
+    def register_all_passes(self) -> None:
+        super().register_all_passes()
+        for name, factory in unityc_passes().items():
+            self.register_pass(name, factory)
+
+    def register_all_frontends(self) -> None:
+        super().register_all_frontends()
+
+        def parse_mlir(io: IO[bytes]) -> ModuleOp:
+            return parse_source(self.ctx, io.read(), self.get_input_name(), self._chunk_offset)
+
+        self.available_frontends["mlir"] = parse_mlir
+
+    def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp | None:
+        self._chunk_offset = start_offset
+        return super().parse_chunk(chunk, file_extension, start_offset)
+
+    def prepare_output(self) -> IO[str]:
+        # Buffer `-o` output: the file is written by `commit_output` only after a successful run.
+        if not self.args.output_file:
+            return sys.stdout
+        self._buffer = _KeepOpen()
+        return self._buffer
+
+    def commit_output(self) -> None:
+        if self.args.output_file and self._buffer is not None:
+            with open(self.args.output_file, "w") as f:
+                f.write(self._buffer.getvalue())
+
+
+class _KeepOpen(StringIO):
+    def close(self) -> None:  # xDSL closes the output stream when done; keep what it wrote
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        driver = UnitycOptMain(args=argv)
+        driver.run()
+        driver.commit_output()
+    except LocatedError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    except ParseError as e:
+        print(format_parse_error(e), file=sys.stderr)
+        return 1
+    except (DiagnosticException, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
