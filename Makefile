@@ -1,0 +1,27 @@
+# Two commands: `make demo` and `make test`. Both create .venv and install on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	# torch first, pinned: the CPU build of exactly this version installs offline here.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m unityc.tools.demo
+
+test: $(STAMP)
+	$(VENV)/bin/lit -sv tests/filecheck
+	$(PY) -m pytest tests --ignore=tests/filecheck -n 2 -p no:cacheprovider
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check unityc tests
+
+clean:
+	rm -rf $(VENV) *.egg-info
