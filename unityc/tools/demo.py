@@ -41,7 +41,7 @@ def describe(module: ModuleOp) -> None:
         if not isinstance(op, UnitycOp):
             continue
         view = op.attributes.get("view")
-        print(f"{op.name:<22} {str(op.results[0].type):<44} {view if view else '-'}")
+        print(f"{op.name:<22} {op.results[0].type!s:<44} {view if view else '-'}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
             err = ((g - w).abs().max() / w.abs().max().clamp_min(1e-30)).item()
             worst = max(worst, err) if dtype == torch.float32 else worst
-            print(f"   {str(dtype):<14} output {i}: plan {g.double().sum().item():.8f}  "
+            print(f"   {dtype!s:<14} output {i}: plan {g.double().sum().item():.8f}  "
                   f"unparallelized {w.double().sum().item():.8f}  relative error {err:.2e}")
     if worst > 1e-5:
         print(f"MISMATCH: relative error {worst:.2e} > 1e-5", file=sys.stderr)

@@ -53,7 +53,9 @@ class UnitycOptMain(xDSLOptMain):
         super().register_all_frontends()
 
         def parse_mlir(io: IO[bytes]) -> ModuleOp:
-            return parse_source(self.ctx, io.read(), self.get_input_name(), self._chunk_offset)
+            return parse_source(
+                self.ctx, io.read(), self.get_input_name(), self._chunk_offset, not self.args.disable_verify
+            )
 
         self.available_frontends["mlir"] = parse_mlir
 
