@@ -18,7 +18,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/lit -sv tests/filecheck
-	$(PY) -m pytest tests --ignore=tests/filecheck -n 2 -p no:cacheprovider
+	$(PY) -m pytest tests --ignore=tests/filecheck -p no:cacheprovider
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check unityc tests

@@ -183,8 +183,7 @@ class FormBuilder:
                 if k != 1 and d not in self.uses[o].shard:
                     why = self.reasons.get((o, d), "this operator cannot split it")
                     raise self.fail(
-                        f"operand '{self.names[o]}' dimension {d} has shard degree {k}, "
-                        f"but {why}"
+                        f"operand '{self.names[o]}' dimension {d} has shard degree {k}, but {why}"
                     )
             if t.sum_degree != 1 and not self.uses[o].sum:
                 raise self.fail(

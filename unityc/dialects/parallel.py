@@ -240,8 +240,16 @@ class AllToAllOp(ParallelOp):
 
 
 ALL_OPS: list[type[ParallelOp]] = [
-    PartitionOp, CombineOp, ReplicateOp, ReduceOp, PipelineOp, BatchOp,
-    AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp,
+    PartitionOp,
+    CombineOp,
+    ReplicateOp,
+    ReduceOp,
+    PipelineOp,
+    BatchOp,
+    AllReduceOp,
+    ReduceScatterOp,
+    AllGatherOp,
+    AllToAllOp,
 ]
 
 PARALLEL = Dialect("parallel", ALL_OPS, [])

@@ -40,7 +40,7 @@ from unityc.dialects.pcg_types import (
     result_type,
     same_dims,
 )
-from unityc.dialects.syntax import Kind, op_definition
+from unityc.dialects.syntax import Kind, op_definition, to_attr
 from unityc.dialects.view import MachineViewAttr
 
 INT_TYPES = (i64,)
@@ -74,6 +74,11 @@ class SourceOp(PcgOp):
 
     def verify_source(self, t: TensorType) -> None:
         """Op-specific checks of the result type."""
+
+    @classmethod
+    def named(cls, key: str, t: TensorType) -> SourceOp:
+        """An input or weight called `key`, of type `t`."""
+        return cls.build(result_types=[t], properties={"key": to_attr(Kind.STR, key)})
 
 
 @op_definition
@@ -158,8 +163,11 @@ SqrtOp = _unary("sqrt", "sqrt(x).")
 IdentityOp = _unary("identity", "x.", linear=True)
 NegOp = _unary("neg", "-x.", linear=True)
 ScalarMulOp = _unary("scalar_mul", "x * scale.", linear=True, props=(("scale", Kind.FLOAT, False),))
-ScalarAddOp = _unary("scalar_add", "x + value (not linear: partial sums must be reduced first).",
-                     props=(("value", Kind.FLOAT, False),))
+ScalarAddOp = _unary(
+    "scalar_add",
+    "x + value (not linear: partial sums must be reduced first).",
+    props=(("value", Kind.FLOAT, False),),
+)
 PowOp = _unary("pow", "x ** exponent.", props=(("exponent", Kind.FLOAT, False),))
 DropoutOp = _unary(
     "dropout",
@@ -365,8 +373,10 @@ class Conv2dOp(PcgOp):
     bias = opt_operand_def(TensorType)
     output = result_def(TensorType)
     PROPS = (
-        ("stride", Kind.INTS, True), ("padding", Kind.INTS, True),
-        ("dilation", Kind.INTS, True), ("groups", Kind.INT, True),
+        ("stride", Kind.INTS, True),
+        ("padding", Kind.INTS, True),
+        ("dilation", Kind.INTS, True),
+        ("groups", Kind.INT, True),
     )
 
     @classmethod
@@ -378,13 +388,20 @@ class Conv2dOp(PcgOp):
         n, c, h, wd = x.shape
         o = w.shape[0]
         if c != w.shape[1] * groups or o % groups:
-            raise op_error(cls, f"{c} input channels do not match weight {list(w.shape)} with {groups} groups")
+            raise op_error(
+                cls, f"{c} input channels do not match weight {list(w.shape)} with {groups} groups"
+            )
         if bias is not None and bias.shape != (o,):
             raise op_error(cls, f"bias shape {list(bias.shape)} should be [{o}]")
         sh, sw = _pair(attrs["stride"], 1, "stride", cls)
         ph, pw = _pair(attrs["padding"], 0, "padding", cls)
         dh, dw = _pair(attrs["dilation"], 1, "dilation", cls)
-        out_shape = (n, o, window_out(cls, h, w.shape[2], sh, ph, dh), window_out(cls, wd, w.shape[3], sw, pw, dw))
+        out_shape = (
+            n,
+            o,
+            window_out(cls, h, w.shape[2], sh, ph, dh),
+            window_out(cls, wd, w.shape[3], sw, pw, dw),
+        )
         b = form_builder(cls, ["input", "weight", "bias"], operands)
         for d in (2, 3):
             b.forbid(0, d, "convolution windows would cross shard boundaries")
@@ -409,8 +426,12 @@ class Pool2dOp(PcgOp):
     name = "pcg.pool2d"
     input = operand_def(TensorType)
     output = result_def(TensorType)
-    PROPS = (("kind", Kind.STR, False), ("kernel", Kind.INTS, False),
-             ("stride", Kind.INTS, True), ("padding", Kind.INTS, True))
+    PROPS = (
+        ("kind", Kind.STR, False),
+        ("kernel", Kind.INTS, False),
+        ("stride", Kind.INTS, True),
+        ("padding", Kind.INTS, True),
+    )
 
     @classmethod
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
@@ -423,12 +444,16 @@ class Pool2dOp(PcgOp):
         sh, sw = _pair(attrs["stride"], 0, "stride", cls)
         ph, pw = _pair(attrs["padding"], 0, "padding", cls)
         sh, sw = sh or kh, sw or kw
-        out_shape = (*x.shape[:2], window_out(cls, x.shape[2], kh, sh, ph), window_out(cls, x.shape[3], kw, sw, pw))
+        out_shape = (
+            *x.shape[:2],
+            window_out(cls, x.shape[2], kh, sh, ph),
+            window_out(cls, x.shape[3], kw, sw, pw),
+        )
         b = form_builder(cls, ["input"], operands)
         for d in (2, 3):
             b.forbid(0, d, "pooling windows would cross shard boundaries")
         sums = [b.operand_sum("s", 0)] if attrs["kind"] == "avg" else []  # zero-padded average: linear
-        form = b.build([(same_dims(b, 0, 2) + [[], []], sums)])
+        form = b.build([([*same_dims(b, 0, 2), [], []], sums)])
         return form, [result_type(form, 0, out_shape, float_dtype(cls, x))]
 
 
@@ -539,15 +564,19 @@ class ConcatOp(PcgOp):
         dim = normalize_dim(cls, attrs["dim"], first.rank)
         for t in operands:
             if t.rank != first.rank or any(t.shape[d] != first.shape[d] for d in range(t.rank) if d != dim):
-                raise op_error(cls, f"shapes {list(first.shape)} and {list(t.shape)} do not concatenate on {dim}")
+                raise op_error(
+                    cls, f"shapes {list(first.shape)} and {list(t.shape)} do not concatenate on {dim}"
+                )
             if t.element_type != first.element_type:
                 raise op_error(cls, "operand element types differ")
         names = [f"inputs#{i}" for i in range(len(operands))]
         b = form_builder(cls, names, operands)
         for o in range(len(operands)):
             b.forbid(o, dim, "concatenated shards would not be shards of the result")
-        shard = [[b.shared_dim(f"d{d}", [(o, d) for o in range(len(operands))])] if d != dim else []
-                 for d in range(first.rank)]
+        shard = [
+            [b.shared_dim(f"d{d}", [(o, d) for o in range(len(operands))])] if d != dim else []
+            for d in range(first.rank)
+        ]
         form = b.build([(shard, [b.shared_sum("s", range(len(operands)))])])
         shape = list(first.shape)
         shape[dim] = sum(t.shape[dim] for t in operands)
@@ -609,8 +638,11 @@ class ReshapeOp(PcgOp):
             lead_in, lead_out = in_dims[0], out_dims[0]
             factor = b.shared_dim(f"d{lead_in}", [(0, lead_in)])
             if shape[lead_out] % b.degrees[factor]:
-                raise op_error(cls, f"shard degree {b.degrees[factor]} of dimension {lead_in} does not divide "
-                               f"result dimension {lead_out} of size {shape[lead_out]}")
+                raise op_error(
+                    cls,
+                    f"shard degree {b.degrees[factor]} of dimension {lead_in} does not divide "
+                    f"result dimension {lead_out} of size {shape[lead_out]}",
+                )
             result_shard[lead_out] = [factor]
         form = b.build([(result_shard, [b.operand_sum("s", 0)])])
         return form, [result_type(form, 0, shape, x.element_type)]
@@ -721,7 +753,7 @@ class EmbeddingOp(PcgOp):
         if w.rank != 2:
             raise op_error(cls, "weight must be [vocabulary, dim]")
         b = form_builder(cls, ["indices", "weight"], operands)
-        shard = same_dims(b, 0, ids.rank) + [[b.shared_dim("e", [(1, 1)])]]
+        shard = [*same_dims(b, 0, ids.rank), [b.shared_dim("e", [(1, 1)])]]
         form = b.build([(shard, [b.shared_dim("v", [(1, 0)]), b.operand_sum("sw", 1)])])
         return form, [result_type(form, 0, (*ids.shape, w.shape[1]), float_dtype(cls, w))]
 
@@ -791,15 +823,30 @@ class AttentionOp(PcgOp):
         sk = k.shape[1]
         if k.shape[2] != e or heads < 1 or e % heads:
             raise op_error(cls, f"embedding {e} must match key/value and divide into {heads} heads")
-        for name, t, shape in (("wq", wq, (e, e)), ("wk", wk, (e, e)), ("wv", wv, (e, e)), ("wo", wo, (e, e)),
-                               ("bq", bq, (e,)), ("bk", bk, (e,)), ("bv", bv, (e,)), ("bo", bo, (e,))):
+        for name, t, shape in (
+            ("wq", wq, (e, e)),
+            ("wk", wk, (e, e)),
+            ("wv", wv, (e, e)),
+            ("wo", wo, (e, e)),
+            ("bq", bq, (e,)),
+            ("bk", bk, (e,)),
+            ("bv", bv, (e,)),
+            ("bo", bo, (e,)),
+        ):
             if t is not None and t.shape != shape:
                 raise op_error(cls, f"{name} shape {list(t.shape)} should be {list(shape)}")
-        if mask is not None and (mask.rank != 4 or mask.shape[0] not in (1, batch) or mask.shape[1] != 1
-                                 or mask.shape[2] not in (1, sq) or mask.shape[3] != sk):
+        if mask is not None and (
+            mask.rank != 4
+            or mask.shape[0] not in (1, batch)
+            or mask.shape[1] != 1
+            or mask.shape[2] not in (1, sq)
+            or mask.shape[3] != sk
+        ):
             raise op_error(cls, f"mask shape {list(mask.shape)} should be [{batch}|1, 1, {sq}|1, {sk}]")
         b = form_builder(cls, list(cls.NAMES), operands)
-        batch_uses = [(0, 0), (1, 0), (2, 0)] + ([(11, 0)] if mask is not None and mask.shape[0] == batch else [])
+        batch_uses = [(0, 0), (1, 0), (2, 0)] + (
+            [(11, 0)] if mask is not None and mask.shape[0] == batch else []
+        )
         seq_uses = [(0, 1)] + ([(11, 2)] if mask is not None and mask.shape[2] == sq else [])
         for o, d in ((1, 1), (2, 1), (11, 3)):
             b.forbid(o, d, "every query attends over the whole key sequence")
@@ -838,7 +885,9 @@ class CrossEntropyOp(_LossOp):
         cls.check_reduction(attrs)
         _check_indices(cls, target, "target")
         if logits.rank != 2 or target.shape != logits.shape[:1]:
-            raise op_error(cls, f"logits {list(logits.shape)} and target {list(target.shape)} should be [N, C], [N]")
+            raise op_error(
+                cls, f"logits {list(logits.shape)} and target {list(target.shape)} should be [N, C], [N]"
+            )
         b = form_builder(cls, ["logits", "target"], operands)
         b.forbid(0, 1, "softmax normalizes over the classes")
         form = b.build([([], [b.shared_dim("n", [(0, 0), (1, 0)])])])
@@ -866,14 +915,44 @@ class MseLossOp(_LossOp):
 
 
 ALL_OPS: list[type[PcgOp]] = [
-    InputOp, WeightOp, ConstantOp,
-    ReluOp, GeluOp, SigmoidOp, TanhOp, ExpOp, SqrtOp, IdentityOp, NegOp, ScalarMulOp, ScalarAddOp,
-    PowOp, DropoutOp, CastOp,
-    AddOp, SubOp, MulOp, DivOp,
-    LinearOp, MatmulOp, BatchMatmulOp, Conv2dOp, Pool2dOp,
-    BatchNormOp, LayerNormOp, SoftmaxOp,
-    ConcatOp, SplitOp, ReshapeOp, TransposeOp, ReduceOp,
-    EmbeddingOp, EmbeddingBagOp, AttentionOp, CrossEntropyOp, MseLossOp,
+    InputOp,
+    WeightOp,
+    ConstantOp,
+    ReluOp,
+    GeluOp,
+    SigmoidOp,
+    TanhOp,
+    ExpOp,
+    SqrtOp,
+    IdentityOp,
+    NegOp,
+    ScalarMulOp,
+    ScalarAddOp,
+    PowOp,
+    DropoutOp,
+    CastOp,
+    AddOp,
+    SubOp,
+    MulOp,
+    DivOp,
+    LinearOp,
+    MatmulOp,
+    BatchMatmulOp,
+    Conv2dOp,
+    Pool2dOp,
+    BatchNormOp,
+    LayerNormOp,
+    SoftmaxOp,
+    ConcatOp,
+    SplitOp,
+    ReshapeOp,
+    TransposeOp,
+    ReduceOp,
+    EmbeddingOp,
+    EmbeddingBagOp,
+    AttentionOp,
+    CrossEntropyOp,
+    MseLossOp,
 ]
 
 PCG = Dialect("pcg", ALL_OPS, [TensorType, MachineViewAttr])

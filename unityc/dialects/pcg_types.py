@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     ArrayAttr,
     IntAttr,
     bf16,
@@ -46,9 +47,13 @@ def degree_problem(shape: Sequence[int], shard: Sequence[int], sum_: int, copy: 
     if len(shard) != len(shape):
         return f"{len(shard)} shard degrees for a rank-{len(shape)} tensor"
     for d, (size, k) in enumerate(zip(shape, shard, strict=True)):
+        if size == DYNAMIC_INDEX:
+            return f"dimension {d} is dynamic ('?'); sizes must be static"
         if size < 1:
             return f"dimension {d} has size {size}; sizes must be positive"
-        if k < 1 or size % k:
+        if k < 1:
+            return f"shard degree {k} of dimension {d} must be at least 1"
+        if size % k:
             return f"shard degree {k} does not divide dimension {d} of size {size}"
     if sum_ < 1 or copy < 1:
         return "sum and copy degrees must be at least 1"
@@ -133,8 +138,13 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
             if element_type not in ELEMENT_TYPES:
                 parser.raise_error(f"unsupported element type {element_type}", start, parser.pos)
             shard, sum_, copy = [1] * len(shape), 1, 1
+            seen: set[str] = set()
             while parser.parse_optional_punctuation(",") is not None:
+                at = parser.pos
                 keyword = parser.parse_keyword_in(("shard", "sum", "copy"))
+                if keyword in seen:
+                    parser.raise_error(f"'{keyword}' is given twice", at, parser.pos)
+                seen.add(keyword)
                 if keyword == "shard":
                     shard = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
                 elif keyword == "sum":
@@ -221,4 +231,4 @@ def own_form(t: TensorType) -> Form:
         b.degrees[f"d{i}"] = k
     b.degrees["s"] = t.sum_degree
     form = b.build([([[f"d{i}"] for i in range(t.rank)], ["s"])])
-    return Form(form.factors[:-1] + (("copy", t.copy_degree),), (), form.results)
+    return Form((*form.factors[:-1], ("copy", t.copy_degree)), (), form.results)

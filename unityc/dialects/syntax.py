@@ -13,6 +13,7 @@ as `keyword value`; the attribute dictionary holds discardable attributes (the m
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from enum import Enum
 from typing import Any, ClassVar
@@ -105,7 +106,7 @@ def from_attr(kind: Kind, attr: Attribute) -> Any:
 def op_definition(cls: type[UnitycOp]) -> type[UnitycOp]:
     """`irdl_op_definition` that first turns the class's PROPS table into property fields
     (and marks upper-case class constants as ClassVar, which IRDL requires)."""
-    annotations = dict(cls.__dict__.get("__annotations__", {}))
+    annotations = dict(inspect.get_annotations(cls))
     for name in cls.__dict__:
         if name.isupper() and name not in annotations:
             annotations[name] = ClassVar[Any]
@@ -153,7 +154,9 @@ class UnitycOp(IRDLOperation):
         groups: list[Sequence[SSAValue]] = []
         for name, _ in self.get_irdl_definition().operands:
             value = getattr(self, name)
-            groups.append(tuple(value) if isinstance(value, Sequence) else (value,) if value is not None else ())
+            groups.append(
+                tuple(value) if isinstance(value, Sequence) else (value,) if value is not None else ()
+            )
         return groups
 
     def parallel_form(self) -> Form:
@@ -205,6 +208,7 @@ class UnitycOp(IRDLOperation):
     @classmethod
     def parse(cls, parser: Parser) -> UnitycOp:
         definitions = cls.get_irdl_definition().operands
+        start = parser.pos
         positional = (
             parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_unresolved_operand)
             if _at_operand(parser)
@@ -220,6 +224,7 @@ class UnitycOp(IRDLOperation):
             else:
                 props[keyword] = _parse_value(parser, kinds[keyword])
         attributes = parser.parse_optional_attr_dict()
+        colon = parser.pos
         parser.parse_punctuation(":")
         first = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
         if parser.parse_optional_punctuation("->") is None:
@@ -229,20 +234,31 @@ class UnitycOp(IRDLOperation):
             result_types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
         unresolved = list(positional) + [optional[n] for n, _ in definitions if n in optional]
         if len(unresolved) != len(operand_types):
-            parser.raise_error(f"{cls.name} has {len(unresolved)} operands but {len(operand_types)} operand types")
+            msg = f"{cls.name} has {len(unresolved)} operands but {len(operand_types)} operand types"
+            parser.raise_error(msg, start, colon)
         values = [parser.resolve_operand(u, t) for u, t in zip(unresolved, operand_types, strict=True)]
         groups = _group_operands(definitions, values[: len(positional)], values[len(positional) :], optional)
         if groups is None:
-            parser.raise_error(f"wrong number of operands for {cls.name}")
+            parser.raise_error(f"wrong number of operands for {cls.name}", start, colon)
         result_defs = cls.get_irdl_definition().results
         if len(result_defs) == 1 and isinstance(result_defs[0][1], VarResultDef):
             result_types = [result_types]
-        return cls.build(operands=groups, result_types=result_types, properties=props, attributes=attributes)
+        try:
+            return cls.build(
+                operands=groups, result_types=result_types, properties=props, attributes=attributes
+            )
+        except ValueError as e:  # a result count the op does not have
+            parser.raise_error(f"{cls.name}: {e}", start, colon)
 
     def print(self, printer: Printer) -> None:
         definitions = self.get_irdl_definition().operands
         groups = self._operand_groups()
-        positional = [v for (_, d), g in zip(definitions, groups, strict=True) if not isinstance(d, OptOperandDef) for v in g]
+        positional = [
+            v
+            for (_, d), g in zip(definitions, groups, strict=True)
+            if not isinstance(d, OptOperandDef)
+            for v in g
+        ]
         if positional:
             printer.print_string(" ")
             printer.print_list(positional, printer.print_operand)
@@ -271,7 +287,9 @@ def _at_operand(parser: Parser) -> bool:
 
 def _group_operands(definitions, positional, optional_values, optional) -> list[list[SSAValue]] | None:
     fixed = [d for _, d in definitions if not isinstance(d, VarOperandDef)]
-    variadic = [d for _, d in definitions if isinstance(d, VarOperandDef) and not isinstance(d, OptOperandDef)]
+    variadic = [
+        d for _, d in definitions if isinstance(d, VarOperandDef) and not isinstance(d, OptOperandDef)
+    ]
     spare = len(positional) - len(fixed)
     if spare < 0 or (spare and not variadic):
         return None
@@ -302,7 +320,9 @@ def _parse_value(parser: Parser, kind: Kind) -> Attribute:
         case Kind.INT:
             return to_attr(kind, parser.parse_integer())
         case Kind.INTS:
-            return to_attr(kind, parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer))
+            return to_attr(
+                kind, parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
+            )
         case Kind.FLOAT:
             return to_attr(kind, parser.parse_number())
         case Kind.STR:

@@ -27,8 +27,13 @@ class SourceValues:
     """Values of inputs and weights: given feeds, else seeded random tensors keyed by name, so
     that the same name gets the same logical value in every graph (plan or unparallelized)."""
 
-    def __init__(self, seed: int, feeds: Mapping[str, torch.Tensor] | None = None,
-                 int_bounds: Mapping[str, int] | None = None, float_dtype: torch.dtype | None = None):
+    def __init__(
+        self,
+        seed: int,
+        feeds: Mapping[str, torch.Tensor] | None = None,
+        int_bounds: Mapping[str, int] | None = None,
+        float_dtype: torch.dtype | None = None,
+    ):
         self.seed = seed
         self.feeds = dict(feeds or {})
         self.int_bounds = dict(int_bounds or {})
@@ -96,9 +101,15 @@ def _coords(shape: tuple[int, ...]) -> itertools.product:
     return itertools.product(*(range(d) for d in shape))
 
 
-def _regroup(value: Pieces, t: TensorType, axis: int, n: int, grow: bool,
-             combine: Callable[[list[torch.Tensor]], torch.Tensor] | None = None,
-             split: Callable[[torch.Tensor], list[torch.Tensor]] | None = None) -> Pieces:
+def _regroup(
+    value: Pieces,
+    t: TensorType,
+    axis: int,
+    n: int,
+    grow: bool,
+    combine: Callable[[list[torch.Tensor]], torch.Tensor] | None = None,
+    split: Callable[[torch.Tensor], list[torch.Tensor]] | None = None,
+) -> Pieces:
     """Multiply (grow) or divide the degree of one task axis by n, per the index convention:
     piece i becomes pieces i*n .. i*n+n-1, or pieces i*n .. i*n+n-1 merge into piece i."""
     out = Pieces.empty(t)
@@ -133,7 +144,9 @@ def reduce(value: Pieces, t: TensorType, n: int) -> Pieces:
 def _between(t: TensorType, **changes: Any) -> TensorType:
     """The intermediate type of a fused collective after its first step."""
     shard = list(changes.get("shard", t.shard))
-    return TensorType(t.shape, t.element_type, shard, changes.get("sum", t.sum_degree), changes.get("copy", t.copy_degree))
+    return TensorType(
+        t.shape, t.element_type, shard, changes.get("sum", t.sum_degree), changes.get("copy", t.copy_degree)
+    )
 
 
 def _shard_with(t: TensorType, dim: int, k: int) -> list[int]:
@@ -201,9 +214,13 @@ def _make_functions() -> type[InterpreterFunctions]:
         return run
 
     def pcg_impl(self: PcgFunctions, interpreter: Interpreter, op: Any, args: PythonValues) -> PythonValues:
-        return _per_micro_batch(lambda ops: run_tasks(op, ops, self.sources.float_dtype), _flat_operands(op, args))
+        return _per_micro_batch(
+            lambda ops: run_tasks(op, ops, self.sources.float_dtype), _flat_operands(op, args)
+        )
 
-    def parallel_impl(self: PcgFunctions, interpreter: Interpreter, op: Any, args: PythonValues) -> PythonValues:
+    def parallel_impl(
+        self: PcgFunctions, interpreter: Interpreter, op: Any, args: PythonValues
+    ) -> PythonValues:
         (value,) = args
         if isinstance(op, parallel.PipelineOp):
             if isinstance(value, MicroBatches):
@@ -217,10 +234,11 @@ def _make_functions() -> type[InterpreterFunctions]:
 
     for op_type, kind in ((pcg.InputOp, "input"), (pcg.WeightOp, "weight"), (pcg.ConstantOp, "constant")):
         methods[f"run_{kind}"] = impl(op_type)(source_impl(kind))
+    # keyed by the op name: class names clash across dialects (pcg.ReduceOp, parallel.ReduceOp)
     for op_type in KERNELS:
-        methods[f"run_{op_type.__name__}"] = impl(op_type)(pcg_impl)
+        methods[f"run_{op_type.name.replace('.', '_')}"] = impl(op_type)(pcg_impl)
     for op_type in parallel.ALL_OPS:
-        methods[f"run_{op_type.__name__}"] = impl(op_type)(parallel_impl)
+        methods[f"run_{op_type.name.replace('.', '_')}"] = impl(op_type)(parallel_impl)
     return register_impls(type("PcgFunctions", (PcgFunctionsBase,), methods))
 
 

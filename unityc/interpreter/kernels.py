@@ -56,7 +56,9 @@ def _pair(v: tuple[int, ...] | None, default: int) -> tuple[int, int]:
 def _conv2d(task: Task, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
     a = task.attrs
     groups = (a["groups"] or 1) // task.degree("g")
-    return F.conv2d(x, w, _bias(task, b), _pair(a["stride"], 1), _pair(a["padding"], 0), _pair(a["dilation"], 1), groups)
+    return F.conv2d(
+        x, w, _bias(task, b), _pair(a["stride"], 1), _pair(a["padding"], 0), _pair(a["dilation"], 1), groups
+    )
 
 
 def _pool2d(task: Task, x: torch.Tensor) -> torch.Tensor:
@@ -153,7 +155,7 @@ KERNELS: dict[type, Kernel] = {
     pcg.Conv2dOp: _conv2d,
     pcg.Pool2dOp: _pool2d,
     pcg.BatchNormOp: lambda t, x, w, b: F.batch_norm(x, None, None, w, b, training=True, eps=t.attrs["eps"]),
-    pcg.LayerNormOp: lambda t, x, w, b: F.layer_norm(x, x.shape[-t.attrs["dims"]:], w, b, t.attrs["eps"]),
+    pcg.LayerNormOp: lambda t, x, w, b: F.layer_norm(x, x.shape[-t.attrs["dims"] :], w, b, t.attrs["eps"]),
     pcg.SoftmaxOp: lambda t, x: torch.softmax(x, dim=t.attrs["dim"]),
     pcg.ConcatOp: lambda t, *xs: torch.cat(xs, dim=t.attrs["dim"]),
     pcg.SplitOp: _split,

@@ -56,6 +56,16 @@ def scatter(value: torch.Tensor, t: TensorType) -> Pieces:
     return out
 
 
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two copies hold the same values; NaNs at the same places count as equal."""
+    if torch.equal(a, b):
+        return True
+    if not a.is_floating_point() or a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    nan = a.isnan()
+    return torch.equal(nan, b.isnan()) and torch.equal(a[~nan], b[~nan])
+
+
 def assemble(pieces: Pieces, name: str = "value") -> torch.Tensor:
     t = pieces.type
     first = pieces.array.flat[0]
@@ -63,7 +73,7 @@ def assemble(pieces: Pieces, name: str = "value") -> torch.Tensor:
     for coord in itertools.product(*(range(k) for k in t.shard), range(t.sum_degree)):
         copies = [pieces.array[(*coord, r)] for r in range(t.copy_degree)]
         for r, other in enumerate(copies[1:], start=1):
-            if not torch.equal(copies[0], other):
+            if not _same(copies[0], other):
                 raise CopiesDiffer(f"{name}: copy {r} of piece {list(coord)} differs from copy 0")
         out[shard_slices(t, coord[:-1])] += copies[0]
     return out

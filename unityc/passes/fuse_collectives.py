@@ -31,13 +31,15 @@ class FusePair(RewritePattern):
         if not isinstance(op, parallel.ReplicateOp | parallel.PartitionOp):
             return
         first = op.input.owner
-        if not isinstance(first, parallel.ReduceOp | parallel.CombineOp) or len(first.output.uses) != 1:
+        if not isinstance(first, parallel.ReduceOp | parallel.CombineOp) or not first.output.has_one_use():
             return
         a, b = first.attrs(), op.attrs()
         if a["degree"] != b["degree"]:
             return
         fused = _fused(first, op, a, b)
         if fused is not None:
+            if "view" in op.attributes:  # same result, same task space: the placement carries over
+                fused.attributes["view"] = op.attributes["view"]
             rewriter.replace(op, fused)
             rewriter.erase(first)
 

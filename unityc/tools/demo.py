@@ -32,7 +32,9 @@ def round_trip(module: ModuleOp) -> None:
     for generic in (False, True):
         again = parse_source(make_context(), render(module, generic), "<round trip>")
         if render(again) != text:
-            raise SystemExit(f"round trip through the {'generic' if generic else 'custom'} syntax changed the plan")
+            raise SystemExit(
+                f"round trip through the {'generic' if generic else 'custom'} syntax changed the plan"
+            )
 
 
 def describe(module: ModuleOp) -> None:
@@ -69,8 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
             err = ((g - w).abs().max() / w.abs().max().clamp_min(1e-30)).item()
             worst = max(worst, err) if dtype == torch.float32 else worst
-            print(f"   {dtype!s:<14} output {i}: plan {g.double().sum().item():.8f}  "
-                  f"unparallelized {w.double().sum().item():.8f}  relative error {err:.2e}")
+            print(
+                f"   {dtype!s:<14} output {i}: plan {g.double().sum().item():.8f}  "
+                f"unparallelized {w.double().sum().item():.8f}  relative error {err:.2e}"
+            )
     if worst > 1e-5:
         print(f"MISMATCH: relative error {worst:.2e} > 1e-5", file=sys.stderr)
         return 1

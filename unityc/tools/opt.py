@@ -17,7 +17,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from unityc.tools.source import LocatedError, format_parse_error, parse_source
+from unityc.tools.source import LocatedError, LocatedParseError, format_parse_error, parse_source
 
 
 def unityc_passes() -> dict[str, Callable[[], type[ModulePass]]]:
@@ -33,8 +33,9 @@ class UnitycOptMain(xDSLOptMain):
     def __init__(self, args: Sequence[str] | None = None):
         self._chunk_offset = 0
         self._buffer: StringIO | None = None
-        super().__init__(description="unityc optimizer driver (xDSL opt with the pcg and parallel dialects)",
-                         args=args)
+        super().__init__(
+            description="unityc optimizer driver (xDSL opt with the pcg and parallel dialects)", args=args
+        )
 
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
@@ -61,7 +62,13 @@ class UnitycOptMain(xDSLOptMain):
 
     def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp | None:
         self._chunk_offset = start_offset
-        return super().parse_chunk(chunk, file_extension, start_offset)
+        try:
+            return super().parse_chunk(chunk, file_extension, start_offset)
+        except LocatedParseError as e:  # our frontend locates parse errors; report them as xDSL would
+            if not self.args.parsing_diagnostics:
+                raise
+            print(e)
+            return None
 
     def prepare_output(self) -> IO[str]:
         # Buffer `-o` output: the file is written by `commit_output` only after a successful run.

@@ -21,7 +21,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("file", help="an MLIR file holding one func.func graph")
     parser.add_argument("--seed", type=int, default=0, help="seed for inputs and weights (default 0)")
-    parser.add_argument("--float64", action="store_true", help="compute in float64 instead of the IR's float types")
+    parser.add_argument(
+        "--float64", action="store_true", help="compute in float64 instead of the IR's float types"
+    )
     return parser.parse_args(argv)
 
 

@@ -23,6 +23,10 @@ class LocatedError(DiagnosticException):
     """A diagnostic that already carries `file:line:col: error: ...` and the source line."""
 
 
+class LocatedParseError(LocatedError):
+    """A LocatedError for input that does not parse (what `--parsing-diagnostics` reports)."""
+
+
 def format_diagnostic(span: Span, message: str) -> str:
     context = span.print_with_context().splitlines()[1:]
     return "\n".join([f"{span.get_location()}: error: {message}", *context])
@@ -71,7 +75,11 @@ def _check_defined_before_use(op: Operation) -> None:
         return
     for i, operand in enumerate(op.operands):
         owner = operand.owner
-        if isinstance(owner, Operation) and owner.parent_block() is block and not owner.is_before_in_block(op):
+        if (
+            isinstance(owner, Operation)
+            and owner.parent_block() is block
+            and not owner.is_before_in_block(op)
+        ):
             raise VerifyException(f"operand {i} ({_name(operand)}) is used before it is defined")
 
 
@@ -98,7 +106,7 @@ def parse_source(
         module = parser.parse_module()
     except ParseError as e:
         e.span = dataclasses.replace(e.span, line_offset=line_offset)
-        raise LocatedError(format_parse_error(e)) from None
+        raise LocatedParseError(format_parse_error(e)) from None
     except VerifyException as e:  # a type or attribute that failed its own check while parsing
         raise LocatedError(f"{name}: error: {e}") from None
     if verify:

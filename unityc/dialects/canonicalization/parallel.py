@@ -42,7 +42,10 @@ class _Merge(RewritePattern):
         outer_attrs, inner_attrs = op.attrs(), inner.attrs() if inner else None
         if inner is None or outer_attrs.get("dim") != inner_attrs.get("dim"):
             return
-        merged = self.OP.build_inferred([inner.input], **{**outer_attrs, "degree": outer_attrs["degree"] * inner_attrs["degree"]})
+        degree = outer_attrs["degree"] * inner_attrs["degree"]
+        merged = self.OP.build_inferred([inner.input], **{**outer_attrs, "degree": degree})
+        if "view" in op.attributes:  # same result type, so the outer op's placement still fits
+            merged.attributes["view"] = op.attributes["view"]
         rewriter.replace(op, merged)
 
 

@@ -1,0 +1,660 @@
+"""Every parallel form an op claims: the assembled result equals the unparallelized one.
+
+Two ways of feeding a parallel form:
+- task level: the op's tasks run on hand-made pieces whose partial sums are random parts
+  (not a value and zeros), so an op that wrongly treats partial sums as values is caught;
+- graph level: sources typed with degrees (the interpreter scatters the logical value), or
+  unsharded sources moved with parallel.partition / replicate / reduce / combine.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+
+import pytest
+import torch
+from helpers import Graph, assert_close, gather, run_assembled, run_op, run_tasks_on, ttype
+from xdsl.dialects.builtin import f32, i64
+
+from unityc.dialects import pcg
+from unityc.dialects.pcg_types import TensorType
+from unityc.interpreter import run_graph
+from unityc.interpreter.pieces import assemble
+from unityc.tools.source import make_context, parse_source
+
+FLOATS = (torch.float64, torch.float32)
+
+
+def randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def randint(high: int, *shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, high, shape, generator=torch.Generator().manual_seed(seed), dtype=torch.int64)
+
+
+def D(*shard: int, sum: int = 1, copy: int = 1) -> tuple:
+    """Degrees of one operand: shard per dim (all 1 if omitted), sum, copy."""
+    return (list(shard) if shard else None, sum, copy)
+
+
+def typed(value: torch.Tensor, spec: tuple | None) -> TensorType:
+    shard, s, c = spec if spec is not None else (None, 1, 1)
+    elt = f32 if value.dtype.is_floating_point else i64
+    return ttype(list(value.shape), elt, shard, s, c)
+
+
+def check_form(cls, operands, specs, attrs, expect=None, graph_level=True):
+    """Runs `cls` with operands of degrees `specs` and compares with the unparallelized run.
+
+    expect: per result (shard, sum, copy) of the inferred result type."""
+    reference = run_op(cls, operands, attrs, torch.float64)
+    types = []
+    for v, spec in zip(operands, specs, strict=True):
+        if v is None:
+            types.append(None)
+        elif isinstance(v, list):
+            types.append([typed(u, s) for u, s in zip(v, spec, strict=True)])
+        else:
+            types.append(typed(v, spec))
+    for dtype in FLOATS:
+        op, got = run_tasks_on(cls, types, operands, attrs, dtype)
+        for g, r in zip(got, reference, strict=True):
+            assert_close(g, r, dtype)
+    if expect is not None:
+        results = [(list(r.type.shard), r.type.sum_degree, r.type.copy_degree) for r in op.results]
+        expect = expect if isinstance(expect, list) else [expect]
+        want = [
+            (list(s) if s is not None else [1] * r.type.rank, su, c)
+            for (s, su, c), r in zip(expect, op.results, strict=True)
+        ]
+        assert results == want
+    flat = [t for x in types for t in (x if isinstance(x, list) else [x]) if t is not None]
+    if graph_level and all(t.sum_degree == 1 for t in flat):  # sources cannot hold partial sums
+
+        def source_degrees(t):
+            return [source_degrees(u) for u in t] if isinstance(t, list) else (list(t.shard), t.copy_degree)
+
+        degrees = [None if t is None else source_degrees(t) for t in types]
+        got = run_op(cls, operands, attrs, torch.float64, degrees=degrees)
+        for g, r in zip(got, reference, strict=True):
+            assert_close(g, r)
+
+
+# ------------------------------------------------------------------------------------------
+# Element-wise
+# ------------------------------------------------------------------------------------------
+
+UNARY = [
+    (pcg.ReluOp, {}),
+    (pcg.GeluOp, {}),
+    (pcg.GeluOp, {"tanh": True}),
+    (pcg.SigmoidOp, {}),
+    (pcg.TanhOp, {}),
+    (pcg.ExpOp, {}),
+    (pcg.IdentityOp, {}),
+    (pcg.NegOp, {}),
+    (pcg.ScalarMulOp, {"scale": 2.5}),
+    (pcg.ScalarAddOp, {"value": -1.0}),
+    (pcg.PowOp, {"exponent": 3.0}),
+    (pcg.DropoutOp, {"p": 0.1}),
+    (pcg.SqrtOp, {}),
+]
+LINEAR_UNARY = [(pcg.IdentityOp, {}), (pcg.NegOp, {}), (pcg.ScalarMulOp, {"scale": -0.5})]
+
+
+@pytest.mark.parametrize("cls, attrs", UNARY, ids=lambda v: getattr(v, "name", ""))
+@pytest.mark.parametrize(
+    "spec, expect",
+    [
+        (D(2, 3), ([2, 3], 1, 1)),
+        (D(4, 1), ([4, 1], 1, 1)),
+        (D(1, 2, copy=2), ([1, 2], 1, 2)),
+    ],
+)
+def test_unary_sharded(cls, attrs, spec, expect):
+    x = randn(4, 6).abs() + 0.1 if cls is pcg.SqrtOp else randn(4, 6)
+    check_form(cls, [x], [spec], attrs, expect)
+
+
+@pytest.mark.parametrize("cls, attrs", LINEAR_UNARY, ids=lambda v: getattr(v, "name", ""))
+def test_linear_unary_keeps_partial_sums(cls, attrs):
+    check_form(cls, [randn(4, 6)], [D(2, 1, sum=3)], attrs, ([2, 1], 3, 1))
+
+
+def test_cast_sharded():
+    check_form(pcg.CastOp, [randint(9, 4, 6)], [D(2, 3, copy=2)], {"dtype": f32}, ([2, 3], 1, 2))
+
+
+BINARY = [pcg.AddOp, pcg.SubOp, pcg.MulOp, pcg.DivOp]
+
+
+def _rhs(cls, *shape, seed=1):
+    b = randn(*shape, seed=seed)
+    return b.sign() * (b.abs() + 0.5) if cls is pcg.DivOp else b
+
+
+@pytest.mark.parametrize("cls", BINARY, ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "lshape, rshape, lspec, rspec, expect",
+    [
+        ([4, 6], [4, 6], D(2, 3), D(2, 3), ([2, 3], 1, 1)),
+        ([4, 6], [6], D(2, 3), D(3, copy=2), ([2, 3], 1, 1)),  # broadcast rhs: copy per lhs row shard
+        ([4, 1], [1, 6], D(2, 1, copy=3), D(1, 3, copy=2), ([2, 3], 1, 1)),  # both broadcast
+        ([2, 4, 6], [4, 1], D(2, 2, 1, copy=3), D(2, 1, copy=6), ([2, 2, 1], 1, 3)),
+    ],
+)
+def test_binary_sharded_with_broadcasting(cls, lshape, rshape, lspec, rspec, expect):
+    check_form(cls, [randn(*lshape), _rhs(cls, *rshape)], [lspec, rspec], {}, expect)
+
+
+@pytest.mark.parametrize("cls", [pcg.AddOp, pcg.SubOp], ids=lambda c: c.name)
+def test_add_sub_with_equal_sum_degrees(cls):
+    check_form(cls, [randn(4, 6), randn(4, 6, seed=1)], [D(2, 1, sum=2), D(2, 1, sum=2)], {}, ([2, 1], 2, 1))
+    # a broadcast operand with partial sums too
+    check_form(cls, [randn(4, 6), randn(6, seed=1)], [D(1, 3, sum=2), D(3, sum=2)], {}, ([1, 3], 2, 1))
+
+
+def test_mul_with_both_operands_sums():
+    a, b = randn(4, 6), randn(4, 6, seed=1)
+    check_form(pcg.MulOp, [a, b], [D(2, 1, sum=2, copy=3), D(2, 1, sum=3, copy=2)], {}, ([2, 1], 6, 1))
+    # only one operand has partial sums: the other is copied once per partial sum
+    check_form(pcg.MulOp, [a, b], [D(sum=2), D(copy=2)], {}, (None, 2, 1))
+    check_form(pcg.MulOp, [a, b], [D(copy=2), D(sum=2)], {}, (None, 2, 1))
+
+
+def test_div_linear_in_numerator_only():
+    check_form(
+        pcg.DivOp, [randn(4, 6), _rhs(pcg.DivOp, 4, 6)], [D(2, 1, sum=2), D(2, 1, copy=2)], {}, ([2, 1], 2, 1)
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Linear, matmul
+# ------------------------------------------------------------------------------------------
+
+LINEAR_FORMS = [
+    ("batch", D(2, 1), D(copy=2), D(copy=2), ([2, 1], 1, 1)),
+    ("batch3d", D(2, 2, 1), D(copy=4), D(copy=4), ([2, 2, 1], 1, 1)),
+    ("column", D(copy=2), D(2, 1), D(2), ([1, 2], 1, 1)),
+    ("reduction", D(1, 2), D(1, 2), D(copy=2), (None, 2, 1)),
+    ("batch x column x reduction", D(2, 2, copy=2), D(2, 2, copy=2), D(2, copy=4), ([2, 2], 2, 1)),
+    ("input partial sums", D(sum=2), D(copy=2), D(copy=2), (None, 2, 1)),
+    ("weight partial sums", D(copy=2), D(sum=2), D(copy=2), (None, 2, 1)),
+    ("replicated result", D(copy=3), D(copy=3), D(copy=3), (None, 1, 3)),
+]
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize(
+    "name, xs, ws, bs, expect", LINEAR_FORMS, ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_linear_forms(name, xs, ws, bs, expect, with_bias):
+    x = randn(4, 2, 6) if name == "batch3d" else randn(4, 6)
+    if name == "batch3d":
+        expect = ([2, 2, 1], 1, 1)
+    b = randn(4, seed=2) if with_bias else None
+    check_form(pcg.LinearOp, [x, randn(4, 6, seed=1), b], [xs, ws, bs if with_bias else None], {}, expect)
+
+
+def test_linear_reduction_parallel_adds_bias_once():
+    x, w, b = randn(3, 8), randn(5, 8, seed=1), torch.full((5,), 100.0, dtype=torch.float64)
+    _, (got,) = run_tasks_on(
+        pcg.LinearOp, [typed(x, D(1, 4)), typed(w, D(1, 4)), typed(b, D(copy=4))], [x, w, b], {}
+    )
+    assert_close(got, x @ w.T + b)
+
+
+MATMUL_FORMS = [
+    (D(2, 1), D(copy=2), ([2, 1], 1, 1)),
+    (D(copy=2), D(1, 2), ([1, 2], 1, 1)),
+    (D(1, 2), D(2, 1), (None, 2, 1)),
+    (D(1, 4), D(4, 1), (None, 4, 1)),
+    (D(2, 2, copy=2), D(2, 2, copy=2), ([2, 2], 2, 1)),
+    (D(sum=2), D(copy=2), (None, 2, 1)),
+    (D(sum=2, copy=3), D(sum=3, copy=2), (None, 6, 1)),
+]
+
+
+@pytest.mark.parametrize("aspec, bspec, expect", MATMUL_FORMS, ids=str)
+def test_matmul_forms(aspec, bspec, expect):
+    check_form(pcg.MatmulOp, [randn(4, 8), randn(8, 6, seed=1)], [aspec, bspec], {}, expect)
+
+
+@pytest.mark.parametrize(
+    "aspec, bspec, expect",
+    [
+        (D(2, 1, 1, 1), D(2, 1, 1, 1), ([2, 1, 1, 1], 1, 1)),
+        (D(2, 3, 1, 1), D(2, 3, 1, 1), ([2, 3, 1, 1], 1, 1)),
+        (D(1, 1, 2, 2), D(1, 1, 2, 1, copy=2), ([1, 1, 2, 1], 2, 1)),
+        (D(2, 1, 1, 1, copy=2), D(2, 1, 1, 2), ([2, 1, 1, 2], 1, 1)),
+    ],
+)
+def test_batch_matmul_forms(aspec, bspec, expect):
+    check_form(pcg.BatchMatmulOp, [randn(2, 3, 4, 6), randn(2, 3, 6, 4, seed=1)], [aspec, bspec], {}, expect)
+
+
+# ------------------------------------------------------------------------------------------
+# Convolution, pooling
+# ------------------------------------------------------------------------------------------
+
+CONV_FORMS = [
+    ("batch", D(2, 1, 1, 1), D(copy=2), D(copy=2), ([2, 1, 1, 1], 1, 1)),
+    ("output channels", D(copy=2), D(2, 1, 1, 1), D(2), ([1, 2, 1, 1], 1, 1)),
+    ("input channels", D(1, 2, 1, 1), D(1, 2, 1, 1), D(copy=2), (None, 2, 1)),
+    ("input channels 4", D(1, 4, 1, 1), D(1, 4, 1, 1), D(copy=4), (None, 4, 1)),
+    ("batch x out x in", D(2, 2, 1, 1, copy=2), D(2, 2, 1, 1, copy=2), D(2, copy=4), ([2, 2, 1, 1], 2, 1)),
+    ("input partial sums", D(sum=2), D(copy=2), D(copy=2), (None, 2, 1)),
+]
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize(
+    "name, xs, ws, bs, expect", CONV_FORMS, ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_conv2d_forms(name, xs, ws, bs, expect, with_bias):
+    attrs = {"stride": [2, 1], "padding": [1, 1], "dilation": [1, 2]}
+    x, w = randn(2, 4, 6, 6), randn(6, 4, 3, 3, seed=1)
+    b = randn(6, seed=2) if with_bias else None
+    check_form(pcg.Conv2dOp, [x, w, b], [xs, ws, bs if with_bias else None], attrs, expect)
+
+
+@pytest.mark.parametrize("degree", [2, 4])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_conv2d_grouped_channel_sharding(degree, with_bias):
+    x, w = randn(2, 8, 5, 5), randn(8, 2, 3, 3, seed=1)  # 4 groups of 2 input, 2 output channels
+    b = randn(8, seed=2) if with_bias else None
+    specs = [D(1, degree, 1, 1), D(degree, 1, 1, 1), D(degree) if with_bias else None]
+    check_form(pcg.Conv2dOp, [x, w, b], specs, {"groups": 4, "padding": [1, 1]}, ([1, degree, 1, 1], 1, 1))
+    # with the batch sharded too
+    specs = [D(2, degree, 1, 1), D(degree, 1, 1, 1, copy=2), D(degree, copy=2) if with_bias else None]
+    check_form(pcg.Conv2dOp, [x, w, b], specs, {"groups": 4}, ([2, degree, 1, 1], 1, 1))
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_pool2d_forms(kind):
+    attrs = {"kind": kind, "kernel": [3, 2], "stride": [2, 1], "padding": [1, 0]}
+    x = randn(4, 6, 7, 6)
+    check_form(pcg.Pool2dOp, [x], [D(2, 3, 1, 1)], attrs, ([2, 3, 1, 1], 1, 1))
+    check_form(pcg.Pool2dOp, [x], [D(1, 2, 1, 1, copy=2)], attrs, ([1, 2, 1, 1], 1, 2))
+    if kind == "avg":  # zero-padded average pooling is linear
+        check_form(pcg.Pool2dOp, [x], [D(2, 1, 1, 1, sum=2)], attrs, ([2, 1, 1, 1], 2, 1))
+
+
+# ------------------------------------------------------------------------------------------
+# Normalization, softmax
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_batch_norm_channel_sharded(affine):
+    x = randn(4, 6, 3, 3) * 2 + 1
+    w, b = (randn(6, seed=1), randn(6, seed=2)) if affine else (None, None)
+    specs = [D(1, 3, 1, 1), D(3) if affine else None, D(3) if affine else None]
+    check_form(pcg.BatchNormOp, [x, w, b], specs, {"eps": 1e-5}, ([1, 3, 1, 1], 1, 1))
+    specs = [D(1, 2, 1, 1, copy=2), D(2, copy=2) if affine else None, D(2, copy=2) if affine else None]
+    check_form(pcg.BatchNormOp, [x, w, b], specs, {"eps": 1e-5}, ([1, 2, 1, 1], 1, 2))
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_layer_norm_sharded_outside_normalized_dims(affine):
+    x = randn(4, 3, 6)
+    w, b = (randn(6, seed=1), randn(6, seed=2)) if affine else (None, None)
+    specs = [D(2, 3, 1), D(copy=6) if affine else None, D(copy=6) if affine else None]
+    check_form(pcg.LayerNormOp, [x, w, b], specs, {"dims": 1, "eps": 1e-5}, ([2, 3, 1], 1, 1))
+    w2, b2 = (randn(3, 6, seed=1), randn(3, 6, seed=2)) if affine else (None, None)
+    specs = [D(4, 1, 1), D(copy=4) if affine else None, D(copy=4) if affine else None]
+    check_form(pcg.LayerNormOp, [x, w2, b2], specs, {"dims": 2, "eps": 1e-5}, ([4, 1, 1], 1, 1))
+
+
+@pytest.mark.parametrize(
+    "dim, spec, expect",
+    [
+        (-1, D(2, 3, 1), ([2, 3, 1], 1, 1)),
+        (0, D(1, 3, 2), ([1, 3, 2], 1, 1)),
+        (1, D(2, 1, 4, copy=2), ([2, 1, 4], 1, 2)),
+    ],
+)
+def test_softmax_sharded_off_its_dim(dim, spec, expect):
+    check_form(pcg.SoftmaxOp, [randn(2, 3, 4) * 3], [spec], {"dim": dim}, expect)
+
+
+# ------------------------------------------------------------------------------------------
+# Shape operators
+# ------------------------------------------------------------------------------------------
+
+
+def test_concat_on_unsharded_dim():
+    xs = [randn(4, 2, 6), randn(4, 3, 6, seed=1), randn(4, 1, 6, seed=2)]
+    check_form(pcg.ConcatOp, [xs], [[D(2, 1, 3)] * 3], {"dim": 1}, ([2, 1, 3], 1, 1))
+    check_form(pcg.ConcatOp, [xs], [[D(1, 1, 2, sum=2)] * 3], {"dim": -2}, ([1, 1, 2], 2, 1))
+    check_form(pcg.ConcatOp, [xs], [[D(2, 1, 1, copy=2)] * 3], {"dim": 1}, ([2, 1, 1], 1, 2))
+
+
+@pytest.mark.parametrize(
+    "spec, expect",
+    [
+        (D(2, 1, 3), ([2, 1, 3], 1, 1)),
+        (D(1, 1, 2, sum=2), ([1, 1, 2], 2, 1)),
+        (D(4, 1, 1, copy=2), ([4, 1, 1], 1, 2)),
+    ],
+)
+def test_split_on_unsharded_dim(spec, expect):
+    check_form(pcg.SplitOp, [randn(4, 5, 6)], [spec], {"dim": 1, "sizes": [2, 1, 2]}, [expect] * 3)
+
+
+@pytest.mark.parametrize(
+    "src, dst, spec, expect",
+    [
+        ([4, 3, 2], [12, 2], D(2, 1, 1), ([2, 1], 1, 1)),  # merge: the lead dim keeps its shards
+        ([8, 3], [2, 4, 3], D(2, 1), ([2, 1, 1], 1, 1)),  # split: the lead result dim takes them
+        ([4, 6], [4, 2, 3], D(2, 2), ([2, 2, 1], 1, 1)),  # sharded dim of a later group
+        ([6, 4], [4, 6], D(2, 1), ([2, 1], 1, 1)),  # one group, both sides lead by degree 2
+        ([2, 6, 4], [2, 24], D(2, 3, 1), ([2, 3], 1, 1)),
+        ([4, 1, 6], [4, 6], D(4, 1, 2), ([4, 2], 1, 1)),
+        ([4, 6], [4, 1, 6, 1], D(2, 3, sum=2), ([2, 1, 3, 1], 2, 1)),
+        ([4, 6], [24], D(2, 1, copy=3), ([2], 1, 3)),
+    ],
+)
+def test_reshape_with_sharded_leading_dim(src, dst, spec, expect):
+    check_form(pcg.ReshapeOp, [randn(*src)], [spec], {"shape": dst}, expect)
+
+
+@pytest.mark.parametrize(
+    "perm, spec, expect",
+    [
+        ([2, 0, 1], D(2, 1, 3), ([3, 2, 1], 1, 1)),
+        ([1, 0, 2], D(2, 4, 1, sum=2), ([4, 2, 1], 2, 1)),
+        ([0, 2, 1], D(1, 2, 6, copy=2), ([1, 6, 2], 1, 2)),
+    ],
+)
+def test_transpose_moves_shards(perm, spec, expect):
+    check_form(pcg.TransposeOp, [randn(2, 4, 6)], [spec], {"perm": perm}, expect)
+
+
+@pytest.mark.parametrize("kind", ["sum", "mean"])
+@pytest.mark.parametrize(
+    "dims, keepdim, spec, expect",
+    [
+        ([1], False, D(2, 3), ([2], 3, 1)),
+        ([1], True, D(2, 3), ([2, 1], 3, 1)),
+        ([0, 1], False, D(2, 3), ([], 6, 1)),
+        ([0], True, D(4, 1, sum=2), ([1, 1], 8, 1)),
+        ([-1], False, D(1, 2, copy=2), ([1], 2, 2)),
+        ([0], False, D(1, 3), ([3], 1, 1)),  # the sharded dim is kept
+    ],
+)
+def test_reduce_over_sharded_dims(kind, dims, keepdim, spec, expect):
+    attrs = {"kind": kind, "dims": dims, "keepdim": keepdim or None}
+    check_form(pcg.ReduceOp, [randn(4, 6)], [spec], attrs, expect)
+
+
+# ------------------------------------------------------------------------------------------
+# Embeddings, attention, losses
+# ------------------------------------------------------------------------------------------
+
+
+def _ids(vocab: int, *shape: int) -> torch.Tensor:
+    ids = randint(vocab, *shape)
+    flat = ids.view(-1)
+    flat[0], flat[-1] = 0, vocab - 1  # both ends of the vocabulary
+    return ids
+
+
+EMBEDDING_FORMS = [
+    ("vocabulary", D(copy=2), D(2, 1), (None, 2, 1)),
+    ("vocabulary 5", D(copy=5), D(5, 1), (None, 5, 1)),
+    ("embedding dim", D(copy=2), D(1, 2), ([1, 1, 2], 1, 1)),
+    ("indices", D(2, 3), D(copy=6), ([2, 3, 1], 1, 1)),
+    ("all", D(2, 1, copy=4), D(2, 2, copy=2), ([2, 1, 2], 2, 1)),
+    ("weight partial sums", D(copy=2), D(sum=2), (None, 2, 1)),
+]
+
+
+@pytest.mark.parametrize(
+    "name, ispec, wspec, expect", EMBEDDING_FORMS, ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_embedding_forms(name, ispec, wspec, expect):
+    check_form(pcg.EmbeddingOp, [_ids(10, 4, 3), randn(10, 6, seed=1)], [ispec, wspec], {}, expect)
+
+
+EMBEDDING_BAG_FORMS = [
+    ("bags", D(2, 1), D(copy=2), ([2, 1], 1, 1)),
+    ("bag size", D(1, 3), D(copy=3), (None, 3, 1)),
+    ("vocabulary", D(copy=2), D(2, 1), (None, 2, 1)),
+    ("embedding dim", D(copy=2), D(1, 2), ([1, 2], 1, 1)),
+    ("bags x bag size x vocabulary", D(2, 2, copy=2), D(2, 1, copy=4), ([2, 1], 4, 1)),
+]
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+@pytest.mark.parametrize(
+    "name, ispec, wspec, expect", EMBEDDING_BAG_FORMS, ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_embedding_bag_forms(name, ispec, wspec, expect, mode):
+    check_form(
+        pcg.EmbeddingBagOp, [_ids(10, 4, 6), randn(10, 4, seed=1)], [ispec, wspec], {"mode": mode}, expect
+    )
+
+
+def _attention(mask_shape=(2, 1, 4, 6), biases=True):
+    e = 8
+    q, k, v = randn(2, 4, e), randn(2, 6, e, seed=1), randn(2, 6, e, seed=2)
+    ws = [randn(e, e, seed=3 + i) / math.sqrt(e) for i in range(4)]
+    bs = [randn(e, seed=7 + i) if biases else None for i in range(4)]
+    mask = None if mask_shape is None else randn(*mask_shape, seed=11)
+    return [q, k, v, *ws, *bs, mask]
+
+
+def _attention_specs(b=1, s=1, h=1, mask_shape=(2, 1, 4, 6), biases=True):
+    """Operand degrees for batch b, query sequence s and heads h (copies: one per task reading)."""
+    q = D(b, s, 1, copy=h)
+    kv = D(b, 1, 1, copy=s * h)
+    wqkv = D(h, 1, copy=b * s)
+    wo = D(1, h, copy=b * s)
+    bqkv = D(h, copy=b * s) if biases else None
+    bo = D(copy=b * s * h) if biases else None
+    mask = None
+    if mask_shape is not None:
+        mb = b if mask_shape[0] > 1 else 1
+        ms = s if mask_shape[2] > 1 else 1
+        mask = D(mb, 1, ms, 1, copy=(b // mb) * (s // ms) * h)
+    return [q, kv, kv, wqkv, wqkv, wqkv, wo, bqkv, bqkv, bqkv, bo, mask]
+
+
+@pytest.mark.parametrize(
+    "mask_shape", [(2, 1, 4, 6), (1, 1, 1, 6), (2, 1, 1, 6), (1, 1, 4, 6), None], ids=str
+)
+@pytest.mark.parametrize(
+    "b, s, h", [(1, 1, 2), (1, 1, 4), (2, 1, 1), (1, 2, 1), (1, 4, 1), (2, 2, 2)], ids=str
+)
+def test_attention_forms(b, s, h, mask_shape):
+    operands = _attention(mask_shape)
+    specs = _attention_specs(b, s, h, mask_shape)
+    check_form(pcg.AttentionOp, operands, specs, {"heads": 4}, ([b, s, 1], h, 1))
+
+
+def test_attention_head_parallel_without_biases_and_output_bias_added_once():
+    operands = _attention(None, biases=False)
+    check_form(
+        pcg.AttentionOp, operands, _attention_specs(1, 1, 2, None, biases=False), {"heads": 2}, (None, 2, 1)
+    )
+    # a large output bias shows up once, not once per head shard
+    operands = _attention(None, biases=True)
+    operands[10] = torch.full((8,), 1000.0, dtype=torch.float64)
+    check_form(pcg.AttentionOp, operands, _attention_specs(1, 1, 4, None), {"heads": 4}, (None, 4, 1))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("degree", [2, 4, 8])
+def test_cross_entropy_sharded_rows(reduction, degree):
+    logits, target = randn(8, 5) * 2, randint(5, 8, seed=1)
+    check_form(
+        pcg.CrossEntropyOp,
+        [logits, target],
+        [D(degree, 1), D(degree)],
+        {"reduction": reduction},
+        ([], degree, 1),
+    )
+    check_form(
+        pcg.CrossEntropyOp,
+        [logits, target],
+        [D(degree, 1, copy=2), D(degree, copy=2)],
+        {"reduction": reduction},
+        ([], degree, 2),
+    )
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize(
+    "xs, ts, expect",
+    [
+        (D(2, 3), D(2, 3), ([], 6, 1)),
+        (D(4, 1), D(4, 1), ([], 4, 1)),
+        (D(1, 2, copy=3), D(1, 2, copy=3), ([], 2, 3)),
+    ],
+)
+def test_mse_loss_sharded(reduction, xs, ts, expect):
+    check_form(pcg.MseLossOp, [randn(4, 6), randn(4, 6, seed=1)], [xs, ts], {"reduction": reduction}, expect)
+
+
+# ------------------------------------------------------------------------------------------
+# Whole graphs built with parallel ops from unsharded sources
+# ------------------------------------------------------------------------------------------
+
+MLP_FEEDS = {
+    "x": randn(16, 32),
+    "label": randint(10, 16, seed=1),
+    "fc1.weight": randn(64, 32, seed=2) / 6,
+    "fc1.bias": randn(64, seed=3),
+    "fc2.weight": randn(10, 64, seed=4) / 8,
+    "fc2.bias": randn(10, seed=5),
+}
+
+
+def _mlp(plan: str):
+    g = Graph()
+    x, label = g.input("x", [16, 32]), g.input("label", [16], i64)
+    w1, b1 = g.weight("fc1.weight", [64, 32]), g.weight("fc1.bias", [64])
+    w2, b2 = g.weight("fc2.weight", [10, 64]), g.weight("fc2.bias", [10])
+    if plan == "tensor":  # Megatron: fc1 column-parallel, fc2 row-parallel
+        x, w1, b1 = g.replicate(x, 2), g.partition(w1, 0, 2), g.partition(b1, 0, 2)
+        w2, b2 = g.partition(w2, 1, 2), g.replicate(b2, 2)
+    elif plan == "data":
+        x, label = g.partition(x, 0, 4), g.partition(label, 0, 4)
+        w1, b1, w2, b2 = (g.replicate(v, 4) for v in (w1, b1, w2, b2))
+    h = g.op(pcg.LinearOp, [x, w1, b1])
+    a = g.op(pcg.ReluOp, [h])
+    logits = g.op(pcg.LinearOp, [a, w2, b2])
+    if plan == "tensor":
+        assert logits.type.sum_degree == 2
+        logits = g.reduce(logits, 2)
+    loss = g.op(pcg.CrossEntropyOp, [logits, label], reduction="mean")
+    if plan == "data":
+        assert logits.type.shard == (4, 1) and loss.type.sum_degree == 4
+        logits = g.combine(logits, 0, 4)
+        loss = g.reduce(loss, 4)
+    return g.module([loss, logits])
+
+
+@pytest.mark.parametrize("plan", ["tensor", "data"])
+def test_mlp_plans_match_unparallelized(plan):
+    for dtype in FLOATS:
+        want = run_assembled(_mlp("none"), MLP_FEEDS, dtype)
+        got = run_assembled(_mlp(plan), MLP_FEEDS, dtype)
+        for g_, w in zip(got, want, strict=True):
+            assert_close(g_, w, dtype)
+
+
+def test_bundled_tensor_parallel_example_matches_unparallelized():
+    root = pathlib.Path(__file__).parent.parent / "examples"
+    ctx = make_context()
+    plain = parse_source(ctx, (root / "mlp.mlir").read_text(), "mlp.mlir")
+    plan = parse_source(ctx, (root / "mlp_tensor_parallel.mlir").read_text(), "mlp_tensor_parallel.mlir")
+    for seed in (0, 1):
+        a, _ = run_graph(plain, seed, float_dtype=torch.float64)
+        b, _ = run_graph(plan, seed, float_dtype=torch.float64)
+        assert_close(assemble(b[0]), assemble(a[0]))
+
+
+def _partial_matmul(g: Graph, key: str, degree: int):
+    """[4, 6] @ [6, 5] with the contraction dim partitioned on both sides: sum `degree`."""
+    a, b = g.input(key + "a", [4, 6]), g.input(key + "b", [6, 5])
+    return g.op(pcg.MatmulOp, [g.partition(a, 1, degree), g.partition(b, 0, degree)])
+
+
+@pytest.mark.parametrize("cls, ref", [(pcg.AddOp, torch.add), (pcg.SubOp, torch.sub)])
+def test_graph_add_of_partial_sums(cls, ref):
+    g = Graph()
+    p, q = _partial_matmul(g, "p", 2), _partial_matmul(g, "q", 2)
+    s = g.op(cls, [p, q])
+    assert s.type.sum_degree == 2
+    module = g.module([g.reduce(s, 2)])
+    feeds = {
+        k: randn(*shape, seed=i)
+        for i, (k, shape) in enumerate([("pa", [4, 6]), ("pb", [6, 5]), ("qa", [4, 6]), ("qb", [6, 5])])
+    }
+    (got,) = run_assembled(module, feeds)
+    assert_close(got, ref(feeds["pa"] @ feeds["pb"], feeds["qa"] @ feeds["qb"]))
+
+
+def test_graph_mul_of_partial_sums():
+    g = Graph()
+    p, q = _partial_matmul(g, "p", 2), _partial_matmul(g, "q", 3)
+    # each partial sum of p meets every partial sum of q: one copy per partial sum of the other
+    m = g.op(pcg.MulOp, [g.replicate(p, 3), g.replicate(q, 2)])
+    assert m.type.sum_degree == 6
+    module = g.module([g.reduce(m, 6), m])
+    feeds = {
+        k: randn(*shape, seed=i)
+        for i, (k, shape) in enumerate([("pa", [4, 6]), ("pb", [6, 5]), ("qa", [4, 6]), ("qb", [6, 5])])
+    }
+    got, unreduced = run_assembled(module, feeds)
+    want = (feeds["pa"] @ feeds["pb"]) * (feeds["qa"] @ feeds["qb"])
+    assert_close(got, want)
+    assert_close(unreduced, want)
+
+
+@pytest.mark.parametrize("kind", ["sum", "mean"])
+def test_graph_reduce_over_partitioned_dim(kind):
+    g = Graph()
+    x = g.partition(g.partition(g.input("x", [4, 6, 2]), 1, 3), 0, 2)
+    r = g.op(pcg.ReduceOp, [x], kind=kind, dims=[1])
+    assert (r.type.shard, r.type.sum_degree) == ((2, 1), 3)
+    module = g.module([gather(g, r)])
+    xv = randn(4, 6, 2)
+    (got,) = run_assembled(module, {"x": xv})
+    assert_close(got, xv.sum(1) if kind == "sum" else xv.mean(1))
+
+
+def test_graph_embedding_vocab_parallel_then_reduce():
+    g = Graph()
+    ids = g.replicate(g.input("ids", [3, 4], i64), 2)
+    table = g.partition(g.weight("table", [8, 5]), 0, 2)
+    e = g.op(pcg.EmbeddingOp, [ids, table])
+    module = g.module([g.reduce(e, 2)])
+    idv, tv = _ids(8, 3, 4), randn(8, 5)
+    (got,) = run_assembled(module, {"ids": idv, "table": tv})
+    assert_close(got, tv[idv])
+
+
+def test_graph_attention_head_parallel():
+    operands = _attention((2, 1, 4, 6))
+    names = ["q", "k", "v", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "mask"]
+    g = Graph()
+    vals = {
+        n: (g.input(n, list(t.shape)) if n in ("q", "k", "v", "mask") else g.weight(n, list(t.shape)))
+        for n, t in zip(names, operands, strict=True)
+    }
+    par = dict(vals)
+    for n in ("q", "k", "v", "mask", "bo"):
+        par[n] = g.replicate(vals[n], 2)
+    for n in ("wq", "wk", "wv", "bq", "bk", "bv"):
+        par[n] = g.partition(vals[n], 0, 2)
+    par["wo"] = g.partition(vals["wo"], 1, 2)
+    out = g.op(pcg.AttentionOp, [par[n] for n in names], heads=4)
+    ref = g.op(pcg.AttentionOp, [vals[n] for n in names], heads=4)
+    module = g.module([g.reduce(out, 2), ref])
+    got, want = run_assembled(module, dict(zip(names, operands, strict=True)))
+    assert_close(got, want)
