@@ -297,3 +297,26 @@ def build_with_types(
         if attrs.get(name) is not None and attrs.get(name) is not False
     }
     return cls.build(operands=list(groups), result_types=list(result_types), properties=props)
+
+
+def gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(shape, generator=gen(seed), dtype=torch.float64)
+
+
+def randint(high: int, *shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, high, shape, generator=gen(seed), dtype=torch.int64)
+
+
+# Values for examples/mlp.mlir (16x32 input, 64 hidden, 10 classes), scaled to keep logits tame.
+MLP_FEEDS = {
+    "x": randn(16, 32),
+    "label": randint(10, 16, seed=1),
+    "fc1.weight": randn(64, 32, seed=2) / 6,
+    "fc1.bias": randn(64, seed=3),
+    "fc2.weight": randn(10, 64, seed=4) / 8,
+    "fc2.bias": randn(10, seed=5),
+}

@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import Graph, assert_close, run_assembled, run_op
+from helpers import MLP_FEEDS, Graph, assert_close, randint, randn, run_assembled, run_op
 from xdsl.dialects.builtin import f32, f64, i64
 
 from unityc.dialects import pcg
@@ -20,18 +20,6 @@ from unityc.interpreter import assemble, run_graph
 from unityc.tools.source import make_context, parse_source
 
 FLOATS = (torch.float64, torch.float32)
-
-
-def gen(seed: int = 0) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def randn(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(shape, generator=gen(seed), dtype=torch.float64)
-
-
-def randint(high: int, *shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randint(0, high, shape, generator=gen(seed), dtype=torch.int64)
 
 
 def rounded(v, dtype: torch.dtype):
@@ -124,14 +112,7 @@ def test_parsed_example_graph_matches_torch_mlp():
 
     text = (pathlib.Path(__file__).parent.parent / "examples" / "mlp.mlir").read_text()
     module = parse_source(make_context(), text, "mlp.mlir")
-    feeds = {
-        "x": randn(16, 32),
-        "label": randint(10, 16, seed=1),
-        "fc1.weight": randn(64, 32, seed=2) / 6,
-        "fc1.bias": randn(64, seed=3),
-        "fc2.weight": randn(10, 64, seed=4) / 8,
-        "fc2.bias": randn(10, seed=5),
-    }
+    feeds = MLP_FEEDS
     outputs, _ = run_graph(module, feeds=feeds, float_dtype=torch.float64)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)).double()
     with torch.no_grad():

@@ -14,7 +14,18 @@ import pathlib
 
 import pytest
 import torch
-from helpers import Graph, assert_close, gather, run_assembled, run_op, run_tasks_on, ttype
+from helpers import (
+    MLP_FEEDS,
+    Graph,
+    assert_close,
+    gather,
+    randint,
+    randn,
+    run_assembled,
+    run_op,
+    run_tasks_on,
+    ttype,
+)
 from xdsl.dialects.builtin import f32, i64
 
 from unityc.dialects import pcg
@@ -24,14 +35,6 @@ from unityc.interpreter.pieces import assemble
 from unityc.tools.source import make_context, parse_source
 
 FLOATS = (torch.float64, torch.float32)
-
-
-def randn(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-
-
-def randint(high: int, *shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randint(0, high, shape, generator=torch.Generator().manual_seed(seed), dtype=torch.int64)
 
 
 def D(*shard: int, sum: int = 1, copy: int = 1) -> tuple:
@@ -522,15 +525,6 @@ def test_mse_loss_sharded(reduction, xs, ts, expect):
 # ------------------------------------------------------------------------------------------
 # Whole graphs built with parallel ops from unsharded sources
 # ------------------------------------------------------------------------------------------
-
-MLP_FEEDS = {
-    "x": randn(16, 32),
-    "label": randint(10, 16, seed=1),
-    "fc1.weight": randn(64, 32, seed=2) / 6,
-    "fc1.bias": randn(64, seed=3),
-    "fc2.weight": randn(10, 64, seed=4) / 8,
-    "fc2.bias": randn(10, seed=5),
-}
 
 
 def _mlp(plan: str):
