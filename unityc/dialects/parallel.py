@@ -21,7 +21,7 @@ pieces i*n .. i*n+n-1 (concatenates for combine, sums for reduce).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from xdsl.ir import Attribute, Dialect
 from xdsl.irdl import operand_def, result_def, traits_def
@@ -254,4 +254,4 @@ ALL_OPS: list[type[ParallelOp]] = [
 
 PARALLEL = Dialect("parallel", ALL_OPS, [])
 
-__all__ = ["PARALLEL", "ClassVar"]
+__all__ = ["ALL_OPS", "PARALLEL"]

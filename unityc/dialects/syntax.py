@@ -20,7 +20,6 @@ from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
     I64,
-    AnyFloat,
     DenseArrayBase,
     FloatAttr,
     IntegerAttr,
@@ -352,4 +351,4 @@ def _print_value(printer: Printer, kind: Kind, attr: Attribute) -> None:
             printer.print_attribute(attr)
 
 
-__all__ = ["AnyFloat", "Kind", "UnitycOp", "op_definition"]
+__all__ = ["Kind", "UnitycOp", "op_definition"]
