@@ -53,7 +53,7 @@ class Graph:
         self, cls: Any, key: str, shape: Sequence[int], elt: Attribute, shard: Sequence[int] | None, copy: int
     ) -> SSAValue:
         t = ttype(shape, elt, shard, 1, copy)
-        return self.add(cls.build(result_types=[t], properties={"key": StringAttr(key)})).result
+        return self.add(cls.named(key, t)).result
 
     def input(
         self,

@@ -49,9 +49,6 @@ class Form:
     operands: tuple[Layout | None, ...]
     results: tuple[Layout, ...]
 
-    def degree(self, name: str) -> int:
-        return dict(self.factors)[name]
-
     def tasks(self) -> Iterator[dict[str, int]]:
         names = [n for n, _ in self.factors]
         for idx in itertools.product(*(range(d) for _, d in self.factors)):
@@ -166,7 +163,7 @@ class FormBuilder:
                 operand_layouts.append(None)
                 continue
             use = self.uses[o]
-            held = {f for axis in use.shard.values() for f in axis} | set(use.sum)
+            held = self._held(o)
             shard = tuple(use.shard.get(d, ()) for d in range(len(t.shard)))
             absorbed = tuple(f for f, _ in factors if f not in held)
             operand_layouts.append(Layout(shard, use.sum, absorbed))
@@ -174,6 +171,11 @@ class FormBuilder:
             Layout(tuple(tuple(a) for a in shard), tuple(s), (COPY,)) for shard, s in results
         )
         return Form(factors, tuple(operand_layouts), result_layouts)
+
+    def _held(self, operand: int) -> set[str]:
+        """The factors an operand holds as shards or partial sums (the rest make its copies)."""
+        use = self.uses[operand]
+        return {f for axis in use.shard.values() for f in axis} | set(use.sum)
 
     def _check_unbound(self) -> None:
         for o, t in enumerate(self.types):
@@ -196,8 +198,7 @@ class FormBuilder:
         for o, t in enumerate(self.types):
             if t is None:
                 continue
-            use = self.uses[o]
-            held = {f for axis in use.shard.values() for f in axis} | set(use.sum)
+            held = self._held(o)
             absorbed = math.prod(self.degrees[f] for f in order if f not in held)
             if copy is None:
                 if t.copy_degree % absorbed:

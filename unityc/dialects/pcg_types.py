@@ -34,7 +34,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from unityc.dialects.forms import Form, FormBuilder, FormError
+from unityc.dialects.forms import COPY, Form, FormBuilder, FormError, Layout
 from unityc.dialects.syntax import UnitycOp
 from unityc.dialects.view import MachineViewAttr
 
@@ -120,9 +120,6 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
     def task_degrees(self) -> tuple[int, ...]:
         """The degrees of its task space: shard dims, sum, copy."""
         return (*self.shard, self.sum_degree, self.copy_degree)
-
-    def with_degrees(self, shard: Sequence[int] | None = None, sum: int = 1, copy: int = 1) -> TensorType:
-        return TensorType(self.shape, self.element_type, shard, sum, copy)
 
     def verify(self) -> None:
         if self.element_type not in ELEMENT_TYPES:
@@ -226,9 +223,6 @@ def normalize_dim(cls: type[UnitycOp], dim: int, rank: int) -> int:
 
 def own_form(t: TensorType) -> Form:
     """The form whose tasks are exactly the pieces of `t` (sources and parallel ops)."""
-    b = FormBuilder("", [])
-    for i, k in enumerate(t.shard):
-        b.degrees[f"d{i}"] = k
-    b.degrees["s"] = t.sum_degree
-    form = b.build([([[f"d{i}"] for i in range(t.rank)], ["s"])])
-    return Form((*form.factors[:-1], ("copy", t.copy_degree)), (), form.results)
+    shard = tuple((f"d{i}",) for i in range(t.rank))
+    factors = (*((f"d{i}", k) for i, k in enumerate(t.shard)), ("s", t.sum_degree), (COPY, t.copy_degree))
+    return Form(factors, (), (Layout(shard, ("s",), (COPY,)),))
