@@ -328,6 +328,14 @@ def test_softmax_sharded_off_its_dim(dim, spec, expect):
 # ------------------------------------------------------------------------------------------
 
 
+def test_gather_sharded_off_its_dim():
+    x = randn(4, 6, 2)
+    attrs = {"dim": 1, "indices": [5, 0, 3]}
+    check_form(pcg.GatherOp, [x], [D(2, 1, 2)], attrs, ([2, 1, 2], 1, 1))
+    check_form(pcg.GatherOp, [x], [D(1, 1, 2, sum=2)], attrs, ([1, 1, 2], 2, 1))
+    check_form(pcg.GatherOp, [x], [D(2, 1, 1, copy=2)], attrs, ([2, 1, 1], 1, 2))
+
+
 def test_concat_on_unsharded_dim():
     xs = [randn(4, 2, 6), randn(4, 3, 6, seed=1), randn(4, 1, 6, seed=2)]
     check_form(pcg.ConcatOp, [xs], [[D(2, 1, 3)] * 3], {"dim": 1}, ([2, 1, 3], 1, 1))

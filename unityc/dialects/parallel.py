@@ -25,9 +25,9 @@ from typing import Any
 
 from xdsl.ir import Attribute, Dialect
 from xdsl.irdl import operand_def, result_def, traits_def
-from xdsl.pattern_rewriter import RewritePattern
 from xdsl.traits import HasCanonicalizationPatternsTrait
 
+from unityc.dialects.canonicalization import canonicalization
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import PcgOp, TensorType, degree_problem, op_error, own_form
 from unityc.dialects.syntax import Kind, op_definition
@@ -69,14 +69,7 @@ def _divide(cls: type[ParallelOp], value: int, degree: int, what: str) -> int:
 
 
 def _canonicalization(*names: str) -> HasCanonicalizationPatternsTrait:
-    class Patterns(HasCanonicalizationPatternsTrait):
-        @classmethod
-        def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-            from unityc.dialects.canonicalization import parallel as patterns
-
-            return tuple(getattr(patterns, n)() for n in names)
-
-    return Patterns()
+    return canonicalization("parallel", *names)
 
 
 DIM_DEGREE = (("dim", Kind.INT, False), ("degree", Kind.INT, False))

@@ -22,11 +22,14 @@ from xdsl.irdl import (
     operand_def,
     opt_operand_def,
     result_def,
+    traits_def,
     var_operand_def,
     var_result_def,
 )
+from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from unityc.dialects.canonicalization import canonicalization
 from unityc.dialects.forms import Form, FormBuilder, FormError
 from unityc.dialects.pcg_types import (
     FLOAT_TYPES,
@@ -340,6 +343,7 @@ class BatchMatmulOp(_MatmulBase):
     """lhs [..., m, k] @ rhs [..., k, n] with equal batch dims (sharded alike)."""
 
     name = "pcg.batch_matmul"
+    traits = traits_def(Pure(), canonicalization("pcg", "UnflattenBatchMatmul"))
     MIN_RANK = 3
     MAX_RANK = 8
 
@@ -618,6 +622,7 @@ class ReshapeOp(PcgOp):
     its shard degree passes to the leading result dim of that group."""
 
     name = "pcg.reshape"
+    traits = traits_def(Pure(), canonicalization("pcg", "FoldReshape"))
     input = operand_def(TensorType)
     output = result_def(TensorType)
     PROPS = (("shape", Kind.INTS, False),)
@@ -681,6 +686,7 @@ class TransposeOp(PcgOp):
     """Permutes dimensions: result dim i is input dim perm[i]; shards move with their dims."""
 
     name = "pcg.transpose"
+    traits = traits_def(Pure(), canonicalization("pcg", "FoldTranspose"))
     input = operand_def(TensorType)
     output = result_def(TensorType)
     PROPS = (("perm", Kind.INTS, False),)
@@ -695,6 +701,31 @@ class TransposeOp(PcgOp):
         shard = [[b.shared_dim(f"d{p}", [(0, p)])] for p in perm]
         form = b.build([(shard, [b.operand_sum("s", 0)])])
         return form, [result_type(form, 0, [x.shape[p] for p in perm], x.element_type)]
+
+
+@op_definition
+class GatherOp(PcgOp):
+    """index_select along `dim` with fixed `indices` (folded at import, e.g. DLRM's interaction
+    pairs); `dim` is unsharded, other dims shard and partial sums pass through (it is linear)."""
+
+    name = "pcg.gather"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    PROPS = (("dim", Kind.INT, False), ("indices", Kind.INTS, False))
+
+    @classmethod
+    def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
+        (x,) = operands
+        dim = normalize_dim(cls, attrs["dim"], x.rank)
+        indices = list(attrs["indices"])
+        if not indices or min(indices) < 0 or max(indices) >= x.shape[dim]:
+            raise op_error(cls, f"indices must be non-empty and within [0, {x.shape[dim]})")
+        b = form_builder(cls, ["input"], operands)
+        b.forbid(0, dim, "gathered rows would not be shards of the result")
+        form = b.build([(same_dims(b, 0, x.rank, skip=[dim]), [b.operand_sum("s", 0)])])
+        shape = list(x.shape)
+        shape[dim] = len(indices)
+        return form, [result_type(form, 0, shape, x.element_type)]
 
 
 @op_definition
@@ -792,6 +823,7 @@ class AttentionOp(PcgOp):
     optional biases [E], optional additive mask [B|1, 1, Sq|1, Sk]. Parallel forms: batch,
     query sequence, and heads (projection rows and wo columns sharded alike by a divisor of
     `heads`), which gives partial sums; the output bias is added by partial-sum index 0.
+    `dropout` (training only) applies to the attention probabilities, as in BERT.
     """
 
     name = "pcg.attention"
@@ -808,7 +840,7 @@ class AttentionOp(PcgOp):
     bo = opt_operand_def(TensorType)
     mask = opt_operand_def(TensorType)
     output = result_def(TensorType)
-    PROPS = (("heads", Kind.INT, False),)
+    PROPS = (("heads", Kind.INT, False), ("dropout", Kind.FLOAT, True))
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     NAMES = ("query", "key", "value", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "mask")
@@ -948,6 +980,7 @@ ALL_OPS: list[type[PcgOp]] = [
     ReshapeOp,
     TransposeOp,
     ReduceOp,
+    GatherOp,
     EmbeddingOp,
     EmbeddingBagOp,
     AttentionOp,

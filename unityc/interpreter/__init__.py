@@ -18,7 +18,15 @@ from unityc.interpreter.pieces import CopiesDiffer, MicroBatches, Pieces, assemb
 
 __all__ = ["CopiesDiffer", "Pieces", "assemble", "entry_function", "int_bounds", "run_graph", "scatter"]
 
-_PASS_THROUGH = (pcg.ReshapeOp, pcg.TransposeOp, pcg.SplitOp, pcg.ConcatOp, pcg.IdentityOp, *parallel.ALL_OPS)
+_PASS_THROUGH = (
+    pcg.ReshapeOp,
+    pcg.TransposeOp,
+    pcg.SplitOp,
+    pcg.ConcatOp,
+    pcg.IdentityOp,
+    pcg.GatherOp,
+    *parallel.ALL_OPS,
+)
 
 
 def entry_function(module: ModuleOp, name: str | None = None) -> func.FuncOp:

@@ -162,6 +162,9 @@ KERNELS: dict[type, Kernel] = {
     pcg.ReshapeOp: lambda t, x: x.reshape(_result_piece_shape(t)).clone(),
     pcg.TransposeOp: lambda t, x: x.permute(*t.attrs["perm"]).contiguous(),
     pcg.ReduceOp: _reduce,
+    pcg.GatherOp: lambda t, x: torch.index_select(
+        x, t.attrs["dim"] % x.dim(), torch.tensor(t.attrs["indices"])
+    ),
     pcg.EmbeddingOp: _vocab_lookup,
     pcg.EmbeddingBagOp: _embedding_bag,
     pcg.AttentionOp: _attention,

@@ -332,6 +332,11 @@
 %ln_b2 = pcg.layer_norm %xb weight %ln_w_c bias %ln_b_c dims 1 eps 1.0e-05 : !pcg.tensor<8x16xf32, shard [2, 1]>, !pcg.tensor<16xf32, copy 2>, !pcg.tensor<16xf32, copy 2> -> !pcg.tensor<8x16xf32, shard [2, 1]>
 // CHECK-NEXT:   %ln_b2 = pcg.layer_norm %xb weight %ln_w_c bias %ln_b_c dims 1 eps 1.0e-05 : !pcg.tensor<8x16xf32, shard [2, 1]>, !pcg.tensor<16xf32, copy 2>, !pcg.tensor<16xf32, copy 2> -> !pcg.tensor<8x16xf32, shard [2, 1]>
 
+// gather: fixed indices along an unsharded dim (DLRM's interaction pairs); other dims shard.
+%gather = pcg.gather %x dim 1 indices [3, 0, 3] : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x3xf32>
+// CHECK-NEXT:   %gather = pcg.gather %x dim 1 indices [3, 0, 3] : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x3xf32>
+%gather_b = pcg.gather %xb dim 1 indices [15] : !pcg.tensor<8x16xf32, shard [2, 1]> -> !pcg.tensor<8x1xf32, shard [2, 1]>
+// CHECK-NEXT:   %gather_b = pcg.gather %xb dim 1 indices [15] : !pcg.tensor<8x16xf32, shard [2, 1]> -> !pcg.tensor<8x1xf32, shard [2, 1]>
 %softmax = pcg.softmax %x dim 1 : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 // CHECK-NEXT:   %softmax = pcg.softmax %x dim 1 : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 %softmax_neg = pcg.softmax %x dim -1 : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
@@ -466,6 +471,8 @@
 // CHECK-NEXT:   %mask = pcg.input key "mask" : !pcg.tensor<1x1x8x6xf32>
 %attn = pcg.attention %q, %kv, %kv, %wq, %wk, %wv, %wout heads 4 : !pcg.tensor<2x8x16xf32>, !pcg.tensor<2x6x16xf32>, !pcg.tensor<2x6x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32> -> !pcg.tensor<2x8x16xf32>
 // CHECK-NEXT:   %attn = pcg.attention %q, %kv, %kv, %wq, %wk, %wv, %wout heads 4 : !pcg.tensor<2x8x16xf32>, !pcg.tensor<2x6x16xf32>, !pcg.tensor<2x6x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32> -> !pcg.tensor<2x8x16xf32>
+%attn_drop = pcg.attention %q, %kv, %kv, %wq, %wk, %wv, %wout heads 4 dropout 0.1 : !pcg.tensor<2x8x16xf32>, !pcg.tensor<2x6x16xf32>, !pcg.tensor<2x6x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32> -> !pcg.tensor<2x8x16xf32>
+// CHECK-NEXT:   %attn_drop = pcg.attention %q, %kv, %kv, %wq, %wk, %wv, %wout heads 4 dropout 0.1 : !pcg.tensor<2x8x16xf32>, !pcg.tensor<2x6x16xf32>, !pcg.tensor<2x6x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32> -> !pcg.tensor<2x8x16xf32>
 %attn_full = pcg.attention %q, %kv, %kv, %wq, %wk, %wv, %wout bq %bq bk %bk bv %bv bo %bout mask %mask heads 4 : !pcg.tensor<2x8x16xf32>, !pcg.tensor<2x6x16xf32>, !pcg.tensor<2x6x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16xf32>, !pcg.tensor<16xf32>, !pcg.tensor<16xf32>, !pcg.tensor<16xf32>, !pcg.tensor<1x1x8x6xf32> -> !pcg.tensor<2x8x16xf32>
 // CHECK-NEXT:   %attn_full = pcg.attention %q, %kv, %kv, %wq, %wk, %wv, %wout bq %bq bk %bk bv %bv bo %bout mask %mask heads 4 : !pcg.tensor<2x8x16xf32>, !pcg.tensor<2x6x16xf32>, !pcg.tensor<2x6x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16xf32>, !pcg.tensor<16xf32>, !pcg.tensor<16xf32>, !pcg.tensor<16xf32>, !pcg.tensor<1x1x8x6xf32> -> !pcg.tensor<2x8x16xf32>
 %attn_mask = pcg.attention %q, %kv, %kv, %wq, %wk, %wv, %wout mask %mask heads 2 : !pcg.tensor<2x8x16xf32>, !pcg.tensor<2x6x16xf32>, !pcg.tensor<2x6x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<1x1x8x6xf32> -> !pcg.tensor<2x8x16xf32>

@@ -16,6 +16,18 @@
 
 // -----
 
+%x = pcg.input key "x" : !pcg.tensor<8x16xf32, shard [1, 2]>
+%g = pcg.gather %x dim 1 indices [0, 1] : !pcg.tensor<8x16xf32, shard [1, 2]> -> !pcg.tensor<8x2xf32, shard [1, 2]>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.gather: operand 'input' dimension 1 has shard degree 2, but gathered rows would not be shards of the result
+
+// -----
+
+%x = pcg.input key "x" : !pcg.tensor<8x16xf32>
+%g = pcg.gather %x dim 1 indices [16] : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x1xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.gather: indices must be non-empty and within [0, 16)
+
+// -----
+
 %x = pcg.input key "x" : !pcg.tensor<8x16xf32, shard [2, 1]>
 %s = pcg.softmax %x dim -2 : !pcg.tensor<8x16xf32, shard [2, 1]> -> !pcg.tensor<8x16xf32, shard [2, 1]>
 // CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.softmax: operand 'input' dimension 0 has shard degree 2, but softmax normalizes along it

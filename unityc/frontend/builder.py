@@ -1,0 +1,76 @@
+"""Builds a pcg graph (`func.func @main()`) op by op, inferring every result type."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, bf16, f16, f32, f64, i1, i64
+from xdsl.dialects.builtin import TensorType as BuiltinTensorType
+from xdsl.ir import Attribute, Block, Region, SSAValue
+
+from unityc.dialects import pcg
+from unityc.dialects.pcg_types import TensorType
+
+ELEMENT_TYPES: dict[torch.dtype, Attribute] = {
+    torch.float32: f32,
+    torch.float64: f64,
+    torch.float16: f16,
+    torch.bfloat16: bf16,
+    torch.int64: i64,
+    torch.bool: i1,
+}
+
+
+def element_type(dtype: torch.dtype) -> Attribute:
+    if dtype not in ELEMENT_TYPES:
+        supported = ", ".join(str(d).removeprefix("torch.") for d in ELEMENT_TYPES)
+        raise ValueError(f"tensors of dtype {dtype} are not supported (supported: {supported})")
+    return ELEMENT_TYPES[dtype]
+
+
+class GraphBuilder:
+    """Appends ops to the body of the graph function; `module()` closes it with the outputs."""
+
+    def __init__(self) -> None:
+        self.block = Block()
+
+    def op(self, cls: type[pcg.PcgOp], operands: Sequence[Any], hint: str | None = None, **attrs: Any) -> Any:
+        """Adds `cls` with inferred result types; returns its result (or list of results)."""
+        op = cls.build_inferred(list(operands), **attrs)
+        self.block.add_op(op)
+        results = list(op.results)
+        if hint:
+            for r in results:
+                r.name_hint = hint
+        return results[0] if len(results) == 1 else results
+
+    def source(self, cls: type[pcg.SourceOp], key: str, shape: Sequence[int], dtype: torch.dtype) -> SSAValue:
+        op = cls.named(key, TensorType(list(shape), element_type(dtype)))
+        self.block.add_op(op)
+        op.result.name_hint = _hint(key)
+        return op.result
+
+    def constant(self, value: torch.Tensor, hint: str | None = None) -> SSAValue:
+        elt = element_type(value.dtype)
+        shape = list(value.shape)
+        flat = value.flatten().tolist()
+        literal = DenseIntOrFPElementsAttr.from_list(BuiltinTensorType(elt, shape), flat)
+        op = pcg.ConstantOp.build(result_types=[TensorType(shape, elt)], properties={"value": literal})
+        self.block.add_op(op)
+        if hint:
+            op.result.name_hint = _hint(hint)
+        return op.result
+
+    def module(self, outputs: Sequence[SSAValue], attributes: dict[str, Attribute] | None = None) -> ModuleOp:
+        self.block.add_op(func.ReturnOp(*outputs))
+        graph = func.FuncOp("main", ((), [o.type for o in outputs]), Region(self.block))
+        return ModuleOp([graph], attributes=attributes or {})
+
+
+def _hint(key: str) -> str:
+    """A readable SSA name from a state_dict key or input name (`fc1.weight` -> `fc1_weight`)."""
+    text = "".join(c if c.isalnum() or c == "_" else "_" for c in key)
+    return text if text and not text[0].isdigit() else f"v{text}"

@@ -1,0 +1,77 @@
+"""torch.export of a model, decomposed to core ATen but with the coarse ops the PCG wants whole."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from unityc.frontend.models import ModelError
+
+aten = torch.ops.aten
+
+# Decomposing these would lose an op the PCG has (or an op whose parallel forms matter).
+KEEP_WHOLE = (
+    aten.linear.default,
+    aten.layer_norm.default,
+    aten.native_layer_norm.default,
+    aten.scaled_dot_product_attention.default,
+    aten.nll_loss_forward.default,
+    aten.mse_loss.default,
+    aten.gelu.default,
+    aten._softmax.default,
+    aten._log_softmax.default,
+    aten._adaptive_avg_pool2d.default,
+    aten.avg_pool2d.default,
+    aten.max_pool2d_with_indices.default,
+    aten._embedding_bag.default,
+    aten._embedding_bag_forward_only.default,
+    aten.embedding.default,
+    aten.native_dropout.default,
+    aten.mean.dim,
+    aten.sum.dim_IntList,
+)
+
+
+def decomposition_table() -> dict:
+    table = torch.export.default_decompositions()
+    for op in KEEP_WHOLE:
+        table.pop(op, None)
+    return table
+
+
+@dataclass
+class Exported:
+    program: torch.export.ExportedProgram
+    buffers: dict[str, torch.Tensor]
+    """Real values of the model's buffers (the exported program may hold meta copies)."""
+    parameter_keys: dict[str, str]
+    """state_dict key -> the key of the parameter it is tied to (its first name)."""
+
+
+def export_model(module: nn.Module, inputs: dict[str, torch.Tensor]) -> Exported:
+    """Exports `module(**inputs)`. With parameters on the meta device, everything is moved to
+    meta first (after saving the buffers' values), so no weight is ever materialized."""
+    buffers = {name: b.detach().clone() for name, b in module.named_buffers()}
+    first_name: dict[int, str] = {}
+    keys = {}
+    for name, p in module.named_parameters(remove_duplicate=False):
+        keys[name] = first_name.setdefault(id(p), name)
+    if any(p.device.type == "meta" for p in module.parameters()):
+        module = module.to("meta")
+        inputs = {k: torch.empty_like(v, device="meta") for k, v in inputs.items()}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = torch.export.export(module, (), kwargs=inputs, strict=False)
+            program = program.run_decompositions(decomposition_table())
+    except Exception as e:
+        raise ModelError(_export_failure(e)) from None
+    return Exported(program, buffers, keys)
+
+
+def _export_failure(e: Exception) -> str:
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"torch.export failed on the model with its example inputs: {type(e).__name__}: {first}"

@@ -1,0 +1,120 @@
+"""`hf:bert`, `hf:gpt2`, `hf:<transformers config class>`: a HuggingFace model from a config,
+with random weights and no download, wrapped so that its forward returns the training loss."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from unityc.frontend.models import ModelError, ModelSpec, config_with_overrides
+
+# Alias -> (config class, model class). Language-model heads, so the loss covers every token.
+ALIASES = {
+    "bert": ("BertConfig", "BertForMaskedLM"),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
+    "roberta": ("RobertaConfig", "RobertaForMaskedLM"),
+}
+
+# Settings every config gets, as (name in unityc, names a transformers config may use).
+SMALL = {"hidden": 32, "layers": 2, "heads": 4, "ffn": 64, "vocab": 128, "seq": 16}
+PAPER = {"seq": 512}
+CONFIG_NAMES = {
+    "hidden": ("hidden_size", "n_embd"),
+    "layers": ("num_hidden_layers", "n_layer"),
+    "heads": ("num_attention_heads", "n_head"),
+    "ffn": ("intermediate_size", "n_inner"),
+    "vocab": ("vocab_size",),
+}
+BATCH = {"small": 2, "paper": 4}
+
+
+def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    try:
+        import transformers
+    except ImportError:
+        raise ModelError("hf: models need the 'transformers' package") from None
+    name = spec.model.removeprefix("hf:")
+    config_name, model_name = ALIASES.get(name, (name, ""))
+    config_cls = getattr(transformers, config_name, None)
+    if config_cls is None or not isinstance(config_cls, type):
+        known = ", ".join(ALIASES)
+        raise ModelError(f"'{spec.model}': not an alias ({known}) nor a transformers config class")
+    if spec.config not in ("small", "paper"):
+        raise ModelError(f"'{spec.model}' has no config '{spec.config}' (small, paper)")
+    config = config_cls()
+    defaults = {**_current(config), **(SMALL if spec.config == "small" else PAPER)}
+    settings = config_with_overrides(defaults, spec.overrides, f"'{spec.model}'")
+    _apply(config, settings)
+    config._attn_implementation = "eager"  # the bmm/softmax pattern the importer fuses into one op
+    for flag in ("use_cache", "tie_word_embeddings"):
+        if hasattr(config, flag):
+            setattr(config, flag, False)
+    for p in (
+        "hidden_dropout_prob",
+        "attention_probs_dropout_prob",
+        "resid_pdrop",
+        "embd_pdrop",
+        "attn_pdrop",
+    ):
+        if hasattr(config, p):
+            setattr(config, p, 0.1)
+    model = _model_for(transformers, config, model_name, spec.model)
+    batch = spec.batch or BATCH[spec.config]
+    seq = settings["seq"]
+    vocab = settings.get("vocab", getattr(config, "vocab_size", 2))
+    ids = torch.randint(0, vocab, (batch, seq), generator=generator)
+    labels = torch.randint(0, vocab, (batch, seq), generator=generator)
+    return _LossFirst(model), {"input_ids": ids, "labels": labels}
+
+
+def _current(config: Any) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for ours, names in CONFIG_NAMES.items():
+        for n in names:
+            if getattr(config, n, None) is not None:
+                values[ours] = getattr(config, n)
+                break
+    return values
+
+
+def _apply(config: Any, settings: dict[str, Any]) -> None:
+    for ours, value in settings.items():
+        for n in CONFIG_NAMES.get(ours, ()):
+            if hasattr(config, n):
+                setattr(config, n, value)
+    for n in ("max_position_embeddings", "n_positions"):
+        if hasattr(config, n):
+            setattr(config, n, max(getattr(config, n) or 0, settings["seq"]))
+
+
+def _model_for(transformers: Any, config: Any, model_name: str, what: str) -> nn.Module:
+    try:
+        if model_name:
+            return getattr(transformers, model_name)(config)
+        for auto in ("AutoModelForCausalLM", "AutoModelForMaskedLM"):
+            try:
+                return getattr(transformers, auto).from_config(config)
+            except ValueError:
+                continue
+    except Exception as e:
+        raise ModelError(f"'{what}': building the model failed: {type(e).__name__}: {e}") from None
+    raise ModelError(f"'{what}': no causal or masked language-model head for {type(config).__name__}")
+
+
+class _LossFirst(nn.Module):
+    """Calls the HF model and returns (loss, logits): cross-entropy over every token, with the
+    labels shifted by one for causal models. Computed here rather than by HF, whose losses pad
+    the labels with ignore_index, which the PCG's cross-entropy does not model."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.causal = "CausalLM" in type(model).__name__ or "LMHead" in type(model).__name__
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.model(input_ids=input_ids).logits
+        scores, targets = (logits[:, :-1], labels[:, 1:]) if self.causal else (logits, labels)
+        loss = nn.functional.cross_entropy(scores.reshape(-1, scores.shape[-1]), targets.reshape(-1))
+        return loss, logits

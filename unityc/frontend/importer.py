@@ -1,0 +1,255 @@
+"""Walks an exported FX graph (torch-mlir FX-importer style) and emits the pcg graph.
+
+Every FX value maps to one of: an SSA value of the pcg graph; a `Const` (a real tensor: any
+subgraph that depends on no input and no weight is evaluated here, so position ids, masks and
+index tables become constants, not ops); an `Expanded` value (a broadcast that only elementwise
+users may consume); a pending `LogSoftmax` (consumed by nll_loss as cross-entropy); `Unusable`
+(a secondary result, such as pooling indices, that the PCG does not model); or a Python value.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import fx
+from torch.export.graph_signature import InputKind, OutputKind
+from torch.utils._pytree import tree_flatten, tree_map
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+from unityc.dialects import pcg
+from unityc.dialects.forms import FormError
+from unityc.frontend.builder import GraphBuilder
+from unityc.frontend.export import Exported
+
+
+class ImportFailure(ValueError):
+    """An op or value the importer cannot express, located at the model's source."""
+
+
+@dataclass(frozen=True)
+class Const:
+    value: torch.Tensor
+
+
+@dataclass(frozen=True)
+class Expanded:
+    value: SSAValue
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class LogSoftmax:
+    value: SSAValue
+    dim: int
+
+
+@dataclass(frozen=True)
+class Unusable:
+    what: str
+
+
+Lowering = Callable[..., Any]
+LOWERINGS: dict[Any, Lowering] = {}
+
+
+def lowering(*targets: Any) -> Callable[[Lowering], Lowering]:
+    def register(fn: Lowering) -> Lowering:
+        for t in targets:
+            LOWERINGS[t] = fn
+        return fn
+
+    return register
+
+
+def node_origin(node: fx.Node) -> str:
+    """`module path (Class), file:line` of the model code that produced `node`."""
+    parts = []
+    stack = node.meta.get("nn_module_stack") or {}
+    if stack:
+        path, cls = list(stack.values())[-1]
+        name = cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
+        parts.append(f"module '{path or '<root>'}' ({name.rsplit('.', 1)[-1]})")
+    trace = node.meta.get("stack_trace") or ""
+    frames = [line.strip() for line in trace.splitlines() if line.strip().startswith("File ")]
+    if frames:
+        parts.append(frames[-1].removeprefix("File ").replace('", line ', ":").replace('"', ""))
+    return ", ".join(parts) or "the model"
+
+
+class FxImporter:
+    """Translates one exported program into a `GraphBuilder`'s graph."""
+
+    def __init__(self, exported: Exported) -> None:
+        self.exported = exported
+        self.program = exported.program
+        self.builder = GraphBuilder()
+        self.env: dict[fx.Node, Any] = {}
+        self.node: fx.Node | None = None
+        self._constants: dict[tuple[int, bool], SSAValue] = {}
+        self._weights: dict[str, SSAValue] = {}
+
+    # --- driving -------------------------------------------------------------------------
+
+    def run(self, attributes: dict[str, Any] | None = None) -> ModuleOp:
+        outputs: list[SSAValue] = []
+        for node in self.program.graph.nodes:
+            self.node = node
+            if node.op == "placeholder":
+                self.env[node] = self.placeholder(node)
+            elif node.op == "call_function":
+                self.env[node] = self.call(node)
+            elif node.op == "output":
+                outputs = self.outputs(node)
+        if not outputs:
+            raise ImportFailure("the model returns no tensor output (it should return its loss first)")
+        return self.builder.module(outputs, attributes)
+
+    def placeholder(self, node: fx.Node) -> Any:
+        spec = next(s for s in self.program.graph_signature.input_specs if s.arg.name == node.name)
+        val = node.meta["val"]
+        if spec.kind == InputKind.PARAMETER:
+            key = self.exported.parameter_keys.get(spec.target, spec.target)  # tied weights: one op
+            if key not in self._weights:
+                self._weights[key] = self.builder.source(pcg.WeightOp, key, val.shape, val.dtype)
+            return self._weights[key]
+        if spec.kind == InputKind.USER_INPUT:
+            if not isinstance(val, torch.Tensor):
+                raise self.fail(f"input '{node.name}' is not a tensor ({type(val).__name__})")
+            return self.builder.source(pcg.InputOp, node.name, val.shape, val.dtype)
+        if spec.kind == InputKind.BUFFER:
+            if spec.target not in self.exported.buffers:
+                raise self.fail(f"buffer '{spec.target}' has no value")
+            return Const(self.exported.buffers[spec.target])
+        if spec.kind in (InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ):
+            value = self.program.constants.get(spec.target)
+            if not isinstance(value, torch.Tensor) or value.device.type == "meta":
+                raise self.fail(f"constant '{spec.target}' has no value")
+            return Const(value)
+        raise self.fail(f"unsupported graph input kind {spec.kind.name} for '{node.name}'")
+
+    def outputs(self, node: fx.Node) -> list[SSAValue]:
+        results = []
+        specs = self.program.graph_signature.output_specs
+        for spec, arg in zip(specs, tree_flatten(node.args[0])[0], strict=True):
+            if spec.kind != OutputKind.USER_OUTPUT:
+                continue  # buffer mutations (batch-norm running stats) are not part of the PCG
+            value = self.env[arg] if isinstance(arg, fx.Node) else arg
+            results.append(self.tensor(value, f"output '{spec.arg.name}'"))
+        return results
+
+    def call(self, node: fx.Node) -> Any:
+        args = tree_map(self._lookup, node.args)
+        kwargs = tree_map(self._lookup, dict(node.kwargs))
+        if node.target is operator.getitem:
+            value = args[0][args[1]]
+            if isinstance(value, Unusable):
+                return value  # only an error if something uses it
+            return value
+        self._reject_unusable(args, kwargs)
+        if self._foldable(args, kwargs):
+            return self.fold(node, args, kwargs)
+        fn = LOWERINGS.get(node.target)
+        if fn is None:
+            raise self.unsupported(node)
+        try:
+            return fn(self, node, *args, **kwargs)
+        except (FormError, VerifyException) as e:
+            raise self.fail(f"{_op_name(node)}: {e}") from None
+
+    def _lookup(self, arg: Any) -> Any:
+        return self.env[arg] if isinstance(arg, fx.Node) else arg
+
+    def _reject_unusable(self, args: Any, kwargs: Any) -> None:
+        for leaf in tree_flatten((args, kwargs))[0]:
+            if isinstance(leaf, Unusable):
+                raise self.fail(f"uses {leaf.what}, which unityc does not model")
+
+    # --- constant folding ----------------------------------------------------------------
+
+    @staticmethod
+    def _foldable(args: Any, kwargs: Any) -> bool:
+        leaves = tree_flatten((args, kwargs))[0]
+        return not any(isinstance(x, SSAValue | Expanded | LogSoftmax) for x in leaves)
+
+    def fold(self, node: fx.Node, args: Any, kwargs: Any) -> Any:
+        """Evaluates an op whose inputs are all known, on the CPU."""
+        real_args = tree_map(lambda x: x.value if isinstance(x, Const) else x, args)
+        real_kwargs = tree_map(lambda x: x.value if isinstance(x, Const) else x, kwargs)
+        if "device" in real_kwargs:
+            real_kwargs["device"] = torch.device("cpu")
+        try:
+            result = node.target(*real_args, **real_kwargs)  # type: ignore[operator]
+        except Exception as e:
+            raise self.fail(f"cannot fold {_op_name(node)} into a constant: {e}") from None
+        return tree_map(lambda x: Const(x) if isinstance(x, torch.Tensor) else x, result)
+
+    # --- helpers for lowerings -----------------------------------------------------------
+
+    def op(self, cls: type[pcg.PcgOp], operands: list[Any], **attrs: Any) -> Any:
+        hint = self.node.name if self.node is not None else None
+        return self.builder.op(cls, operands, hint, **attrs)
+
+    def tensor(self, value: Any, what: str = "operand", compact: bool = False) -> SSAValue:
+        """An SSA value for `value`, materializing constants (`compact`: shrink dims along which a
+        constant does not vary, for operands of broadcasting ops)."""
+        if isinstance(value, SSAValue):
+            return value
+        if isinstance(value, Const):
+            return self.constant(value.value, compact)
+        if isinstance(value, Expanded):
+            raise self.fail(f"{what} is broadcast by expand, which only elementwise ops may consume")
+        if isinstance(value, LogSoftmax):
+            raise self.fail(f"{what} is a log_softmax, supported only as the input of nll_loss")
+        if isinstance(value, Unusable):
+            raise self.fail(f"{what} is {value.what}, which unityc does not model")
+        raise self.fail(f"{what} is not a tensor ({value!r})")
+
+    def constant(self, value: torch.Tensor, compact: bool = False) -> SSAValue:
+        key = (id(value), compact)  # constants live in `env` for the whole import: ids are stable
+        if key not in self._constants:
+            literal = compact_constant(value) if compact else value
+            hint = self.node.name if self.node is not None else None
+            self._constants[key] = self.builder.constant(literal.contiguous(), hint)
+        return self._constants[key]
+
+    def fail(self, message: str) -> ImportFailure:
+        where = node_origin(self.node) if self.node is not None else "the model"
+        return ImportFailure(f"{where}: {message}")
+
+    def unsupported(self, node: fx.Node) -> ImportFailure:
+        supported = sorted({_short(t) for t in LOWERINGS})
+        return self.fail(f"unsupported operator {_op_name(node)}; supported ATen ops: {', '.join(supported)}")
+
+    def meta_shape(self, node: fx.Node | None = None) -> tuple[int, ...]:
+        val = (node or self.node).meta["val"]  # type: ignore[union-attr]
+        return tuple(int(s) for s in val.shape)
+
+
+def compact_constant(value: torch.Tensor) -> torch.Tensor:
+    """Shrinks to size 1 every dim along which `value` is constant (broadcasting restores it)."""
+    for d in range(value.dim()):
+        first = value.narrow(d, 0, 1)
+        if value.shape[d] > 1 and torch.equal(value, first.expand_as(value)):
+            value = first
+    return value
+
+
+def _op_name(node: fx.Node) -> str:
+    return _short(node.target)
+
+
+def _short(target: Any) -> str:
+    name = str(target)
+    return name.removesuffix(".default")
+
+
+def import_program(exported: Exported, attributes: dict[str, Any] | None = None) -> ModuleOp:
+    from unityc.frontend import aten as _lowerings  # noqa: F401  (registers LOWERINGS)
+
+    return FxImporter(exported).run(attributes)
