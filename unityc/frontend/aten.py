@@ -1,4 +1,5 @@
-"""Core ATen -> pcg lowerings, one small function per op family (see `LOWERINGS`)."""
+"""Core ATen -> pcg lowerings, one small function per op family (see `LOWERINGS`): elementwise
+arithmetic, contractions and shape ops here; neural-network layers in `aten_nn.py`."""
 
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ from unityc.frontend.importer import (
     Const,
     Expanded,
     FxImporter,
-    LogSoftmax,
-    Unusable,
     lowering,
 )
 
@@ -25,7 +24,7 @@ aten = torch.ops.aten
 Value = Any
 
 
-def _type(v: SSAValue) -> TensorType:
+def tensor_type(v: SSAValue) -> TensorType:
     assert isinstance(v.type, TensorType)
     return v.type
 
@@ -41,8 +40,8 @@ def _scalar(v: Value) -> float | int | None:
     return None
 
 
-def _reshape(im: FxImporter, x: SSAValue, shape: tuple[int, ...]) -> SSAValue:
-    if _type(x).shape == tuple(shape):
+def reshape_to(im: FxImporter, x: SSAValue, shape: tuple[int, ...]) -> SSAValue:
+    if tensor_type(x).shape == tuple(shape):
         return x
     return im.op(pcg.ReshapeOp, [x], shape=list(shape))
 
@@ -125,7 +124,7 @@ def _binary(
     dtype = node.meta["val"].dtype
     lhs, rhs = _broadcast_operand(im, a, dtype), _broadcast_operand(im, b, dtype)
     result = im.op(BINARY[kind], [lhs, rhs])
-    if _type(result).shape != im.meta_shape():
+    if tensor_type(result).shape != im.meta_shape():
         raise im.fail(f"{kind} broadcasts through an expand to {list(im.meta_shape())}; not supported")
     return result
 
@@ -232,200 +231,6 @@ def _convolution(
     )
 
 
-# --- pooling and normalization --------------------------------------------------------------
-
-
-@lowering(aten.max_pool2d_with_indices.default)
-def _max_pool(
-    im: FxImporter,
-    node: fx.Node,
-    x: Value,
-    kernel: list[int],
-    stride: list[int] | None = None,
-    padding: Any = 0,
-    dilation: Any = 1,
-    ceil_mode: bool = False,
-) -> Value:
-    if ceil_mode or _pair(dilation) != [1, 1]:
-        raise im.fail("max pooling with ceil_mode or dilation is not supported")
-    out = im.op(
-        pcg.Pool2dOp,
-        [im.tensor(x)],
-        kind="max",
-        kernel=_pair(kernel),
-        stride=_pair(stride or kernel),
-        padding=_pair(padding),
-    )
-    return (out, Unusable("the indices of max pooling"))
-
-
-@lowering(aten.avg_pool2d.default)
-def _avg_pool(
-    im: FxImporter,
-    node: fx.Node,
-    x: Value,
-    kernel: list[int],
-    stride: list[int] | None = None,
-    padding: Any = 0,
-    ceil_mode: bool = False,
-    count_include_pad: bool = True,
-    divisor_override: Any = None,
-) -> Value:
-    if ceil_mode or divisor_override is not None or (not count_include_pad and _pair(padding) != [0, 0]):
-        raise im.fail("average pooling with ceil_mode, divisor_override or count_include_pad=False")
-    return im.op(
-        pcg.Pool2dOp,
-        [im.tensor(x)],
-        kind="avg",
-        kernel=_pair(kernel),
-        stride=_pair(stride or kernel),
-        padding=_pair(padding),
-    )
-
-
-@lowering(aten._adaptive_avg_pool2d.default)
-def _adaptive_avg_pool(im: FxImporter, node: fx.Node, x: Value, output_size: list[int]) -> Value:
-    x = im.tensor(x)
-    h, w = _type(x).shape[2:]
-    oh, ow = _pair(output_size)
-    if (oh, ow) == (1, 1):
-        return im.op(pcg.ReduceOp, [x], kind="mean", dims=[2, 3], keepdim=True)
-    if h % oh or w % ow:
-        raise im.fail(f"adaptive pooling from {h}x{w} to {oh}x{ow} has uneven windows")
-    kernel = [h // oh, w // ow]
-    return im.op(pcg.Pool2dOp, [x], kind="avg", kernel=kernel, stride=kernel)
-
-
-def _pair(v: Any) -> list[int]:
-    if isinstance(v, int):
-        return [v, v]
-    return [int(v[0]), int(v[-1])]
-
-
-@lowering(aten._native_batch_norm_legit_functional.default, aten._native_batch_norm_legit.default)
-def _batch_norm(im: FxImporter, node: fx.Node, x: Value, w: Value, b: Value, *rest: Any) -> Value:
-    training, eps = rest[-3], rest[-1]
-    if not training:
-        raise im.fail("batch norm in eval mode (running statistics) is not supported: train the model")
-    operands = [im.tensor(x), _optional(im, w), _optional(im, b)]
-    out = im.op(pcg.BatchNormOp, operands, eps=float(eps))
-    return (out, *[Unusable("batch-norm statistics")] * 4)
-
-
-@lowering(aten._native_batch_norm_legit_no_training.default)
-def _batch_norm_eval(im: FxImporter, node: fx.Node, *args: Any) -> Value:
-    raise im.fail("batch norm in eval mode (running statistics) is not supported: train the model")
-
-
-def _optional(im: FxImporter, v: Value) -> SSAValue | None:
-    return None if v is None else im.tensor(v)
-
-
-@lowering(aten.layer_norm.default, aten.native_layer_norm.default)
-def _layer_norm(
-    im: FxImporter,
-    node: fx.Node,
-    x: Value,
-    shape: list[int],
-    w: Value = None,
-    b: Value = None,
-    eps: float = 1e-5,
-    *_: Any,
-) -> Value:
-    out = im.op(
-        pcg.LayerNormOp, [im.tensor(x), _optional(im, w), _optional(im, b)], dims=len(shape), eps=float(eps)
-    )
-    if node.target == aten.native_layer_norm.default:
-        return (out, Unusable("layer-norm statistics"), Unusable("layer-norm statistics"))
-    return out
-
-
-@lowering(aten._softmax.default)
-def _softmax(im: FxImporter, node: fx.Node, x: Value, dim: int, half_to_float: bool = False) -> Value:
-    return im.op(pcg.SoftmaxOp, [im.tensor(x)], dim=dim)
-
-
-@lowering(aten._log_softmax.default)
-def _log_softmax(im: FxImporter, node: fx.Node, x: Value, dim: int, half_to_float: bool = False) -> Value:
-    x = im.tensor(x)
-    return LogSoftmax(x, dim % _type(x).rank)
-
-
-@lowering(aten.nll_loss_forward.default)
-def _nll_loss(
-    im: FxImporter, node: fx.Node, x: Value, target: Value, weight: Value, reduction: int, ignore_index: int
-) -> Value:
-    if not isinstance(x, LogSoftmax) or x.dim != 1 or _type(x.value).rank != 2:
-        raise im.fail("nll_loss is supported only on log_softmax over dim 1 of [N, C] (cross-entropy)")
-    if weight is not None or reduction not in (1, 2):
-        raise im.fail("cross-entropy with class weights or reduction='none' is not supported")
-    loss = im.op(
-        pcg.CrossEntropyOp, [x.value, im.tensor(target)], reduction="mean" if reduction == 1 else "sum"
-    )
-    return (loss, Unusable("the nll_loss total weight"))
-
-
-@lowering(aten.mse_loss.default)
-def _mse_loss(im: FxImporter, node: fx.Node, x: Value, target: Value, reduction: int = 1) -> Value:
-    if reduction not in (1, 2):
-        raise im.fail("mse_loss with reduction='none' is not supported")
-    return im.op(
-        pcg.MseLossOp, [im.tensor(x), im.tensor(target)], reduction="mean" if reduction == 1 else "sum"
-    )
-
-
-@lowering(aten.native_dropout.default)
-def _dropout(im: FxImporter, node: fx.Node, x: Value, p: float, train: bool | None) -> Value:
-    x = im.tensor(x)
-    out = im.op(pcg.DropoutOp, [x], p=float(p)) if train and p > 0 else x
-    return (out, Unusable("the dropout mask"))
-
-
-# --- embeddings -----------------------------------------------------------------------------
-
-
-@lowering(aten.embedding.default)
-def _embedding(im: FxImporter, node: fx.Node, w: Value, ids: Value, *_: Any) -> Value:
-    return im.op(pcg.EmbeddingOp, [im.tensor(ids), im.tensor(w)])
-
-
-@lowering(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
-def _embedding_bag(
-    im: FxImporter,
-    node: fx.Node,
-    w: Value,
-    ids: Value,
-    offsets: Value,
-    scale_grad: bool = False,
-    mode: int = 0,
-    sparse: bool = False,
-    per_sample_weights: Value = None,
-    include_last_offset: bool = False,
-    padding_idx: int = -1,
-) -> Value:
-    if mode not in (0, 1) or per_sample_weights is not None or padding_idx not in (-1, None):
-        raise im.fail("embedding_bag supports mode sum or mean without per-sample weights or padding_idx")
-    ids = im.tensor(ids)
-    (total,) = _type(ids).shape
-    bags = _fixed_bags(im, offsets, total, include_last_offset)
-    bagged = _reshape(im, ids, (bags, total // bags))
-    out = im.op(pcg.EmbeddingBagOp, [bagged, im.tensor(w)], mode="sum" if mode == 0 else "mean")
-    return (out, *[Unusable("embedding_bag bookkeeping")] * 3)
-
-
-def _fixed_bags(im: FxImporter, offsets: Value, total: int, include_last: bool) -> int:
-    """The bag count, if `offsets` are constant and cut `total` ids into equal bags."""
-    if not isinstance(offsets, Const):
-        raise im.fail("embedding_bag needs constant offsets (use 2-D indices: fixed-size bags)")
-    starts = offsets.value.tolist()
-    if include_last:
-        starts = starts[:-1]
-    bags = len(starts)
-    if bags == 0 or total % bags or starts != list(range(0, total, total // bags)):
-        raise im.fail("embedding_bag supports only bags of equal size")
-    return bags
-
-
 # --- shapes ---------------------------------------------------------------------------------
 
 
@@ -442,20 +247,20 @@ def _fixed_bags(im: FxImporter, offsets: Value, total: int, include_last: bool) 
 def _view(im: FxImporter, node: fx.Node, x: Value, *_: Any) -> Value:
     if isinstance(x, Expanded):
         raise im.fail("reshaping a broadcast (expand) is not supported")
-    return _reshape(im, im.tensor(x), im.meta_shape())
+    return reshape_to(im, im.tensor(x), im.meta_shape())
 
 
 @lowering(aten.permute.default)
 def _permute(im: FxImporter, node: fx.Node, x: Value, dims: list[int]) -> Value:
     x = im.tensor(x)
-    perm = [d % _type(x).rank for d in dims]
+    perm = [d % tensor_type(x).rank for d in dims]
     return x if perm == sorted(perm) else im.op(pcg.TransposeOp, [x], perm=perm)
 
 
 @lowering(aten.t.default, aten.transpose.int)
 def _transpose(im: FxImporter, node: fx.Node, x: Value, a: int = 0, b: int = 1) -> Value:
     x = im.tensor(x)
-    rank = _type(x).rank
+    rank = tensor_type(x).rank
     perm = list(range(rank))
     perm[a % rank], perm[b % rank] = perm[b % rank], perm[a % rank]
     return x if perm == sorted(perm) else im.op(pcg.TransposeOp, [x], perm=perm)
@@ -465,7 +270,7 @@ def _transpose(im: FxImporter, node: fx.Node, x: Value, a: int = 0, b: int = 1) 
 def _expand(im: FxImporter, node: fx.Node, x: Value, sizes: list[int], implicit: bool = False) -> Value:
     shape = im.meta_shape()
     base = x.value if isinstance(x, Expanded) else im.tensor(x)
-    return base if _type(base).shape == shape else Expanded(base, shape)
+    return base if tensor_type(base).shape == shape else Expanded(base, shape)
 
 
 @lowering(
@@ -483,7 +288,7 @@ def _same(im: FxImporter, node: fx.Node, x: Value, *_: Any, **__: Any) -> Value:
 def _to_copy(im: FxImporter, node: fx.Node, x: Value, **kwargs: Any) -> Value:
     dtype = node.meta["val"].dtype
     x = im.tensor(x)
-    if _type(x).element_type == element_type(dtype):
+    if tensor_type(x).element_type == element_type(dtype):
         return x
     return im.op(pcg.CastOp, [x], dtype=element_type(dtype))
 
@@ -493,13 +298,13 @@ def _cat(im: FxImporter, node: fx.Node, tensors: list[Value], dim: int = 0) -> V
     parts = [im.tensor(t) for t in tensors]
     if len(parts) == 1:
         return parts[0]
-    return im.op(pcg.ConcatOp, [parts], dim=dim % _type(parts[0]).rank)
+    return im.op(pcg.ConcatOp, [parts], dim=dim % tensor_type(parts[0]).rank)
 
 
 @lowering(aten.split.Tensor, aten.split_with_sizes.default)
 def _split(im: FxImporter, node: fx.Node, x: Value, split: Any, dim: int = 0) -> Value:
     x = im.tensor(x)
-    t = _type(x)
+    t = tensor_type(x)
     dim %= t.rank
     size = t.shape[dim]
     sizes = (
@@ -518,7 +323,7 @@ def _slice(
     im: FxImporter, node: fx.Node, x: Value, dim: int = 0, start: Any = None, end: Any = None, step: int = 1
 ) -> Value:
     x = im.tensor(x)
-    t = _type(x)
+    t = tensor_type(x)
     dim %= t.rank
     size = t.shape[dim]
     begin, stop, stride = slice(start, end, step).indices(size)
@@ -529,7 +334,7 @@ def _slice(
 
 def _take(im: FxImporter, x: SSAValue, dim: int, begin: int, stop: int) -> SSAValue:
     """x[begin:stop] along `dim`, as the middle result of a split."""
-    size = _type(x).shape[dim]
+    size = tensor_type(x).shape[dim]
     if (begin, stop) == (0, size):
         return x
     if stop == begin:
@@ -542,9 +347,9 @@ def _take(im: FxImporter, x: SSAValue, dim: int, begin: int, stop: int) -> SSAVa
 @lowering(aten.select.int)
 def _select(im: FxImporter, node: fx.Node, x: Value, dim: int, index: int) -> Value:
     x = im.tensor(x)
-    dim %= _type(x).rank
-    index %= _type(x).shape[dim]
-    return _reshape(im, _take(im, x, dim, index, index + 1), im.meta_shape())
+    dim %= tensor_type(x).rank
+    index %= tensor_type(x).shape[dim]
+    return reshape_to(im, _take(im, x, dim, index, index + 1), im.meta_shape())
 
 
 @lowering(aten.index_select.default)
@@ -552,14 +357,14 @@ def _index_select(im: FxImporter, node: fx.Node, x: Value, dim: int, index: Valu
     if not isinstance(index, Const):
         raise im.fail("index_select needs constant indices")
     x = im.tensor(x)
-    return im.op(pcg.GatherOp, [x], dim=dim % _type(x).rank, indices=index.value.flatten().tolist())
+    return im.op(pcg.GatherOp, [x], dim=dim % tensor_type(x).rank, indices=index.value.flatten().tolist())
 
 
 @lowering(aten.index.Tensor)
 def _index(im: FxImporter, node: fx.Node, x: Value, indices: list[Value]) -> Value:
     """x[:, i, j] with constant index vectors on adjacent dims: flatten them and gather."""
     x = im.tensor(x)
-    shape = _type(x).shape
+    shape = tensor_type(x).shape
     first = next(d for d, i in enumerate(indices) if i is not None)
     used = [i for i in indices[first:] if i is not None]
     if len(used) != len(indices) - first or not all(
@@ -571,8 +376,8 @@ def _index(im: FxImporter, node: fx.Node, x: Value, indices: list[Value]) -> Val
     for d, i in zip(dims, used, strict=True):
         flat = flat * shape[d] + i.value
     merged = (*shape[:first], math.prod(shape[d] for d in dims), *shape[dims[-1] + 1 :])
-    gathered = im.op(pcg.GatherOp, [_reshape(im, x, merged)], dim=first, indices=flat.tolist())
-    return _reshape(im, gathered, im.meta_shape())
+    gathered = im.op(pcg.GatherOp, [reshape_to(im, x, merged)], dim=first, indices=flat.tolist())
+    return reshape_to(im, gathered, im.meta_shape())
 
 
 @lowering(aten.sum.dim_IntList, aten.mean.dim, aten.sum.default, aten.mean.default)
@@ -580,61 +385,10 @@ def _reduce(
     im: FxImporter, node: fx.Node, x: Value, dims: Any = None, keepdim: bool = False, **_: Any
 ) -> Value:
     x = im.tensor(x)
-    rank = _type(x).rank
+    rank = tensor_type(x).rank
     dims = list(range(rank)) if not dims else [d % rank for d in dims]
     kind = "mean" if node.target in (aten.mean.dim, aten.mean.default) else "sum"
     return im.op(pcg.ReduceOp, [x], kind=kind, dims=dims, keepdim=bool(keepdim))
-
-
-# --- attention ------------------------------------------------------------------------------
-
-
-@lowering(aten.scaled_dot_product_attention.default)
-def _sdpa(
-    im: FxImporter,
-    node: fx.Node,
-    q: Value,
-    k: Value,
-    v: Value,
-    attn_mask: Value = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    scale: float | None = None,
-    enable_gqa: bool = False,
-) -> Value:
-    """The core of attention in pcg ops; `fuse-attention` turns it and its projections into one op."""
-    q, k, v = im.tensor(q), im.tensor(k), im.tensor(v)
-    rank = _type(q).rank
-    perm = [*range(rank - 2), rank - 1, rank - 2]
-    scores = im.op(pcg.BatchMatmulOp, [q, im.op(pcg.TransposeOp, [k], perm=perm)])
-    width = _type(q).shape[-1]
-    scores = im.op(pcg.ScalarMulOp, [scores], scale=scale if scale is not None else 1.0 / math.sqrt(width))
-    mask = _additive_mask(im, attn_mask, is_causal, _type(scores).shape)
-    if mask is not None:
-        scores = im.op(pcg.AddOp, [scores, im.tensor(mask, compact=True)])
-    probs = im.op(pcg.SoftmaxOp, [scores], dim=rank - 1)
-    if dropout_p > 0:
-        probs = im.op(pcg.DropoutOp, [probs], p=float(dropout_p))
-    return im.op(pcg.BatchMatmulOp, [probs, v])
-
-
-def _additive_mask(im: FxImporter, mask: Value, causal: bool, shape: tuple[int, ...]) -> Value:
-    if mask is not None and not isinstance(mask, Const):
-        return mask
-    sq, sk = shape[-2:]
-    value = torch.zeros(sq, sk)
-    if causal:
-        value = value.masked_fill(torch.ones(sq, sk, dtype=torch.bool).tril().logical_not(), float("-inf"))
-    if isinstance(mask, Const):
-        m = mask.value
-        value = value + (
-            torch.zeros_like(m, dtype=torch.float32).masked_fill(~m, float("-inf"))
-            if m.dtype == torch.bool
-            else m
-        )
-    if not causal and mask is None:
-        return None
-    return Const(value)
 
 
 @lowering(aten._assert_tensor_metadata.default, aten._assert_scalar.default)

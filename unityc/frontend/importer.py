@@ -250,6 +250,6 @@ def _short(target: Any) -> str:
 
 
 def import_program(exported: Exported, attributes: dict[str, Any] | None = None) -> ModuleOp:
-    from unityc.frontend import aten as _lowerings  # noqa: F401  (registers LOWERINGS)
+    from unityc.frontend import aten, aten_nn  # noqa: F401  (they register LOWERINGS)
 
     return FxImporter(exported).run(attributes)

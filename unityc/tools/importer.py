@@ -51,7 +51,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     parser.add_argument("--list", action="store_true", help="list the zoo models and exit")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     if not args.list and not args.model:
         parser.error("the model is required (a zoo name, file.py:factory or hf:<name>)")
     return args

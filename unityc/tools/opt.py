@@ -26,7 +26,17 @@ def unityc_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return FuseCollectivesPass
 
-    return {"fuse-collectives": fuse}
+    def fuse_attention() -> type[ModulePass]:
+        from unityc.passes.fuse_attention import FuseAttentionPass
+
+        return FuseAttentionPass
+
+    def estimate() -> type[ModulePass]:
+        from unityc.passes.estimate import EstimatePass
+
+        return EstimatePass
+
+    return {"fuse-collectives": fuse, "fuse-attention": fuse_attention, "estimate": estimate}
 
 
 class UnitycOptMain(xDSLOptMain):
