@@ -380,7 +380,13 @@ def test_softmax(dim):
 @pytest.mark.parametrize("dim, indices", [(0, [2, 0, 2]), (1, [1]), (-1, [3, 2, 1, 0])])
 def test_gather(dim, indices):
     x = randn(3, 2, 4)
-    check(pcg.GatherOp, [x], lambda x: torch.index_select(x, dim % 3, torch.tensor(indices)), dim=dim, indices=indices)
+    check(
+        pcg.GatherOp,
+        [x],
+        lambda x: torch.index_select(x, dim % 3, torch.tensor(indices)),
+        dim=dim,
+        indices=indices,
+    )
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])

@@ -1,0 +1,159 @@
+"""Machine specs: the TOML format, its errors, presets and topology."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from unityc.machine import Link, MachineSpecError, load_machine, load_spec_file, machine_from_dict
+
+HERE = os.path.dirname(__file__)
+TWO_NODES = os.path.join(HERE, "two_nodes.toml")
+EXAMPLES = os.path.join(HERE, "..", "..", "examples", "machines")
+
+
+def test_two_node_spec() -> None:
+    m = load_spec_file(TWO_NODES)
+    assert m.name == "two-nodes"
+    assert (m.num_nodes, m.num_devices) == (2, 4)
+    kind = m.kind_of(3)
+    assert kind.peak_flops("f32") == 1e12
+    assert kind.peak_flops("f16") == 4e12
+    assert kind.peak_flops("bf16") == 1e12  # not listed: the f32 rate
+    assert kind.memory_bandwidth == 1e11
+    assert kind.memory == 2**30
+    assert [(d.node, d.local) for d in m.devices] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_links_and_slowest_link() -> None:
+    m = load_spec_file(TWO_NODES)
+    intra, inter = Link(100e9, 1e-6), Link(10e9, 5e-6)
+    assert m.link(0, 0) is None
+    assert m.link(0, 1) == intra
+    assert m.link(1, 2) == inter
+    assert m.slowest_link([0]) is None
+    assert m.slowest_link([2, 3]) == intra
+    assert m.slowest_link([0, 1, 2]) == inter
+
+
+def test_global_device_follows_views() -> None:
+    m = load_spec_file(TWO_NODES)
+    assert m.global_device(0, 0, 1) == 1
+    assert m.global_device(0, 1, 0) == 2
+    assert m.global_device(1, 1, 0) == 3  # same position in the next node
+    with pytest.raises(ValueError, match="node 2"):
+        m.global_device(2, 1, 0)
+    with pytest.raises(ValueError, match="has 2 devices"):
+        m.global_device(1, 0, 1)
+
+
+def test_summit_preset() -> None:
+    m = load_machine("summit:2")
+    assert (m.num_nodes, m.num_devices) == (2, 12)
+    assert m.kind_of(0).name == "V100-SXM2-16GB"
+    assert m.kind_of(0).peak_flops("f32") == pytest.approx(15.7e12)
+    assert m.kind_of(0).peak_flops("f16") == pytest.approx(125e12)
+    assert m.link(0, 2).bandwidth == 50e9  # NVLink2 within a socket
+    assert m.link(0, 3).bandwidth == 32e9  # X-bus
+    assert m.link(0, 6).bandwidth == 25e9  # two EDR ports
+    assert m.slowest_link(range(12)).bandwidth == 25e9
+
+
+@pytest.mark.parametrize(
+    ("name", "devices", "bf16", "nic"),
+    [("dgx-a100:2", 16, 312e12, 200e9), ("dgx-h100:1", 8, 989.5e12, None), ("cpu:2", 2, 465e9, None)],
+)
+def test_other_presets(name: str, devices: int, bf16: float, nic: float | None) -> None:
+    m = load_machine(name)
+    assert m.num_devices == devices
+    assert m.kind_of(0).peak_flops("bf16") == pytest.approx(bf16)
+    if nic is not None:
+        assert m.link(0, 8).bandwidth == nic
+
+
+def test_cpu_preset_divides_memory() -> None:
+    assert load_machine("cpu:4").kind_of(0).memory == pytest.approx(
+        load_machine("cpu:1").kind_of(0).memory / 4
+    )
+
+
+def test_mixed_example() -> None:
+    m = load_machine(os.path.join(EXAMPLES, "mixed.toml"))
+    assert m.num_devices == 14
+    assert [m.kind_of(i).name for i in (0, 6, 9, 10)] == ["v100", "a100", "a100", "v100"]
+    assert m.link(6, 13).bandwidth == 300e9  # the switch of node 1
+    assert m.link(0, 1).bandwidth == 50e9
+    assert m.kind_of(6).peak_flops("f32", matmul=True) == 156e12  # allow_tf32
+
+
+BASE = {
+    "kinds": {"g": {"flops_tflops": {"f32": 1.0}, "memory_bandwidth_gbs": 1, "memory_gib": 1}},
+    "links": {"intra_socket": {"bandwidth_gbs": 1, "latency_us": 1}},
+    "nodes": {"devices_per_socket": 2, "kind": "g"},
+}
+
+
+def _with(path: str, value: object) -> dict:
+    import copy
+
+    data = copy.deepcopy(BASE)
+    *parents, last = path.split(".")
+    table = data
+    for p in parents:
+        table = table.setdefault(p, {})
+    if value is None:
+        del table[last]
+    else:
+        table[last] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (
+            "nodes.devices_per_socket",
+            0,
+            "m.toml: nodes.devices_per_socket: expected a positive integer, got 0",
+        ),
+        ("nodes.devices_per_socket", None, "m.toml: nodes.devices_per_socket: missing"),
+        ("nodes.kind", "h", "m.toml: nodes.kind: unknown device kind 'h'"),
+        ("nodes.sockets", "two", "m.toml: nodes.sockets: expected a positive integer, got 'two'"),
+        ("nodes.count", 2, "m.toml: links.inter_node: missing"),
+        ("kinds.g.memory_gib", -1, "m.toml: kinds.g.memory_gib: expected a positive number, got -1"),
+        ("kinds.g.flops_tflops", {"f8": 1.0}, "m.toml: kinds.g.flops_tflops.f8: unknown dtype"),
+        ("kinds.g.flops_tflops", {"f16": 1.0}, "m.toml: kinds.g.flops_tflops.f32: missing"),
+        ("kinds.g.compute_efficiency", 1.5, "m.toml: kinds.g.compute_efficiency: expected a fraction"),
+        ("kinds.g.color", "red", "m.toml: kinds.g.color: unknown field"),
+        ("links.intra_socket", None, "m.toml: links.intra_socket: missing"),
+        ("links.intra_socket.latency_us", "fast", "m.toml: links.intra_socket.latency_us: expected a number"),
+        ("nodes", [], "m.toml: nodes: expected a table or a non-empty array of tables"),
+        ("kinds", {}, "m.toml: kinds: expected at least one device kind"),
+    ],
+)
+def test_spec_errors_name_the_field(path: str, value: object, message: str) -> None:
+    with pytest.raises(MachineSpecError) as info:
+        machine_from_dict(_with(path, value), "m.toml")
+    assert str(info.value).startswith(message)
+    assert isinstance(info.value, ValueError)
+
+
+def test_kinds_list_must_match_devices() -> None:
+    data = _with("nodes.kind", None)
+    data["nodes"]["kinds"] = ["g"]
+    with pytest.raises(MachineSpecError, match=r"nodes.kinds: expected a list of 2 kind names"):
+        machine_from_dict(data, "m.toml")
+
+
+def test_file_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "broken.toml"
+    bad.write_text("name = [")
+    with pytest.raises(MachineSpecError, match=r"broken\.toml: not valid TOML"):
+        load_machine(str(bad))
+    with pytest.raises(MachineSpecError, match="no such machine spec file"):
+        load_machine(str(tmp_path / "missing.toml"))
+    with pytest.raises(MachineSpecError, match="unknown machine 'tpu:4'"):
+        load_machine("tpu:4")
+    with pytest.raises(MachineSpecError, match="positive integer, got 'x'"):
+        load_machine("summit:x")

@@ -1,0 +1,214 @@
+"""Communication cost: collectives priced with an alpha-beta model over the machine's topology.
+
+`collective_time(pattern, nbytes, devices, machine)` prices one collective among `devices`
+(distinct, the root first where there is one) over the slowest link class they use
+(`Machine.slowest_link`: intra-socket, cross-socket or inter-node): a (alpha) is its latency,
+b (beta) its bandwidth per direction, n the number of distinct devices, S = `nbytes`:
+
+| pattern | S is | time |
+|---|---|---|
+| p2p | the message | a + S/b |
+| scatter, gather | bytes leaving (arriving at) the root | (n-1) a + S/b |
+| broadcast, reduce | the buffer | min(pipelined chain (n-1) a + S/b, tree ceil(log2 n) (a + S/b)) |
+| all_reduce | each device's buffer | min(ring 2(n-1)/n S/b + 2(n-1) a, tree 2 (ceil(log2 n) a + S/b)) |
+| reduce_scatter | each device's (full) input | (n-1)/n S/b + (n-1) a |
+| all_gather | each device's (full) output | (n-1)/n S/b + (n-1) a |
+| all_to_all | each device's buffer | (n-1)/n S/b + (n-1) a |
+
+One device, or no bytes, costs nothing. Backward runs the dual pattern (`DUAL`) over the same
+devices with the same S: partition/combine are scatter/gather, replicate/reduce are
+broadcast/reduce (weight-gradient synchronization of a replicated weight is this reduce),
+all_reduce/all_reduce, reduce_scatter/all_gather, all_to_all/all_to_all, pipeline/batch p2p.
+
+`parallel_groups` says, for a parallel op, which input pieces feed which output pieces (the
+independent collectives it is made of), from degrees alone; `price_group` prices one group given
+where each piece lives.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from unityc.machine.spec import Machine
+
+PATTERNS = (
+    "p2p",
+    "scatter",
+    "gather",
+    "broadcast",
+    "reduce",
+    "all_reduce",
+    "reduce_scatter",
+    "all_gather",
+    "all_to_all",
+)
+
+DUAL = {
+    "p2p": "p2p",
+    "scatter": "gather",
+    "gather": "scatter",
+    "broadcast": "reduce",
+    "reduce": "broadcast",
+    "all_reduce": "all_reduce",
+    "reduce_scatter": "all_gather",
+    "all_gather": "reduce_scatter",
+    "all_to_all": "all_to_all",
+}
+
+PARALLEL_PATTERN = {
+    "parallel.partition": "scatter",
+    "parallel.combine": "gather",
+    "parallel.replicate": "broadcast",
+    "parallel.reduce": "reduce",
+    "parallel.pipeline": "p2p",
+    "parallel.batch": "p2p",
+    "parallel.all_reduce": "all_reduce",
+    "parallel.reduce_scatter": "reduce_scatter",
+    "parallel.all_gather": "all_gather",
+    "parallel.all_to_all": "all_to_all",
+}
+
+
+def collective_time(pattern: str, nbytes: float, devices: Sequence[int], machine: Machine) -> float:
+    """Seconds for one collective (see the module docstring for what `nbytes` means)."""
+    if pattern not in PATTERNS:
+        raise ValueError(f"unknown communication pattern '{pattern}' (known: {', '.join(PATTERNS)})")
+    distinct = list(dict.fromkeys(devices))
+    n = len(distinct)
+    link = machine.slowest_link(distinct)
+    if n < 2 or nbytes <= 0 or link is None:
+        return 0.0
+    alpha, beta = link.latency, link.bandwidth
+    steps = math.ceil(math.log2(n))
+    match pattern:
+        case "p2p":
+            return alpha + nbytes / beta
+        case "scatter" | "gather":
+            return (n - 1) * alpha + nbytes / beta
+        case "broadcast" | "reduce":
+            return min((n - 1) * alpha + nbytes / beta, steps * (alpha + nbytes / beta))
+        case "all_reduce":
+            ring = 2 * (n - 1) / n * nbytes / beta + 2 * (n - 1) * alpha
+            tree = 2 * (steps * alpha + nbytes / beta)
+            return min(ring, tree)
+    return (n - 1) / n * nbytes / beta + (n - 1) * alpha  # reduce_scatter, all_gather, all_to_all
+
+
+Coord = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Group:
+    """One independent collective of a parallel op: the input pieces it reads and the output
+    pieces it writes, by coordinate (shard indices, sum index, copy index)."""
+
+    inputs: tuple[Coord, ...]
+    outputs: tuple[Coord, ...]
+
+
+def _axes(kind: str, attrs: Mapping[str, Any], rank: int) -> tuple[int | None, int | None]:
+    """(axis whose degree the op divides, axis whose degree it multiplies); sum is axis `rank`,
+    copy is axis `rank + 1`."""
+    total, copies = rank, rank + 1
+    match kind:
+        case "parallel.partition":
+            return None, attrs["dim"]
+        case "parallel.combine":
+            return attrs["dim"], None
+        case "parallel.replicate":
+            return None, copies
+        case "parallel.reduce":
+            return total, None
+        case "parallel.all_reduce":
+            return total, copies
+        case "parallel.reduce_scatter":
+            return total, attrs["dim"]
+        case "parallel.all_gather":
+            return attrs["dim"], copies
+        case "parallel.all_to_all":
+            return attrs["src"], attrs["dst"]
+        case "parallel.pipeline" | "parallel.batch":
+            return None, None
+    raise ValueError(f"the cost model does not know the parallel op '{kind}'")
+
+
+def _with(c: Coord, axis: int, value: int) -> Coord:
+    return (*c[:axis], value, *c[axis + 1 :])
+
+
+def parallel_groups(kind: str, attrs: Mapping[str, Any], in_degrees: Sequence[int]) -> list[Group]:
+    """The groups of a parallel op whose input has task degrees `in_degrees` (shards, sum,
+    copy), following the index convention: growing an axis by n sends piece i to pieces
+    i*n .. i*n+n-1, shrinking it merges those back into i."""
+    shrink, grow = _axes(kind, attrs, len(in_degrees) - 2)
+    n = attrs.get("degree") or 1
+    groups: list[Group] = []
+    for c in itertools.product(*(range(d) for d in in_degrees)):
+        if shrink is not None and c[shrink] % n:
+            continue
+        inputs = [c] if shrink is None else [_with(c, shrink, c[shrink] + j) for j in range(n)]
+        base = c if shrink is None else _with(c, shrink, c[shrink] // n)
+        outputs = [base] if grow is None else [_with(base, grow, base[grow] * n + j) for j in range(n)]
+        groups.append(Group(tuple(inputs), tuple(outputs)))
+    return groups
+
+
+@dataclass(frozen=True)
+class GroupCost:
+    pattern: str
+    nbytes: float
+    devices: tuple[int, ...]
+    """Distinct devices taking part, the root first (empty when nothing leaves a device)."""
+    fwd_s: float
+    bwd_s: float
+
+
+def price_group(
+    pattern: str,
+    group: Group,
+    in_devices: Mapping[Coord, int],
+    out_devices: Mapping[Coord, int],
+    in_bytes: int,
+    out_bytes: int,
+    machine: Machine,
+) -> GroupCost:
+    """Price one group given the device of every input and output piece; pieces that stay on
+    their device cost nothing."""
+    ins = [in_devices[c] for c in group.inputs]
+    outs = [out_devices[c] for c in group.outputs]
+    nbytes: float
+    match pattern:
+        case "scatter":
+            root = ins[0]
+            devices = (root, *dict.fromkeys(d for d in outs if d != root))
+            nbytes = out_bytes * sum(d != root for d in outs)
+        case "gather":
+            root = outs[0]
+            devices = (root, *dict.fromkeys(d for d in ins if d != root))
+            nbytes = in_bytes * sum(d != root for d in ins)
+        case "broadcast":
+            root = ins[0]
+            devices = (root, *dict.fromkeys(d for d in outs if d != root))
+            nbytes = in_bytes
+        case "reduce":
+            root = outs[0]
+            devices = (root, *dict.fromkeys(d for d in ins if d != root))
+            nbytes = in_bytes
+        case "p2p":
+            devices = (ins[0], outs[0]) if ins[0] != outs[0] else (ins[0],)
+            nbytes = min(in_bytes, out_bytes)  # one micro-batch (pipeline: the result; batch: the input)
+        case "all_gather":
+            devices = tuple(dict.fromkeys((*ins, *outs)))
+            nbytes = out_bytes
+        case _:  # all_reduce, reduce_scatter, all_to_all: each device's buffer is an input piece
+            devices = tuple(dict.fromkeys((*ins, *outs)))
+            nbytes = in_bytes
+    if len(devices) < 2:
+        return GroupCost(pattern, 0, (), 0.0, 0.0)
+    fwd = collective_time(pattern, nbytes, devices, machine)
+    bwd = collective_time(DUAL[pattern], nbytes, devices, machine)
+    return GroupCost(pattern, nbytes, devices, fwd, bwd)

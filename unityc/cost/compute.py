@@ -1,0 +1,298 @@
+"""Compute cost of one task of a pcg op: FLOPs and bytes, priced by a roofline.
+
+Pure functions over small values (no xDSL objects), so the search can call them directly:
+
+    op_cost("pcg.linear", attrs, (x, w, None), (out,), device) -> OpCost
+
+`operands` and `results` are the *pieces* one task reads and writes (`Piece(shape, dtype)`,
+None for an absent optional operand). Kernel time is the roofline
+
+    t = kernel_latency + max(FLOPs / (peak[dtype] * compute_efficiency),
+                             bytes / (memory_bandwidth * memory_efficiency))
+
+and nothing at all for an op that does no work (sources, reshape: a view).
+
+Forward FLOPs (n = elements of the result piece unless said otherwise):
+
+| op | FLOPs |
+|---|---|
+| linear x[..,K] w[N,K] | 2·M·K·N (M = elements of x / K), + M·N with a bias |
+| matmul, batch_matmul | 2·batch·m·k·n |
+| conv2d | 2·n·(C/groups)·kh·kw, + n with a bias |
+| pool2d | n·kh·kw |
+| attention | projections 2·B·(Sq + 2·Sk)·E·Eh + output 2·B·Sq·Eh·E + scores and context |
+| | 4·B·Sq·Sk·Eh + softmax 5·B·h·Sq·Sk (h: the task's heads, Eh = E·h/heads) |
+| unary element-wise | `UNARY_FLOPS[op]`·n (1 for arithmetic, 4 for transcendental, 8 for gelu) |
+| binary element-wise | n |
+| softmax | 5·n (max, subtract, exp, sum, divide) |
+| layer_norm, batch_norm | 5·n, + n each for weight and bias |
+| reduce | elements of the input, + n for a mean |
+| embedding | 0 (a gather: bytes only) |
+| embedding_bag | L·B·D (+ B·D for a mean) |
+| cross_entropy logits[N,C] | 4·N·C |
+| mse_loss | 3·elements of the input |
+| concat, split, transpose, gather, cast, identity, reshape | 0 |
+
+Bytes: every operand piece read once and every result piece written once; reshape moves
+nothing, embedding reads indices and the rows it gathers.
+
+Backward: contractions (linear, matmul, batch_matmul, conv2d) cost their forward FLOPs once per
+operand that needs a gradient (dX and dW are each a product as large as the forward), plus n for
+a bias gradient; attention ≈ 2x forward; embedding scatter-adds n; every other op ≈ 1x its
+forward FLOPs. Backward bytes ≈ 2x forward bytes (read the result's gradient and the saved
+operands, write the operands' gradients). An op none of whose operands needs a gradient has no
+backward.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from unityc.machine.spec import DeviceKind
+
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i1": 1, "i32": 4, "i64": 8}
+
+
+@dataclass(frozen=True)
+class Piece:
+    """The local shape and element type (`f32`, `i64`, ...) of one piece of a tensor."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * DTYPE_BYTES[self.dtype]
+
+
+@dataclass(frozen=True)
+class Work:
+    flops: float
+    bytes: float
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """Roofline time and work of one task, forward and backward."""
+
+    fwd_s: float
+    bwd_s: float
+    fwd: Work
+    bwd: Work
+
+
+Operands = Sequence[Piece | None]
+Formula = Callable[[Mapping[str, Any], Operands, Sequence[Piece]], float]
+
+UNARY_FLOPS: dict[str, int] = {
+    "pcg.relu": 1,
+    "pcg.gelu": 8,
+    "pcg.sigmoid": 4,
+    "pcg.tanh": 4,
+    "pcg.exp": 4,
+    "pcg.sqrt": 4,
+    "pcg.pow": 4,
+    "pcg.neg": 1,
+    "pcg.scalar_mul": 1,
+    "pcg.scalar_add": 1,
+    "pcg.dropout": 1,
+    "pcg.identity": 0,
+    "pcg.cast": 0,
+}
+BINARY = ("pcg.add", "pcg.sub", "pcg.mul", "pcg.div")
+SOURCES = ("pcg.input", "pcg.weight", "pcg.constant")
+DATA_MOVEMENT = ("pcg.concat", "pcg.split", "pcg.transpose", "pcg.gather")
+CONTRACTIONS = ("pcg.linear", "pcg.matmul", "pcg.batch_matmul", "pcg.conv2d")
+MATMUL_LIKE = (*CONTRACTIONS, "pcg.attention")
+"""Ops that run at the matmul rate (tf32 where the device allows it)."""
+
+
+def _n(p: Piece | None) -> int:
+    return 0 if p is None else p.numel
+
+
+def _linear(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
+    x, w, bias = ops
+    assert x is not None and w is not None
+    return 2 * _n(x) * w.shape[0] + (_n(res[0]) if bias is not None else 0)
+
+
+def _matmul(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
+    a, b = ops
+    assert a is not None and b is not None
+    return 2 * _n(a) * b.shape[-1]
+
+
+def _conv2d(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
+    _, w, bias = ops
+    assert w is not None
+    return 2 * _n(res[0]) * math.prod(w.shape[1:]) + (_n(res[0]) if bias is not None else 0)
+
+
+def _pool2d(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
+    return _n(res[0]) * math.prod(attrs["kernel"])
+
+
+def _norm(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
+    x, w, b = ops
+    n = _n(x)
+    return 5 * n + (n if w is not None else 0) + (n if b is not None else 0)
+
+
+def _attention_parts(attrs: Mapping[str, Any], ops: Operands) -> tuple[int, int, int, int, int, int]:
+    """(B, Sq, Sk, E, Eh, local heads) of one attention task."""
+    q, k, _, wq = ops[:4]
+    assert q is not None and k is not None and wq is not None
+    batch, sq, e = q.shape
+    eh = wq.shape[0]
+    return batch, sq, k.shape[1], e, eh, attrs["heads"] * eh // e
+
+
+def _attention(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
+    batch, sq, sk, e, eh, h = _attention_parts(attrs, ops)
+    projections = 2 * batch * (sq + 2 * sk) * e * eh + 2 * batch * sq * eh * e
+    scores = 4 * batch * sq * sk * eh
+    softmax = 5 * batch * h * sq * sk + (batch * h * sq * sk if ops[11] is not None else 0)
+    return projections + scores + softmax
+
+
+def _reduce(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
+    return _n(ops[0]) + (_n(res[0]) if attrs["kind"] == "mean" else 0)
+
+
+def _embedding_bag(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
+    ids, w = ops
+    assert w is not None
+    return _n(ids) * w.shape[1] + (_n(res[0]) if attrs["mode"] == "mean" else 0)
+
+
+def _cross_entropy(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
+    return 4 * _n(ops[0])
+
+
+def _zero(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
+    return 0
+
+
+def _unary(name: str) -> Formula:
+    return lambda attrs, ops, res: UNARY_FLOPS[name] * _n(res[0])
+
+
+FORWARD_FLOPS: dict[str, Formula] = {
+    **{name: _zero for name in (*SOURCES, *DATA_MOVEMENT, "pcg.reshape", "pcg.embedding")},
+    **{name: _unary(name) for name in UNARY_FLOPS},
+    **{name: (lambda attrs, ops, res: _n(res[0])) for name in BINARY},
+    "pcg.linear": _linear,
+    "pcg.matmul": _matmul,
+    "pcg.batch_matmul": _matmul,
+    "pcg.conv2d": _conv2d,
+    "pcg.pool2d": _pool2d,
+    "pcg.batch_norm": _norm,
+    "pcg.layer_norm": _norm,
+    "pcg.softmax": lambda attrs, ops, res: 5 * _n(res[0]),
+    "pcg.reduce": _reduce,
+    "pcg.embedding_bag": _embedding_bag,
+    "pcg.attention": _attention,
+    "pcg.cross_entropy": _cross_entropy,
+    "pcg.mse_loss": lambda attrs, ops, res: 3 * _n(ops[0]),
+}
+"""Forward FLOPs of one task, by op name: every pcg op must have an entry (a test checks)."""
+
+
+def has_formula(kind: str) -> bool:
+    return kind in FORWARD_FLOPS
+
+
+def forward_work(kind: str, attrs: Mapping[str, Any], operands: Operands, results: Sequence[Piece]) -> Work:
+    formula = FORWARD_FLOPS.get(kind)
+    if formula is None:
+        raise ValueError(f"the cost model has no FLOP formula for '{kind}'")
+    if kind in SOURCES or kind == "pcg.reshape":
+        return Work(0, 0)
+    flops = formula(attrs, operands, results)
+    out_bytes = sum(r.nbytes for r in results)
+    if kind == "pcg.embedding":
+        ids = operands[0]
+        return Work(flops, (ids.nbytes if ids else 0) + 2 * out_bytes)
+    if kind == "pcg.embedding_bag":
+        ids, w = operands
+        assert w is not None
+        rows = _n(ids) * w.shape[1] * DTYPE_BYTES[w.dtype]
+        return Work(flops, (ids.nbytes if ids else 0) + rows + out_bytes)
+    if kind == "pcg.gather":
+        return Work(flops, 2 * out_bytes)
+    in_bytes = sum(p.nbytes for p in operands if p is not None)
+    if kind == "pcg.attention":  # the score matrix is written and read back (no fused kernel)
+        batch, sq, sk, _, _, h = _attention_parts(attrs, operands)
+        in_bytes += 2 * batch * h * sq * sk * DTYPE_BYTES[results[0].dtype]
+    return Work(flops, in_bytes + out_bytes)
+
+
+def backward_work(
+    kind: str,
+    attrs: Mapping[str, Any],
+    operands: Operands,
+    results: Sequence[Piece],
+    needs_grad: Sequence[bool] | None = None,
+) -> Work:
+    """Work of the backward of one task; `needs_grad[i]` says whether operand i wants a gradient
+    (None: every floating-point operand does)."""
+    grads = _needs_grad(operands, needs_grad)
+    if kind in SOURCES or not any(grads):
+        return Work(0, 0)
+    fwd = forward_work(kind, attrs, operands, results)
+    if kind in CONTRACTIONS:
+        main = FORWARD_FLOPS[kind](attrs, (*operands[:2], None)[: len(operands)], results)  # no bias
+        bias = _n(results[0]) if len(grads) > 2 and grads[2] else 0
+        return Work(main * (int(grads[0]) + int(grads[1])) + bias, 2 * fwd.bytes)
+    if kind == "pcg.attention":
+        return Work(2 * fwd.flops, 2 * fwd.bytes)
+    if kind == "pcg.embedding":
+        return Work(_n(results[0]), fwd.bytes)
+    return Work(fwd.flops, 2 * fwd.bytes)
+
+
+def _needs_grad(operands: Operands, needs_grad: Sequence[bool] | None) -> tuple[bool, ...]:
+    if needs_grad is None:
+        return tuple(p is not None and p.dtype in ("f16", "bf16", "f32", "f64") for p in operands)
+    return tuple(bool(g) and p is not None for g, p in zip(needs_grad, operands, strict=True))
+
+
+def compute_dtype(operands: Operands, results: Sequence[Piece]) -> str:
+    """The float dtype an op computes in: its first float result or operand (else f32)."""
+    for p in (*results, *operands):
+        if p is not None and p.dtype in ("f16", "bf16", "f32", "f64"):
+            return p.dtype
+    return "f32"
+
+
+def kernel_time(work: Work, dtype: str, device: DeviceKind, matmul: bool = False) -> float:
+    """Roofline time of one kernel on `device`; 0 for no work."""
+    if work.flops <= 0 and work.bytes <= 0:
+        return 0.0
+    compute = work.flops / (device.peak_flops(dtype, matmul) * device.compute_efficiency)
+    memory = work.bytes / (device.memory_bandwidth * device.memory_efficiency)
+    return device.kernel_latency + max(compute, memory)
+
+
+def op_cost(
+    kind: str,
+    attrs: Mapping[str, Any],
+    operands: Operands,
+    results: Sequence[Piece],
+    device: DeviceKind,
+    needs_grad: Sequence[bool] | None = None,
+) -> OpCost:
+    """Roofline forward and backward time and work of one task of `kind` on `device`."""
+    fwd = forward_work(kind, attrs, operands, results)
+    bwd = backward_work(kind, attrs, operands, results, needs_grad)
+    dtype = compute_dtype(operands, results)
+    matmul = kind in MATMUL_LIKE
+    return OpCost(kernel_time(fwd, dtype, device, matmul), kernel_time(bwd, dtype, device, matmul), fwd, bwd)

@@ -1,0 +1,126 @@
+"""The text report of an `Estimate`: per-op and per-device tables, totals, the roofline bound."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from unityc.cost.estimate import Estimate, OpRow
+from unityc.cost.units import format_bytes, format_flops, format_time
+
+MAX_DEVICE_ROWS = 64
+
+
+def _devices(ds: Sequence[int]) -> str:
+    if not ds:
+        return "-"
+    if len(ds) > 2 and list(ds) == list(range(ds[0], ds[-1] + 1)):
+        return f"{ds[0]}-{ds[-1]}"
+    return ",".join(map(str, ds))
+
+
+def _communication(r: OpRow) -> str:
+    if not r.pattern:
+        return "-"
+    what = f"grad {r.pattern}" if r.kind == "pcg.weight" else r.pattern
+    return f"{what} {r.collectives}x{format_bytes(r.comm_bytes)}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 2) -> list[str]:
+    """Aligned columns: the first `left` columns left-aligned, the rest right-aligned."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [
+            c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "  ".join(parts).rstrip()
+
+    return [line(header), *(line(r) for r in rows)]
+
+
+def render(e: Estimate) -> str:
+    out: list[str] = [
+        f"estimate: {e.machine.summary()}",
+        f"cost model: {e.cost}, optimizer: {e.optimizer}",
+        "",
+    ]
+    header = [
+        "op",
+        "kind",
+        "devices",
+        "fwd compute",
+        "bwd compute",
+        "fwd comm",
+        "bwd comm",
+        "memory",
+        "communication",
+    ]
+    rows = [
+        [
+            f"%{r.name}",
+            r.label,
+            _devices(r.devices),
+            format_time(r.fwd_compute_s),
+            format_time(r.bwd_compute_s),
+            format_time(r.fwd_comm_s),
+            format_time(r.bwd_comm_s),
+            format_bytes(r.memory),
+            _communication(r),
+        ]
+        for r in e.rows
+    ]
+    totals = [
+        "total",
+        "",
+        "",
+        format_time(sum(r.fwd_compute_s for r in e.rows)),
+        format_time(sum(r.bwd_compute_s for r in e.rows)),
+        format_time(sum(r.fwd_comm_s for r in e.rows)),
+        format_time(sum(r.bwd_comm_s for r in e.rows)),
+        format_bytes(sum(r.memory for r in e.rows)),
+        "",
+    ]
+    lines = table(header, [*rows, totals], left=3)
+    lines[-1:-1] = ["-" * len(lines[0])]
+    lines[-1] = lines[-1].rstrip()
+    out += [*lines, ""]
+
+    busiest = e.busiest
+    out += [
+        f"iteration time: {format_time(e.iteration_s)} (forward {format_time(e.forward_s)}, "
+        f"backward {format_time(e.backward_s - e.forward_s)}, "
+        f"gradient sync + update {format_time(e.update_s)})",
+        f"busiest device: {busiest.device} ({busiest.kind}), busy {format_time(busiest.busy_s)}: "
+        f"compute {format_time(busiest.compute_s)}, communication {format_time(busiest.comm_s)}",
+        f"roofline bound: {format_time(e.roofline_s)} ({format_flops(e.model_flops)} of training at "
+        f"peak on all {e.machine.num_devices} devices); plan / bound = {e.roofline_ratio:.1f}x",
+        "",
+    ]
+    header = ["device", "kind", "compute", "comm", "busy", "weights", "grads", "optimizer", "activations",
+              "buffers", "peak memory", "capacity"]  # fmt: skip
+    shown = e.devices[:MAX_DEVICE_ROWS]
+    rows = [
+        [
+            str(d.device),
+            d.kind,
+            format_time(d.compute_s),
+            format_time(d.comm_s),
+            format_time(d.busy_s),
+            format_bytes(d.memory.weights),
+            format_bytes(d.memory.gradients),
+            format_bytes(d.memory.optimizer),
+            format_bytes(d.memory.activations),
+            format_bytes(d.memory.buffers),
+            format_bytes(d.memory.total),
+            f"{100 * d.memory.total / d.capacity:.2f}%" if d.capacity else "-",
+        ]
+        for d in shown
+    ]
+    out += table(header, rows)
+    idle = e.machine.num_devices - len(e.devices)
+    if len(e.devices) > len(shown):
+        out.append(f"... {len(e.devices) - len(shown)} more devices")
+    if idle > 0:
+        out.append(f"{idle} other device(s) idle")
+    out += [f"note: {n}" for n in e.notes]
+    return "\n".join(out) + "\n"

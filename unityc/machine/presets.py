@@ -1,0 +1,166 @@
+"""Named machines: `summit:N`, `dgx-a100:N`, `dgx-h100:N`, `cpu:P`.
+
+GPU numbers are vendor peak figures (cited next to each); latencies are typical per-step NCCL
+latencies, assumed rather than measured. Efficiency factors say what fraction of peak real
+kernels reach (0.7 of peak FLOP/s, 0.8 of peak bandwidth: typical of large cuBLAS GEMMs and
+streaming kernels); they are assumptions, to be replaced by `cost="profile"` where it matters.
+
+`cpu:P` — P local gloo processes, one core each — was measured on this machine (2-core AMD EPYC
+KVM guest, 23.5 GiB RAM) on 2026-11-22 with
+
+    .venv/bin/python benchmarks/measure_cpu_machine.py      (run 6 times; medians below)
+
+    matmul, 1 thread, n = 1024:   f32 105 GFLOP/s, f64 55 GFLOP/s, bf16 465 GFLOP/s
+    copy of 256 MiB, 1 thread:    38.5 GB/s (read + write counted)
+    eager op overhead:            0.9 us (torch.relu of one element)
+    gloo all_reduce, 2 processes: alpha = 68 us, beta = 1.16 GB/s (t = 2 alpha + S / beta;
+                                  runs ranged 44-108 us and 0.97-1.88 GB/s)
+
+Those rates are achieved, not peak, so the cpu kind has efficiency 1.0. With more processes than
+cores (P > 2 here) the processes share cores and the estimate is optimistic. Memory capacity per
+process is the machine's RAM divided by P.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from unityc.machine.errors import MachineSpecError
+from unityc.machine.loader import GB, GIB, TFLOPS, us
+from unityc.machine.spec import DeviceKind, Link, Machine, NodeSpec
+
+GPU_COMPUTE_EFFICIENCY = 0.7
+GPU_MEMORY_EFFICIENCY = 0.8
+GPU_KERNEL_LATENCY = us(4)  # CUDA launch plus framework overhead per kernel (assumed)
+
+# NVIDIA Tesla V100 datasheet (SXM2): FP64 7.8, FP32 15.7, tensor (FP16) 125 TFLOP/s;
+# HBM2 900 GB/s; 16 GB (16 GiB of HBM2).
+V100_SXM2_16GB = DeviceKind(
+    name="V100-SXM2-16GB",
+    flops=(("f64", 7.8 * TFLOPS), ("f32", 15.7 * TFLOPS), ("f16", 125 * TFLOPS)),
+    memory_bandwidth=900 * GB,
+    memory=16 * GIB,
+    compute_efficiency=GPU_COMPUTE_EFFICIENCY,
+    memory_efficiency=GPU_MEMORY_EFFICIENCY,
+    kernel_latency=GPU_KERNEL_LATENCY,
+)
+
+# NVIDIA A100 datasheet (SXM4 80GB): FP64 9.7, FP32 19.5, TF32 156, BF16/FP16 312 TFLOP/s
+# (dense); HBM2e 2039 GB/s; 80 GB.
+A100_SXM_80GB = DeviceKind(
+    name="A100-SXM-80GB",
+    flops=(
+        ("f64", 9.7 * TFLOPS),
+        ("f32", 19.5 * TFLOPS),
+        ("tf32", 156 * TFLOPS),
+        ("bf16", 312 * TFLOPS),
+        ("f16", 312 * TFLOPS),
+    ),
+    memory_bandwidth=2039 * GB,
+    memory=80 * GIB,
+    compute_efficiency=GPU_COMPUTE_EFFICIENCY,
+    memory_efficiency=GPU_MEMORY_EFFICIENCY,
+    kernel_latency=GPU_KERNEL_LATENCY,
+)
+
+# NVIDIA H100 datasheet (SXM5 80GB): FP64 34, FP32 67, TF32 494.5, BF16/FP16 989.5 TFLOP/s
+# (dense, i.e. without the 2:4 sparsity figures); HBM3 3.35 TB/s; 80 GB.
+H100_SXM_80GB = DeviceKind(
+    name="H100-SXM-80GB",
+    flops=(
+        ("f64", 34 * TFLOPS),
+        ("f32", 67 * TFLOPS),
+        ("tf32", 494.5 * TFLOPS),
+        ("bf16", 989.5 * TFLOPS),
+        ("f16", 989.5 * TFLOPS),
+    ),
+    memory_bandwidth=3350 * GB,
+    memory=80 * GIB,
+    compute_efficiency=GPU_COMPUTE_EFFICIENCY,
+    memory_efficiency=GPU_MEMORY_EFFICIENCY,
+    kernel_latency=GPU_KERNEL_LATENCY,
+)
+
+CPU_CORE = DeviceKind(
+    name="cpu",
+    flops=(("f32", 105e9), ("f64", 55e9), ("bf16", 465e9)),
+    memory_bandwidth=38.5 * GB,
+    memory=23.5 * GIB,  # divided by P in `cpu`
+    kernel_latency=us(0.9),
+)
+
+
+def summit(n: int) -> Machine:
+    """OLCF Summit (Summit user guide, "System overview"): per node two POWER9 sockets with three
+    V100s each; GPUs of one socket (and their CPU) are linked by NVLink 2.0 bricks at 50 GB/s per
+    direction; the sockets by the X-bus (64 GB/s, taken as 32 GB/s per direction); nodes by
+    dual-rail EDR InfiniBand, 2 ports x 12.5 GB/s = 25 GB/s per node."""
+    node = NodeSpec(
+        sockets=((V100_SXM2_16GB.name,) * 3,) * 2,
+        intra_socket=Link(50 * GB, us(2)),
+        cross_socket=Link(32 * GB, us(4)),
+        inter_node=Link(25 * GB, us(6)),
+    )
+    return Machine(
+        f"summit:{n}", (V100_SXM2_16GB,), (node,) * n, "Summit nodes: 6x V100 16GB, NVLink2, EDR IB"
+    )
+
+
+def dgx_a100(n: int) -> Machine:
+    """NVIDIA DGX A100 datasheet: 8x A100 80GB on NVSwitch (NVLink3, 600 GB/s bidirectional, so
+    300 GB/s per direction per GPU); 8 ConnectX-6 HDR ports, 8 x 200 Gb/s = 200 GB/s per node."""
+    node = NodeSpec(
+        sockets=((A100_SXM_80GB.name,) * 8,),
+        intra_socket=Link(300 * GB, us(2)),
+        cross_socket=Link(300 * GB, us(2)),
+        inter_node=Link(200 * GB, us(6)),
+    )
+    return Machine(f"dgx-a100:{n}", (A100_SXM_80GB,), (node,) * n, "DGX A100: 8x A100 80GB, NVSwitch, HDR IB")
+
+
+def dgx_h100(n: int) -> Machine:
+    """NVIDIA DGX H100 datasheet: 8x H100 80GB on NVSwitch (NVLink4, 900 GB/s bidirectional, so
+    450 GB/s per direction per GPU); 8 ConnectX-7 NDR ports, 8 x 400 Gb/s = 400 GB/s per node."""
+    node = NodeSpec(
+        sockets=((H100_SXM_80GB.name,) * 8,),
+        intra_socket=Link(450 * GB, us(2)),
+        cross_socket=Link(450 * GB, us(2)),
+        inter_node=Link(400 * GB, us(6)),
+    )
+    return Machine(f"dgx-h100:{n}", (H100_SXM_80GB,), (node,) * n, "DGX H100: 8x H100 80GB, NVSwitch, NDR IB")
+
+
+def cpu(p: int) -> Machine:
+    """P local gloo processes on one node, one socket; see the module docstring."""
+    kind = DeviceKind(
+        name=CPU_CORE.name,
+        flops=CPU_CORE.flops,
+        memory_bandwidth=CPU_CORE.memory_bandwidth,
+        memory=CPU_CORE.memory / p,
+        kernel_latency=CPU_CORE.kernel_latency,
+    )
+    gloo = Link(1.16 * GB, us(68))
+    node = NodeSpec(((kind.name,) * p,), gloo, gloo, Link(float("inf"), 0.0))
+    return Machine(f"cpu:{p}", (kind,), (node,), "local gloo processes, one core each (measured 2026-11-22)")
+
+
+PRESETS: dict[str, Callable[[int], Machine]] = {
+    "summit": summit,
+    "dgx-a100": dgx_a100,
+    "dgx-h100": dgx_h100,
+    "cpu": cpu,
+}
+
+
+def preset(name: str) -> Machine:
+    """`summit:2` and the like; a bare preset name means one node (one process for cpu)."""
+    base, _, count = name.partition(":")
+    if base not in PRESETS:
+        raise MachineSpecError(f"unknown machine preset '{base}' (known: {', '.join(PRESETS)})")
+    if not count:
+        return PRESETS[base](1)
+    if not count.isdigit() or int(count) < 1:
+        raise MachineSpecError(
+            f"machine '{name}': the count after ':' must be a positive integer, got '{count}'"
+        )
+    return PRESETS[base](int(count))

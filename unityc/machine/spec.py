@@ -1,0 +1,210 @@
+"""Machine models: device kinds, links, nodes, and the topology questions the cost model asks.
+
+A machine is a list of nodes; a node is a list of sockets (or NVSwitch domains); a socket holds
+devices. Devices are numbered globally node by node, socket by socket. Every value is in SI base
+units: FLOP/s, bytes/s, bytes, seconds.
+
+Links are priced per class, from the fastest to the slowest:
+
+* `intra_socket`: between two devices of one socket or switch (NVLink, NVSwitch, shared memory);
+* `cross_socket`: between devices of two sockets of one node (Summit's X-bus);
+* `inter_node`: between two nodes; its bandwidth is the node's aggregate NIC bandwidth (both
+  Summit EDR ports: 25 GB/s), since one ring or tree step between two nodes can use all of it.
+
+All values are frozen and hashable, so the search can cache on them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from unityc.machine.errors import MachineSpecError
+
+DTYPES = ("f16", "bf16", "f32", "tf32", "f64")
+"""Keys of a device kind's peak FLOP/s table; `tf32` is the tensor-core rate for f32 matmuls."""
+
+
+@dataclass(frozen=True)
+class DeviceKind:
+    """A device model: peak rates, memory, and how close to them kernels get."""
+
+    name: str
+    flops: tuple[tuple[str, float], ...]
+    """(dtype, peak FLOP/s); a dtype not listed runs at the `f32` rate."""
+    memory_bandwidth: float
+    memory: float
+    compute_efficiency: float = 1.0
+    memory_efficiency: float = 1.0
+    kernel_latency: float = 0.0
+    """Fixed cost of one kernel (launch, framework overhead), seconds."""
+    allow_tf32: bool = False
+    """Whether f32 matmul-like ops run at the `tf32` rate (off by default, as in PyTorch)."""
+
+    def peak_flops(self, dtype: str, matmul: bool = False) -> float:
+        table = dict(self.flops)
+        if dtype == "f32" and matmul and self.allow_tf32 and "tf32" in table:
+            return table["tf32"]
+        return table.get(dtype, table["f32"])
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link class: bandwidth per direction (bytes/s) and latency (seconds)."""
+
+    bandwidth: float
+    latency: float
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node: device kind names grouped by socket, its links, its NIC."""
+
+    sockets: tuple[tuple[str, ...], ...]
+    intra_socket: Link
+    cross_socket: Link
+    inter_node: Link
+
+    @property
+    def num_devices(self) -> int:
+        return sum(len(s) for s in self.sockets)
+
+
+@dataclass(frozen=True)
+class Device:
+    """Where a global device sits."""
+
+    index: int
+    node: int
+    socket: int
+    local: int
+    """Index within its node."""
+    kind: DeviceKind
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    kinds: tuple[DeviceKind, ...]
+    nodes: tuple[NodeSpec, ...]
+    description: str = ""
+    _devices: tuple[Device, ...] = field(default=(), repr=False, compare=False)
+    _first: tuple[int, ...] = field(default=(), repr=False, compare=False)
+    _hash: int = field(default=0, repr=False, compare=False)
+
+    def __hash__(self) -> int:  # cached: the cost model hashes the machine on every lookup
+        return self._hash
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.name, self.kinds, self.nodes)))
+        kinds = {k.name: k for k in self.kinds}
+        devices: list[Device] = []
+        first: list[int] = []
+        for n, node in enumerate(self.nodes):
+            first.append(len(devices))
+            local = 0
+            for s, socket in enumerate(node.sockets):
+                for name in socket:
+                    if name not in kinds:
+                        raise MachineSpecError(f"{self.name}: node {n} uses unknown device kind '{name}'")
+                    devices.append(Device(len(devices), n, s, local, kinds[name]))
+                    local += 1
+        object.__setattr__(self, "_devices", tuple(devices))
+        object.__setattr__(self, "_first", tuple(first))
+
+    # --- devices ---------------------------------------------------------------------------
+
+    @property
+    def num_devices(self) -> int:
+        return len(self._devices)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.nodes)
+
+    def device(self, index: int) -> Device:
+        if not 0 <= index < len(self._devices):
+            raise ValueError(f"device {index} does not exist on {self.name} ({self.num_devices} devices)")
+        return self._devices[index]
+
+    @property
+    def devices(self) -> tuple[Device, ...]:
+        return self._devices
+
+    def kind_of(self, index: int) -> DeviceKind:
+        return self.device(index).kind
+
+    def global_device(self, start: int, node_offset: int, local_offset: int) -> int:
+        """The device `node_offset` nodes and `local_offset` devices after `start` (a machine
+        view's placement): same position within the target node as `start` has in its own."""
+        origin = self.device(start)
+        node = origin.node + node_offset
+        if node >= self.num_nodes:
+            raise ValueError(
+                f"a machine view reaches node {node} from device {start}, but {self.name} has "
+                f"{self.num_nodes} node(s)"
+            )
+        local = origin.local + local_offset
+        if local >= self.nodes[node].num_devices:
+            raise ValueError(
+                f"a machine view reaches device {local} of node {node} from device {start}, but "
+                f"that node has {self.nodes[node].num_devices} devices"
+            )
+        return self._first[node] + local
+
+    def total_peak_flops(self, dtype: str, matmul: bool = False) -> float:
+        return sum(d.kind.peak_flops(dtype, matmul) for d in self._devices)
+
+    # --- links -----------------------------------------------------------------------------
+
+    def link(self, a: int, b: int) -> Link | None:
+        """The link class between two devices; None for a device and itself."""
+        if a == b:
+            return None
+        da, db = self.device(a), self.device(b)
+        if da.node != db.node:
+            na, nb = self.nodes[da.node].inter_node, self.nodes[db.node].inter_node
+            return Link(min(na.bandwidth, nb.bandwidth), max(na.latency, nb.latency))
+        node = self.nodes[da.node]
+        return node.intra_socket if da.socket == db.socket else node.cross_socket
+
+    def slowest_link(self, devices: Iterable[int]) -> Link | None:
+        """The lowest bandwidth and highest latency among the link classes a collective over
+        these devices uses (None when they are one device)."""
+        return _slowest(self, tuple(sorted(set(devices))))
+
+    def spans_nodes(self, devices: Sequence[int]) -> bool:
+        return len({self.device(d).node for d in devices}) > 1
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for d in self._devices:
+            counts[d.kind.name] = counts.get(d.kind.name, 0) + 1
+        kinds = ", ".join(f"{n}x {k}" for k, n in counts.items())
+        nodes = f"{self.num_nodes} node{'s' if self.num_nodes != 1 else ''}"
+        return f"{self.name}: {nodes}, {self.num_devices} devices ({kinds})"
+
+
+@functools.lru_cache(maxsize=65536)
+def _slowest(machine: Machine, devices: tuple[int, ...]) -> Link | None:
+    if len(devices) < 2:
+        return None
+    links: list[Link] = []
+    by_node: dict[int, set[int]] = {}
+    for d in devices:
+        dev = machine.device(d)
+        by_node.setdefault(dev.node, set()).add(dev.socket)
+    sockets_used: dict[tuple[int, int], int] = {}
+    for d in devices:
+        dev = machine.device(d)
+        sockets_used[dev.node, dev.socket] = sockets_used.get((dev.node, dev.socket), 0) + 1
+    for (n, _), count in sockets_used.items():
+        if count > 1:
+            links.append(machine.nodes[n].intra_socket)
+    for n, sockets in by_node.items():
+        if len(sockets) > 1:
+            links.append(machine.nodes[n].cross_socket)
+    if len(by_node) > 1:
+        links.extend(machine.nodes[n].inter_node for n in by_node)
+    return Link(min(lk.bandwidth for lk in links), max(lk.latency for lk in links))

@@ -1,0 +1,40 @@
+"""estimate: print the cost model's report for a mapped PCG (time per iteration, memory).
+
+    unityc-opt plan.mlir -p 'estimate{machine="summit:2" cost="roofline" optimizer="adam"}'
+
+Options: `machine` (a preset such as `summit:2`, `dgx-a100:1`, `cpu:2`, or a `.toml` spec),
+`cost` (`roofline`, or `profile` with `profile="cache.json"` written by
+`python -m unityc.tools.profile_ops`), `optimizer` (`sgd` or `adam`). The report goes to stdout
+before the module; the module is left unchanged.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+
+@dataclass(frozen=True)
+class EstimatePass(ModulePass):
+    name = "estimate"
+
+    machine: str = "cpu:1"
+    cost: str = "roofline"
+    optimizer: str = "sgd"
+    profile: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from unityc.cost.estimate import estimate_module
+        from unityc.cost.profile import ProfileCache
+        from unityc.cost.report import render
+        from unityc.machine import load_machine
+
+        machine = load_machine(self.machine)
+        cache = ProfileCache.load(self.profile) if self.profile else None
+        estimate = estimate_module(op, machine, self.cost, self.optimizer, cache)
+        sys.stdout.write(render(estimate))
+        sys.stdout.flush()
