@@ -120,9 +120,16 @@ def _binary(
     if sa is not None:
         return _scalar_first(im, kind, sa, b)
     if kind == "add" and _is_zero(a) != _is_zero(b) and not isinstance(a if _is_zero(b) else b, Const):
-        return im.tensor(b if _is_zero(a) else a)  # adding an all-zero mask: x + 0 == x
+        kept = im.tensor(b if _is_zero(a) else a)
+        if tensor_type(kept).shape == im.meta_shape():
+            return kept  # adding an all-zero mask: x + 0 == x
     dtype = node.meta["val"].dtype
-    lhs, rhs = _broadcast_operand(im, a, dtype), _broadcast_operand(im, b, dtype)
+    if isinstance(a, Const):
+        rhs = _broadcast_operand(im, b, dtype, ())
+        lhs = _broadcast_operand(im, a, dtype, tensor_type(rhs).shape)
+    else:
+        lhs = _broadcast_operand(im, a, dtype, ())
+        rhs = _broadcast_operand(im, b, dtype, tensor_type(lhs).shape)
     result = im.op(BINARY[kind], [lhs, rhs])
     if tensor_type(result).shape != im.meta_shape():
         raise im.fail(f"{kind} broadcasts through an expand to {list(im.meta_shape())}; not supported")
@@ -140,11 +147,12 @@ def _scaled(im: FxImporter, b: Value, alpha: Value) -> Value:
     return im.op(pcg.ScalarMulOp, [im.tensor(b)], scale=float(alpha))
 
 
-def _broadcast_operand(im: FxImporter, v: Value, dtype: torch.dtype) -> SSAValue:
+def _broadcast_operand(im: FxImporter, v: Value, dtype: torch.dtype, partner: tuple[int, ...]) -> SSAValue:
+    """An operand of a broadcasting op whose other operand has shape `partner`."""
     if isinstance(v, Expanded):
         return v.value
     if isinstance(v, Const):
-        return im.tensor(Const(v.value.to(dtype)) if v.value.dtype != dtype else v, compact=True)
+        return im.tensor(v, partner=partner, dtype=dtype)
     return im.tensor(v)
 
 
@@ -185,11 +193,14 @@ def _addmm(
         raise im.fail("addmm with beta or alpha other than 1 is not supported")
     rhs = im.tensor(b)
     owner = rhs.owner
-    if isinstance(owner, pcg.TransposeOp) and isinstance(owner.input.owner, pcg.WeightOp):
+    bias_shape = tuple(bias.value.shape) if isinstance(bias, Const) else tensor_type(im.tensor(bias)).shape
+    linear_bias = bias_shape == (tensor_type(rhs).shape[-1],)
+    if linear_bias and isinstance(owner, pcg.TransposeOp) and isinstance(owner.input.owner, pcg.WeightOp):
         # addmm(bias, x, W^T) is nn.Linear: keep it one op so its parallel forms apply
         return im.op(pcg.LinearOp, [im.tensor(a), owner.input, im.tensor(bias)])
     product = im.op(pcg.MatmulOp, [im.tensor(a), rhs])
-    return im.op(pcg.AddOp, [product, _broadcast_operand(im, bias, node.meta["val"].dtype)])
+    bias_operand = _broadcast_operand(im, bias, node.meta["val"].dtype, tensor_type(product).shape)
+    return im.op(pcg.AddOp, [product, bias_operand])
 
 
 @lowering(aten.mm.default)
@@ -357,7 +368,9 @@ def _index_select(im: FxImporter, node: fx.Node, x: Value, dim: int, index: Valu
     if not isinstance(index, Const):
         raise im.fail("index_select needs constant indices")
     x = im.tensor(x)
-    return im.op(pcg.GatherOp, [x], dim=dim % tensor_type(x).rank, indices=index.value.flatten().tolist())
+    dim %= tensor_type(x).rank
+    indices = (index.value.flatten() % tensor_type(x).shape[dim]).tolist()  # negative indices count back
+    return im.op(pcg.GatherOp, [x], dim=dim, indices=indices)
 
 
 @lowering(aten.index.Tensor)
@@ -374,7 +387,7 @@ def _index(im: FxImporter, node: fx.Node, x: Value, indices: list[Value]) -> Val
     dims = list(range(first, first + len(used)))
     flat = torch.zeros_like(used[0].value)
     for d, i in zip(dims, used, strict=True):
-        flat = flat * shape[d] + i.value
+        flat = flat * shape[d] + i.value % shape[d]  # negative indices count back
     merged = (*shape[:first], math.prod(shape[d] for d in dims), *shape[dims[-1] + 1 :])
     gathered = im.op(pcg.GatherOp, [reshape_to(im, x, merged)], dim=first, indices=flat.tolist())
     return reshape_to(im, gathered, im.meta_shape())

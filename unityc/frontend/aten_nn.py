@@ -235,7 +235,7 @@ def _sdpa(
     scores = im.op(pcg.ScalarMulOp, [scores], scale=scale if scale is not None else 1.0 / math.sqrt(width))
     mask = _additive_mask(im, attn_mask, is_causal, tensor_type(scores).shape)
     if mask is not None:
-        scores = im.op(pcg.AddOp, [scores, im.tensor(mask, compact=True)])
+        scores = im.op(pcg.AddOp, [scores, im.tensor(mask, partner=tensor_type(scores).shape)])
     probs = im.op(pcg.SoftmaxOp, [scores], dim=rank - 1)
     if dropout_p > 0:
         probs = im.op(pcg.DropoutOp, [probs], p=float(dropout_p))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -13,6 +14,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from unityc.dialects import pcg
 from unityc.frontend import import_loaded
+from unityc.frontend.importer import ImportFailure
 from unityc.frontend.models import LoadedModel, ModelSpec, load_model
 from unityc.interpreter import assemble, run_graph
 
@@ -26,19 +28,27 @@ class OutputCheck:
 
 @contextmanager
 def dropout_off() -> Iterator[None]:
-    """Makes every dropout the identity, as the interpreter treats it (see pcg.dropout)."""
-    original = F.dropout
+    """Makes every dropout the identity, as the interpreter treats it (see pcg.dropout), also
+    the one inside scaled_dot_product_attention."""
+    dropout, sdpa = F.dropout, F.scaled_dot_product_attention
 
-    def identity(
-        x: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
-    ) -> torch.Tensor:
+    def identity(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         return x
 
-    F.dropout = identity  # type: ignore[assignment]
+    def sdpa_without_dropout(
+        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> Any:
+        if len(args) >= 2:
+            args = (args[0], 0.0, *args[2:])
+        else:
+            kwargs["dropout_p"] = 0.0
+        return sdpa(q, k, v, *args, **kwargs)
+
+    F.dropout, F.scaled_dot_product_attention = identity, sdpa_without_dropout  # type: ignore[assignment]
     try:
         yield
     finally:
-        F.dropout = original  # type: ignore[assignment]
+        F.dropout, F.scaled_dot_product_attention = dropout, sdpa  # type: ignore[assignment]
 
 
 def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
@@ -73,10 +83,12 @@ def check_import(spec: ModelSpec) -> tuple[ModuleOp, list[OutputCheck]]:
     expected = reference_outputs(loaded)
     actual = interpreter_outputs(module, loaded)
     if len(actual) != len(expected):
-        raise AssertionError(f"the graph has {len(actual)} outputs, the module returns {len(expected)}")
+        raise ImportFailure(f"the graph has {len(actual)} outputs, the module returns {len(expected)}")
     checks = []
     for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
         if a.shape != e.shape:
-            raise AssertionError(f"output {i}: shape {list(a.shape)} != module's {list(e.shape)}")
+            raise ImportFailure(
+                f"output {i}: shape {list(a.shape)} differs from the module's {list(e.shape)}"
+            )
         checks.append(OutputCheck(i, tuple(e.shape), relative_error(a, e)))
     return module, checks

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -59,17 +62,30 @@ def export_model(module: nn.Module, inputs: dict[str, torch.Tensor]) -> Exported
     keys = {}
     for name, p in module.named_parameters(remove_duplicate=False):
         keys[name] = first_name.setdefault(id(p), name)
-    if any(p.device.type == "meta" for p in module.parameters()):
+    on_meta = any(p.device.type == "meta" for p in module.parameters())
+    if on_meta:
         module = module.to("meta")
         inputs = {k: torch.empty_like(v, device="meta") for k, v in inputs.items()}
+    # Tensors the forward creates without `device=` must land beside the meta weights too.
+    device = torch.device("meta") if on_meta else contextlib.nullcontext()
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _quiet_torch_logs(), device:
             warnings.simplefilter("ignore")
             program = torch.export.export(module, (), kwargs=inputs, strict=False)
             program = program.run_decompositions(decomposition_table())
     except Exception as e:
         raise ModelError(_export_failure(e)) from None
     return Exported(program, buffers, keys)
+
+
+@contextlib.contextmanager
+def _quiet_torch_logs() -> Iterator[None]:
+    """torch logs its own traceback when export fails; our error message says it in one line."""
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
 
 
 def _export_failure(e: Exception) -> str:

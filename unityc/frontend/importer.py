@@ -91,7 +91,7 @@ class FxImporter:
         self.builder = GraphBuilder()
         self.env: dict[fx.Node, Any] = {}
         self.node: fx.Node | None = None
-        self._constants: dict[tuple[int, bool], SSAValue] = {}
+        self._constants: dict[tuple[int, tuple[int, ...] | None, torch.dtype | None], SSAValue] = {}
         self._weights: dict[str, SSAValue] = {}
 
     # --- driving -------------------------------------------------------------------------
@@ -153,6 +153,8 @@ class FxImporter:
             return value
         self._reject_unusable(args, kwargs)
         if self._foldable(args, kwargs):
+            if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+                raise self.fail(f"{_op_name(node)} draws random numbers, which unityc does not model")
             return self.fold(node, args, kwargs)
         fn = LOWERINGS.get(node.target)
         if fn is None:
@@ -195,13 +197,20 @@ class FxImporter:
         hint = self.node.name if self.node is not None else None
         return self.builder.op(cls, operands, hint, **attrs)
 
-    def tensor(self, value: Any, what: str = "operand", compact: bool = False) -> SSAValue:
-        """An SSA value for `value`, materializing constants (`compact`: shrink dims along which a
-        constant does not vary, for operands of broadcasting ops)."""
+    def tensor(
+        self,
+        value: Any,
+        what: str = "operand",
+        partner: tuple[int, ...] | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> SSAValue:
+        """An SSA value for `value`, materializing constants (converted to `dtype` if given). A
+        constant broadcast against an operand of shape `partner` is shrunk along the dims that
+        operand restores."""
         if isinstance(value, SSAValue):
             return value
         if isinstance(value, Const):
-            return self.constant(value.value, compact)
+            return self.constant(value.value, partner, dtype)
         if isinstance(value, Expanded):
             raise self.fail(f"{what} is broadcast by expand, which only elementwise ops may consume")
         if isinstance(value, LogSoftmax):
@@ -210,10 +219,14 @@ class FxImporter:
             raise self.fail(f"{what} is {value.what}, which unityc does not model")
         raise self.fail(f"{what} is not a tensor ({value!r})")
 
-    def constant(self, value: torch.Tensor, compact: bool = False) -> SSAValue:
-        key = (id(value), compact)  # constants live in `env` for the whole import: ids are stable
+    def constant(
+        self, value: torch.Tensor, partner: tuple[int, ...] | None = None, dtype: torch.dtype | None = None
+    ) -> SSAValue:
+        # Constants live in `env` for the whole import, so their ids are stable keys.
+        key = (id(value), partner, dtype)
         if key not in self._constants:
-            literal = compact_constant(value) if compact else value
+            literal = value.to(dtype) if dtype is not None else value
+            literal = compact_constant(literal, partner) if partner is not None else literal
             hint = self.node.name if self.node is not None else None
             self._constants[key] = self.builder.constant(literal.contiguous(), hint)
         return self._constants[key]
@@ -231,11 +244,14 @@ class FxImporter:
         return tuple(int(s) for s in val.shape)
 
 
-def compact_constant(value: torch.Tensor) -> torch.Tensor:
-    """Shrinks to size 1 every dim along which `value` is constant (broadcasting restores it)."""
+def compact_constant(value: torch.Tensor, partner: tuple[int, ...]) -> torch.Tensor:
+    """Shrinks to size 1 each dim along which `value` is constant and which `partner` (the other
+    operand of a broadcasting op) has at full size, so broadcasting restores it."""
+    offset = value.dim() - len(partner)
     for d in range(value.dim()):
+        restored = d >= offset and partner[d - offset] == value.shape[d]
         first = value.narrow(d, 0, 1)
-        if value.shape[d] > 1 and torch.equal(value, first.expand_as(value)):
+        if restored and value.shape[d] > 1 and torch.equal(value, first.expand_as(value)):
             value = first
     return value
 

@@ -231,5 +231,5 @@ def _forward_argument_names(module: nn.Module, count: int, where: str) -> list[s
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
     if len(params) < count:
-        raise ModelError(f"{where}: {count} example inputs but forward takes {len(params)} arguments")
+        raise ModelError(f"{where}: {count} example inputs, but forward takes only {len(params)}")
     return params[:count]

@@ -105,11 +105,12 @@ class FuseAttention(RewritePattern):
             return
         fused = _fuse(op)
         if fused is not None:
-            fused.output.name_hint = "attention"
+            fused[-1].results[0].name_hint = "attention"
             rewriter.replace(op, fused)
 
 
-def _fuse(out: pcg.LinearOp) -> pcg.AttentionOp | None:
+def _fuse(out: pcg.LinearOp) -> list[Operation] | None:
+    """The ops replacing `out` (a mask reshape, if needed, and the attention), or None."""
     flat = _only_use(out.input, pcg.ReshapeOp)
     merged = _only_use(flat.input, pcg.TransposeOp) if flat is not None else None
     if merged is None or _perm(merged) != [0, 2, 1, 3]:
@@ -135,13 +136,26 @@ def _fuse(out: pcg.LinearOp) -> pcg.AttentionOp | None:
         return None
     if not math.isclose(scale, 1.0 / math.sqrt(width), rel_tol=1e-6):
         return None
+    new_ops: list[Operation] = []
+    if mask is not None and len(_shape(mask)) < 4:  # e.g. a causal [Sq, Sk] mask
+        try:
+            shaped = pcg.ReshapeOp.build_inferred(
+                [mask], shape=[1] * (4 - len(_shape(mask))) + list(_shape(mask))
+            )
+        except FormError:
+            return None
+        shaped.output.name_hint = "mask"
+        new_ops.append(shaped)
+        mask = shaped.output
     operands = [query.x, key.x, value.x, query.weight, key.weight, value.weight, out.weight]
     operands += [query.bias, key.bias, value.bias, out.bias, mask]
     try:
         fused = pcg.AttentionOp.build_inferred(operands, heads=heads, dropout=dropout or None)
     except FormError:
         return None  # e.g. a mask of a shape the op does not take
-    return fused if fused.output.type == out.output.type else None
+    if fused.output.type != out.output.type:
+        return None
+    return [*new_ops, fused]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,98 @@
+// unityc-import on attention, folded constants and tied weights (factories of
+// Inputs/ops.py). After the FX walk the importer canonicalizes and runs
+// fuse-attention, so multi-head attention written as separate ops (the way
+// eager BERT does) becomes one pcg.attention, whose head parallelism is then a
+// rewrite of a single op.
+
+//===----------------------------------------------------------------------===//
+// Eager BERT-style self-attention: q/k/v nn.Linear, view + permute to heads,
+// q @ k^T * (1 / sqrt(D)), softmax, dropout, @ v, permute back, reshape,
+// output nn.Linear. All of it is ONE pcg.attention (heads, and the dropout on
+// the probabilities, as properties); no matmul, softmax or shape op is left.
+//
+// Factory overrides (key=value), --batch and --seed reach the factory and are
+// recorded in the `unityc.model` attribute, so the model can be rebuilt: here
+// 4 heads of width 2, batch 3. --check compares the interpreter's outputs on
+// the fused graph with the module's (dropout off on both sides).
+//===----------------------------------------------------------------------===//
+
+// RUN: unityc-import %S/Inputs/ops.py:attention heads=4 --batch 3 --seed 7 --check -o %t.attention.mlir | filecheck %s --check-prefix=MATCHES
+// RUN: filecheck %s --check-prefix=ATTENTION < %t.attention.mlir
+// MATCHES:        check: the imported graph matches the module
+// ATTENTION:      builtin.module attributes {unityc.model = {model = "{{.*}}Inputs{{/|\\}}ops.py:attention", config = "small", seed = 7 : i64, batch = 3 : i64, overrides = {heads = "4"}}} {
+// ATTENTION-NEXT:   func.func @main() -> (!pcg.tensor<f32>, !pcg.tensor<3x3x8xf32>) {
+// ATTENTION-NEXT:     %attn_query_weight = pcg.weight key "attn.query.weight" : !pcg.tensor<8x8xf32>
+// ATTENTION-NEXT:     %attn_query_bias = pcg.weight key "attn.query.bias" : !pcg.tensor<8xf32>
+// ATTENTION-NEXT:     %attn_key_weight = pcg.weight key "attn.key.weight" : !pcg.tensor<8x8xf32>
+// ATTENTION-NEXT:     %attn_key_bias = pcg.weight key "attn.key.bias" : !pcg.tensor<8xf32>
+// ATTENTION-NEXT:     %attn_value_weight = pcg.weight key "attn.value.weight" : !pcg.tensor<8x8xf32>
+// ATTENTION-NEXT:     %attn_value_bias = pcg.weight key "attn.value.bias" : !pcg.tensor<8xf32>
+// ATTENTION-NEXT:     %attn_output_weight = pcg.weight key "attn.output.weight" : !pcg.tensor<8x8xf32>
+// ATTENTION-NEXT:     %attn_output_bias = pcg.weight key "attn.output.bias" : !pcg.tensor<8xf32>
+// ATTENTION-NEXT:     %x = pcg.input key "x" : !pcg.tensor<3x3x8xf32>
+// ATTENTION-NEXT:     %target = pcg.input key "target" : !pcg.tensor<3x3x8xf32>
+// ATTENTION-NEXT:     %attention = pcg.attention %x, %x, %x, %attn_query_weight, %attn_key_weight, %attn_value_weight, %attn_output_weight bq %attn_query_bias bk %attn_key_bias bv %attn_value_bias bo %attn_output_bias heads 4 dropout 0.1 : !pcg.tensor<3x3x8xf32>, !pcg.tensor<3x3x8xf32>, !pcg.tensor<3x3x8xf32>, !pcg.tensor<8x8xf32>, !pcg.tensor<8x8xf32>, !pcg.tensor<8x8xf32>, !pcg.tensor<8x8xf32>, !pcg.tensor<8xf32>, !pcg.tensor<8xf32>, !pcg.tensor<8xf32>, !pcg.tensor<8xf32> -> !pcg.tensor<3x3x8xf32>
+// ATTENTION-NEXT:     %mse_loss = pcg.mse_loss %attention, %target reduction "mean" : !pcg.tensor<3x3x8xf32>, !pcg.tensor<3x3x8xf32> -> !pcg.tensor<f32>
+// ATTENTION-NEXT:     func.return %mse_loss, %attention : !pcg.tensor<f32>, !pcg.tensor<3x3x8xf32>
+// ATTENTION-NEXT:   }
+// ATTENTION-NEXT: }
+
+//===----------------------------------------------------------------------===//
+// The same layer with F.scaled_dot_product_attention at its core (dropout_p
+// 0.1): SDPA is lowered to the eager pattern, so it fuses the same way.
+//===----------------------------------------------------------------------===//
+
+// RUN: unityc-import %S/Inputs/ops.py:attention sdpa=True | filecheck %s --check-prefix=SDPA
+// SDPA:      overrides = {sdpa = "True"}
+// SDPA-NOT:  pcg.softmax
+// SDPA-NOT:  pcg.batch_matmul
+// SDPA:      %attention = pcg.attention %x, %x, %x, %attn_query_weight, %attn_key_weight, %attn_value_weight, %attn_output_weight bq %attn_query_bias bk %attn_key_bias bv %attn_value_bias bo %attn_output_bias heads 2 dropout 0.1 : {{.*}} -> !pcg.tensor<2x3x8xf32>
+// SDPA-NEXT: %mse_loss = pcg.mse_loss %attention, %target
+// SDPA-NEXT: func.return %mse_loss, %attention
+
+//===----------------------------------------------------------------------===//
+// Causal SDPA alone (no projections to fuse with) on [B, H, S, D] = [2, 2, 3, 4]:
+// k transposed, batch_matmul, scale 1/sqrt(4), plus the causal mask as a
+// constant (0 on and below the diagonal, -inf above), softmax over the keys,
+// batch_matmul with v. The [3, 3] mask broadcasts over [B, H].
+//===----------------------------------------------------------------------===//
+
+// RUN: unityc-import %S/Inputs/ops.py:sdpa_causal --check -o %t.causal.mlir | filecheck %s --check-prefix=MATCHES
+// RUN: filecheck %s --check-prefix=CAUSAL < %t.causal.mlir
+// CAUSAL:      %[[KT:.+]] = pcg.transpose %k perm [0, 1, 3, 2] : !pcg.tensor<2x2x3x4xf32> -> !pcg.tensor<2x2x4x3xf32>
+// CAUSAL-NEXT: %[[S:.+]] = pcg.batch_matmul %q, %[[KT]] : !pcg.tensor<2x2x3x4xf32>, !pcg.tensor<2x2x4x3xf32> -> !pcg.tensor<2x2x3x3xf32>
+// CAUSAL-NEXT: %[[SCALED:.+]] = pcg.scalar_mul %[[S]] scale 0.5 : !pcg.tensor<2x2x3x3xf32> -> !pcg.tensor<2x2x3x3xf32>
+// CAUSAL-NEXT: %[[MASK:.+]] = pcg.constant value dense<{{\[\[}}0.000000e+00, 0xff800000, 0xff800000], [0.000000e+00, 0.000000e+00, 0xff800000], [0.000000e+00, 0.000000e+00, 0.000000e+00]]> : tensor<3x3xf32> : !pcg.tensor<3x3xf32>
+// CAUSAL-NEXT: %[[MASKED:.+]] = pcg.add %[[SCALED]], %[[MASK]] : !pcg.tensor<2x2x3x3xf32>, !pcg.tensor<3x3xf32> -> !pcg.tensor<2x2x3x3xf32>
+// CAUSAL-NEXT: %[[P:.+]] = pcg.softmax %[[MASKED]] dim 3 : !pcg.tensor<2x2x3x3xf32> -> !pcg.tensor<2x2x3x3xf32>
+// CAUSAL-NEXT: %[[OUT:.+]] = pcg.batch_matmul %[[P]], %v : !pcg.tensor<2x2x3x3xf32>, !pcg.tensor<2x2x3x4xf32> -> !pcg.tensor<2x2x3x4xf32>
+// CAUSAL-NEXT: %mse_loss = pcg.mse_loss %[[OUT]], %target
+
+//===----------------------------------------------------------------------===//
+// Constant folding. Whatever depends on no input and no weight is evaluated at
+// import: a slice of a position-id buffer (`position_ids[:, :seq]`) becomes a
+// pcg.constant of the ids the embedding looks up, and torch.arange a constant
+// of its values. No arange, slice or split op is left.
+//===----------------------------------------------------------------------===//
+
+// RUN: unityc-import %S/Inputs/ops.py:positions | filecheck %s --check-prefix=POSITIONS
+// POSITIONS:      %target = pcg.input key "target" : !pcg.tensor<2x3x4xf32>
+// POSITIONS-NEXT: %[[IDS:.+]] = pcg.constant value dense<{{\[\[}}0, 1, 2]]> : tensor<1x3xi64> : !pcg.tensor<1x3xi64>
+// POSITIONS-NEXT: %[[POS:.+]] = pcg.embedding %[[IDS]], %pos_weight : !pcg.tensor<1x3xi64>, !pcg.tensor<5x4xf32> -> !pcg.tensor<1x3x4xf32>
+// POSITIONS-NEXT: %add = pcg.add %x, %[[POS]] : !pcg.tensor<2x3x4xf32>, !pcg.tensor<1x3x4xf32> -> !pcg.tensor<2x3x4xf32>
+// POSITIONS-NEXT: %[[RANGE:.+]] = pcg.constant value dense<[0.000000e+00, 1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<4xf32> : !pcg.tensor<4xf32>
+// POSITIONS-NEXT: %{{.+}} = pcg.add %add, %[[RANGE]] : !pcg.tensor<2x3x4xf32>, !pcg.tensor<4xf32> -> !pcg.tensor<2x3x4xf32>
+// POSITIONS-NOT:  pcg.split
+
+//===----------------------------------------------------------------------===//
+// Tied weights: an embedding and an output projection sharing one Parameter
+// read ONE pcg.weight, named by the parameter's first state_dict key.
+//===----------------------------------------------------------------------===//
+
+// RUN: unityc-import %S/Inputs/ops.py:tied | filecheck %s --check-prefix=TIED
+// TIED:      func.func @main() -> (!pcg.tensor<f32>, !pcg.tensor<6x10xf32>) {
+// TIED-NEXT:   %embed_weight = pcg.weight key "embed.weight" : !pcg.tensor<10x4xf32>
+// TIED-NOT:    pcg.weight
+// TIED:        %embedding = pcg.embedding %ids, %embed_weight : !pcg.tensor<6xi64>, !pcg.tensor<10x4xf32> -> !pcg.tensor<6x4xf32>
+// TIED-NEXT:   %linear = pcg.linear %embedding, %embed_weight : !pcg.tensor<6x4xf32>, !pcg.tensor<10x4xf32> -> !pcg.tensor<6x10xf32>
+// TIED-NEXT:   %nll_loss_forward = pcg.cross_entropy %linear, %labels reduction "mean"
