@@ -32,6 +32,14 @@ class ZooModel:
     """Which public configuration the `paper` config follows."""
 
 
+def image_inputs(config: Config, batch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """Random images `[batch, 3, image, image]` and class labels `[batch]` (the CNNs' inputs)."""
+    side = int(config["image"])
+    images = torch.randn(batch, 3, side, side, generator=generator)
+    labels = torch.randint(0, int(config["classes"]), (batch,), generator=generator)
+    return {"images": images, "labels": labels}
+
+
 def _registry() -> dict[str, ZooModel]:
     from unityc.models import bert, candle_uno, dlrm, inception_v3, mlp, resnext50, xdl
 

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from unityc.models import Config, ZooModel
+from unityc.models import Config, ZooModel, image_inputs
 
 Channels = Callable[[int], int]
 """Maps one of torchvision's channel counts to the configured (scaled, rounded) count."""
@@ -250,19 +250,11 @@ def build(config: Config) -> nn.Module:
     return Inception3(int(config["classes"]), ch, float(config["dropout"]))
 
 
-def inputs(config: Config, batch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
-    """Random images `[batch, 3, image, image]` and class labels `[batch]`."""
-    side = int(config["image"])
-    images = torch.randn(batch, 3, side, side, generator=generator)
-    labels = torch.randint(0, int(config["classes"]), (batch,), generator=generator)
-    return {"images": images, "labels": labels}
-
-
 MODEL = ZooModel(
     name="inception_v3",
     summary="Inception-v3 image classifier (main network, no auxiliary head)",
     build=build,
-    inputs=inputs,
+    inputs=image_inputs,
     configs={
         "small": {"image": 75, "classes": 10, "width": 0.0625, "channel_multiple": 4, "dropout": 0.5},
         "paper": {"image": 299, "classes": 1000, "width": 1.0, "channel_multiple": 4, "dropout": 0.5},

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from unityc.models import Config, ZooModel
+from unityc.models import Config, ZooModel, image_inputs
 
 EXPANSION = 4
 """Output channels of a bottleneck block relative to its planes (torchvision's `Bottleneck`)."""
@@ -130,19 +130,11 @@ def build(config: Config) -> nn.Module:
     )
 
 
-def inputs(config: Config, batch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
-    """Random images `[batch, 3, image, image]` and class labels `[batch]`."""
-    side = int(config["image"])
-    images = torch.randn(batch, 3, side, side, generator=generator)
-    labels = torch.randint(0, int(config["classes"]), (batch,), generator=generator)
-    return {"images": images, "labels": labels}
-
-
 MODEL = ZooModel(
     name="resnext50",
     summary="ResNeXt-50 32x4d image classifier (grouped-convolution bottleneck ResNet)",
     build=build,
-    inputs=inputs,
+    inputs=image_inputs,
     configs={
         "small": {
             "image": 32,
