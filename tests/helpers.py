@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     ModuleOp,
@@ -20,10 +19,11 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.dialects.builtin import TensorType as BuiltinTensorType
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, SSAValue
 
 from unityc.dialects import parallel, pcg
 from unityc.dialects.pcg_types import TensorType
+from unityc.frontend.builder import GraphBuilder
 from unityc.interpreter import Pieces, assemble, run_graph
 
 DTYPES = {torch.float32: f32, torch.float64: f64, torch.int64: i64}
@@ -39,15 +39,9 @@ def ttype(
     return TensorType(list(shape), elt, list(shard) if shard is not None else None, sum, copy)
 
 
-class Graph:
-    """Builds `func.func @main()` op by op."""
-
-    def __init__(self) -> None:
-        self.block = Block()
-
-    def add(self, op: Any) -> Any:
-        self.block.add_op(op)
-        return op
+class Graph(GraphBuilder):
+    """Builds `func.func @main()` op by op, with sources of any degrees (the importer's builder
+    makes only unparallelized ones)."""
 
     def _source(
         self, cls: Any, key: str, shape: Sequence[int], elt: Attribute, shard: Sequence[int] | None, copy: int
@@ -85,12 +79,6 @@ class Graph:
         t = ttype(shape, elt, shard, 1, copy)
         return self.add(pcg.ConstantOp.build(result_types=[t], properties={"value": literal})).result
 
-    def op(self, cls: Any, operands: Sequence[Any], **attrs: Any) -> Any:
-        """Builds with inferred result types; returns the result (or the list of results)."""
-        op = self.add(cls.build_inferred(list(operands), **attrs))
-        results = list(op.results)
-        return results[0] if len(results) == 1 else results
-
     # parallel-op shorthands
     def partition(self, x: SSAValue, dim: int, degree: int) -> SSAValue:
         return self.op(parallel.PartitionOp, [x], dim=dim, degree=degree)
@@ -104,10 +92,8 @@ class Graph:
     def reduce(self, x: SSAValue, degree: int) -> SSAValue:
         return self.op(parallel.ReduceOp, [x], degree=degree)
 
-    def module(self, outputs: Sequence[SSAValue]) -> ModuleOp:
-        self.add(func.ReturnOp(*outputs))
-        f = func.FuncOp("main", ((), [o.type for o in outputs]), Region(self.block))
-        module = ModuleOp([f])
+    def module(self, outputs: Sequence[SSAValue], attributes: dict[str, Attribute] | None = None) -> ModuleOp:
+        module = super().module(outputs, attributes)
         module.verify()
         return module
 

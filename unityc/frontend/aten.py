@@ -193,7 +193,7 @@ def _addmm(
         raise im.fail("addmm with beta or alpha other than 1 is not supported")
     rhs = im.tensor(b)
     owner = rhs.owner
-    bias_shape = tuple(bias.value.shape) if isinstance(bias, Const) else tensor_type(im.tensor(bias)).shape
+    bias_shape = tuple(node.args[0].meta["val"].shape)  # type: ignore[union-attr]
     linear_bias = bias_shape == (tensor_type(rhs).shape[-1],)
     if linear_bias and isinstance(owner, pcg.TransposeOp) and isinstance(owner.input.owner, pcg.WeightOp):
         # addmm(bias, x, W^T) is nn.Linear: keep it one op so its parallel forms apply

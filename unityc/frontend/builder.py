@@ -37,10 +37,13 @@ class GraphBuilder:
     def __init__(self) -> None:
         self.block = Block()
 
+    def add(self, op: Any) -> Any:
+        self.block.add_op(op)
+        return op
+
     def op(self, cls: type[pcg.PcgOp], operands: Sequence[Any], hint: str | None = None, **attrs: Any) -> Any:
         """Adds `cls` with inferred result types; returns its result (or list of results)."""
-        op = cls.build_inferred(list(operands), **attrs)
-        self.block.add_op(op)
+        op = self.add(cls.build_inferred(list(operands), **attrs))
         results = list(op.results)
         if hint:
             for r in results:

@@ -147,10 +147,7 @@ class FxImporter:
         args = tree_map(self._lookup, node.args)
         kwargs = tree_map(self._lookup, dict(node.kwargs))
         if node.target is operator.getitem:
-            value = args[0][args[1]]
-            if isinstance(value, Unusable):
-                return value  # only an error if something uses it
-            return value
+            return args[0][args[1]]  # an Unusable result is only an error if something uses it
         self._reject_unusable(args, kwargs)
         if self._foldable(args, kwargs):
             if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):

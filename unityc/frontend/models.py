@@ -9,6 +9,7 @@ materialize their weights. Buffers stay real: the importer folds them into const
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import sys
 from collections.abc import Iterator, Mapping
@@ -120,7 +121,7 @@ def load_model(spec: ModelSpec, weights: bool = True) -> LoadedModel:
     """Builds the model of `spec` (seeded); `weights=False` puts parameters on the meta device."""
     torch.manual_seed(spec.seed)
     generator = torch.Generator().manual_seed(spec.seed)
-    context = parameters_on_meta() if not weights else _nothing()
+    context = parameters_on_meta() if not weights else contextlib.nullcontext()
     with context:
         if spec.model.startswith("hf:"):
             from unityc.frontend.huggingface import build_hf
@@ -132,11 +133,6 @@ def load_model(spec: ModelSpec, weights: bool = True) -> LoadedModel:
             module, inputs = _build_from_zoo(spec, generator)
     module.train()
     return LoadedModel(module, inputs, spec)
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 def config_with_overrides(

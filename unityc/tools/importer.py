@@ -9,9 +9,13 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from io import StringIO
+from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
+
+if TYPE_CHECKING:
+    from unityc.frontend.models import ModelSpec
 
 EXAMPLES = """\
 examples:
@@ -113,10 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def run_check(spec: object) -> ModuleOp:
+def run_check(spec: ModelSpec) -> ModuleOp:
     from unityc.frontend.check import check_import
 
-    module, checks = check_import(spec)  # type: ignore[arg-type]
+    module, checks = check_import(spec)
     worst = 0.0
     for c in checks:
         print(f"output {c.index} {list(c.shape)}: relative error {c.relative_error:.2e}")

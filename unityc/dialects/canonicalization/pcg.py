@@ -22,10 +22,7 @@ def _type(v: SSAValue) -> TensorType:
 def _replace_if_same_type(
     rewriter: PatternRewriter, op: Operation, cls: Any, x: SSAValue, **attrs: Any
 ) -> None:
-    """Replaces `op` by `cls(x, **attrs)` (or by `x` itself) when the result type is unchanged."""
-    if x.type == op.results[0].type and cls is pcg.ReshapeOp:
-        rewriter.replace(op, [], [x])
-        return
+    """Replaces `op` by `cls(x, **attrs)` when the result type is unchanged."""
     try:
         new = cls.build_inferred([x], **attrs)
     except FormError:
@@ -46,7 +43,9 @@ class FoldReshape(RewritePattern):
             rewriter.replace(op, [], [op.input])
             return
         inner = op.input.owner
-        if isinstance(inner, pcg.ReshapeOp):
+        if isinstance(inner, pcg.ReshapeOp) and inner.input.type == op.output.type:
+            rewriter.replace(op, [], [inner.input])  # reshaped there and back
+        elif isinstance(inner, pcg.ReshapeOp):
             _replace_if_same_type(
                 rewriter, op, pcg.ReshapeOp, inner.input, shape=list(_type(op.output).shape)
             )
