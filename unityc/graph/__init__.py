@@ -1,0 +1,253 @@
+"""A compact, hashable PCG for the rewrite engine and the search.
+
+xDSL modules are too slow to clone per search candidate (see XDSL_NOTES "Speed"), so rules and
+the search work on `Graph`: a dict of immutable `Node`s (op name, operand references, properties
+as hashable Python values, result types, machine view). It converts losslessly to and from the
+pcg dialect (`from_module`, `to_module`), infers result types with the dialect's own inference
+(cached), and hashes structurally so that equal graphs built in different orders are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from typing import Any
+
+from xdsl.ir import Attribute
+
+from unityc.dialects import parallel, pcg
+from unityc.dialects.forms import FormError
+from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.syntax import Kind, UnitycOp
+from unityc.dialects.view import MachineViewAttr
+
+Ref = tuple[int, int]
+"""A tensor: (node id, result index)."""
+
+SOURCE_OPS = ("pcg.input", "pcg.weight", "pcg.constant")
+
+
+@cache
+def op_classes() -> dict[str, type[UnitycOp]]:
+    return {cls.name: cls for cls in (*pcg.ALL_OPS, *parallel.ALL_OPS)}
+
+
+def op_class(name: str) -> type[UnitycOp]:
+    cls = op_classes().get(name)
+    if cls is None:
+        raise KeyError(f"unknown op '{name}'")
+    return cls
+
+
+def prop_kinds(name: str) -> dict[str, Kind]:
+    return {p: kind for p, kind, _ in op_class(name).PROPS}
+
+
+def canonical_attrs(name: str, attrs: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The properties that are set, in the op's declaration order, as hashable values."""
+    out: list[tuple[str, Any]] = []
+    for prop, kind, _ in op_class(name).PROPS:
+        value = attrs.get(prop)
+        if value is None or value is False:
+            continue
+        if kind is Kind.INTS:
+            value = tuple(int(v) for v in value)
+        elif kind is Kind.INT:
+            value = int(value)
+        elif kind is Kind.FLOAT:
+            value = float(value)
+        out.append((prop, value))
+    unknown = set(attrs) - {p for p, _, _ in op_class(name).PROPS}
+    if unknown:
+        raise KeyError(f"'{name}' has no propert{'y' if len(unknown) == 1 else 'ies'} {sorted(unknown)}")
+    return tuple(out)
+
+
+def full_attrs(name: str, attrs: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    """Every property of the op, None (False for flags) where unset: what `infer` expects."""
+    given = dict(attrs)
+    return {p: given.get(p, False if kind is Kind.FLAG else None) for p, kind, _ in op_class(name).PROPS}
+
+
+@lru_cache(maxsize=200_000)
+def infer_types(
+    name: str, attrs: tuple[tuple[str, Any], ...], operand_types: tuple[TensorType | None, ...]
+) -> tuple[TensorType, ...]:
+    """Result types of an op, by the dialect's inference. Raises FormError if it does not apply."""
+    cls = op_class(name)
+    try:
+        _, types = cls.infer(list(operand_types), full_attrs(name, attrs))
+    except (IndexError, TypeError, ValueError) as e:  # malformed properties for this operand rank
+        raise FormError(f"{name}: {e}") from e
+    return tuple(types)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    op: str
+    operands: tuple[Ref | None, ...]
+    """Flattened operands in definition order; None where an optional operand is absent."""
+    attrs: tuple[tuple[str, Any], ...]
+    types: tuple[TensorType, ...]
+    view: MachineViewAttr | None = None
+    hint: str | None = field(default=None, compare=False)
+    """An SSA name for printing only (not part of equality or hashes)."""
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        for key, value in self.attrs:
+            if key == name:
+                return value
+        return default
+
+    def operand_refs(self) -> Iterator[Ref]:
+        return (r for r in self.operands if r is not None)
+
+    @property
+    def is_source(self) -> bool:
+        return self.op in SOURCE_OPS
+
+
+@dataclass
+class Graph:
+    """A PCG: nodes by id and the graph's outputs (the loss first, as in the pcg dialect)."""
+
+    nodes: dict[int, Node] = field(default_factory=dict)
+    outputs: tuple[Ref, ...] = ()
+    module_attrs: dict[str, Attribute] = field(default_factory=dict)
+    next_id: int = 0
+
+    # --- building ---------------------------------------------------------------------------
+
+    def add(
+        self, op: str, operands: Sequence[Ref | None] = (), view: MachineViewAttr | None = None, **attrs: Any
+    ) -> tuple[Ref, ...]:
+        """Adds an op, inferring its result types; returns its results. Raises FormError."""
+        canonical = canonical_attrs(op, attrs)
+        types = infer_types(op, canonical, tuple(None if r is None else self.type_of(r) for r in operands))
+        return self.add_node(Node(op, tuple(operands), canonical, types, view))
+
+    def add_source(self, op: str, key: str, t: TensorType) -> Ref:
+        return self.add_node(Node(op, (), (("key", key),), (t,)))[0]
+
+    def add_node(self, node: Node) -> tuple[Ref, ...]:
+        nid = self.next_id
+        self.next_id += 1
+        self.nodes[nid] = node
+        return tuple((nid, i) for i in range(len(node.types)))
+
+    def copy(self) -> Graph:
+        return Graph(dict(self.nodes), self.outputs, self.module_attrs, self.next_id)
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def type_of(self, ref: Ref) -> TensorType:
+        return self.nodes[ref[0]].types[ref[1]]
+
+    def users(self) -> dict[int, list[int]]:
+        """For each node, the nodes that read one of its results (with repeats removed)."""
+        out: dict[int, list[int]] = {nid: [] for nid in self.nodes}
+        for nid, node in self.nodes.items():
+            for src in dict.fromkeys(r[0] for r in node.operand_refs()):
+                out[src].append(nid)
+        return out
+
+    def topological(self) -> list[int]:
+        """Node ids, producers before users (stable: ties keep insertion order)."""
+        order: list[int] = []
+        state: dict[int, int] = {}
+        for root in self.nodes:
+            if root in state:
+                continue
+            stack: list[tuple[int, Iterator[int]]] = [(root, iter(self._producers(root)))]
+            state[root] = 1
+            while stack:
+                nid, pending = stack[-1]
+                nxt = next(pending, None)
+                if nxt is None:
+                    stack.pop()
+                    state[nid] = 2
+                    order.append(nid)
+                elif nxt not in state:
+                    state[nxt] = 1
+                    stack.append((nxt, iter(self._producers(nxt))))
+                elif state[nxt] == 1:
+                    raise ValueError(f"the graph has a cycle through node {nxt}")
+        return order
+
+    def _producers(self, nid: int) -> list[int]:
+        return list(dict.fromkeys(r[0] for r in self.nodes[nid].operand_refs()))
+
+    def live(self) -> set[int]:
+        """Nodes an output depends on."""
+        seen: set[int] = set()
+        stack = [r[0] for r in self.outputs]
+        while stack:
+            nid = stack.pop()
+            if nid in seen:
+                continue
+            seen.add(nid)
+            stack.extend(r[0] for r in self.nodes[nid].operand_refs())
+        return seen
+
+    def prune(self) -> Graph:
+        """Drops nodes no output depends on."""
+        keep = self.live()
+        self.nodes = {nid: n for nid, n in self.nodes.items() if nid in keep}
+        return self
+
+    def node_hashes(self) -> dict[int, int]:
+        """A structural hash per node: its op, properties, view and its operands' hashes."""
+        hashes: dict[int, int] = {}
+        for nid in self.topological():
+            node = self.nodes[nid]
+            operands = tuple(None if r is None else (hashes[r[0]], r[1]) for r in node.operands)
+            hashes[nid] = hash((node.op, node.attrs, node.types, node.view, operands))
+        return hashes
+
+    def structural_hash(self) -> int:
+        """Equal for graphs that differ only in node ids and insertion order."""
+        hashes = self.node_hashes()
+        return hash((tuple((hashes[n], i) for n, i in self.outputs), frozenset(hashes.values())))
+
+    def op_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for node in self.nodes.values():
+            counts[node.op] = counts.get(node.op, 0) + 1
+        return counts
+
+    # --- rewriting --------------------------------------------------------------------------
+
+    def redirect(self, mapping: Mapping[Ref, Ref]) -> None:
+        """Makes every reader of a tensor in `mapping` (and the outputs) read its image."""
+        if not mapping:
+            return
+        for nid, node in list(self.nodes.items()):
+            if any(r in mapping for r in node.operand_refs()):
+                operands = tuple(None if r is None else mapping.get(r, r) for r in node.operands)
+                self.nodes[nid] = Node(node.op, operands, node.attrs, node.types, node.view, node.hint)
+        self.outputs = tuple(mapping.get(r, r) for r in self.outputs)
+
+    def with_view(self, nid: int, view: MachineViewAttr | None) -> None:
+        node = self.nodes[nid]
+        self.nodes[nid] = Node(node.op, node.operands, node.attrs, node.types, view, node.hint)
+
+
+def sources(graph: Graph) -> Iterable[tuple[int, Node]]:
+    return ((nid, n) for nid, n in graph.nodes.items() if n.is_source)
+
+
+from unityc.graph.convert import from_module, to_module  # noqa: E402
+
+__all__ = [
+    "Graph",
+    "Node",
+    "Ref",
+    "canonical_attrs",
+    "from_module",
+    "full_attrs",
+    "infer_types",
+    "op_class",
+    "sources",
+    "to_module",
+]

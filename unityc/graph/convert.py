@@ -1,0 +1,118 @@
+"""Lossless conversion between the pcg dialect (`func.func @main` in a module) and `Graph`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Region, SSAValue
+from xdsl.irdl import OptOperandDef, VarOperandDef, VarResultDef
+
+from unityc.dialects.syntax import Kind, UnitycOp, to_attr
+from unityc.dialects.view import MachineViewAttr
+from unityc.graph import Graph, Node, Ref, canonical_attrs, op_class
+
+
+def from_module(module: ModuleOp) -> Graph:
+    """The graph of the module's single graph function."""
+    from unityc.interpreter import entry_function
+
+    body = entry_function(module).body.block
+    graph = Graph(module_attrs=dict(module.attributes))
+    refs: dict[SSAValue, Ref] = {}
+    for op in body.ops:
+        if isinstance(op, func.ReturnOp):
+            graph.outputs = tuple(refs[v] for v in op.operands)
+            continue
+        if not isinstance(op, UnitycOp):
+            raise ValueError(f"'{op.name}' is not a pcg or parallel op; the graph holds only those")
+        operands = tuple(None if v is None else refs[v] for v in _flat_operands(op))
+        view = op.attributes.get("view")
+        node = Node(
+            op.name,
+            operands,
+            canonical_attrs(op.name, op.attrs()),
+            tuple(r.type for r in op.results),  # type: ignore[misc]
+            view if isinstance(view, MachineViewAttr) else None,
+            op.results[0].name_hint if op.results else None,
+        )
+        for result, ref in zip(op.results, graph.add_node(node), strict=True):
+            refs[result] = ref
+    return graph
+
+
+def _flat_operands(op: UnitycOp) -> list[SSAValue | None]:
+    flat: list[SSAValue | None] = []
+    for name, definition in op.get_irdl_definition().operands:
+        value: Any = getattr(op, name)
+        if isinstance(definition, OptOperandDef):
+            flat.append(value)
+        elif isinstance(definition, VarOperandDef):
+            flat.extend(value)
+        else:
+            flat.append(value)
+    return flat
+
+
+def _grouped(cls: type[UnitycOp], flat: list[SSAValue | None]) -> list[Any]:
+    """Flat operands regrouped by definition: a variadic definition takes what the others leave."""
+    definitions = [d for _, d in cls.get_irdl_definition().operands]
+    fixed = sum(1 for d in definitions if not isinstance(d, VarOperandDef) or isinstance(d, OptOperandDef))
+    variadic = len(flat) - fixed
+    groups: list[Any] = []
+    it = iter(flat)
+    for d in definitions:
+        if isinstance(d, VarOperandDef) and not isinstance(d, OptOperandDef):
+            groups.append([next(it) for _ in range(variadic)])
+        else:
+            groups.append(next(it))
+    return groups
+
+
+def _grouped_results(cls: type[UnitycOp], types: list[Any]) -> list[Any]:
+    definitions = [d for _, d in cls.get_irdl_definition().results]
+    if len(definitions) == 1 and isinstance(definitions[0], VarResultDef):
+        return [types]
+    return types
+
+
+def _hint(key: str) -> str:
+    text = "".join(c if c.isalnum() or c == "_" else "_" for c in key)
+    return text if text and not text[0].isdigit() else f"v{text}"
+
+
+def to_module(graph: Graph) -> ModuleOp:
+    """A module holding `func.func @main` with the graph's live ops in topological order."""
+    block = Block()
+    values: dict[Ref, SSAValue] = {}
+    live = graph.live()
+    for nid in graph.topological():
+        if nid not in live:
+            continue
+        node = graph.nodes[nid]
+        cls = op_class(node.op)
+        kinds = {p: kind for p, kind, _ in cls.PROPS}
+        props = {name: to_attr(kinds[name], value) for name, value in node.attrs}
+        flat = [None if r is None else values[r] for r in node.operands]
+        op = cls.build(
+            operands=_grouped(cls, flat),
+            result_types=_grouped_results(cls, list(node.types)),
+            properties=props,
+            attributes={"view": node.view} if node.view is not None else {},
+        )
+        block.add_op(op)
+        for i, result in enumerate(op.results):
+            values[(nid, i)] = result
+        if node.hint is not None:
+            for result in op.results:
+                result.name_hint = node.hint
+        elif node.op in ("pcg.input", "pcg.weight"):
+            op.results[0].name_hint = _hint(node.attr("key"))
+    outputs = [values[r] for r in graph.outputs]
+    block.add_op(func.ReturnOp(*outputs))
+    main = func.FuncOp("main", ((), [v.type for v in outputs]), Region(block))
+    return ModuleOp([main], attributes=dict(graph.module_attrs))
+
+
+__all__ = ["Kind", "from_module", "to_module"]
