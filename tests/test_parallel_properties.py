@@ -181,6 +181,28 @@ def test_reduce_sums_groups_of_adjacent_partials(t, data, seed):
         assert_close(reduced[coord], sum(group))
 
 
+@given(t=parallel_types(), seed=st.integers(0, 1000))
+def test_sum_concat_holds_both_operands_partials(t, seed):
+    """sum_concat(a, b): a's partial sums, then b's, in place; its logical value is a + b, and
+    reducing it gives the type add(a, b) has."""
+    from unityc.interpreter.functions import sum_concat
+
+    a, pa = pieces_of(t, seed)
+    b, pb = pieces_of(t, seed + 7)
+    lhs, rhs = dummy_values([t, t])
+    op = parallel.SumConcatOp.build_inferred([lhs, rhs])
+    op.verify_()
+    out = sum_concat(op.output.type, pa, pb)
+    assert out.type.sum_degree == 2 * t.sum_degree
+    assert_close(assemble(out), a + b)
+    for coord in itertools.product(*(range(k) for k in t.task_degrees())):
+        assert torch.equal(out[coord], pa[coord])
+        assert torch.equal(out[(*coord[:-2], coord[-2] + t.sum_degree, coord[-1])], pb[coord])
+    reduced = apply(parallel.ReduceOp, out, degree=2)
+    assert reduced.type == t
+    assert_close(assemble(reduced), a + b)
+
+
 @st.composite
 def collective_cases(draw):
     """(fused op, its attrs, the two-op composition, a type it applies to)."""

@@ -12,6 +12,7 @@
 | reduce_scatter dim d, degree n  | sum /= n, shard[d] *= n      | reduce then partition    |
 | all_gather dim d, degree n      | shard[d] /= n, copy *= n     | combine then replicate   |
 | all_to_all src a, dst b, deg. n | shard[a] /= n, shard[b] *= n | combine a, partition b   |
+| sum_concat a, b                 | sum *= 2 (a's, then b's)     | none: pieces stay put    |
 
 Index convention (what the interpreter and codegen follow): an op that multiplies a degree by n
 gives the new sub-index the innermost place: piece i of the input becomes pieces i*n .. i*n+n-1
@@ -232,7 +233,28 @@ class AllToAllOp(ParallelOp):
         return list(t.shape), shard, t.sum_degree, t.copy_degree
 
 
-ALL_OPS: list[type[ParallelOp]] = [
+@op_definition
+class SumConcatOp(PcgOp):
+    """Concatenation on the sum axis (Unity's "concat on the replica dim"): `a` and `b` of one
+    type become one tensor with twice the sum degree whose partial sums are a's, then b's; its
+    logical value is a + b. No data moves when the result's pieces sit where a's and b's do, so
+    `parallel.reduce` of it is an add done by a collective (Unity's Add = Concat + Reduce)."""
+
+    name = "parallel.sum_concat"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    output = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
+        a, b = operands
+        if a != b:
+            raise op_error(cls, f"operands must have one type, got {a} and {b}")
+        result = TensorType(list(a.shape), a.element_type, list(a.shard), a.sum_degree * 2, a.copy_degree)
+        return own_form(result), [result]
+
+
+ALL_OPS: list[type[PcgOp]] = [
     PartitionOp,
     CombineOp,
     ReplicateOp,
@@ -243,6 +265,7 @@ ALL_OPS: list[type[ParallelOp]] = [
     ReduceScatterOp,
     AllGatherOp,
     AllToAllOp,
+    SumConcatOp,
 ]
 
 PARALLEL = Dialect("parallel", ALL_OPS, [])

@@ -22,7 +22,7 @@ from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.syntax import UnitycOp, to_attr
 from unityc.graph import Graph, Node, Ref, op_class
 from unityc.graph.convert import _grouped, _grouped_results
-from unityc.interpreter.functions import run_parallel, run_tasks
+from unityc.interpreter.functions import run_parallel, run_tasks, sum_concat
 from unityc.interpreter.kernels import torch_dtype
 from unityc.interpreter.pieces import Pieces
 
@@ -84,6 +84,10 @@ def run_node(graph: Graph, node: Node, values: Values, dtype: torch.dtype) -> tu
     operand_types = tuple(None if r is None else graph.type_of(r) for r in node.operands)
     op = _op(node.op, node.attrs, operand_types, node.types)
     operands = [None if r is None else values[r] for r in node.operands]
+    if node.op == "parallel.sum_concat":
+        a, b = operands
+        assert a is not None and b is not None
+        return (sum_concat(node.types[0], a, b),)
     if node.op.startswith("parallel."):
         (value,) = operands
         assert value is not None

@@ -141,6 +141,17 @@ def reduce(value: Pieces, t: TensorType, n: int) -> Pieces:
     return _regroup(value, t, t.rank, n, False, combine=lambda g: torch.stack(g).sum(0))
 
 
+def sum_concat(t: TensorType, a: Pieces, b: Pieces) -> Pieces:
+    """Partial sums of `a`, then those of `b` (see parallel.sum_concat)."""
+    out = Pieces.empty(t)
+    half = a.type.sum_degree
+    for coord in _coords(a.type.task_degrees()):
+        j = coord[-2]
+        out.array[coord] = a[coord].clone()
+        out.array[(*coord[:-2], half + j, coord[-1])] = b[coord].clone()
+    return out
+
+
 def _between(t: TensorType, **changes: Any) -> TensorType:
     """The intermediate type of a fused collective after its first step."""
     shard = list(changes.get("shard", t.shard))
@@ -221,6 +232,8 @@ def _make_functions() -> type[InterpreterFunctions]:
     def parallel_impl(
         self: PcgFunctions, interpreter: Interpreter, op: Any, args: PythonValues
     ) -> PythonValues:
+        if isinstance(op, parallel.SumConcatOp):
+            return _per_micro_batch(lambda vs: (sum_concat(op.output.type, vs[0], vs[1]),), list(args))
         (value,) = args
         if isinstance(op, parallel.PipelineOp):
             if isinstance(value, MicroBatches):

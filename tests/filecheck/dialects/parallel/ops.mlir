@@ -99,4 +99,9 @@
 // GENERIC: %all_to_all = "parallel.all_to_all"(%xf) <{src = 1 : i64, dst = 0 : i64, degree = 2 : i64}> : (!pcg.tensor<8x16xf32, shard [1, 2]>) -> !pcg.tensor<8x16xf32, shard [2, 1]>
 %all_to_all_part = parallel.all_to_all %partition_other src 1 dst 0 degree 2 : !pcg.tensor<8x16xf32, shard [2, 16]> -> !pcg.tensor<8x16xf32, shard [4, 8]>
 // CHECK-NEXT:   %all_to_all_part = parallel.all_to_all %partition_other src 1 dst 0 degree 2 : !pcg.tensor<8x16xf32, shard [2, 16]> -> !pcg.tensor<8x16xf32, shard [4, 8]>
+// sum_concat a, b holds a's partial sums and then b's: its logical value is
+// a + b and nothing moves (Unity's "concat on the replica dim").
+%sum_concat = parallel.sum_concat %xb, %xb : !pcg.tensor<8x16xf32, shard [2, 1]>, !pcg.tensor<8x16xf32, shard [2, 1]> -> !pcg.tensor<8x16xf32, shard [2, 1], sum 2>
+// CHECK-NEXT:   %sum_concat = parallel.sum_concat %xb, %xb : !pcg.tensor<8x16xf32, shard [2, 1]>, !pcg.tensor<8x16xf32, shard [2, 1]> -> !pcg.tensor<8x16xf32, shard [2, 1], sum 2>
+// GENERIC: %sum_concat = "parallel.sum_concat"(%xb, %xb) : (!pcg.tensor<8x16xf32, shard [2, 1]>, !pcg.tensor<8x16xf32, shard [2, 1]>) -> !pcg.tensor<8x16xf32, shard [2, 1], sum 2>
 // CHECK-NEXT: }

@@ -232,3 +232,10 @@
 %x = pcg.input key "x" : !pcg.tensor<8x16xf32, shard [2, 1]>
 %p = parallel.replicate %x degree 2 {view = #pcg.view<start 0, [intra 1, intra 1]>} : !pcg.tensor<8x16xf32, shard [2, 1]> -> !pcg.tensor<8x16xf32, shard [2, 1], copy 2>
 // CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: parallel.replicate: machine view places two tasks on one device (task [1, 0])
+
+// -----
+
+%x = pcg.input key "x" : !pcg.tensor<8x16xf32, shard [2, 1]>
+%y = pcg.input key "y" : !pcg.tensor<8x16xf32>
+%s = parallel.sum_concat %x, %y : !pcg.tensor<8x16xf32, shard [2, 1]>, !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32, sum 2>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: parallel.sum_concat: operands must have one type, got !pcg.tensor<8x16xf32, shard [2, 1]> and !pcg.tensor<8x16xf32>
