@@ -234,8 +234,8 @@ SHARDED = "!pcg.tensor<4xf32, shard [2]>"
     [
         (graph(line("loss", 'pcg.input key "x"', "", "!pcg.tensor<f32>", 7)), "device 7 does not exist"),
         (
-            graph(line("x", 'pcg.input key "x"', "intra 1", SHARDED, 1), SHARDED, "%x"),
-            "reaches device 2 of node 0",
+            graph(line("x", 'pcg.input key "x"', "intra 1", SHARDED, 3), SHARDED, "%x"),
+            "reaches device 4 from device 3",
         ),
     ],
 )

@@ -44,8 +44,9 @@ def test_global_device_follows_views() -> None:
     assert m.global_device(1, 1, 0) == 3  # same position in the next node
     with pytest.raises(ValueError, match="node 2"):
         m.global_device(2, 1, 0)
-    with pytest.raises(ValueError, match="has 2 devices"):
-        m.global_device(1, 0, 1)
+    assert m.global_device(1, 0, 1) == 2  # past the node's last device: the next node's first
+    with pytest.raises(ValueError, match="reaches device 4 from device 3"):
+        m.global_device(3, 0, 1)
 
 
 def test_summit_preset() -> None:

@@ -1,8 +1,9 @@
-"""The cost model's adapter: a mapped PCG (an xDSL module) -> an `Estimate`.
+"""The cost model's adapter: a mapped PCG (a `Graph`, or an xDSL module) -> an `Estimate`.
 
-It walks the graph function once, turns every op into a `schedule.Step` using the pure models
-(`compute.op_cost`, `communication.price_group`, `memory`), simulates the iteration and sums the
-parts. Conventions:
+It walks the graph once in topological order, turns every node into a `schedule.Step` using the
+per-node pricing of `pricing.py` (shared with the search's machine-mapping DP), simulates the
+iteration and sums the parts. `estimate_module` converts the module with `graph.from_module`
+and estimates that graph. Conventions:
 
 * **Placement**: a task runs on the device its op's machine view gives its result coordinate
   (`#pcg.view`; global device = the device `node offset` nodes and `device offset` devices
@@ -23,44 +24,64 @@ parts. Conventions:
 
 from __future__ import annotations
 
-import itertools
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import SSAValue
 
-from unityc.cost.communication import PARALLEL_PATTERN, Coord, collective_time, parallel_groups, price_group
+from unityc.cost.communication import PARALLEL_PATTERN, Coord
 from unityc.cost.compute import (
     MATMUL_LIKE,
     SOURCES,
     OpCost,
-    Piece,
     backward_work,
     compute_dtype,
     forward_work,
-    kernel_time,
     op_cost,
 )
-from unityc.cost.memory import (
-    DeviceMemory,
-    attention_saved_bytes,
-    check_optimizer,
-    optimizer_state_bytes,
-    saves,
-    update_work,
+from unityc.cost.memory import DeviceMemory, attention_saved_bytes, check_optimizer, saves
+from unityc.cost.pricing import (
+    ComputeModel,
+    compute_parts,
+    node_form,
+    parallel_parts,
+    phase,
+    piece,
+    placement,
+    type_info,
+    weight_parts,
 )
 from unityc.cost.profile import ProfileCache, op_key, profiled_cost
-from unityc.cost.schedule import Comm, Step, simulate
+from unityc.cost.schedule import Step, simulate
 from unityc.cost.units import format_bytes
-from unityc.dialects.pcg_types import PcgOp, TensorType
-from unityc.dialects.view import MachineViewAttr
-from unityc.machine.spec import DeviceKind, Machine
+from unityc.dialects.forms import Form
+from unityc.dialects.pcg_types import PcgOp, TensorType, own_form
+from unityc.graph import Graph, Node, Ref, from_module, full_attrs
+from unityc.machine.spec import Machine
 
 COST_MODES = ("roofline", "profile")
+
+__all__ = [
+    "COST_MODES",
+    "ComputeModel",
+    "DeviceRow",
+    "Estimate",
+    "OpRow",
+    "compute_model",
+    "estimate_graph",
+    "estimate_module",
+    "gradient_flags",
+    "graph_function",
+    "node_attrs",
+    "node_form_of",
+    "piece",
+    "placement",
+    "profile_model",
+    "roofline_model",
+]
 
 
 @dataclass(frozen=True)
@@ -129,13 +150,18 @@ class Estimate:
     def roofline_ratio(self) -> float:
         return self.iteration_s / self.roofline_s if self.roofline_s > 0 else float("inf")
 
+    @property
+    def peak_memory(self) -> float:
+        """The largest per-device memory of the plan."""
+        return max((d.memory.total for d in self.devices), default=0.0)
+
+    @property
+    def fits(self) -> bool:
+        """Whether every device holds what the plan puts on it."""
+        return all(d.memory.total <= d.capacity for d in self.devices)
+
     def device(self, index: int) -> DeviceRow:
         return next(d for d in self.devices if d.device == index)
-
-
-ComputeModel = Callable[
-    [str, Mapping[str, Any], Sequence[Piece | None], Sequence[Piece], DeviceKind, Sequence[bool]], OpCost
-]
 
 
 def roofline_model() -> ComputeModel:
@@ -156,24 +182,13 @@ def profile_model(cache: ProfileCache) -> ComputeModel:
     return model
 
 
-def piece(t: TensorType | None, logical: bool = False) -> Piece | None:
-    if t is None:
-        return None
-    return Piece(t.shape if logical else t.piece_shape, str(t.element_type))
-
-
-def placement(t: TensorType, view: MachineViewAttr | None, machine: Machine) -> dict[Coord, int]:
-    """The device of each piece (task) of a result of type `t` under `view`."""
-    degrees = t.task_degrees()
-    coords = itertools.product(*(range(d) for d in degrees))
-    if view is None:
-        return {c: 0 for c in coords}
-    big = [i for i, d in enumerate(degrees) if d > 1]
-    where: dict[Coord, int] = {}
-    for c in coords:
-        node, local = view.placement([c[i] for i in big])
-        where[c] = machine.global_device(view.start, node, local)
-    return where
+def compute_model(cost: str, profile: ProfileCache | None) -> ComputeModel:
+    """The compute model a cost mode names (checks the mode and that a profile is given)."""
+    if cost not in COST_MODES:
+        raise ValueError(f"unknown cost model '{cost}' (known: {', '.join(COST_MODES)})")
+    if cost == "profile" and profile is None:
+        raise ValueError('cost="profile" needs a profile cache file (profile="cache.json")')
+    return profile_model(profile) if cost == "profile" and profile is not None else roofline_model()
 
 
 def graph_function(module: ModuleOp) -> func.FuncOp:
@@ -183,312 +198,283 @@ def graph_function(module: ModuleOp) -> func.FuncOp:
     return funcs[0]
 
 
-def _present_operands(op: PcgOp) -> list[tuple[TensorType | None, SSAValue | None]]:
-    """(type, value) per operand in definition order; (None, None) for an absent optional one."""
-    values = iter(op.operands)
-    return [(t, None if t is None else next(values)) for t in op.typed_operands()]
+def node_attrs(node: Node) -> dict[str, Any]:
+    """The properties a cost formula reads (none for sources)."""
+    return {} if node.op in SOURCES else full_attrs(node.op, node.attrs)
 
 
-def _phase(comms: Sequence[Comm]) -> float:
-    """How long a set of collectives takes alone (those sharing a device serialize)."""
-    per: dict[int, float] = defaultdict(float)
-    for c in comms:
-        for d in c.devices:
-            per[d] += c.seconds
-    return max(per.values(), default=0.0)
+def node_form_of(node: Node, operand_types: tuple[TensorType | None, ...]) -> Form:
+    if node.is_source:
+        return own_form(node.types[0])
+    return node_form(node.op, node.attrs, operand_types)
+
+
+def gradient_flags(
+    graph: Graph, order: Sequence[int], requires: Iterable[Ref] = (), roots: Iterable[Ref] | None = None
+) -> tuple[set[Ref], set[Ref]]:
+    """(tensors that depend on a weight, tensors that receive a gradient). Gradients flow back
+    from `roots` (default: the loss, the first output); `requires` adds tensors that want a
+    gradient without being weights (a subgraph's inputs, in the search)."""
+    requires_grad: set[Ref] = set(requires)
+    for nid in order:
+        node = graph.nodes[nid]
+        floats = [(nid, i) for i, t in enumerate(node.types) if type_info(t).is_float]
+        if node.op == "pcg.weight" or (
+            not node.is_source and any(r in requires_grad for r in node.operand_refs())
+        ):
+            requires_grad.update(floats)
+    gets_grad = {r for r in (graph.outputs[:1] if roots is None else roots) if r in requires_grad}
+    for nid in reversed(order):
+        node = graph.nodes[nid]
+        if any((nid, i) in gets_grad for i in range(len(node.types))):
+            gets_grad.update(r for r in node.operand_refs() if r in requires_grad)
+    return requires_grad, gets_grad
 
 
 class _Builder:
-    def __init__(self, machine: Machine, compute: ComputeModel, optimizer: str):
+    def __init__(self, graph: Graph, machine: Machine, compute: ComputeModel, optimizer: str):
+        self.graph = graph
         self.machine = machine
         self.compute = compute
         self.optimizer = optimizer
-        self.ids: dict[SSAValue, int] = {}
-        self.where: dict[SSAValue, dict[Coord, int]] = {}
+        self.ids: dict[Ref, int] = {}
+        self.where: dict[Ref, dict[Coord, int]] = {}
         self.mult: dict[int, int] = {}
-        self.requires: set[SSAValue] = set()
-        self.gets_grad: set[SSAValue] = set()
+        self.gets_grad: set[Ref] = set()
         self.memory: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self.transfers = 0
         self.unplaced = 0
         self.model_flops = 0.0
         self.roofline_s = 0.0
 
-    def vid(self, v: SSAValue) -> int:
-        return self.ids.setdefault(v, len(self.ids))
+    def vid(self, r: Ref) -> int:
+        return self.ids.setdefault(r, len(self.ids))
 
-    # --- gradients ---------------------------------------------------------------------------
-
-    def mark_gradients(self, ops: Sequence[PcgOp], loss: SSAValue | None) -> None:
-        for op in ops:
-            name = op.name
-            floats = [r for r in op.results if piece(r.type).dtype in ("f16", "bf16", "f32", "f64")]  # type: ignore[union-attr]
-            if name == "pcg.weight" or (name not in SOURCES and any(o in self.requires for o in op.operands)):
-                self.requires.update(floats)
-        if loss is not None and loss in self.requires:
-            self.gets_grad.add(loss)
-        for op in reversed(ops):
-            if any(r in self.gets_grad for r in op.results):
-                self.gets_grad.update(o for o in op.operands if o in self.requires)
+    def results(self, nid: int) -> list[Ref]:
+        return [(nid, i) for i in range(len(self.graph.nodes[nid].types))]
 
     # --- steps -------------------------------------------------------------------------------
 
-    def step(self, index: int, op: PcgOp) -> tuple[Step, OpRow]:
-        t0 = op.results[0].type
-        assert isinstance(t0, TensorType)
-        view = op.attributes.get("view")
-        if view is None:
+    def step(self, index: int, nid: int) -> tuple[Step, OpRow]:
+        node = self.graph.nodes[nid]
+        t0 = node.types[0]
+        if node.view is None:
             self.unplaced += 1
-        where = placement(t0, view if isinstance(view, MachineViewAttr) else None, self.machine)
-        for r in op.results:
+        where = placement(t0, node.view, self.machine)
+        for r in self.results(nid):
             self.where[r] = where
-        operand_mult = max((self.mult[self.vid(o)] for o in op.operands), default=1)
+        operand_mult = max((self.mult[self.vid(o)] for o in node.operand_refs()), default=1)
         result_mult = operand_mult
-        if op.name == "parallel.pipeline":
-            result_mult = operand_mult * op.attrs()["degree"]
-        elif op.name == "parallel.batch":
-            result_mult = max(operand_mult // op.attrs()["degree"], 1)
-        for r in op.results:
+        if node.op == "parallel.pipeline":
+            result_mult = operand_mult * node.attr("degree")
+        elif node.op == "parallel.batch":
+            result_mult = max(operand_mult // node.attr("degree"), 1)
+        for r in self.results(nid):
             self.mult[self.vid(r)] = result_mult
-        name = op.results[0].name_hint or f"{index}"
-        if op.name == "pcg.weight":
-            return self.weight_step(op, t0, where, name)
-        if op.name.startswith("parallel."):
-            return self.parallel_step(op, t0, where, name, max(operand_mult, result_mult))
-        return self.compute_step(op, where, name, operand_mult)
+        name = node.hint or f"{index}"
+        if node.op == "pcg.weight":
+            return self.weight_step(nid, node, t0, where, name)
+        if node.op.startswith("parallel."):
+            return self.parallel_step(nid, node, t0, where, name, max(operand_mult, result_mult))
+        return self.compute_step(nid, node, where, name, operand_mult)
 
-    def _base(self, op: PcgOp, m: int) -> dict[str, Any]:
+    def _base(self, nid: int, node: Node, m: int) -> dict[str, Any]:
+        results = self.results(nid)
         return {
-            "operands": tuple(self.vid(o) for o in op.operands),
-            "results": tuple(self.vid(r) for r in op.results),
+            "operands": tuple(self.vid(o) for o in node.operand_refs()),
+            "results": tuple(self.vid(r) for r in results),
             "multiplicity": m,
-            "has_backward": any(r in self.gets_grad for r in op.results) and op.name not in SOURCES,
-            "grad_operands": tuple(o in self.gets_grad for o in op.operands),
+            "has_backward": any(r in self.gets_grad for r in results) and node.op not in SOURCES,
+            "grad_operands": tuple(o in self.gets_grad for o in node.operand_refs()),
         }
 
-    def compute_step(self, op: PcgOp, where: dict[Coord, int], name: str, m: int) -> tuple[Step, OpRow]:
-        base = self._base(op, m)
-        typed = _present_operands(op)
-        operands = [piece(t) for t, _ in typed]
-        results = [piece(r.type) for r in op.results]  # type: ignore[arg-type]
-        grads = [v is not None and v in self.gets_grad for _, v in typed]
+    def compute_step(
+        self, nid: int, node: Node, where: dict[Coord, int], name: str, m: int
+    ) -> tuple[Step, OpRow]:
+        base = self._base(nid, node, m)
+        types = tuple(None if r is None else self.graph.type_of(r) for r in node.operands)
+        grads = [r is not None and r in self.gets_grad for r in node.operands]
         backward = base["has_backward"]
-        attrs = op.attrs() if op.name not in SOURCES else {}
-        tasks, fwd_comm, bwd_comm = self.tasks_and_transfers(op, where, typed, grads)
-        costs: dict[str, OpCost] = {}
-        fwd: list[tuple[int, float]] = []
-        bwd: list[tuple[int, float]] = []
-        for device, count in tasks.items():
-            kind = self.machine.kind_of(device)
-            if kind.name not in costs:
-                costs[kind.name] = self.compute(op.name, attrs, operands, results, kind, grads)
-            fwd.append((device, count * costs[kind.name].fwd_s))
-            bwd.append((device, count * costs[kind.name].bwd_s if backward else 0.0))
-        cost = next(iter(costs.values()))
-        flops = sum(tasks.values()) * m * (cost.fwd.flops + (cost.bwd.flops if backward else 0))
-        self.add_model_flops(op, attrs, typed, grads if backward else [False] * len(grads), m)
+        attrs = node_attrs(node)
+        parts = compute_parts(
+            self.machine,
+            self.compute,
+            node.op,
+            attrs,
+            node_form_of(node, types),
+            where,
+            types,
+            node.operands,
+            [None if r is None else self.where[r] for r in node.operands],
+            node.types,
+            grads,
+            backward,
+        )
+        self.transfers += len(parts.fwd_comm)
+        cost = parts.cost
+        flops = sum(parts.tasks.values()) * m * (cost.fwd.flops + (cost.bwd.flops if backward else 0))
+        self.add_model_flops(node, attrs, types, grads if backward else [False] * len(grads), m)
         extra = 0.0
-        if backward and op.name == "pcg.attention":
-            extra = self.attention_memory(attrs, operands, results[0], tasks, m)
+        if backward and node.op == "pcg.attention":
+            extra = self.attention_memory(attrs, types, node.types[0], parts.tasks, m)
         step = Step(
             name=name,
-            fwd_comm=tuple(fwd_comm),
-            fwd_compute=tuple(fwd),
-            bwd_compute=tuple(bwd),
-            bwd_comm=tuple(bwd_comm),
+            fwd_comm=parts.fwd_comm,
+            fwd_compute=parts.fwd,
+            bwd_compute=parts.bwd,
+            bwd_comm=parts.bwd_comm,
             **base,
         )
         row = OpRow(
             name=name,
-            kind=op.name,
-            label=self.label(op),
-            devices=tuple(sorted(tasks)),
-            fwd_compute_s=m * max(s for _, s in fwd),
-            bwd_compute_s=m * max(s for _, s in bwd),
-            fwd_comm_s=m * _phase(fwd_comm),
-            bwd_comm_s=m * _phase(bwd_comm),
-            pattern="p2p" if fwd_comm else "",
-            collectives=len(fwd_comm),
-            comm_bytes=max((c.nbytes for c in fwd_comm), default=0),
+            kind=node.op,
+            label=self.label(node),
+            devices=tuple(sorted(parts.tasks)),
+            fwd_compute_s=m * max(s for _, s in parts.fwd),
+            bwd_compute_s=m * max(s for _, s in parts.bwd),
+            fwd_comm_s=m * phase(parts.fwd_comm),
+            bwd_comm_s=m * phase(parts.bwd_comm),
+            pattern="p2p" if parts.fwd_comm else "",
+            collectives=len(parts.fwd_comm),
+            comm_bytes=max((c.nbytes for c in parts.fwd_comm), default=0),
             flops=flops,
             memory=extra,
         )
         return step, row
 
-    def tasks_and_transfers(
-        self, op: PcgOp, where: dict[Coord, int], typed: list, grads: Sequence[bool]
-    ) -> tuple[dict[int, int], list[Comm], list[Comm]]:
-        """Tasks per device, and the p2p transfers of operand pieces that live elsewhere (each
-        piece sent once per device; gradients return the same way in backward)."""
-        form = op.parallel_form()
-        tasks: dict[int, int] = defaultdict(int)
-        fwd: list[Comm] = []
-        bwd: list[Comm] = []
-        sent: set[tuple[int, Coord, int]] = set()
-        for task in form.tasks():
-            device = where[form.coord(form.results[0], task)]
-            tasks[device] += 1
-            for layout, (t, v), wants in zip(form.operands, typed, grads, strict=True):
-                if layout is None or v is None:
-                    continue
-                coord = form.coord(layout, task)
-                source = self.where[v][coord]
-                if source == device or (self.vid(v), coord, device) in sent:
-                    continue
-                sent.add((self.vid(v), coord, device))
-                nbytes = piece(t).nbytes  # type: ignore[union-attr]
-                seconds = collective_time("p2p", nbytes, (source, device), self.machine)
-                fwd.append(Comm((source, device), seconds, nbytes))
-                if wants:
-                    bwd.append(Comm((device, source), seconds, nbytes))
-                self.transfers += 1
-        return tasks, fwd, bwd
-
     def attention_memory(
-        self, attrs: Mapping[str, Any], operands: list, result: Piece, tasks: Mapping[int, int], m: int
-    ) -> float:
+        self, attrs: Mapping[str, Any], types: Sequence[TensorType | None], result: TensorType,
+        tasks: Mapping[int, int], m: int,
+    ) -> float:  # fmt: skip
         """Attention's internal saved tensors, added to its devices; returns the total."""
-        batch, sq, e = operands[0].shape
-        eh = operands[3].shape[0]
-        per_task = attention_saved_bytes(
-            batch,
-            sq,
-            operands[1].shape[1],
-            eh,
-            attrs["heads"] * eh // e,
-            result.nbytes // max(result.numel, 1),
-        )
+        per_task = attention_task_bytes(attrs, types, result)
         for device, count in tasks.items():
             self.memory[device]["activations"] += per_task * count * m
         return float(per_task * sum(tasks.values()) * m)
 
     def add_model_flops(
-        self, op: PcgOp, attrs: Mapping[str, Any], typed: list, grads: Sequence[bool], m: int
+        self,
+        node: Node,
+        attrs: Mapping[str, Any],
+        types: Sequence[TensorType | None],
+        grads: Sequence[bool],
+        m: int,
     ) -> None:
-        logical = [piece(t, logical=True) for t, _ in typed]
-        results = [piece(r.type, logical=True) for r in op.results]  # type: ignore[arg-type]
-        flops = forward_work(op.name, attrs, logical, results).flops
-        flops += backward_work(op.name, attrs, logical, results, grads).flops
+        logical = [piece(t, logical=True) for t in types]
+        results = [piece(t, logical=True) for t in node.types]
+        flops = forward_work(node.op, attrs, logical, results).flops  # type: ignore[arg-type]
+        flops += backward_work(node.op, attrs, logical, results, grads).flops  # type: ignore[arg-type]
         flops *= m
-        dtype = compute_dtype(logical, results)
+        dtype = compute_dtype(logical, results)  # type: ignore[arg-type]
         self.model_flops += flops
-        self.roofline_s += flops / self.machine.total_peak_flops(dtype, op.name in MATMUL_LIKE)
+        self.roofline_s += flops / self.machine.total_peak_flops(dtype, node.op in MATMUL_LIKE)
 
     def parallel_step(
-        self, op: PcgOp, t: TensorType, where: dict[Coord, int], name: str, m: int
+        self, nid: int, node: Node, t: TensorType, where: dict[Coord, int], name: str, m: int
     ) -> tuple[Step, OpRow]:
-        base = self._base(op, m)
-        source = op.operands[0]
-        in_t = source.type
-        assert isinstance(in_t, TensorType)
-        pattern = PARALLEL_PATTERN[op.name]
-        in_bytes, out_bytes = piece(in_t).nbytes, piece(t).nbytes  # type: ignore[union-attr]
-        fwd: list[Comm] = []
-        bwd: list[Comm] = []
-        for group in parallel_groups(op.name, op.attrs(), in_t.task_degrees()):
-            g = price_group(pattern, group, self.where[source], where, in_bytes, out_bytes, self.machine)
-            if not g.devices:
-                continue
-            fwd.append(Comm(g.devices, g.fwd_s, g.nbytes))
-            if base["grad_operands"][0]:
-                bwd.append(Comm(g.devices, g.bwd_s, g.nbytes))
-        step = Step(name=name, fwd_comm=tuple(fwd), bwd_comm=tuple(bwd), **base)
+        base = self._base(nid, node, m)
+        (source,) = node.operand_refs()
+        fwd, bwd = parallel_parts(
+            self.machine,
+            node.op,
+            full_attrs(node.op, node.attrs),
+            self.graph.type_of(source),
+            self.where[source],
+            t,
+            where,
+            base["grad_operands"][0],
+        )
+        step = Step(name=name, fwd_comm=fwd, bwd_comm=bwd, **base)
         row = OpRow(
             name=name,
-            kind=op.name,
-            label=self.label(op),
+            kind=node.op,
+            label=self.label(node),
             devices=tuple(sorted({d for c in fwd for d in c.devices} or set(where.values()))),
-            fwd_comm_s=m * _phase(fwd),
-            bwd_comm_s=m * _phase(bwd),
-            pattern=pattern if fwd else "",
+            fwd_comm_s=m * phase(fwd),
+            bwd_comm_s=m * phase(bwd),
+            pattern=PARALLEL_PATTERN[node.op] if fwd else "",
             collectives=len(fwd),
             comm_bytes=max((c.nbytes for c in fwd), default=0),
         )
         return step, row
 
-    def weight_step(self, op: PcgOp, t: TensorType, where: dict[Coord, int], name: str) -> tuple[Step, OpRow]:
-        p = piece(t)
-        assert p is not None
-        wants = op.results[0] in self.gets_grad
-        pieces: dict[int, int] = defaultdict(int)
-        for device in where.values():
-            pieces[device] += 1
+    def weight_step(
+        self, nid: int, node: Node, t: TensorType, where: dict[Coord, int], name: str
+    ) -> tuple[Step, OpRow]:
+        wants = (nid, 0) in self.gets_grad
+        parts = weight_parts(self.machine, self.optimizer, t, where, wants)
         held = 0.0
-        update: list[tuple[int, float]] = []
-        element = p.nbytes // max(p.numel, 1)
-        for device, count in pieces.items():
-            nbytes = count * p.nbytes
-            self.memory[device]["weights"] += nbytes
-            held += nbytes
-            if not wants:
-                continue
-            state = optimizer_state_bytes(self.optimizer, nbytes)
-            self.memory[device]["gradients"] += nbytes
-            self.memory[device]["optimizer"] += state
-            held += nbytes + state
-            work = update_work(self.optimizer, count * p.numel, element)
-            update.append((device, kernel_time(work, p.dtype, self.machine.kind_of(device))))
-        sync = self.gradient_sync(t, where, p.nbytes) if wants else []
+        for device, parts_held in parts.held.items():
+            for what, nbytes in parts_held.items():
+                self.memory[device][what] += nbytes
+            held += sum(parts_held.values())
         if wants:
-            flops = update_work(self.optimizer, t.num_pieces // t.copy_degree * p.numel, element).flops
-            self.model_flops += flops
-            self.roofline_s += flops / self.machine.total_peak_flops(p.dtype)
-        base = {**self._base(op, 1), "has_backward": False}
-        step = Step(name=name, grad_sync=tuple(sync), update=tuple(update), **base)
+            p = piece(t)
+            assert p is not None
+            self.model_flops += parts.update_flops
+            self.roofline_s += parts.update_flops / self.machine.total_peak_flops(p.dtype)
+        base = {**self._base(nid, node, 1), "has_backward": False}
+        step = Step(name=name, grad_sync=parts.sync, update=parts.update, **base)
         row = OpRow(
             name=name,
-            kind=op.name,
-            label=self.label(op),
-            devices=tuple(sorted(pieces)),
-            bwd_comm_s=_phase(sync),
-            pattern="all_reduce" if sync else "",
-            collectives=len(sync),
-            comm_bytes=p.nbytes if sync else 0,
+            kind=node.op,
+            label=self.label(node),
+            devices=tuple(sorted(parts.held)),
+            bwd_comm_s=phase(parts.sync),
+            pattern="all_reduce" if parts.sync else "",
+            collectives=len(parts.sync),
+            comm_bytes=piece(t).nbytes if parts.sync else 0,  # type: ignore[union-attr]
             memory=held,
         )
         return step, row
 
-    def gradient_sync(self, t: TensorType, where: dict[Coord, int], nbytes: int) -> list[Comm]:
-        """All-reduce of the gradients of a weight's copies (copy degree > 1, used directly)."""
-        if t.copy_degree == 1:
-            return []
-        copies: dict[Coord, list[int]] = defaultdict(list)
-        for coord, device in where.items():
-            copies[coord[:-1]].append(device)
-        sync = []
-        for devices in copies.values():
-            distinct = tuple(dict.fromkeys(devices))
-            seconds = collective_time("all_reduce", nbytes, distinct, self.machine)
-            if seconds > 0:
-                sync.append(Comm(distinct, seconds, nbytes))
-        return sync
-
-    def label(self, op: PcgOp) -> str:
-        key = op.attrs().get("key") if op.name in ("pcg.input", "pcg.weight") else None
-        return f"{op.name} {key}" if key else op.name
+    def label(self, node: Node) -> str:
+        key = node.attr("key") if node.op in ("pcg.input", "pcg.weight") else None
+        return f"{node.op} {key}" if key else node.op
 
     # --- memory ------------------------------------------------------------------------------
 
-    def saved_activations(self, ops: Sequence[PcgOp]) -> dict[SSAValue, float]:
+    def saved_activations(self, order: Sequence[int]) -> dict[Ref, float]:
         """Adds what backward keeps to the devices holding it; returns bytes per value."""
-        saved: set[SSAValue] = set()
-        for op in ops:
-            if not any(r in self.gets_grad for r in op.results) or op.name in SOURCES:
-                continue
-            rule = saves(op.name)
-            if rule == "operands":
-                saved.update(o for o in op.operands if getattr(o.owner, "name", "") != "pcg.weight")
-            elif rule == "result":
-                saved.update(op.results)
-        per_value: dict[SSAValue, float] = {}
+        saved = saved_values(self.graph, order, self.gets_grad)
+        per_value: dict[Ref, float] = {}
         for v in saved:
-            t = v.type
-            assert isinstance(t, TensorType)
-            nbytes = piece(t).nbytes * self.mult[self.vid(v)]  # type: ignore[union-attr]
+            nbytes = piece(self.graph.type_of(v)).nbytes * self.mult[self.vid(v)]  # type: ignore[union-attr]
             for device in self.where[v].values():
                 self.memory[device]["activations"] += nbytes
             per_value[v] = nbytes * len(self.where[v])
         return per_value
+
+
+def attention_task_bytes(
+    attrs: Mapping[str, Any], types: Sequence[TensorType | None], result: TensorType
+) -> int:
+    """What one attention task keeps besides its operands (see `memory.attention_saved_bytes`)."""
+    operands = [piece(t) for t in types]
+    out = piece(result)
+    assert out is not None and operands[0] is not None and operands[1] is not None and operands[3] is not None
+    batch, sq, _ = operands[0].shape
+    e = operands[0].shape[2]
+    eh = operands[3].shape[0]
+    return attention_saved_bytes(
+        batch, sq, operands[1].shape[1], eh, attrs["heads"] * eh // e, out.nbytes // max(out.numel, 1)
+    )
+
+
+def saved_values(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> dict[Ref, None]:
+    """The tensors some backward keeps from forward (in a stable order)."""
+    saved: dict[Ref, None] = {}
+    for nid in order:
+        node = graph.nodes[nid]
+        results = [(nid, i) for i in range(len(node.types))]
+        if not any(r in gets_grad for r in results) or node.op in SOURCES:
+            continue
+        rule = saves(node.op)
+        if rule == "operands":
+            saved.update((o, None) for o in node.operand_refs() if graph.nodes[o[0]].op != "pcg.weight")
+        elif rule == "result":
+            saved.update((r, None) for r in results)
+    return saved
 
 
 def estimate_module(
@@ -500,33 +486,37 @@ def estimate_module(
 ) -> Estimate:
     """Estimate one training iteration of the graph in `module` on `machine`."""
     check_optimizer(optimizer)
-    if cost not in COST_MODES:
-        raise ValueError(f"unknown cost model '{cost}' (known: {', '.join(COST_MODES)})")
-    if cost == "profile" and profile is None:
-        raise ValueError('cost="profile" needs a profile cache file (profile="cache.json")')
-    compute = profile_model(profile) if cost == "profile" and profile is not None else roofline_model()
-    graph = graph_function(module)
-    ops: list[PcgOp] = []
-    loss: SSAValue | None = None
-    for op in graph.body.block.ops:
-        if isinstance(op, func.ReturnOp):
-            loss = op.operands[0] if op.operands else None
-        elif isinstance(op, PcgOp):
-            ops.append(op)
-        else:
+    compute_model(cost, profile)
+    for op in graph_function(module).body.block.ops:
+        if not isinstance(op, func.ReturnOp | PcgOp):
             raise ValueError(f"estimate cannot price '{op.name}': only pcg and parallel ops are known")
-    b = _Builder(machine, compute, optimizer)
-    b.mark_gradients(ops, loss)
+    return estimate_graph(from_module(module), machine, cost, optimizer, profile)
+
+
+def estimate_graph(
+    graph: Graph,
+    machine: Machine,
+    cost: str = "roofline",
+    optimizer: str = "sgd",
+    profile: ProfileCache | None = None,
+) -> Estimate:
+    """Estimate one training iteration of `graph` (its nodes' views place it) on `machine`."""
+    check_optimizer(optimizer)
+    compute = compute_model(cost, profile)
+    order = graph.topological()
+    loss = graph.outputs[0] if graph.outputs else None
+    b = _Builder(graph, machine, compute, optimizer)
+    _, b.gets_grad = gradient_flags(graph, order)
     steps: list[Step] = []
     rows: list[OpRow] = []
-    for i, op in enumerate(ops):
-        step, row = b.step(i, op)
+    for i, nid in enumerate(order):
+        step, row = b.step(i, nid)
         steps.append(step)
         rows.append(row)
-    saved = b.saved_activations(ops)
+    saved = b.saved_activations(order)
     rows = [
-        replace(row, memory=row.memory + sum(saved.get(r, 0.0) for r in op.results))
-        for row, op in zip(rows, ops, strict=True)
+        replace(row, memory=row.memory + sum(saved.get(r, 0.0) for r in b.results(nid)))
+        for row, nid in zip(rows, order, strict=True)
     ]
     schedule = simulate(steps, b.mult, b.vid(loss) if loss is not None and loss in b.ids else None)
     for s in steps:

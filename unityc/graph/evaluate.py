@@ -18,6 +18,7 @@ import torch
 from xdsl.dialects.builtin import StringAttr
 
 from unityc.dialects import pcg
+from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.syntax import UnitycOp, to_attr
 from unityc.graph import Graph, Node, Ref, op_class
@@ -80,9 +81,21 @@ def _op(
     )
 
 
+@lru_cache(maxsize=20_000)
+def _op_form(
+    name: str,
+    attrs: tuple[tuple[str, Any], ...],
+    operand_types: tuple[TensorType | None, ...],
+    types: tuple[TensorType, ...],
+) -> tuple[UnitycOp, Form]:
+    """The op and its parallel form, computed once (inference is the costly part of a node)."""
+    op = _op(name, attrs, operand_types, types)
+    return op, op.parallel_form()
+
+
 def run_node(graph: Graph, node: Node, values: Values, dtype: torch.dtype) -> tuple[Pieces, ...]:
     operand_types = tuple(None if r is None else graph.type_of(r) for r in node.operands)
-    op = _op(node.op, node.attrs, operand_types, node.types)
+    op, form = _op_form(node.op, node.attrs, operand_types, node.types)
     operands = [None if r is None else values[r] for r in node.operands]
     if node.op == "parallel.sum_concat":
         a, b = operands
@@ -92,7 +105,7 @@ def run_node(graph: Graph, node: Node, values: Values, dtype: torch.dtype) -> tu
         (value,) = operands
         assert value is not None
         return (run_parallel(op, value),)
-    return run_tasks(op, operands, dtype)
+    return run_tasks(op, operands, dtype, form)
 
 
 def evaluate(

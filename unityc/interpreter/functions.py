@@ -18,6 +18,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, im
 from xdsl.utils.exceptions import InterpretationError
 
 from unityc.dialects import parallel, pcg
+from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import TensorType
 from unityc.interpreter.kernels import KERNELS, Task, torch_dtype
 from unityc.interpreter.pieces import MicroBatches, Pieces, scatter
@@ -80,8 +81,11 @@ def _per_micro_batch(run: Callable[[list[Any]], tuple[Any, ...]], operands: list
     return tuple(MicroBatches([r[i] for r in runs]) for i in range(len(runs[0])))
 
 
-def run_tasks(op: Any, operands: list[Pieces | None], float_dtype: torch.dtype | None) -> tuple[Pieces, ...]:
-    form = op.parallel_form()
+def run_tasks(
+    op: Any, operands: list[Pieces | None], float_dtype: torch.dtype | None, form: Form | None = None
+) -> tuple[Pieces, ...]:
+    """Runs every task of the op; `form` may be given when the caller has it cached."""
+    form = form or op.parallel_form()
     attrs = op.attrs()
     kernel = KERNELS[type(op)]
     outs = [Pieces.empty(r.type) for r in op.results]

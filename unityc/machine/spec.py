@@ -137,7 +137,10 @@ class Machine:
 
     def global_device(self, start: int, node_offset: int, local_offset: int) -> int:
         """The device `node_offset` nodes and `local_offset` devices after `start` (a machine
-        view's placement): same position within the target node as `start` has in its own."""
+        view's placement): same position within the target node as `start` has in its own.
+        Device offsets past the node's last device continue on the following nodes (devices
+        are numbered node by node), so one task dimension may span nodes (48-way data
+        parallelism on 8 nodes of 6)."""
         origin = self.device(start)
         node = origin.node + node_offset
         if node >= self.num_nodes:
@@ -145,13 +148,13 @@ class Machine:
                 f"a machine view reaches node {node} from device {start}, but {self.name} has "
                 f"{self.num_nodes} node(s)"
             )
-        local = origin.local + local_offset
-        if local >= self.nodes[node].num_devices:
+        index = self._first[node] + origin.local + local_offset
+        if index >= self.num_devices:
             raise ValueError(
-                f"a machine view reaches device {local} of node {node} from device {start}, but "
-                f"that node has {self.nodes[node].num_devices} devices"
+                f"a machine view reaches device {index} from device {start}, but {self.name} has "
+                f"{self.num_devices} devices"
             )
-        return self._first[node] + local
+        return index
 
     def total_peak_flops(self, dtype: str, matmul: bool = False) -> float:
         return sum(d.kind.peak_flops(dtype, matmul) for d in self._devices)

@@ -6,7 +6,7 @@ node, so a term list is a DAG: variables and sub-terms used twice are shared.
 
 Attribute values are *expressions*: literals, attribute variables (`d`, `k`), lists, integer
 arithmetic, and queries of a tensor's type (`size(x, d)`, `rank(x)`, `shard(x, d)`, `sum(x)`,
-`copy(x)`). Conditions compare expressions; `a divides b` is integer divisibility.
+`copy(x)`, `type(x)`). Conditions compare expressions; `a divides b` is integer divisibility.
 
 A rule maps source terms to target terms position by position. Attribute variables bound by
 the source are matched; those that appear only in the target are *parameters*, declared with a
@@ -50,12 +50,13 @@ class BinOp:
     right: Expr
 
 
-QUERIES = ("size", "rank", "shard", "sum", "copy")
+QUERIES = ("size", "rank", "shard", "sum", "copy", "type")
 
 
 @dataclass(frozen=True)
 class Query:
-    """A fact of a tensor's type: size(t, d), rank(t), shard(t, d), sum(t), copy(t)."""
+    """A fact of a tensor's type: size(t, d), rank(t), shard(t, d), sum(t), copy(t), or its whole
+    type(t) (shape, element type and degrees; only compared with == and != to another type)."""
 
     fn: str
     term: Term
@@ -226,6 +227,8 @@ def eval_expr(e: Expr, env: Mapping[str, Any], type_of: Callable[[Term], TensorT
                 return t.sum_degree
             if fn == "copy":
                 return t.copy_degree
+            if fn == "type":
+                return t
             d = eval_expr(dim, env, type_of) if dim is not None else 0
             if not isinstance(d, int) or not -t.rank <= d < t.rank:
                 raise EvalError(f"{fn}: dim {d} out of range for rank {t.rank}")

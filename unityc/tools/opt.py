@@ -7,6 +7,7 @@ written only when the whole run succeeded.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable, Sequence
 from io import StringIO
@@ -36,7 +37,26 @@ def unityc_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return EstimatePass
 
-    return {"fuse-collectives": fuse, "fuse-attention": fuse_attention, "estimate": estimate}
+    def apply_rules() -> type[ModulePass]:
+        from unityc.passes.apply_rules import ApplyRulesPass
+
+        return ApplyRulesPass
+
+    def fold_scalar_mul() -> type[ModulePass]:
+        from unityc.passes.fold_scalar_mul import FoldScalarMulPass
+
+        return FoldScalarMulPass
+
+    from unityc.search.cli import search_passes
+
+    return {
+        "fuse-collectives": fuse,
+        "fuse-attention": fuse_attention,
+        "estimate": estimate,
+        "apply-rules": apply_rules,
+        "fold-scalar-mul": fold_scalar_mul,
+        **search_passes(),
+    }
 
 
 class UnitycOptMain(xDSLOptMain):
@@ -59,6 +79,31 @@ class UnitycOptMain(xDSLOptMain):
         super().register_all_passes()
         for name, factory in unityc_passes().items():
             self.register_pass(name, factory)
+
+    def register_all_targets(self) -> None:
+        super().register_all_targets()
+
+        def torch_target() -> type:
+            from unityc.codegen.target import TorchTarget
+
+            return TorchTarget.for_source(self.get_input_name())
+
+        self.available_targets["torch"] = torch_target
+        from unityc.search.cli import search_targets
+
+        self.available_targets.update(search_targets())
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+        from unityc.search.cli import add_search_arguments
+
+        add_search_arguments(arg_parser)
+
+    def setup_pipeline(self) -> None:
+        from unityc.search.cli import search_pipeline
+
+        search_pipeline(self.args)  # --unity-search: the search pass first
+        super().setup_pipeline()
 
     def register_all_frontends(self) -> None:
         super().register_all_frontends()

@@ -9,6 +9,7 @@ operand is defined before its use (xDSL does not check dominance).
 from __future__ import annotations
 
 import dataclasses
+from weakref import WeakKeyDictionary
 
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
@@ -25,6 +26,14 @@ class LocatedError(DiagnosticException):
 
 class LocatedParseError(LocatedError):
     """A LocatedError for input that does not parse (what `--parsing-diagnostics` reports)."""
+
+
+_SPANS: WeakKeyDictionary[Operation, Span] = WeakKeyDictionary()
+
+
+def op_span(op: Operation) -> Span | None:
+    """Where `parse_source` read `op`, so that later stages (codegen) can locate diagnostics."""
+    return _SPANS.get(op)
 
 
 def format_diagnostic(span: Span, message: str) -> str:
@@ -109,6 +118,7 @@ def parse_source(
         raise LocatedParseError(format_parse_error(e)) from None
     except VerifyException as e:  # a type or attribute that failed its own check while parsing
         raise LocatedError(f"{name}: error: {e}") from None
+    _SPANS.update(parser.op_spans)
     if verify:
         verify_located(module, parser.op_spans)
     return module

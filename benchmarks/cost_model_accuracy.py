@@ -1,0 +1,167 @@
+"""The cost model's predicted iteration times against measured ones, over a set of plans.
+
+    python benchmarks/cost_model_accuracy.py [--steps 8] [--warmup 3] [--cost roofline|profile]
+                                             [--profile FILE] [--four] [--only NAME ...]
+
+Every plan (serial, data, tensor/Megatron, reduction and hybrid parallelism of MLP, BERT and
+DLRM at sizes where a step takes milliseconds to a second) is estimated with `estimate_module`
+on its machine (`cpu:P`) and run with `-t torch` under torchrun (gloo); the table lists
+predicted and measured ms per iteration, and the summary gives Kendall's tau (do predictions
+rank plans as measurements do?) and the median relative error |predicted - measured| /
+measured. `--four` adds the 4-process plans: on a 2-core machine they oversubscribe the cores,
+which the cpu preset does not model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tqdm import tqdm
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests" / "codegen"))
+
+SIZES = {
+    "mlp": {"in_features": "256", "hidden_dims": "[512, 512, 512, 512]", "batch": "128"},
+    "mlp-wide": {"in_features": "512", "hidden_dims": "[1024, 1024, 1024, 1024]", "batch": "256"},
+    "bert": {
+        "hidden": "128",
+        "heads": "4",
+        "ffn": "512",
+        "layers": "2",
+        "seq_len": "64",
+        "max_positions": "64",
+        "vocab_size": "1024",
+        "batch": "8",
+    },
+    "dlrm": {
+        "embedding_dim": "64",
+        "bottom_mlp": "[13, 512, 64]",
+        "top_mlp": "[512, 256, 1]",
+        "table_sizes": "[1000, 1000, 1000, 1000]",
+        "bag_size": "8",
+        "batch": "512",
+    },
+}
+
+PLANS = [  # (plan, size)
+    ("mlp-serial-1", "mlp"),
+    ("mlp-data-2", "mlp"),
+    ("mlp-tensor-2", "mlp"),
+    ("mlp-reduction-2", "mlp"),
+    ("mlp-serial-1", "mlp-wide"),
+    ("mlp-data-2", "mlp-wide"),
+    ("mlp-tensor-2", "mlp-wide"),
+    ("bert-serial-1", "bert"),
+    ("bert-data-2", "bert"),
+    ("bert-megatron-2", "bert"),
+    ("dlrm-serial-1", "dlrm"),
+    ("dlrm-data-2", "dlrm"),
+    ("dlrm-hybrid-2", "dlrm"),
+]
+FOUR = [("mlp-hybrid-4", "mlp"), ("bert-heads-4", "bert"), ("dlrm-hybrid-4", "dlrm")]
+
+
+def kendall_tau(xs: list[float], ys: list[float]) -> float:
+    """Kendall's tau-a: (concordant - discordant pairs) / all pairs."""
+    pairs = list(itertools.combinations(range(len(xs)), 2))
+    if not pairs:
+        return float("nan")
+    score = 0
+    for i, j in pairs:
+        product = (xs[i] - xs[j]) * (ys[i] - ys[j])
+        score += (product > 0) - (product < 0)
+    return score / len(pairs)
+
+
+STATS = {"mean": "ms_per_iteration", "median": "median_ms", "min": "min_ms"}
+
+
+def measure(program: Path, nproc: int, steps: int, warmup: int, stat: str) -> float:
+    """ms per iteration of the program (slowest rank per step, `stat` over the steps after
+    warm-up)."""
+    out = program.with_suffix(".json")
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        str(program),
+        "--steps",
+        str(steps + warmup),
+        "--warmup",
+        str(warmup),
+        "--json",
+        str(out),
+    ]
+    done = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{program.name} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return float(json.loads(out.read_text())[STATS[stat]])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=8, help="timed steps per plan (default 8)")
+    parser.add_argument("--warmup", type=int, default=3, help="warm-up steps per plan (default 3)")
+    parser.add_argument("--cost", choices=("roofline", "profile"), default="roofline")
+    parser.add_argument("--profile", help="profile cache for --cost profile")
+    parser.add_argument("--four", action="store_true", help="add the 4-process plans (oversubscribed here)")
+    parser.add_argument(
+        "--stat",
+        choices=tuple(STATS),
+        default="median",
+        help="measured step time: median (default), mean, or min (least disturbed by other load)",
+    )
+    parser.add_argument("--only", nargs="*", help="plan names to run (default: all)")
+    args = parser.parse_args()
+
+    from strategies import build
+
+    from unityc.codegen import emit_program
+    from unityc.cost.estimate import estimate_module
+    from unityc.cost.profile import ProfileCache
+    from unityc.machine import load_machine
+
+    cache = ProfileCache.load(args.profile) if args.profile else None
+    plans = PLANS + (FOUR if args.four else [])
+    if args.only:
+        plans = [p for p in plans if p[0] in args.only]
+    rows: list[tuple[str, str, float, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, size in tqdm(plans, desc="plans", unit="plan"):
+            module = build(name, **SIZES[size])
+            nproc = int(name.rsplit("-", 1)[1])
+            predicted = estimate_module(module, load_machine(f"cpu:{nproc}"), args.cost, "sgd", cache)
+            program = Path(tmp) / f"{name}-{size}.py"
+            program.write_text(emit_program(module, source=f"{name}.mlir"))
+            measured = measure(program, nproc, args.steps, args.warmup, args.stat)
+            rows.append((name, size, predicted.iteration_s * 1e3, measured))
+    print(f"\n{'plan':<18}{'size':<10}{'predicted ms':>14}{'measured ms':>13}{'pred/meas':>11}")
+    for name, size, predicted_ms, measured_ms in rows:
+        print(
+            f"{name:<18}{size:<10}{predicted_ms:>14.2f}{measured_ms:>13.2f}"
+            f"{predicted_ms / measured_ms:>11.2f}"
+        )
+    predicted = [r[2] for r in rows]
+    measured = [r[3] for r in rows]
+    errors = [abs(p - m) / m for p, m in zip(predicted, measured, strict=True)]
+    print(
+        f"\n{len(rows)} plans, cost model '{args.cost}', {args.stat} step times: "
+        f"Kendall tau {kendall_tau(predicted, measured):.3f}, "
+        f"median relative error {statistics.median(errors) * 100:.1f} %"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

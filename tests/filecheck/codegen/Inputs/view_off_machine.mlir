@@ -1,0 +1,8 @@
+builtin.module attributes {unityc.machine = "cpu:2", unityc.model = {model = "mlp", config = "small", seed = 0 : i64}} {
+  func.func @main() -> !pcg.tensor<f32, sum 2> {
+    %x = pcg.input key "input1" {view = #pcg.view<start 0, [intra 1]>} : !pcg.tensor<4x16xf32, shard [2, 1]>
+    %r = pcg.relu %x {view = #pcg.view<start 1, [intra 1]>} : !pcg.tensor<4x16xf32, shard [2, 1]> -> !pcg.tensor<4x16xf32, shard [2, 1]>
+    %l = pcg.mse_loss %r, %x reduction "mean" {view = #pcg.view<start 0, [intra 1]>} : !pcg.tensor<4x16xf32, shard [2, 1]>, !pcg.tensor<4x16xf32, shard [2, 1]> -> !pcg.tensor<f32, sum 2>
+    func.return %l : !pcg.tensor<f32, sum 2>
+  }
+}

@@ -1,0 +1,219 @@
+"""What codegen knows about a plan before writing a line: which rank holds each piece, which
+values get gradients, and whether the plan can run at all (located errors otherwise).
+
+Placement follows the cost model exactly: a task (= a result piece) runs on the device its op's
+machine view gives its coordinate; ranks are the machine's global device indices.
+"""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+import keyword
+import re
+from dataclasses import dataclass, field
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
+from xdsl.ir import Operation, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+from unityc.dialects.pcg_types import FLOAT_TYPES, PcgOp, TensorType
+from unityc.dialects.view import MachineViewAttr
+from unityc.machine import Machine, MachineSpecError, load_machine
+
+Coord = tuple[int, ...]
+
+MACHINE_ATTRIBUTE = "unityc.machine"
+MODEL_ATTRIBUTE = "unityc.model"
+UNSUPPORTED = {
+    "parallel.pipeline": "pipeline parallelism (parallel.pipeline/batch) is not supported by -t torch yet",
+    "parallel.batch": "pipeline parallelism (parallel.pipeline/batch) is not supported by -t torch yet",
+}
+RESERVED = {"ctx", "rank", "w", "x", "rt", "torch", "F", "forward", "PLAN", "main"}
+
+
+class CodegenError(Exception):
+    """A plan codegen cannot turn into a program; `op` (if any) is where the problem is."""
+
+    def __init__(self, message: str, op: Operation | None = None):
+        super().__init__(message)
+        self.op = op
+
+
+@dataclass
+class Value:
+    """One SSA value: its Python name, type, and the piece each rank holds."""
+
+    var: str
+    type: TensorType
+    where: dict[Coord, int]
+    held: dict[int, Coord]
+    grad: bool = False
+    """Whether it carries a gradient (depends on a weight and the loss depends on it)."""
+
+
+@dataclass
+class Analysis:
+    machine_name: str
+    machine: Machine
+    world: int
+    model: DictionaryAttr
+    ops: list[PcgOp]
+    outputs: list[SSAValue]
+    values: dict[SSAValue, Value] = field(default_factory=dict)
+
+    def value(self, v: SSAValue) -> Value:
+        return self.values[v]
+
+
+def placement(t: TensorType, view: MachineViewAttr, machine: Machine) -> dict[Coord, int]:
+    """The device of each piece of a result of type `t` under `view` (as the cost model)."""
+    degrees = t.task_degrees()
+    big = [i for i, d in enumerate(degrees) if d > 1]
+    where: dict[Coord, int] = {}
+    for c in itertools.product(*(range(d) for d in degrees)):
+        node, local = view.placement([c[i] for i in big])
+        where[c] = machine.global_device(view.start, node, local)
+    return where
+
+
+def graph_function(module: ModuleOp) -> func.FuncOp:
+    funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
+    if len(funcs) != 1:
+        raise CodegenError(f"expected exactly one func.func (the graph), found {len(funcs)}")
+    return funcs[0]
+
+
+def _machine(module: ModuleOp, override: str | None) -> tuple[str, Machine]:
+    name = override
+    if name is None:
+        attr = module.attributes.get(MACHINE_ATTRIBUTE)
+        if attr is None:
+            raise CodegenError(
+                "the plan does not say which machine it was made for: add the module attribute "
+                f'{MACHINE_ATTRIBUTE} = "cpu:2" '
+                "(the search writes it) or pass -t 'torch{machine=\"cpu:2\"}'",
+                module,
+            )
+        if not isinstance(attr, StringAttr):
+            raise CodegenError(f'{MACHINE_ATTRIBUTE} must be a string such as "cpu:2", got {attr}', module)
+        name = attr.data
+    try:
+        return name, load_machine(name)
+    except (MachineSpecError, ValueError) as e:
+        raise CodegenError(str(e), module) from None
+
+
+def analyze(module: ModuleOp, machine_override: str | None = None) -> Analysis:
+    """Checks the plan and places every piece; raises CodegenError at the first problem."""
+    model = module.attributes.get(MODEL_ATTRIBUTE)
+    if not isinstance(model, DictionaryAttr):
+        raise CodegenError(
+            f"the plan has no {MODEL_ATTRIBUTE} attribute: codegen needs the model spec (the importer "
+            "records it) to load weights and data and to rebuild the reference for --check",
+            module,
+        )
+    machine_name, machine = _machine(module, machine_override)
+    body = graph_function(module).body.block
+    ops: list[PcgOp] = []
+    outputs: list[SSAValue] = []
+    for op in body.ops:
+        if isinstance(op, func.ReturnOp):
+            outputs = list(op.operands)
+            continue
+        if not isinstance(op, PcgOp):
+            raise CodegenError(f"'{op.name}' is not a pcg or parallel op", op)
+        ops.append(op)
+    a = Analysis(machine_name, machine, machine.num_devices, model, ops, outputs)
+    names: set[str] = set()
+    for op in ops:
+        _check_op(op)
+        view = op.attributes["view"]
+        assert isinstance(view, MachineViewAttr)
+        t0 = op.results[0].type
+        assert isinstance(t0, TensorType)
+        try:
+            where = placement(t0, view, machine)
+        except ValueError as e:
+            raise CodegenError(f"{op.name}: its machine view does not fit {machine_name}: {e}", op) from None
+        held = {device: coord for coord, device in where.items()}
+        for r in op.results:
+            assert isinstance(r.type, TensorType)
+            a.values[r] = Value(_unique(_python_name(r, op, a), names), r.type, where, held)
+    _check_outputs(a, module)
+    _mark_gradients(a)
+    return a
+
+
+def _check_op(op: PcgOp) -> None:
+    if op.name in UNSUPPORTED:
+        raise CodegenError(UNSUPPORTED[op.name], op)
+    try:
+        op.verify()
+    except VerifyException as e:
+        raise CodegenError(f"{op.name}: {e}", op) from None
+    view = op.attributes.get("view")
+    if view is None:
+        raise CodegenError(
+            f"{op.name} has no machine view: every op of a plan needs one (#pcg.view) to say which "
+            "ranks run its tasks",
+            op,
+        )
+    if not isinstance(view, MachineViewAttr):
+        raise CodegenError(f"{op.name}: 'view' must be a #pcg.view, got {view}", op)
+
+
+def _check_outputs(a: Analysis, module: ModuleOp) -> None:
+    if not a.outputs:
+        raise CodegenError("the graph returns nothing: its first output must be the loss", module)
+    loss = a.outputs[0].type
+    assert isinstance(loss, TensorType)
+    if loss.rank != 0 or loss.element_type not in FLOAT_TYPES:
+        raise CodegenError(f"the graph's first output must be the scalar float loss, got {loss}", module)
+
+
+def _mark_gradients(a: Analysis) -> None:
+    """Values that depend on a weight and that the loss depends on, as the cost model marks
+    them: exactly these move gradients in backward."""
+    requires: set[SSAValue] = set()
+    for op in a.ops:
+        if op.name == "pcg.weight" or (
+            op.name not in ("pcg.input", "pcg.constant") and set(op.operands) & requires
+        ):
+            requires.update(r for r in op.results if r.type.element_type in FLOAT_TYPES)  # type: ignore[union-attr]
+    gets: set[SSAValue] = {a.outputs[0]} & requires
+    for op in reversed(a.ops):
+        if any(r in gets for r in op.results):
+            gets.update(o for o in op.operands if o in requires)
+    for v in gets:
+        a.values[v].grad = True
+
+
+def _python_name(r: SSAValue, op: Operation, a: Analysis) -> str:
+    """The SSA name; else a weight's or input's key; else the first operand's name and the op."""
+    hint = r.name_hint or ""
+    short = op.name.split(".", 1)[1]
+    if not hint and op.name in ("pcg.weight", "pcg.input"):
+        hint = str(op.attrs()["key"])  # type: ignore[attr-defined]
+    elif not hint and op.operands and op.operands[0] in a.values and len(a.values[op.operands[0]].var) <= 16:
+        hint = f"{a.values[op.operands[0]].var}_{short}"
+    elif not hint:
+        hint = short
+    text = re.sub(r"\W", "_", hint).strip("_") or "v"
+    return f"v{text}" if text[0].isdigit() else text
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    candidate = name
+    n = 1
+    while (
+        candidate in taken
+        or keyword.iskeyword(candidate)
+        or candidate in RESERVED
+        or hasattr(builtins, candidate)
+    ):
+        candidate = f"{name}_{n}"
+        n += 1
+    taken.add(candidate)
+    return candidate

@@ -1,0 +1,225 @@
+"""Writes the SPMD training program of an analyzed plan (see `unityc/codegen/__init__.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from xdsl.ir import SSAValue
+
+from unityc.codegen.analysis import Analysis, CodegenError, Value
+from unityc.codegen.collectives import parallel_stages
+from unityc.codegen.kernels import KERNELS, Call, Tasks, rank_test, torch_dtype_name
+from unityc.dialects.pcg_types import PcgOp, TensorType
+from unityc.runtime.plan import Collective
+
+INDENT = "    "
+
+
+def short_type(t: TensorType) -> str:
+    return str(t).removeprefix("!pcg.tensor<").removesuffix(">")
+
+
+def layout_text(v: Value) -> str:
+    t = v.type
+    parts = [repr(t.shape), f'"{torch_dtype_name(t.element_type)}"', f"shard={t.shard!r}"]
+    if t.sum_degree != 1:
+        parts.append(f"sum={t.sum_degree}")
+    if t.copy_degree != 1:
+        parts.append(f"copy={t.copy_degree}")
+    pieces = ", ".join(f"{r}: {c!r}" for r, c in sorted(v.held.items()))
+    parts.append(f"pieces={{{pieces}}}")
+    return f"Layout({', '.join(parts)})"
+
+
+def collective_text(c: Collective) -> str:
+    parts = [f'"{c.kind}"', f"ins={c.ins!r}", f"outs={c.outs!r}", f"shape={c.shape!r}"]
+    if c.dtype != "float32":
+        parts.append(f'dtype="{c.dtype}"')
+    if c.kind in ("scatter", "gather", "reduce_scatter", "all_gather", "all_to_all") and c.dim:
+        parts.append(f"dim={c.dim}")
+    if c.kind == "all_to_all":
+        parts.append(f"dst={c.dst}")
+    return f"Collective({', '.join(parts)})"
+
+
+class Writer:
+    """Collects the forward's lines and the plan's tables while walking the ops once."""
+
+    def __init__(self, a: Analysis):
+        self.a = a
+        self.world = a.world
+        self.lines: list[str] = []
+        self.groups: dict[tuple[int, ...], None] = {}
+        self.weights: dict[str, str] = {}
+        self.inputs: dict[str, str] = {}
+        self.constants: dict[str, str] = {}
+        self.tables: dict[str, tuple[int, ...]] = {}
+        self.transfers = 0
+        self.collectives = 0
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def emit(self, text: str) -> None:
+        self.lines.append(INDENT + text)
+
+    def guarded(self, expr: str, ranks: Sequence[int], results: int = 1) -> str:
+        """`expr` on `ranks` only; None (or a tuple of Nones) on the other ranks."""
+        if len(ranks) == self.world:
+            return expr
+        none = "None" if results == 1 else "(" + ", ".join(["None"] * results) + ")"
+        return f"{expr} if {rank_test(ranks)} else {none}"
+
+    def where(self, v: Value) -> str:
+        ranks = sorted(v.held)
+        if len(ranks) == self.world:
+            return "all ranks"
+        return f"rank{'s' if len(ranks) > 1 else ''} " + ", ".join(map(str, ranks))
+
+    def comment(self, op: PcgOp) -> None:
+        operands = ", ".join(self.a.value(o).var for o in op.operands)
+        if len(operands) > 60:
+            operands = operands[:57].rsplit(", ", 1)[0] + ", ..."
+        types = ", ".join(short_type(self.a.value(r).type) for r in op.results)
+        self.emit(f"# {op.name}({operands}) -> {types} on {self.where(self.a.value(op.results[0]))}")
+
+    # --- ops --------------------------------------------------------------------------------
+
+    def op(self, op: PcgOp) -> None:
+        if op.name in ("pcg.weight", "pcg.input", "pcg.constant"):
+            self.source(op)
+            return
+        self.comment(op)
+        if op.name == "parallel.sum_concat":
+            self.sum_concat(op)
+        elif op.name.startswith("parallel."):
+            self.parallel(op)
+        else:
+            self.compute(op)
+
+    def source(self, op: PcgOp) -> None:
+        v = self.a.value(op.results[0])
+        if op.name == "pcg.constant":
+            values = tuple(op.properties["value"].get_values())  # type: ignore[attr-defined]
+            self.constants[v.var] = f"Constant({values!r}, {layout_text(v)})"
+            key, table = v.var, "x"
+        else:
+            key = str(op.attrs()["key"])  # type: ignore[attr-defined]
+            table = "w" if op.name == "pcg.weight" else "x"
+            entries = self.weights if op.name == "pcg.weight" else self.inputs
+            if key in entries:
+                raise CodegenError(f"{op.name} '{key}' appears twice: a plan holds each source once", op)
+            entries[key] = layout_text(v)
+        read = f'{table}["{key}"]' if len(v.held) == self.world else f'{table}.get("{key}")'
+        self.emit(f"{v.var} = {read}  # {short_type(v.type)} on {self.where(v)}")
+
+    def operand(self, op: PcgOp, index: int, value: SSAValue, tasks: Tasks, layout: Any) -> str:
+        """The operand as this rank's task reads it, moving pieces held elsewhere (p2p)."""
+        v = self.a.value(value)
+        moves = []
+        for rank, task in sorted(tasks.by_rank.items()):
+            holder = v.where[tasks.form.coord(layout, task)]
+            if holder != rank:
+                moves.append((holder, rank))
+        return self.moved(v, moves, self.a.value(op.results[0]))
+
+    def moved(self, v: Value, moves: list[tuple[int, int]], reader: Value) -> str:
+        """`v` as `reader`'s tasks see it: pieces moved by (source, destination) pairs."""
+        if not moves:
+            return v.var
+        name = f"{v.var}_to_{reader.var}"
+        dtype = torch_dtype_name(v.type.element_type)
+        self.emit(f'{name} = ctx.p2p({v.var}, {moves!r}, {v.type.piece_shape!r}, "{dtype}", grad={v.grad})')
+        self.transfers += len(moves)
+        return name
+
+    def compute(self, op: PcgOp) -> None:
+        form = op.parallel_form()  # type: ignore[attr-defined]
+        result = self.a.value(op.results[0])
+        by_rank = {result.where[form.coord(form.results[0], t)]: t for t in form.tasks()}
+        tasks = Tasks(form, by_rank, self.world)
+        typed = op.typed_operands()  # type: ignore[attr-defined]
+        values = iter(op.operands)
+        args: list[str | None] = []
+        for i, (t, layout) in enumerate(zip(typed, form.operands, strict=True)):
+            args.append(None if t is None else self.operand(op, i, next(values), tasks, layout))
+        results = [self.a.value(r) for r in op.results]
+        call = Call(op.attrs(), args, list(typed), [r.type for r in results], tasks, result.var)  # type: ignore[attr-defined]
+        if op.name == "pcg.gather":
+            self.tables[result.var] = tuple(int(i) for i in call.attrs["indices"])
+            expr = f'torch.index_select({args[0]}, {call.attrs["dim"]}, ctx.tables["{result.var}"])'
+        elif op.name in KERNELS:
+            expr = KERNELS[op.name](call)
+        else:
+            raise CodegenError(f"-t torch has no kernel for {op.name}", op)
+        targets = ", ".join(r.var for r in results)
+        self.emit(f"{targets} = {self.guarded(expr, tasks.ranks, len(results))}")
+
+    def parallel(self, op: PcgOp) -> None:
+        (source,) = op.operands
+        src, dst = self.a.value(source), self.a.value(op.results[0])
+        try:
+            stages = parallel_stages(
+                op.name,
+                op.attrs(),  # type: ignore[attr-defined]
+                src.type,
+                dst.type,
+                src.where,
+                dst.where,
+                torch_dtype_name(src.type.element_type),
+            )
+        except ValueError as e:
+            raise CodegenError(str(e), op) from None
+        texts = []
+        for stage in stages:
+            for c in stage:
+                self.groups.setdefault(c.ranks)
+            self.collectives += len(stage)
+            inner = ", ".join(collective_text(c) for c in stage)
+            texts.append(f"({inner},)")
+        if not texts:
+            self.emit(f"{dst.var} = {src.var}")
+            return
+        call = f"ctx.parallel({src.var}, {', '.join(texts)}, grad={src.grad})"
+        if len(call) + len(dst.var) + 7 > 110:
+            stage_lines = ",\n".join(INDENT * 2 + t for t in texts)
+            inner = INDENT * 2
+            call = f"ctx.parallel(\n{inner}{src.var},\n{stage_lines},\n{inner}grad={src.grad},\n{INDENT})"
+        self.emit(f"{dst.var} = {call}")
+
+    def sum_concat(self, op: PcgOp) -> None:
+        """Partial sums of a, then of b: each result piece is an operand piece, moved if it
+        lives on another rank than the result piece."""
+        a, b = (self.a.value(o) for o in op.operands)
+        out = self.a.value(op.results[0])
+        half = a.type.sum_degree
+        moves: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
+        takes: tuple[list[int], list[int]] = ([], [])
+        for coord, rank in sorted(out.where.items()):
+            j = coord[-2]
+            side = 0 if j < half else 1
+            src = (a, b)[side].where[(*coord[:-2], j - side * half, coord[-1])]
+            takes[side].append(rank)
+            if src != rank:
+                moves[side].append((src, rank))
+        names = [self.moved(operand, moves[side], out) for side, operand in enumerate((a, b))]
+        if not takes[1]:
+            self.emit(f"{out.var} = {self.guarded(names[0], takes[0])}")
+            return
+        expr = f"{names[0]} if {rank_test(takes[0])} else {names[1]}" if takes[0] else names[1]
+        self.emit(f"{out.var} = {self.guarded(expr, sorted(takes[0] + takes[1]))}")
+
+    # --- the file ---------------------------------------------------------------------------
+
+    def forward(self) -> list[str]:
+        for op in self.a.ops:
+            self.op(op)
+        outputs = ", ".join(self.a.value(v).var for v in self.a.outputs)
+        outputs += "," if len(self.a.outputs) == 1 else ""
+        return [
+            "def forward(ctx: rt.Context, w: dict[str, torch.Tensor], x: dict[str, torch.Tensor]) -> tuple:",
+            f'{INDENT}"""This rank\'s pieces of the outputs (the loss first); None where it holds none."""',
+            f"{INDENT}rank = ctx.rank",
+            *self.lines,
+            f"{INDENT}return ({outputs})",
+        ]

@@ -1,0 +1,276 @@
+"""The Python expression one task of each pcg op computes on its rank's local pieces.
+
+They follow `unityc/interpreter/kernels.py` (the executable definition of each op's tasks): where
+a task's work depends on which task it is (partial-sum index 0 adds biases, a vocabulary shard
+starts at its own row), the expression picks the value for this rank from a per-rank table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from unityc.dialects.forms import Form
+from unityc.dialects.pcg_types import TensorType
+
+Task = dict[str, int]
+
+
+def rank_test(ranks: Sequence[int]) -> str:
+    ranks = sorted(ranks)
+    return f"rank == {ranks[0]}" if len(ranks) == 1 else f"rank in {tuple(ranks)}"
+
+
+@dataclass
+class Tasks:
+    """The tasks of one op and the rank each runs on."""
+
+    form: Form
+    by_rank: dict[int, Task]
+    world: int
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(self.by_rank)
+
+    def degree(self, factor: str) -> int:
+        return dict(self.form.factors).get(factor, 1)
+
+    def table(self, fn: Callable[[Task], Any]) -> str:
+        """An expression for fn(this rank's task): a literal when every task agrees."""
+        values = {r: fn(t) for r, t in self.by_rank.items()}
+        distinct = set(values.values())
+        if len(distinct) == 1:
+            return repr(distinct.pop())
+        return "(" + ", ".join(repr(values.get(r)) for r in range(self.world)) + ")[rank]"
+
+    def where(self, predicate: Callable[[Task], bool]) -> str | None:
+        """A condition true on the task ranks where `predicate` holds (None: on all of them)."""
+        chosen = [r for r, t in self.by_rank.items() if predicate(t)]
+        if len(chosen) == len(self.by_rank):
+            return None
+        return rank_test(chosen) if chosen else "False"
+
+    def first_partial(self, task: Task) -> bool:
+        return self.form.coord(self.form.results[0], task)[-2] == 0
+
+
+@dataclass
+class Call:
+    """What a kernel template needs: attributes, operand expressions (None where absent),
+    operand and result types, the tasks, and a key naming the op (for dropout masks)."""
+
+    attrs: dict[str, Any]
+    args: list[str | None]
+    operand_types: list[TensorType | None]
+    results: list[TensorType]
+    tasks: Tasks
+    key: str
+
+    def bias(self, b: str | None) -> str:
+        """The bias only on tasks holding partial sum 0 (others' partial sums must not add it)."""
+        if b is None:
+            return "None"
+        cond = self.tasks.where(self.tasks.first_partial)
+        if cond is None:
+            return b
+        return "None" if cond == "False" else f"{b} if {cond} else None"
+
+    def offsets(self, t: TensorType, factors: Sequence[str | None]) -> str:
+        """Per rank, where this task's piece of a tensor shaped like `t` starts (one factor per
+        dimension, None for an unsharded one)."""
+        piece = t.piece_shape
+        return self.tasks.table(
+            lambda task: tuple(
+                0 if f is None else task.get(f, 0) * p for f, p in zip(factors, piece, strict=True)
+            )
+        )
+
+
+def _result_offsets(call: Call) -> str:
+    layout = call.tasks.form.results[0]
+    t = call.results[0]
+
+    def offsets(task: Task) -> tuple[int, ...]:
+        coord = call.tasks.form.coord(layout, task)
+        return tuple(i * p for i, p in zip(coord, t.piece_shape, strict=False))
+
+    return call.tasks.table(offsets)
+
+
+def _dropout(call: Call) -> str:
+    (x,) = call.args
+    shape = call.results[0].shape
+    return f'ctx.dropout({x}, {call.attrs["p"]!r}, "{call.key}", {_result_offsets(call)}, {shape})'
+
+
+def _linear(call: Call) -> str:
+    x, w, b = call.args
+    bias = call.bias(b)
+    return f"F.linear({x}, {w})" if bias == "None" else f"F.linear({x}, {w}, {bias})"
+
+
+def _pair(values: Sequence[int] | None, default: int) -> tuple[int, int]:
+    return (default, default) if values is None else (int(values[0]), int(values[1]))
+
+
+def _conv2d(call: Call) -> str:
+    x, w, b = call.args
+    a = call.attrs
+    groups = (a["groups"] or 1) // call.tasks.degree("g")
+    return (
+        f"F.conv2d({x}, {w}, {call.bias(b)}, stride={_pair(a['stride'], 1)}, "
+        f"padding={_pair(a['padding'], 0)}, dilation={_pair(a['dilation'], 1)}, groups={groups})"
+    )
+
+
+def _pool2d(call: Call) -> str:
+    (x,) = call.args
+    a = call.attrs
+    kernel = _pair(a["kernel"], 1)
+    stride = _pair(a["stride"], 0)
+    stride = (stride[0] or kernel[0], stride[1] or kernel[1])
+    pool = "F.max_pool2d" if a["kind"] == "max" else "F.avg_pool2d"
+    return f"{pool}({x}, {kernel}, {stride}, {_pair(a['padding'], 0)})"
+
+
+def _layer_norm(call: Call) -> str:
+    x, w, b = call.args
+    normalized = call.results[0].piece_shape[-call.attrs["dims"] :]
+    return f"F.layer_norm({x}, {normalized}, {w}, {b}, {call.attrs['eps']!r})"
+
+
+def _reduce(call: Call) -> str:
+    (x,) = call.args
+    t = call.operand_types[0]
+    assert t is not None
+    dims = tuple(sorted({d % t.rank for d in call.attrs["dims"]}))
+    if not dims:
+        return x or "None"
+    keep = ", keepdim=True" if call.attrs["keepdim"] else ""
+    total = f"{x}.sum(dim={dims}{keep})"
+    if call.attrs["kind"] == "mean":
+        return f"{total} / {math.prod(t.shape[d] for d in dims)}"
+    return total
+
+
+def _vocab_start(call: Call) -> str | None:
+    """Per rank, the first vocabulary row of this task's weight shard (None: unsharded)."""
+    if call.tasks.degree("v") == 1:
+        return None
+    w = call.operand_types[1]
+    assert w is not None
+    rows = w.piece_shape[0]
+    return call.tasks.table(lambda task: task.get("v", 0) * rows)
+
+
+def _embedding(call: Call) -> str:
+    ids, w = call.args
+    start = _vocab_start(call)
+    return f"F.embedding({ids}, {w})" if start is None else f"rt.kernels.vocab_lookup({ids}, {w}, {start})"
+
+
+def _embedding_bag(call: Call) -> str:
+    ids, w = call.args
+    t = call.operand_types[0]
+    assert t is not None
+    return f'rt.kernels.embedding_bag({ids}, {w}, {_vocab_start(call)}, "{call.attrs["mode"]}", {t.shape[1]})'
+
+
+def _attention(call: Call) -> str:
+    q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask = call.args
+    heads = call.attrs["heads"] // call.tasks.degree("h")
+    args = [q, k, v, wq, wk, wv, wo, bq or "None", bk or "None", bv or "None", call.bias(bo), mask or "None"]
+    text = f"rt.kernels.attention({', '.join(args)}, heads={heads}"
+    p = call.attrs.get("dropout") or 0.0
+    if p > 0:
+        qt, kt = call.operand_types[0], call.operand_types[1]
+        assert qt is not None and kt is not None
+        shape = (qt.shape[0], call.attrs["heads"], qt.shape[1], kt.shape[1])
+        piece = (qt.piece_shape[0], heads, qt.piece_shape[1], 1)
+        starts = call.tasks.table(
+            lambda task: tuple(task.get(f, 0) * n for f, n in zip(("b", "h", "s", ""), piece, strict=True))
+        )
+        text += f', dropout=ctx.dropout_fn({p!r}, "{call.key}", {starts}, {shape})'
+    return text + ")"
+
+
+def _loss_divisor(call: Call, count: int) -> int:
+    return count if call.attrs["reduction"] == "mean" else 1
+
+
+def _cross_entropy(call: Call) -> str:
+    logits, target = call.args
+    t = call.operand_types[0]
+    assert t is not None
+    return f"rt.kernels.cross_entropy({logits}, {target}, {_loss_divisor(call, t.shape[0])})"
+
+
+def _mse(call: Call) -> str:
+    x, target = call.args
+    t = call.operand_types[0]
+    assert t is not None
+    return f"rt.kernels.mse_loss({x}, {target}, {_loss_divisor(call, math.prod(t.shape))})"
+
+
+def _unary(template: str) -> Callable[[Call], str]:
+    return lambda call: template.format(x=call.args[0], **call.attrs)
+
+
+def _binary(symbol: str) -> Callable[[Call], str]:
+    return lambda call: f"{call.args[0]} {symbol} {call.args[1]}"
+
+
+TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
+TORCH_DTYPES |= {"i1": "bool", "i32": "int32", "i64": "int64"}
+
+
+def torch_dtype_name(element_type: Any) -> str:
+    return TORCH_DTYPES[str(element_type)]
+
+
+KERNELS: dict[str, Callable[[Call], str]] = {
+    "pcg.relu": _unary("F.relu({x})"),
+    "pcg.gelu": lambda c: (
+        f'F.gelu({c.args[0]}, approximate="tanh")' if c.attrs["tanh"] else f"F.gelu({c.args[0]})"
+    ),
+    "pcg.sigmoid": _unary("torch.sigmoid({x})"),
+    "pcg.tanh": _unary("torch.tanh({x})"),
+    "pcg.exp": _unary("torch.exp({x})"),
+    "pcg.sqrt": _unary("torch.sqrt({x})"),
+    "pcg.identity": _unary("{x}"),
+    "pcg.neg": _unary("-{x}"),
+    "pcg.scalar_mul": lambda c: f"{c.args[0]} * {c.attrs['scale']!r}",
+    "pcg.scalar_add": lambda c: f"{c.args[0]} + {c.attrs['value']!r}",
+    "pcg.pow": lambda c: f"{c.args[0]} ** {c.attrs['exponent']!r}",
+    "pcg.dropout": _dropout,
+    "pcg.cast": lambda c: f"{c.args[0]}.to(torch.{torch_dtype_name(c.attrs['dtype'])})",
+    "pcg.add": _binary("+"),
+    "pcg.sub": _binary("-"),
+    "pcg.mul": _binary("*"),
+    "pcg.div": _binary("/"),
+    "pcg.linear": _linear,
+    "pcg.matmul": _binary("@"),
+    "pcg.batch_matmul": _binary("@"),
+    "pcg.conv2d": _conv2d,
+    "pcg.pool2d": _pool2d,
+    "pcg.batch_norm": lambda c: (
+        f"F.batch_norm({c.args[0]}, None, None, {c.args[1]}, {c.args[2]}, training=True, "
+        f"eps={c.attrs['eps']!r})"
+    ),
+    "pcg.layer_norm": _layer_norm,
+    "pcg.softmax": lambda c: f"torch.softmax({c.args[0]}, dim={c.attrs['dim']})",
+    "pcg.concat": lambda c: f"torch.cat([{', '.join(a or 'None' for a in c.args)}], dim={c.attrs['dim']})",
+    "pcg.split": lambda c: f"torch.split({c.args[0]}, {list(c.attrs['sizes'])}, dim={c.attrs['dim']})",
+    "pcg.reshape": lambda c: f"{c.args[0]}.reshape({c.results[0].piece_shape})",
+    "pcg.transpose": lambda c: f"{c.args[0]}.permute({tuple(c.attrs['perm'])})",
+    "pcg.reduce": _reduce,
+    "pcg.embedding": _embedding,
+    "pcg.embedding_bag": _embedding_bag,
+    "pcg.attention": _attention,
+    "pcg.cross_entropy": _cross_entropy,
+    "pcg.mse_loss": _mse,
+}
+"""pcg.gather is emitted by the writer: its indices become a table of the plan."""

@@ -1,0 +1,294 @@
+"""Pricing one node of a mapped graph: the pure pieces `estimate` assembles into a schedule.
+
+The estimate pass and the search's machine-mapping dynamic program both price nodes with these
+functions, so a plan costs the same whichever of them looks at it. A *placement* says on which
+device each piece of a tensor lives (coordinate: shard indices, sum index, copy index -> device).
+
+* `compute_parts`: tasks per device of a pcg op, their forward and backward kernel times, and
+  the point-to-point transfers of operand pieces held on another device than the task reading
+  them (each piece sent once per device; gradients return the same way in backward);
+* `parallel_parts`: the collectives of a parallel op, from where its input pieces live to where
+  its output pieces go (`communication.parallel_groups` + `price_group`), and their duals;
+* `weight_parts`: the bytes a weight holds per device (weights, gradients, optimizer state), its
+  optimizer step, and the all-reduce of the gradients of its copies (copy degree > 1).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from unityc.cost.communication import PARALLEL_PATTERN, Coord, collective_time, parallel_groups, price_group
+from unityc.cost.compute import OpCost, Piece, kernel_time
+from unityc.cost.memory import optimizer_state_bytes, update_work
+from unityc.cost.schedule import Comm
+from unityc.dialects.forms import Form
+from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.view import MachineViewAttr
+from unityc.graph import full_attrs, op_class
+from unityc.machine.spec import DeviceKind, Machine
+
+Placement = Mapping[Coord, int]
+"""The device of each piece of a tensor, by coordinate."""
+
+ComputeModel = Callable[
+    [str, Mapping[str, Any], Sequence[Piece | None], Sequence[Piece], DeviceKind, Sequence[bool]], OpCost
+]
+
+FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")
+
+
+@dataclass(frozen=True, slots=True)
+class TypeInfo:
+    """What pricing asks of a tensor type, computed once per type object."""
+
+    key: int
+    """Equal types have equal keys (cheap to hash, unlike the type)."""
+    degrees: tuple[int, ...]
+    """`task_degrees()`: shard dims, sum, copy."""
+    is_float: bool
+    piece: Piece
+    tasks: int
+    """The number of pieces (the product of the degrees)."""
+
+
+_BY_ID: dict[int, tuple[TensorType, TypeInfo]] = {}
+_BY_VALUE: dict[TensorType, TypeInfo] = {}
+
+
+def type_info(t: TensorType) -> TypeInfo:
+    """Type facts by object identity (the object is kept alive, so its id stays unique), falling
+    back to equality: hashing a type walks its parameters, which the search cannot afford."""
+    hit = _BY_ID.get(id(t))
+    if hit is not None:
+        return hit[1]
+    info = _BY_VALUE.get(t)
+    if info is None:
+        p = Piece(t.piece_shape, str(t.element_type))
+        info = TypeInfo(len(_BY_VALUE), t.task_degrees(), p.dtype in FLOAT_DTYPES, p, t.num_pieces)
+        _BY_VALUE[t] = info
+    _BY_ID[id(t)] = (t, info)
+    return info
+
+
+def piece(t: TensorType | None, logical: bool = False) -> Piece | None:
+    if t is None:
+        return None
+    return _piece(t, logical)
+
+
+def _piece(t: TensorType, logical: bool) -> Piece:
+    if not logical:
+        return type_info(t).piece
+    return _logical_piece(t)
+
+
+@lru_cache(maxsize=100_000)
+def _logical_piece(t: TensorType) -> Piece:
+    return Piece(t.shape, str(t.element_type))
+
+
+@lru_cache(maxsize=100_000)
+def node_form(
+    op: str, attrs: tuple[tuple[str, Any], ...], operand_types: tuple[TensorType | None, ...]
+) -> Form:
+    """The parallel form of an op (how its tasks read operand pieces), by the dialect's inference."""
+    return op_class(op).infer(list(operand_types), full_attrs(op, attrs))[0]
+
+
+def placement(t: TensorType, view: MachineViewAttr | None, machine: Machine) -> dict[Coord, int]:
+    """The device of each piece (task) of a result of type `t` under `view`."""
+    degrees = t.task_degrees()
+    coords = itertools.product(*(range(d) for d in degrees))
+    if view is None:
+        return {c: 0 for c in coords}
+    big = [i for i, d in enumerate(degrees) if d > 1]
+    where: dict[Coord, int] = {}
+    for c in coords:
+        node, local = view.placement([c[i] for i in big])
+        where[c] = machine.global_device(view.start, node, local)
+    if len(set(where.values())) < len(where):  # device offsets that run into the next node can collide
+        device = next(d for d in where.values() if list(where.values()).count(d) > 1)
+        raise ValueError(f"machine view {_view_text(view)} places two tasks on device {device}")
+    return where
+
+
+def _view_text(view: MachineViewAttr) -> str:
+    dims = ", ".join(
+        f"{'inter' if x else 'intra'} {s}" for s, x in zip(view.strides, view.inter, strict=True)
+    )
+    return f"#pcg.view<start {view.start}{', [' + dims + ']' if dims else ''}>"
+
+
+def phase(comms: Sequence[Comm]) -> float:
+    """How long a set of collectives takes alone (those sharing a device serialize)."""
+    per: dict[int, float] = defaultdict(float)
+    for c in comms:
+        for d in c.devices:
+            per[d] += c.seconds
+    return max(per.values(), default=0.0)
+
+
+@dataclass(frozen=True)
+class ComputeParts:
+    tasks: dict[int, int]
+    """Tasks per device."""
+    fwd: tuple[tuple[int, float], ...]
+    """(device, seconds) of forward compute, one instance."""
+    bwd: tuple[tuple[int, float], ...]
+    fwd_comm: tuple[Comm, ...]
+    bwd_comm: tuple[Comm, ...]
+    cost: OpCost
+    """The cost of one task (on the first device kind met)."""
+
+
+def tasks_and_transfers(
+    form: Form,
+    where: Placement,
+    operand_types: Sequence[TensorType | None],
+    operand_keys: Sequence[Any],
+    operand_where: Sequence[Placement | None],
+    grads: Sequence[bool],
+    machine: Machine,
+) -> tuple[dict[int, int], list[Comm], list[Comm]]:
+    """Tasks per device, and the p2p transfers of operand pieces that live elsewhere (each piece
+    sent once per device; gradients return the same way in backward). `operand_keys` name the
+    values (an operand read twice is sent once); an operand whose placement is None is not
+    considered (the search prices operands one at a time)."""
+    tasks: dict[int, int] = defaultdict(int)
+    fwd: list[Comm] = []
+    bwd: list[Comm] = []
+    sent: set[tuple[Any, Coord, int]] = set()
+    for task in form.tasks():
+        device = where[form.coord(form.results[0], task)]
+        tasks[device] += 1
+        for layout, t, key, source_where, wants in zip(
+            form.operands, operand_types, operand_keys, operand_where, grads, strict=True
+        ):
+            if layout is None or t is None or source_where is None:
+                continue
+            coord = form.coord(layout, task)
+            source = source_where[coord]
+            if source == device or (key, coord, device) in sent:
+                continue
+            sent.add((key, coord, device))
+            nbytes = _piece(t, False).nbytes
+            seconds = collective_time("p2p", nbytes, (source, device), machine)
+            fwd.append(Comm((source, device), seconds, nbytes))
+            if wants:
+                bwd.append(Comm((device, source), seconds, nbytes))
+    return tasks, fwd, bwd
+
+
+def compute_parts(
+    machine: Machine,
+    compute: ComputeModel,
+    op: str,
+    attrs: Mapping[str, Any],
+    form: Form,
+    where: Placement,
+    operand_types: Sequence[TensorType | None],
+    operand_keys: Sequence[Any],
+    operand_where: Sequence[Placement | None],
+    result_types: Sequence[TensorType],
+    grads: Sequence[bool],
+    backward: bool,
+) -> ComputeParts:
+    """Kernel times per device and operand transfers of a pcg op placed at `where`."""
+    operands = [piece(t) for t in operand_types]
+    results = [_piece(t, False) for t in result_types]
+    tasks, fwd_comm, bwd_comm = tasks_and_transfers(
+        form, where, operand_types, operand_keys, operand_where, grads, machine
+    )
+    costs: dict[str, OpCost] = {}
+    fwd: list[tuple[int, float]] = []
+    bwd: list[tuple[int, float]] = []
+    for device, count in tasks.items():
+        kind = machine.kind_of(device)
+        if kind.name not in costs:
+            costs[kind.name] = compute(op, attrs, operands, results, kind, grads)
+        fwd.append((device, count * costs[kind.name].fwd_s))
+        bwd.append((device, count * costs[kind.name].bwd_s if backward else 0.0))
+    cost = next(iter(costs.values()))
+    return ComputeParts(dict(tasks), tuple(fwd), tuple(bwd), tuple(fwd_comm), tuple(bwd_comm), cost)
+
+
+def parallel_parts(
+    machine: Machine,
+    op: str,
+    attrs: Mapping[str, Any],
+    in_type: TensorType,
+    in_where: Placement,
+    out_type: TensorType,
+    where: Placement,
+    grad: bool,
+) -> tuple[tuple[Comm, ...], tuple[Comm, ...]]:
+    """The collectives of a parallel op (forward) and their duals (backward, if `grad`)."""
+    pattern = PARALLEL_PATTERN[op]
+    in_bytes, out_bytes = _piece(in_type, False).nbytes, _piece(out_type, False).nbytes
+    fwd: list[Comm] = []
+    bwd: list[Comm] = []
+    for group in parallel_groups(op, attrs, in_type.task_degrees()):
+        g = price_group(pattern, group, in_where, where, in_bytes, out_bytes, machine)
+        if not g.devices:
+            continue
+        fwd.append(Comm(g.devices, g.fwd_s, g.nbytes))
+        if grad:
+            bwd.append(Comm(g.devices, g.bwd_s, g.nbytes))
+    return tuple(fwd), tuple(bwd)
+
+
+@dataclass(frozen=True)
+class WeightParts:
+    held: dict[int, dict[str, float]]
+    """Bytes per device: weights, gradients, optimizer state."""
+    update: tuple[tuple[int, float], ...]
+    """(device, seconds) of the optimizer step."""
+    sync: tuple[Comm, ...]
+    """All-reduces of the gradients of the weight's copies."""
+    update_flops: float
+
+
+def weight_parts(
+    machine: Machine, optimizer: str, t: TensorType, where: Placement, wants: bool
+) -> WeightParts:
+    """What a weight of type `t` placed at `where` holds and does per iteration."""
+    p = _piece(t, False)
+    pieces: dict[int, int] = defaultdict(int)
+    for device in where.values():
+        pieces[device] += 1
+    held: dict[int, dict[str, float]] = {}
+    update: list[tuple[int, float]] = []
+    element = p.nbytes // max(p.numel, 1)
+    for device, count in pieces.items():
+        nbytes = count * p.nbytes
+        held[device] = {"weights": nbytes}
+        if not wants:
+            continue
+        held[device]["gradients"] = nbytes
+        held[device]["optimizer"] = optimizer_state_bytes(optimizer, nbytes)
+        work = update_work(optimizer, count * p.numel, element)
+        update.append((device, kernel_time(work, p.dtype, machine.kind_of(device))))
+    sync = gradient_sync(machine, t, where, p.nbytes) if wants else []
+    flops = update_work(optimizer, t.num_pieces // t.copy_degree * p.numel, element).flops if wants else 0.0
+    return WeightParts(held, tuple(update), tuple(sync), flops)
+
+
+def gradient_sync(machine: Machine, t: TensorType, where: Placement, nbytes: int) -> list[Comm]:
+    """All-reduce of the gradients of a weight's copies (copy degree > 1, used directly)."""
+    if t.copy_degree == 1:
+        return []
+    copies: dict[Coord, list[int]] = defaultdict(list)
+    for coord, device in where.items():
+        copies[coord[:-1]].append(device)
+    sync = []
+    for devices in copies.values():
+        distinct = tuple(dict.fromkeys(devices))
+        seconds = collective_time("all_reduce", nbytes, distinct, machine)
+        if seconds > 0:
+            sync.append(Comm(distinct, seconds, nbytes))
+    return sync

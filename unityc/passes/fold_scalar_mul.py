@@ -1,0 +1,60 @@
+"""fold-scalar-mul: fold chains of constant scalings, a hand-written rewrite pass.
+
+    scalar_mul(scalar_mul(x, a), b)  ->  scalar_mul(x, a * b)     (the inner one has no other use)
+    scalar_mul(x, 1.0)               ->  x
+
+This is the other way to extend unityc (besides a `.rules` file for `apply-rules`): plain xDSL
+`RewritePattern`s, walked to a fixpoint by `PatternRewriteWalker`, registered as a pass in
+`unityc/tools/opt.py`. Scaling is linear, so both folds hold for every parallel type (partial
+sums included) and keep the result type; a folded op keeps the outer op's machine view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from unityc.dialects import pcg
+
+
+class FoldNestedScalarMul(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: pcg.ScalarMulOp, rewriter: PatternRewriter) -> None:
+        inner = op.input.owner
+        if not isinstance(inner, pcg.ScalarMulOp) or not inner.output.has_one_use():
+            return
+        scale = inner.attrs()["scale"] * op.attrs()["scale"]
+        folded = pcg.ScalarMulOp.build_inferred([inner.input], scale=scale)
+        if folded.output.type != op.output.type:
+            return
+        if "view" in op.attributes:
+            folded.attributes["view"] = op.attributes["view"]
+        rewriter.replace(op, folded)
+        rewriter.erase(inner)
+
+
+class DropUnitScale(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: pcg.ScalarMulOp, rewriter: PatternRewriter) -> None:
+        if op.attrs()["scale"] != 1.0 or op.input.type != op.output.type:
+            return
+        rewriter.replace(op, [], [op.input])
+
+
+@dataclass(frozen=True)
+class FoldScalarMulPass(ModulePass):
+    name = "fold-scalar-mul"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        patterns = GreedyRewritePatternApplier([FoldNestedScalarMul(), DropUnitScale()])
+        PatternRewriteWalker(patterns).rewrite_module(op)

@@ -1,0 +1,228 @@
+"""unity-search: find a parallel plan (rewritten graph + a machine view on every op).
+
+    unityc-opt model.mlir --unity-search --machine summit:8 -o plan.mlir --report plan.json
+    unityc-opt model.mlir -p 'unity-search{machine="summit:8" budget=32 alpha=1.05}'
+
+The module's graph is replaced by the plan; the module records the machine as
+`unityc.machine`. The plan report (estimated iteration time, memory per device, baselines,
+roofline bound, mapping summary) goes to stderr, and as JSON to `report` when given. Progress
+is shown on stderr while the search runs (`progress=false` hides it).
+
+Options: `machine` (preset or `.toml`), `alpha` (1.05), `budget` (expansions per segment
+search; 0: unlimited), `split_size` (ops per segment), `time_limit` (seconds, 0: none), `cost`
+(`roofline` | `profile` with `profile="cache.json"`), `optimizer` (`sgd` | `adam`),
+`memory_check` (never return a plan that does not fit), `rules` (a `.rules` file or directory;
+default: the shipped library), `degrees` ("2,4,8"; default: from the machine), `baselines`
+("data-parallel,megatron", compared in the report; "none" for none).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.passes import ModulePass
+
+DEFAULT_BASELINES = "data-parallel,megatron"
+
+
+def load_rules(path: str) -> list[Any]:
+    """Compiled rules from a `.rules` file, a directory of them, or the shipped library ("")."""
+    from unityc.rewrites.match import compile_rules
+    from unityc.rewrites.parser import load_library, parse_rules
+
+    if not path:
+        return compile_rules(load_library())
+    if os.path.isdir(path):
+        from pathlib import Path
+
+        return compile_rules(load_library(Path(path)))
+    if not os.path.exists(path):
+        raise ValueError(f"rules: no such file or directory: '{path}'")
+    with open(path) as f:
+        return compile_rules(parse_rules(f.read(), path).rules)
+
+
+def parse_degrees(text: str) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    try:
+        degrees = tuple(int(d) for d in text.split(","))
+    except ValueError:
+        raise ValueError(f"degrees: expected comma-separated integers, got '{text}'") from None
+    if any(d < 2 for d in degrees):
+        raise ValueError(f"degrees: every degree must be at least 2, got '{text}'")
+    return degrees
+
+
+def replace_module(op: ModuleOp, new: ModuleOp) -> None:
+    """Moves the body and attributes of `new` into `op` (a pass must rewrite its module in place)."""
+    block = op.body.block
+    for old in list(block.ops):
+        old.detach()
+        old.erase()
+    for moved in list(new.body.block.ops):
+        moved.detach()
+        block.add_op(moved)
+    op.attributes.update(new.attributes)
+
+
+class _Bar:
+    """A tqdm progress bar on stderr, made on first use."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.bar: Any = None
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc="unity-search", unit="search", file=sys.stderr, leave=False)
+        self.bar.total = total
+        self.bar.set_postfix_str(what)
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+@dataclass(frozen=True)
+class UnitySearchPass(ModulePass):
+    name = "unity-search"
+
+    machine: str = "cpu:1"
+    alpha: float = 1.05
+    budget: int = 24
+    split_size: int = 12
+    time_limit: float = 0.0
+    cost: str = "roofline"
+    profile: str = ""
+    optimizer: str = "sgd"
+    memory_check: bool = True
+    rules: str = ""
+    degrees: str = ""
+    baselines: str = DEFAULT_BASELINES
+    report: str = ""
+    progress: bool = True
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from unityc.cost.profile import ProfileCache
+        from unityc.graph import from_module, to_module
+        from unityc.machine import load_machine
+        from unityc.search.baselines import BASELINES, run_baseline
+        from unityc.search.report import BaselineRow, PlanReport, render, to_json
+        from unityc.search.unity import unity_search
+
+        machine = load_machine(self.machine)
+        options = self.options()
+        profile = ProfileCache.load(self.profile) if self.profile else None
+        names = [] if self.baselines in ("", "none") else [b.strip() for b in self.baselines.split(",")]
+        unknown = [b for b in names if b not in BASELINES]
+        if unknown:
+            raise ValueError(f"unknown baseline '{unknown[0]}' (known: {', '.join(BASELINES)})")
+        rules = load_rules(self.rules)
+        graph = from_module(op)
+        bar = _Bar(self.progress and sys.stderr.isatty())
+        try:
+            result = unity_search(graph, machine, rules, options, profile, bar)
+        finally:
+            bar.close()
+        rows: list[BaselineRow] = []
+        plan, estimate, source = result.plan, result.estimate, "search"
+        for name in names:
+            try:
+                b = run_baseline(name, graph, machine, rules, options, profile)
+            except ValueError as e:
+                rows.append(BaselineRow(name, "", None, str(e)))
+                continue
+            rows.append(BaselineRow(name, b.note, b.estimate))
+            if _better(b.estimate, estimate, self.memory_check):  # never return worse than a baseline
+                plan, estimate, source = b.graph, b.estimate, f"the {name} baseline, faster than the search's"
+        report = PlanReport(self.machine, plan, estimate, result.report, source, rows, self.option_values())
+        sys.stderr.write(render(report))
+        if self.report:
+            with open(self.report, "w") as f:
+                json.dump(to_json(report), f, indent=2)
+                f.write("\n")
+        if self.memory_check and not estimate.fits:
+            device = max(estimate.devices, key=lambda d: d.memory.total)
+            from unityc.cost.units import format_bytes
+
+            raise ValueError(
+                f"no plan fits the memory of {self.machine}: the smallest footprint found needs "
+                f"{format_bytes(device.memory.total)} on device {device.device} "
+                f"({format_bytes(device.capacity)} available)"
+            )
+        plan.module_attrs["unityc.machine"] = StringAttr(self.machine)
+        replace_module(op, to_module(plan))
+
+    def options(self) -> Any:
+        from unityc.cost.estimate import COST_MODES
+        from unityc.cost.memory import check_optimizer
+        from unityc.search.unity import UnityOptions
+
+        check_optimizer(self.optimizer)
+        if self.cost not in COST_MODES:
+            raise ValueError(f"unknown cost model '{self.cost}' (known: {', '.join(COST_MODES)})")
+        if self.alpha < 1:
+            raise ValueError(f"alpha must be at least 1, got {self.alpha}")
+        if self.budget < 0 or self.split_size < 1 or self.time_limit < 0:
+            raise ValueError("budget and time_limit must be >= 0 and split_size >= 1")
+        return UnityOptions(
+            alpha=self.alpha,
+            budget=self.budget or None,
+            split_size=self.split_size,
+            time_limit=self.time_limit or None,
+            degrees=parse_degrees(self.degrees),
+            cost=self.cost,
+            optimizer=self.optimizer,
+            memory_check=self.memory_check,
+        )
+
+    def option_values(self) -> dict[str, Any]:
+        names = (
+            "machine",
+            "alpha",
+            "budget",
+            "split_size",
+            "time_limit",
+            "cost",
+            "optimizer",
+            "memory_check",
+        )
+        return {n: getattr(self, n) for n in names} | {
+            "degrees": self.degrees or "auto",
+            "rules": self.rules or "library",
+        }
+
+
+def _better(candidate: Any, current: Any, memory_check: bool) -> bool:
+    if memory_check and candidate.fits != current.fits:
+        return candidate.fits
+    return candidate.iteration_s < current.iteration_s
+
+
+def spec(options: Sequence[tuple[str, Any]]) -> str:
+    """A `unity-search{...}` pass spec from (name, value) pairs (strings quoted)."""
+
+    def text(value: Any) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, str):
+            return json.dumps(value)
+        return str(value)
+
+    return "unity-search{" + " ".join(f"{k}={text(v)}" for k, v in options) + "}"
+
+
+Factory = Callable[[], type[ModulePass]]

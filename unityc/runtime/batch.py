@@ -1,0 +1,73 @@
+"""Runs several generated programs in one torchrun, one after the other in one process group
+(the start-up of torchrun, torch and the rendezvous is paid once):
+
+    torchrun --standalone --nproc_per_node 2 -m unityc.runtime.batch manifest.json
+
+The manifest is a JSON list of {"name": ..., "program": "path/to/train.py", "args": [...]}, every
+program made for the same number of ranks. Rank 0 prints `=== name` before each program's output
+and `=== name: exit N` after it; the batch exits 1 if any program failed (a failed `--check` is
+a failure that the other programs survive; a crash ends the batch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import torch.distributed as dist
+
+from unityc.runtime.sources import SourceError
+from unityc.runtime.train import RunError, Trainer, parse_args, pick_device
+
+
+def load_program(path: str, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"unityc_program_{name}", path)
+    if spec is None or spec.loader is None:
+        raise RunError(f"{path}: cannot be loaded")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run several generated programs in one torchrun.")
+    parser.add_argument("manifest", help='JSON list of {"name", "program", "args"}')
+    with open(parser.parse_args(argv).manifest) as f:
+        manifest = json.load(f)
+    backend, device = pick_device()
+    dist.init_process_group(backend)
+    rank = dist.get_rank()
+    failed = 0
+    for entry in manifest:
+        name = entry["name"]
+        if rank == 0:
+            print(f"=== {name}", flush=True)
+        program = load_program(entry["program"], name)
+        try:
+            status = Trainer(
+                program.PLAN, program.forward, parse_args(program.PLAN, entry["args"]), backend, device
+            ).run()
+        except (RunError, SourceError) as e:
+            if rank == 0:
+                print(f"error: {e}", flush=True)
+            status = 1
+        failed += status != 0
+        dist.barrier()
+        if rank == 0:
+            print(f"=== {name}: exit {status}", flush=True)
+    if rank == 0:
+        print(f"batch: {len(manifest) - failed} of {len(manifest)} program(s) succeeded", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1 if failed else 0)  # as `train.main`: skip gloo's teardown
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""--check: the plan against single-device training of the reference model.
+
+Rank 0 holds the reference model (rebuilt from the recorded spec and seed, dropout off). Every
+step it is checked from the plan's own state, so that errors cannot compound:
+
+1. the reference takes the plan's weights (assembled from the shards) before the step;
+2. its loss, other outputs and every gradient are compared with the plan's (gradients
+   assembled after gradient synchronization);
+3. the reference optimizer steps with the plan's gradients, and every updated weight is compared
+   with the plan's. (Comparing two independent Adam runs would be ill-conditioned: Adam divides
+   each element by its own gradient magnitude, so a gradient that is float noise near `eps`
+   moves by a visible fraction of the learning rate in either run.)
+
+All copies of each weight piece must also be equal. Errors are max-norm relative errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from unityc.runtime.plan import Layout
+
+NOISE_FLOOR = 1e-3
+"""Gradients are measured against at least this fraction of the model's largest gradient: a
+gradient that is zero in exact arithmetic (e.g. attention's key bias, softmax is shift-invariant)
+is float noise on both sides, and noise relative to noise is meaningless."""
+
+
+def relative_error(actual: torch.Tensor, expected: torch.Tensor, floor: float = 0.0) -> float:
+    """max |actual - expected| / max(max |expected|, floor) (the importer's --check measure)."""
+    if expected.numel() == 0:
+        return 0.0
+    diff = (actual.double() - expected.double()).abs().max().item()
+    scale = expected.double().abs().max().item()
+    return diff / max(scale, floor, 1e-30)
+
+
+def largest(tensors: Sequence[torch.Tensor | None]) -> float:
+    return max((t.abs().max().item() for t in tensors if t is not None and t.numel()), default=0.0)
+
+
+def assemble(
+    layouts: Sequence[Layout],
+    pieces: Sequence[torch.Tensor | None],
+    rank: int,
+    device: torch.device,
+    copy: int = 0,
+) -> list[torch.Tensor] | None:
+    """The logical tensors (on rank 0, on the CPU; None elsewhere) from copy `copy` of every
+    piece: shards are placed, partial sums added. One reduce for all of them; tensors with fewer
+    copies are zeros. A collective: every rank calls it with the same layouts."""
+    flat: list[torch.Tensor] = []
+    for layout, piece in zip(layouts, pieces, strict=True):
+        full = torch.zeros(layout.shape, dtype=torch.float64, device=device)
+        coord = layout.pieces.get(rank)
+        if piece is not None and coord is not None and coord[-1] == copy:
+            full[layout.slices(coord)] += piece.detach().double()
+        flat.append(full.flatten())
+    buffer = torch.cat(flat) if flat else torch.zeros(0, dtype=torch.float64, device=device)
+    dist.reduce(buffer, dst=0, op=dist.ReduceOp.SUM)
+    if rank != 0:
+        return None
+    out = []
+    for layout, part in zip(layouts, buffer.split([f.numel() for f in flat]), strict=True):
+        value = part.reshape(layout.shape).cpu()  # floats stay float64: comparisons are in float64
+        out.append(value if layout.torch_dtype.is_floating_point else value.to(layout.torch_dtype))
+    return out
+
+
+def copies_differ(
+    names: Sequence[str],
+    layouts: Sequence[Layout],
+    pieces: Sequence[torch.Tensor | None],
+    rank: int,
+    device: torch.device,
+) -> str | None:
+    """The first tensor whose copies are not all equal (known on rank 0), else None."""
+    most = max((layout.copy for layout in layouts), default=1)
+    first = assemble(layouts, pieces, rank, device, 0)
+    problem = None
+    for c in range(1, most):
+        other = assemble(layouts, pieces, rank, device, c)
+        if rank != 0 or problem is not None:
+            continue
+        assert first is not None and other is not None
+        for name, layout, a, b in zip(names, layouts, first, other, strict=True):
+            if layout.copy > c and not torch.equal(a, b):
+                problem = (
+                    f"copy {c} of '{name}' differs from copy 0 (max difference {(a - b).abs().max():.3e})"
+                )
+                break
+    return problem
+
+
+@contextlib.contextmanager
+def dropout_off() -> Iterator[None]:
+    """Every dropout is the identity, as in the plan under --check and in the interpreter."""
+    dropout, sdpa = F.dropout, F.scaled_dot_product_attention
+
+    def identity(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return x
+
+    def sdpa_without_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *args: Any, **kw: Any) -> Any:
+        if len(args) >= 2:
+            args = (args[0], 0.0, *args[2:])
+        else:
+            kw["dropout_p"] = 0.0
+        return sdpa(q, k, v, *args, **kw)
+
+    F.dropout, F.scaled_dot_product_attention = identity, sdpa_without_dropout  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        F.dropout, F.scaled_dot_product_attention = dropout, sdpa  # type: ignore[assignment]
+
+
+class Reference:
+    """The single-device model and its optimizer, stepped from the plan's state."""
+
+    def __init__(self, module: torch.nn.Module, inputs: Mapping[str, torch.Tensor], optimizer: Any):
+        self.module = module
+        self.inputs = dict(inputs)
+        self.params = dict(module.named_parameters(remove_duplicate=False))
+        self.optimizer = optimizer
+
+    def load(self, weights: Mapping[str, torch.Tensor]) -> None:
+        with torch.no_grad():
+            for key, value in weights.items():
+                self.params[key].copy_(value)
+
+    def gradients(self) -> tuple[list[torch.Tensor], dict[str, torch.Tensor | None]]:
+        """Forward and backward at the current weights: the outputs and the gradients by key."""
+        self.optimizer.zero_grad(set_to_none=True)
+        with dropout_off():
+            outputs = self.module(**self.inputs)
+        outputs = list(outputs) if isinstance(outputs, tuple | list) else [outputs]
+        outputs[0].backward()
+        grads = {k: None if p.grad is None else p.grad.detach().clone() for k, p in self.params.items()}
+        return [o.detach() for o in outputs], grads
+
+    def update(self, grads: Mapping[str, torch.Tensor]) -> None:
+        """One optimizer step with the given gradients (parameters not given stay put)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        for key, grad in grads.items():
+            param = self.params[key]
+            param.grad = grad.to(param.device, param.dtype).clone()
+        self.optimizer.step()
+
+    def weight(self, key: str) -> torch.Tensor:
+        return self.params[key].detach()
+
+
+@dataclass
+class Verdict:
+    """What one step's comparison found."""
+
+    tolerance: float
+    worst: dict[str, tuple[float, str]] = field(default_factory=dict)
+    """Per category (loss, outputs, gradients, weights): the largest error and its tensor."""
+    counts: dict[str, int] = field(default_factory=dict)
+    failure: str | None = None
+
+    def compare(
+        self,
+        category: str,
+        name: str,
+        actual: torch.Tensor,
+        expected: torch.Tensor | None,
+        floor: float = 0.0,
+    ) -> None:
+        if self.failure is not None:
+            return
+        expected = torch.zeros_like(actual) if expected is None else expected.detach().cpu()
+        actual = actual.detach().cpu()
+        if tuple(actual.shape) != tuple(expected.shape):
+            self.failure = f"{name}: shape {list(actual.shape)} but the reference has {list(expected.shape)}"
+            return
+        error = relative_error(actual, expected, floor)
+        self.counts[category] = self.counts.get(category, 0) + 1
+        if error > self.worst.get(category, (-1.0, ""))[0]:
+            self.worst[category] = (error, name)
+        if not error <= self.tolerance:  # also catches NaN
+            self.failure = f"{name} differs: relative error {error:.3e} > {self.tolerance:.0e}"
+
+    def summary(self) -> str:
+        parts = []
+        for category in ("loss", "outputs", "gradients", "weights"):
+            if category in self.counts:
+                error, name = self.worst[category]
+                parts.append(f"{self.counts[category]} {category} (worst {error:.1e} {name})")
+        return "; ".join(parts)

@@ -1,0 +1,113 @@
+"""What a generated forward calls on this rank: parallel ops, implicit transfers, dropout."""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable, Sequence
+
+import torch
+
+from unityc.runtime.comm import Communicator, Exchange
+from unityc.runtime.plan import Collective
+
+Stage = Sequence[Collective]
+
+
+class Context:
+    """This rank's view of one training step: its communicator, the token chain, the step."""
+
+    def __init__(self, comm: Communicator, check: bool = False, seed: int = 0):
+        self.comm = comm
+        self.rank = comm.rank
+        self.device = comm.device
+        self.check = check
+        self.seed = seed
+        self.step = 0
+        self.tables: dict[str, torch.Tensor] = {}
+        self.token = self._new_token()
+
+    def _new_token(self) -> torch.Tensor:
+        return torch.zeros((), device=self.device, requires_grad=True)
+
+    def begin_step(self, step: int) -> None:
+        self.step = step
+        self.token = self._new_token()
+
+    # --- data movement -------------------------------------------------------------------
+
+    def _run(self, c: Collective, x: torch.Tensor | None, grad: bool) -> torch.Tensor | None:
+        if not grad:
+            with torch.no_grad():
+                return self.comm.run(c, x)
+        self.token, *out = Exchange.apply(self.comm, c, self.token, x)
+        return out[0] if out else None
+
+    def parallel(self, x: torch.Tensor | None, *stages: Stage, grad: bool = False) -> torch.Tensor | None:
+        """Runs a parallel op: stages one after the other, each a set of independent collectives
+        (one per group of pieces, in a fixed order). Returns this rank's output piece or None."""
+        for stage in stages:
+            out: torch.Tensor | None = None
+            for c in stage:
+                if self.rank not in c.ranks:
+                    continue
+                y = self._run(c, x if self.rank in c.ins else None, grad)
+                if self.rank in c.outs:
+                    out = y
+            x = out
+        return x
+
+    def p2p(
+        self,
+        x: torch.Tensor | None,
+        moves: Sequence[tuple[int, int]],
+        shape: Sequence[int],
+        dtype: str = "float32",
+        grad: bool = False,
+    ) -> torch.Tensor | None:
+        """Pieces that a task reads from another rank: each (source, destination) pair moves the
+        source's piece. A destination gets the piece it reads, a rank not involved keeps `x`."""
+        c = Collective("p2p", tuple(s for s, _ in moves), tuple(d for _, d in moves), tuple(shape), dtype)
+        if self.rank not in c.ranks:
+            return x
+        return self._run(c, x if self.rank in c.ins else None, grad)
+
+    # --- randomness ----------------------------------------------------------------------
+
+    def dropout(
+        self, x: torch.Tensor, p: float, key: str, offsets: Sequence[int], shape: Sequence[int]
+    ) -> torch.Tensor:
+        """Dropout whose mask is a hash of the element's index in the logical tensor (and the
+        step): every copy of a piece drops the same elements, whatever rank computes it. The
+        identity under --check, as in the reference run and the interpreter."""
+        if self.check or p <= 0:
+            return x
+        keep = self._keep_mask(x.shape, p, key, offsets, shape)
+        return x * keep.to(x.dtype) / (1 - p)
+
+    def dropout_fn(
+        self, p: float, key: str, offsets: Sequence[int], shape: Sequence[int]
+    ) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        if self.check or p <= 0:
+            return None
+        return lambda x: self.dropout(x, p, key, offsets, shape)
+
+    def _keep_mask(
+        self, piece: Sequence[int], p: float, key: str, offsets: Sequence[int], shape: Sequence[int]
+    ) -> torch.Tensor:
+        strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+        index = torch.zeros((), dtype=torch.int64, device=self.device)
+        for d, (size, offset, stride) in enumerate(zip(piece, offsets, strides, strict=True)):
+            view = [1] * len(piece)
+            view[d] = size
+            positions = torch.arange(offset, offset + size, dtype=torch.int64, device=self.device)
+            index = index + (positions * stride).reshape(view)
+        salt = zlib.crc32(f"{key}:{self.seed}:{self.step}".encode())
+        h = index * 0x9E3779B1 + salt
+        h = h ^ (h >> 15)
+        h = h * 0x2C1B3C6D
+        h = h ^ (h >> 12)
+        h = h * 0x297A2D39
+        h = h ^ (h >> 15)
+        uniform = (h & 0xFFFFFF).to(torch.float32) / float(1 << 24)
+        return uniform >= p

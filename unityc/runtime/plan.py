@@ -1,0 +1,212 @@
+"""The static description a generated program carries: how tensors are held and what each
+collective does. Plain frozen values; the compiler computes them, the runtime executes them.
+
+A *piece coordinate* is (shard index per dim, sum index, copy index), as in the pcg dialect: a
+tensor of shape S with shard degrees k, sum degree s and copy degree c is held as Πk·s·c pieces
+of shape S/k; partial sums add up to the value, copies are equal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import torch
+
+Coord = tuple[int, ...]
+
+DTYPES: dict[str, torch.dtype] = {
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "bool": torch.bool,
+    "uint8": torch.uint8,
+    "int32": torch.int32,
+    "int64": torch.int64,
+}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    if name not in DTYPES:
+        raise ValueError(f"unknown dtype '{name}' (known: {', '.join(DTYPES)})")
+    return DTYPES[name]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A logical tensor and the piece each rank holds (at most one per rank)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    shard: tuple[int, ...]
+    sum: int = 1
+    copy: int = 1
+    pieces: Mapping[int, Coord] = field(default_factory=dict)
+    """rank -> its piece's coordinate (shard indices, sum index, copy index)."""
+
+    @property
+    def piece_shape(self) -> tuple[int, ...]:
+        return tuple(s // k for s, k in zip(self.shape, self.shard, strict=True))
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return torch_dtype(self.dtype)
+
+    def slices(self, coord: Coord) -> tuple[slice, ...]:
+        """Where the piece at `coord` lies in the logical tensor."""
+        return tuple(
+            slice(i * p, (i + 1) * p) for i, p in zip(coord[: len(self.shape)], self.piece_shape, strict=True)
+        )
+
+    def offsets(self, coord: Coord) -> tuple[int, ...]:
+        return tuple(i * p for i, p in zip(coord[: len(self.shape)], self.piece_shape, strict=True))
+
+    def piece_of(self, rank: int, value: torch.Tensor) -> torch.Tensor | None:
+        """This rank's piece of a logical value (partial sum 0 holds the value, others zeros)."""
+        coord = self.pieces.get(rank)
+        if coord is None:
+            return None
+        piece = value[self.slices(coord)].clone()
+        return piece if coord[-2] == 0 else torch.zeros_like(piece)
+
+    def copy_groups(self) -> list[tuple[int, ...]]:
+        """Ranks holding copies of one piece (same shard and sum index), for copy degree > 1."""
+        if self.copy == 1:
+            return []
+        groups: dict[Coord, list[int]] = {}
+        for rank, coord in sorted(self.pieces.items()):
+            groups.setdefault(coord[:-1], []).append(rank)
+        return [tuple(ranks) for _, ranks in sorted(groups.items()) if len(ranks) > 1]
+
+
+KINDS = (
+    "p2p",
+    "scatter",
+    "gather",
+    "broadcast",
+    "reduce",
+    "all_reduce",
+    "reduce_scatter",
+    "all_gather",
+    "all_to_all",
+)
+
+DUAL = {
+    "p2p": "p2p",
+    "scatter": "gather",
+    "gather": "scatter",
+    "broadcast": "reduce",
+    "reduce": "broadcast",
+    "all_reduce": "all_reduce",
+    "reduce_scatter": "all_gather",
+    "all_gather": "reduce_scatter",
+    "all_to_all": "all_to_all",
+}
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective among the ranks holding its input pieces (`ins`, in piece order) and its
+    output pieces (`outs`, in piece order). `shape` is an input piece's shape.
+
+    | kind           | input piece j on ins[j] | output piece k on outs[k]                   |
+    |----------------|-------------------------|---------------------------------------------|
+    | p2p            | piece j                 | piece j moved to outs[j]                    |
+    | scatter        | one piece               | chunk k along `dim`                         |
+    | gather         | chunk j along `dim`     | one piece: the chunks concatenated          |
+    | broadcast      | one piece               | a copy of it                                |
+    | reduce         | partial j               | one piece: the sum                          |
+    | all_reduce     | partial j               | a copy of the sum                           |
+    | reduce_scatter | partial j               | chunk k along `dim` of the sum              |
+    | all_gather     | chunk j along `dim`     | a copy of the concatenation                 |
+    | all_to_all     | chunk j along `dim`     | chunk k along `dst` of the concatenation    |
+    """
+
+    kind: str
+    ins: tuple[int, ...]
+    outs: tuple[int, ...]
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+    dim: int = 0
+    dst: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown collective '{self.kind}' (known: {', '.join(KINDS)})")
+        if self.kind == "p2p" and len(self.ins) != len(self.outs):
+            raise ValueError("p2p needs one destination per source")
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        """The process group it runs in (sorted; group rank i is ranks[i])."""
+        return tuple(sorted(set(self.ins) | set(self.outs)))
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        shape = list(self.shape)
+        match self.kind:
+            case "scatter" | "reduce_scatter":
+                shape[self.dim] //= len(self.outs)
+            case "gather" | "all_gather":
+                shape[self.dim] *= len(self.ins)
+            case "all_to_all":
+                shape[self.dst] //= len(self.outs)
+                shape[self.dim] *= len(self.ins)
+        return tuple(shape)
+
+    def dual(self) -> Collective:
+        """The collective that carries gradients back: outputs become inputs."""
+        if self.kind == "all_to_all":
+            return Collective(
+                "all_to_all", self.outs, self.ins, self.out_shape, self.dtype, self.dst, self.dim
+            )
+        return Collective(DUAL[self.kind], self.outs, self.ins, self.out_shape, self.dtype, self.dim)
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * torch_dtype(self.dtype).itemsize
+
+
+@dataclass(frozen=True)
+class Model:
+    """The reference model a plan was compiled from (the module attribute `unityc.model`)."""
+
+    name: str
+    config: str = "small"
+    batch: int | None = None
+    overrides: tuple[tuple[str, str], ...] = ()
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Constant:
+    """A folded constant: its values in row-major order and how it is held."""
+
+    values: tuple[float | int | bool, ...]
+    layout: Layout
+
+    def tensor(self) -> torch.Tensor:
+        return torch.tensor(self.values, dtype=self.layout.torch_dtype).reshape(self.layout.shape)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything about a plan that is not the forward code: machine, model, layouts, groups."""
+
+    source: str
+    machine: str
+    world_size: int
+    model: Model
+    samples: int
+    """Samples per iteration (the leading dimension of the first input)."""
+    groups: tuple[tuple[int, ...], ...]
+    """Every process group the collectives use, created by every rank in this order."""
+    weights: Mapping[str, Layout]
+    inputs: Mapping[str, Layout]
+    outputs: tuple[Layout, ...]
+    """The graph's outputs, the loss first."""
+    constants: Mapping[str, Constant] = field(default_factory=dict)
+    tables: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """Index vectors the kernels use (gather indices), moved to the device once."""

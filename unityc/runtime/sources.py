@@ -1,0 +1,83 @@
+"""This rank's pieces of the weights and of the batch, cut from the reference model.
+
+The model is rebuilt from the spec the plan records (`unityc.model`: zoo name or file or
+HuggingFace config, settings, seed) with `unityc.frontend.models.load_model`, the one place that
+knows how; it is the only compiler module the runtime uses, imported when a program starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from unityc.runtime.plan import Model, Plan
+
+
+class SourceError(ValueError):
+    """The reference model does not provide a weight or input the plan needs."""
+
+
+def load_reference(model: Model) -> Any:
+    """The reference model with its seeded weights and example inputs (a LoadedModel)."""
+    from unityc.frontend.models import ModelSpec, load_model
+
+    spec = ModelSpec(model.name, model.config, model.batch, tuple(model.overrides), model.seed)
+    return load_model(spec, weights=True)
+
+
+def _dtype(name: torch.dtype, float_dtype: torch.dtype | None) -> torch.dtype:
+    return float_dtype if float_dtype is not None and name.is_floating_point else name
+
+
+def local_weights(
+    plan: Plan, rank: int, module: nn.Module, device: torch.device, float_dtype: torch.dtype | None = None
+) -> dict[str, torch.Tensor]:
+    """This rank's weight pieces as leaf parameters, by state_dict key (plan order); floats in
+    `float_dtype` when given."""
+    state = module.state_dict(keep_vars=True)
+    out: dict[str, torch.Tensor] = {}
+    for key, layout in plan.weights.items():
+        if key not in state:
+            raise SourceError(f"the model has no weight '{key}' (the plan was made for another model?)")
+        value = state[key].detach()
+        if tuple(value.shape) != layout.shape:
+            raise SourceError(
+                f"weight '{key}' has shape {list(value.shape)}, the plan says {list(layout.shape)}"
+            )
+        piece = layout.piece_of(rank, value.to(_dtype(layout.torch_dtype, float_dtype)))
+        if piece is not None:
+            out[key] = nn.Parameter(piece.to(device).contiguous())
+    return out
+
+
+def local_data(
+    plan: Plan,
+    rank: int,
+    inputs: Mapping[str, torch.Tensor],
+    device: torch.device,
+    float_dtype: torch.dtype | None = None,
+) -> dict[str, torch.Tensor]:
+    """This rank's pieces of the inputs and constants, by input key or constant name."""
+    out: dict[str, torch.Tensor] = {}
+    for key, layout in plan.inputs.items():
+        if key not in inputs:
+            known = ", ".join(inputs)
+            raise SourceError(f"the model has no input '{key}' (its inputs: {known})")
+        value = inputs[key]
+        if tuple(value.shape) != layout.shape:
+            raise SourceError(
+                f"input '{key}' has shape {list(value.shape)}, the plan says {list(layout.shape)}"
+            )
+        piece = layout.piece_of(rank, value.to(_dtype(layout.torch_dtype, float_dtype)))
+        if piece is not None:
+            out[key] = piece.to(device).contiguous()
+    for name, constant in plan.constants.items():
+        piece = constant.layout.piece_of(
+            rank, constant.tensor().to(_dtype(constant.layout.torch_dtype, float_dtype))
+        )
+        if piece is not None:
+            out[name] = piece.to(device).contiguous()
+    return out

@@ -1,0 +1,306 @@
+"""The training loop of a generated program: setup, steps, gradient sync, optimizer, timing.
+
+    torchrun --standalone --nproc_per_node 2 train.py [--steps N] [--optimizer sgd|adam] [--check]
+
+NCCL on CUDA when every local rank has a GPU, gloo on CPU otherwise. Every rank loads the
+reference model (`unityc.frontend.models.load_model`, the spec and seed the plan records) and
+keeps its own pieces of the weights and of the batch; the batch is the model's seeded example
+inputs, the same every step (synthetic data, identical to what the reference run uses).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from unityc.runtime.check import NOISE_FLOOR, Reference, Verdict, assemble, copies_differ, largest
+from unityc.runtime.comm import Communicator
+from unityc.runtime.context import Context
+from unityc.runtime.grads import GradientSync
+from unityc.runtime.plan import Layout, Plan
+from unityc.runtime.sources import SourceError, load_reference, local_data, local_weights
+
+Forward = Callable[[Context, dict[str, torch.Tensor], dict[str, torch.Tensor]], Sequence[Any]]
+
+
+class RunError(Exception):
+    """A problem that stops the run on every rank with one message."""
+
+
+def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=f"Train {plan.model.name} ({plan.model.config}) with the plan {plan.source} "
+        f"on {plan.machine}: run with torchrun --nproc_per_node {plan.world_size}."
+    )
+    parser.add_argument("--steps", type=int, default=10, help="training steps (default 10)")
+    parser.add_argument("--warmup", type=int, default=2, help="steps left out of the timing (default 2)")
+    parser.add_argument("--lr", type=float, default=0.01, help="learning rate (default 0.01)")
+    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="optimizer (default sgd)")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="compare loss, outputs, gradients and updated weights with single-device training "
+        "after every step (dropout off); exit 1 naming the first mismatch",
+    )
+    parser.add_argument("--tolerance", type=float, default=1e-4, help="relative error allowed by --check")
+    parser.add_argument(
+        "--float64",
+        action="store_true",
+        help="run the plan (and the reference) in float64: --check then separates plan errors from "
+        "the model's own fp32 rounding (deep CNNs amplify 1e-7 input noise past 1e-4)",
+    )
+    parser.add_argument(
+        "--check-copies",
+        action="store_true",
+        help="after the last step, check that all copies of every weight piece are equal (also with "
+        "dropout on); assembles every weight on rank 0",
+    )
+    parser.add_argument("--json", metavar="FILE", help="write the timing (rank 0) to FILE as JSON")
+    args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error("--steps must be at least 1")
+    if args.warmup < 0:
+        parser.error("--warmup must not be negative")
+    return args
+
+
+def pick_device() -> tuple[str, torch.device]:
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    if torch.cuda.is_available() and torch.cuda.device_count() >= local_world:
+        torch.cuda.set_device(local_rank)
+        return "nccl", torch.device("cuda", local_rank)
+    return "gloo", torch.device("cpu")
+
+
+def make_optimizer(name: str, params: list[torch.Tensor], lr: float) -> torch.optim.Optimizer | None:
+    if not params:
+        return None
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    return torch.optim.SGD(params, lr=lr)
+
+
+def main(plan: Plan, forward: Forward, argv: Sequence[str] | None = None) -> int:
+    args = parse_args(plan, argv)
+    if "RANK" not in os.environ:
+        print(f"error: run with torchrun --standalone --nproc_per_node {plan.world_size} {sys.argv[0]}")
+        return 2
+    backend, device = pick_device()
+    dist.init_process_group(backend)
+    try:
+        status = Trainer(plan, forward, args, backend, device).run()
+    except (RunError, SourceError) as e:
+        if dist.get_rank() == 0:
+            print(f"error: {e}", flush=True)
+        status = 1
+    dist.barrier()
+    dist.destroy_process_group()
+    # Skip interpreter teardown: gloo's threads occasionally abort there ("terminate called
+    # without an active exception") after a run that succeeded, turning its status into a crash.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+class Trainer:
+    """One rank's training run: its pieces, optimizer, gradient sync, and (rank 0) reference."""
+
+    def __init__(
+        self, plan: Plan, forward: Forward, args: argparse.Namespace, backend: str, device: torch.device
+    ):
+        self.plan, self.forward, self.args, self.backend, self.device = plan, forward, args, backend, device
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.agree(
+            self.world == plan.world_size,
+            f"the plan needs {plan.world_size} processes, torchrun started {self.world}",
+        )
+        if args.check and device.type == "cuda":  # fp32 comparisons: no TF32 on either side
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+        float_dtype = torch.float64 if args.float64 else None
+        self.comm = Communicator(self.rank, self.world, plan.groups, device, float_dtype)
+        self.ctx = Context(self.comm, check=args.check, seed=plan.model.seed)
+        self.ctx.tables = {
+            k: torch.tensor(v, dtype=torch.int64, device=device) for k, v in plan.tables.items()
+        }
+        loaded = load_reference(plan.model)
+        self.weights = local_weights(plan, self.rank, loaded.module, device, float_dtype)
+        self.data = local_data(plan, self.rank, loaded.inputs, device, float_dtype)
+        self.params = list(self.weights.values())
+        self.optimizer = make_optimizer(args.optimizer, self.params, args.lr)
+        self.sync = GradientSync(self.comm, plan.weights, self.weights)
+        self.reference: Reference | None = None
+        if args.check and self.rank == 0:
+            module = loaded.module.to(device, float_dtype) if float_dtype else loaded.module.to(device)
+            inputs = {
+                k: v.to(device, float_dtype or v.dtype) if v.is_floating_point() else v.to(device)
+                for k, v in loaded.inputs.items()
+            }
+            optimizer = make_optimizer(args.optimizer, list(module.parameters()), args.lr)
+            self.reference = Reference(module, inputs, optimizer)
+        loss = plan.outputs[0].pieces.get(self.rank)
+        self.seeds_loss = loss is not None and loss[-1] == 0  # copy 0 carries the loss's gradient
+        self.keys = list(plan.weights)
+        self.layouts = [plan.weights[k] for k in self.keys]
+
+    # --- collectives on every rank -------------------------------------------------------
+
+    def agree(self, ok: bool, message: str) -> None:
+        """Raises RunError on every rank if any rank is not ok (rank 0 prints the message)."""
+        flag = torch.tensor([0 if ok else 1], device=self.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item():
+            raise RunError(message)
+
+    def assemble(self, layouts: list[Layout], pieces: list[torch.Tensor | None]) -> list[torch.Tensor] | None:
+        return assemble(layouts, pieces, self.rank, self.device)
+
+    def weight_pieces(self) -> list[torch.Tensor | None]:
+        return [self.weights.get(k) for k in self.keys]
+
+    # --- the run -------------------------------------------------------------------------
+
+    def run(self) -> int:
+        args = self.args
+        if self.rank == 0:
+            model = self.plan.model
+            print(
+                f"unityc plan {self.plan.source}: {model.name} ({model.config}) on {self.plan.machine}, "
+                f"{self.world} ranks, {self.backend} on {self.device.type}, {args.optimizer} lr {args.lr}"
+                + (", float64" if args.float64 else ""),
+                flush=True,
+            )
+        times: list[float] = []
+        for step in range(args.steps):
+            before = self.assemble(self.layouts, self.weight_pieces()) if args.check else None
+            self._sync_device()
+            dist.barrier()
+            start = time.perf_counter()
+            outputs, grads = self.step(step)
+            self._sync_device()
+            times.append(time.perf_counter() - start)
+            if args.check:
+                self.check_step(step, outputs, grads, before)
+            elif step in (0, args.steps - 1):
+                self.report_loss(step, outputs[0])
+            for p in self.params:
+                p.grad = None
+        if args.check_copies:
+            differ = copies_differ(self.keys, self.layouts, self.weight_pieces(), self.rank, self.device)
+            self.agree(differ is None, f"copies differ after {args.steps} step(s): {differ}")
+            if self.rank == 0:
+                print(f"copies equal after {args.steps} step(s)", flush=True)
+        self.report_timing(times)
+        if args.check and self.rank == 0:
+            print(
+                f"check passed: {args.steps} step(s) within relative error {args.tolerance:.0e}", flush=True
+            )
+        return 0
+
+    def step(self, step: int) -> tuple[list[Any], list[torch.Tensor | None]]:
+        """Forward, backward (the token chain orders every rank's collectives), gradient sync of
+        weight copies, optimizer step. Returns the outputs and the synchronized gradients."""
+        self.ctx.begin_step(step)
+        outputs = list(self.forward(self.ctx, self.weights, self.data))
+        roots, seeds = [self.ctx.token], [torch.zeros((), device=self.device)]
+        loss = outputs[0]
+        if self.seeds_loss and loss is not None and loss.requires_grad:
+            roots.append(loss)
+            seeds.append(torch.ones_like(loss))
+        torch.autograd.backward(roots, seeds)
+        self.sync.run()
+        grads = [p.grad for p in self.params]
+        if self.optimizer is not None:
+            self.optimizer.step()
+        return outputs, grads
+
+    def _sync_device(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def report_loss(self, step: int, loss: torch.Tensor | None) -> None:
+        values = self.assemble(list(self.plan.outputs[:1]), [loss])
+        if values is not None:
+            print(f"step {step + 1}: loss {values[0].item():.6f}", flush=True)
+
+    def check_step(
+        self,
+        step: int,
+        outputs: list[Any],
+        grads: list[torch.Tensor | None],
+        before: list[torch.Tensor] | None,
+    ) -> None:
+        """Collective: every rank assembles; rank 0 compares (see `check.py`); all share the verdict."""
+        local_grads = dict(zip(self.weights, grads, strict=True))
+        got_outputs = self.assemble(list(self.plan.outputs), outputs)
+        got_grads = self.assemble(self.layouts, [local_grads.get(k) for k in self.keys])
+        got_weights = self.assemble(self.layouts, self.weight_pieces())
+        failure = copies_differ(self.keys, self.layouts, self.weight_pieces(), self.rank, self.device)
+        if self.rank == 0:
+            assert self.reference is not None and before is not None
+            assert got_outputs is not None and got_grads is not None and got_weights is not None
+            failure = failure or self._compare(step, got_outputs, got_grads, got_weights, before)
+        self.agree(failure is None, f"check failed at step {step + 1}: {failure}")
+
+    def _compare(
+        self,
+        step: int,
+        got_outputs: list[torch.Tensor],
+        got_grads: list[torch.Tensor],
+        got_weights: list[torch.Tensor],
+        before: list[torch.Tensor],
+    ) -> str | None:
+        reference = self.reference
+        assert reference is not None
+        reference.load(dict(zip(self.keys, before, strict=True)))
+        expected_outputs, expected_grads = reference.gradients()
+        verdict = Verdict(self.args.tolerance)
+        verdict.compare("loss", "loss", got_outputs[0], expected_outputs[0])
+        for i, (got, expected) in enumerate(zip(got_outputs[1:], expected_outputs[1:], strict=False)):
+            verdict.compare("outputs", f"output {i + 1}", got, expected)
+        floor = NOISE_FLOOR * largest([expected_grads.get(k) for k in self.keys])
+        for key, got in zip(self.keys, got_grads, strict=True):
+            verdict.compare("gradients", f"gradient of '{key}'", got, expected_grads.get(key), floor)
+        reference.update(dict(zip(self.keys, got_grads, strict=True)))
+        for key, got in zip(self.keys, got_weights, strict=True):
+            verdict.compare("weights", f"'{key}' after the update", got, reference.weight(key))
+        loss, expected = got_outputs[0].item(), expected_outputs[0].item()
+        print(f"step {step + 1}: loss {loss:.6f} (reference {expected:.6f}); {verdict.summary()}", flush=True)
+        return verdict.failure
+
+    def report_timing(self, times: list[float]) -> None:
+        warmup = min(self.args.warmup, len(times) - 1)
+        slowest = torch.tensor(times, dtype=torch.float64, device=self.device)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)  # a step lasts until its slowest rank is done
+        timed = slowest[warmup:].tolist()
+        if self.rank != 0:
+            return
+        mean = statistics.fmean(timed)
+        result = {
+            "ms_per_iteration": mean * 1e3,
+            "median_ms": statistics.median(timed) * 1e3,
+            "min_ms": min(timed) * 1e3,
+            "samples_per_s": self.plan.samples / mean,
+            "steps": len(timed),
+            "warmup": warmup,
+        }
+        note = " (the --check work runs after the clock stops)" if self.args.check else ""
+        print(
+            f"timing: {result['ms_per_iteration']:.2f} ms/iteration (median {result['median_ms']:.2f}, "
+            f"min {result['min_ms']:.2f}) over {len(timed)} step(s) after {warmup} warm-up, "
+            f"{result['samples_per_s']:.1f} samples/s{note}",
+            flush=True,
+        )
+        if self.args.json:
+            with open(self.args.json, "w") as f:
+                json.dump(result, f, indent=2)

@@ -1,0 +1,219 @@
+"""Baselines on the same cost model as the search (Unity §6 compares against these).
+
+* `data_parallel`: every op that can runs on its batch (dim 0) sharded over all devices, with
+  its weights replicated (their gradients all-reduced); an op that cannot (batch norm keeps
+  exact batch statistics) takes the first other N-way form it accepts (e.g. channels), else
+  runs unsharded.
+* `megatron`: tensor parallelism within a node, data parallelism across nodes: linears
+  alternate column- and row-parallel (a row-parallel linear follows one whose output is sharded
+  on its last dim), attention is split by heads, element-wise ops keep their input's sharding,
+  everything else is data parallel and replicated in the tensor-parallel group. Every tensor-
+  parallel degree dividing a node is tried; the fastest plan wins.
+* `sequential` (Unity's ablation, TASO then FlexFlow): the algebraic rules (those whose target
+  has no parallel op) optimize the graph for one device first, then the search parallelizes the
+  result with the parallelization rules only.
+* `exhaustive`: every graph the rules reach (no pruning), each mapped by the DP; for small
+  graphs only.
+
+Every baseline ends with the machine-mapping DP choosing views, and is priced by `estimate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from unityc.cost.estimate import Estimate, compute_model, estimate_graph
+from unityc.cost.profile import ProfileCache
+from unityc.graph import Graph
+from unityc.machine.spec import Machine
+from unityc.rewrites.match import CompiledRule
+from unityc.rewrites.terms import App, subterms
+from unityc.search.mapping import Mapped, Mapper, MappingOptions
+from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
+from unityc.search.strategies import data_parallel_graph, megatron_graph, tensor_degrees
+from unityc.search.substitution import neighbours
+from unityc.search.unity import UnityOptions, UnityResult, strip_views, unity_search
+from unityc.search.views import Block, to_attr
+
+BASELINES = ("data-parallel", "megatron", "sequential", "exhaustive")
+
+
+@dataclass
+class Plan:
+    name: str
+    graph: Graph
+    """Mapped: every node carries a view."""
+    estimate: Estimate
+    mapped: Mapped
+    note: str = ""
+
+
+def finish(
+    name: str,
+    graph: Graph,
+    machine: Machine,
+    options: UnityOptions,
+    profile: ProfileCache | None,
+    note: str = "",
+) -> Plan:
+    """Fuse collectives, map with the DP, estimate."""
+    plan = fuse_collectives(reduce_loss(simplify(graph)))
+    mapper = Mapper(machine, compute_model(options.cost, profile), options.optimizer, _mapping(options))
+    mapped = mapper.map(plan)
+    if not mapped.feasible:
+        raise ValueError(f"{name}: the plan has no feasible machine mapping")
+    for nid, view in mapped.views.items():
+        plan.with_view(nid, to_attr(view, machine))
+    return Plan(
+        name, plan, estimate_graph(plan, machine, options.cost, options.optimizer, profile), mapped, note
+    )
+
+
+def _mapping(options: UnityOptions) -> MappingOptions:
+    return MappingOptions(options.sync_weight, side_by_side=options.side_by_side)
+
+
+# --- data parallel ----------------------------------------------------------------------------
+
+
+def data_parallel(
+    graph: Graph, machine: Machine, options: UnityOptions | None = None, profile: ProfileCache | None = None
+) -> Plan:
+    options = options or UnityOptions()
+    n = machine.num_devices
+    return finish(
+        "data-parallel", data_parallel_graph(strip_views(graph), n), machine, options, profile, f"{n}-way"
+    )
+
+
+# --- megatron ---------------------------------------------------------------------------------
+
+
+def megatron(
+    graph: Graph, machine: Machine, options: UnityOptions | None = None, profile: ProfileCache | None = None
+) -> Plan:
+    options = options or UnityOptions()
+    n = machine.num_devices
+    best: Plan | None = None
+    for t in tensor_degrees(machine) or [1]:
+        plan = finish(
+            "megatron",
+            megatron_graph(strip_views(graph), n // t, t),
+            machine,
+            options,
+            profile,
+            f"{n // t}x{t}",
+        )
+        if best is None or plan.estimate.iteration_s < best.estimate.iteration_s:
+            best = plan
+    assert best is not None
+    return replace(best, note=f"data {best.note.split('x')[0]} x tensor {best.note.split('x')[1]}")
+
+
+# --- sequential (TASO, then parallelization) -------------------------------------------------
+
+
+def is_algebraic(rule: CompiledRule) -> bool:
+    """Whether a rule's target has no parallel op (an algebraic rewrite)."""
+    return not any(
+        isinstance(t, App) and t.op.startswith("parallel.") for term in rule.target for t in subterms(term)
+    )
+
+
+def sequential(
+    graph: Graph,
+    machine: Machine,
+    rules: Sequence[CompiledRule],
+    options: UnityOptions | None = None,
+    profile: ProfileCache | None = None,
+) -> Plan:
+    from unityc.search.substitution import SubstitutionOptions, best_first
+
+    options = options or UnityOptions()
+    algebraic = [r for r in rules if is_algebraic(r)]
+    parallel = [r for r in rules if not is_algebraic(r)]
+    start = strip_views(graph)
+    mapper = Mapper(machine, compute_model(options.cost, profile), options.optimizer, _mapping(options))
+    one = Block(0, 1)
+
+    def price(g: Graph) -> Mapped:
+        return mapper.map(g, block=one)
+
+    budget = options.budget if options.budget is None else options.budget * max(1, len(start.nodes) // 12)
+    rewritten = best_first(start, price, algebraic, (), SubstitutionOptions(options.alpha, budget)).best.graph
+    result = unity_search(rewritten, machine, parallel, options, profile)
+    return Plan(
+        "sequential", result.plan, result.estimate, result.mapped, f"{len(algebraic)} algebraic rules first"
+    )
+
+
+# --- exhaustive ------------------------------------------------------------------------------
+
+EXHAUSTIVE_LIMIT = 20_000
+
+
+def exhaustive(
+    graph: Graph,
+    machine: Machine,
+    rules: Sequence[CompiledRule],
+    options: UnityOptions | None = None,
+    profile: ProfileCache | None = None,
+    limit: int = EXHAUSTIVE_LIMIT,
+) -> Plan:
+    """The best of every graph the rules reach (raises ValueError past `limit` graphs)."""
+    from unityc.search.unity import default_degrees
+
+    options = options or UnityOptions()
+    degrees = options.degrees or default_degrees(machine)
+    mapper = Mapper(machine, compute_model(options.cost, profile), options.optimizer, _mapping(options))
+    start = simplify(strip_views(graph))
+    seen = {start.structural_hash()}
+    frontier = [start]
+    best: tuple[float, Graph] | None = None
+    while frontier:
+        g = frontier.pop()
+        mapped = mapper.map(fuse_collectives(g))
+        if mapped.feasible and (best is None or mapped.objective < best[0]):
+            best = (mapped.objective, g)
+        for new in neighbours(g, rules, degrees, (), machine.num_devices):
+            digest = new.structural_hash()
+            if digest in seen:
+                continue
+            seen.add(digest)
+            if len(seen) > limit:
+                raise ValueError(f"exhaustive: more than {limit} graphs reachable; use the search")
+            frontier.append(new)
+    assert best is not None
+    return finish("exhaustive", best[1], machine, options, profile, f"{len(seen)} graphs")
+
+
+def run_baseline(
+    name: str,
+    graph: Graph,
+    machine: Machine,
+    rules: Sequence[CompiledRule],
+    options: UnityOptions | None = None,
+    profile: ProfileCache | None = None,
+) -> Plan:
+    if name == "data-parallel":
+        return data_parallel(graph, machine, options, profile)
+    if name == "megatron":
+        return megatron(graph, machine, options, profile)
+    if name == "sequential":
+        return sequential(graph, machine, rules, options, profile)
+    if name == "exhaustive":
+        return exhaustive(graph, machine, rules, options, profile)
+    raise ValueError(f"unknown baseline '{name}' (known: {', '.join(BASELINES)})")
+
+
+__all__ = [
+    "BASELINES",
+    "Plan",
+    "UnityResult",
+    "data_parallel",
+    "exhaustive",
+    "megatron",
+    "run_baseline",
+    "sequential",
+]

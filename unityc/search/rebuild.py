@@ -1,0 +1,199 @@
+"""Rebuilding a graph op by op with chosen parallel forms (what the baselines are made of).
+
+`rebuild(graph, propose)` walks the graph in topological order. For each op, `propose` lists
+operand types in order of preference; the first the op accepts (by the dialect's inference) is
+used: each operand is brought to its type by parallel ops (`convert`), and a weight, input or
+constant read for the first time simply takes the type (it is loaded that way). An op none of
+whose proposals applies runs on unsharded operands. Parallel ops of the input graph are dropped
+(they do not change the value; readers convert from whatever their operand holds).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from unityc.dialects.forms import FormError
+from unityc.dialects.pcg_types import TensorType
+from unityc.graph import Graph, Node, Ref, canonical_attrs, infer_types
+
+Proposal = tuple[TensorType | None, ...]
+RESHAPING = ("parallel.pipeline", "parallel.batch")
+"""Parallel ops that change the logical shape (others leave the value as it is)."""
+
+
+@dataclass(frozen=True)
+class Operand:
+    """What `propose` knows of one operand."""
+
+    logical: TensorType | None
+    """Its unsharded type (None: an absent optional operand)."""
+    current: TensorType | None
+    """Its type now (None: a source not read yet, free to take any type)."""
+    source: str | None
+    """The source op reading it ('pcg.weight', 'pcg.input', 'pcg.constant'), or None."""
+    batched: bool = False
+    """Whether its dim 0 runs over the batch (a multiple of the batch size, from an input)."""
+
+
+Propose = Callable[[Node, Sequence[Operand]], Sequence[Proposal]]
+
+
+@lru_cache(maxsize=100_000)
+def unsharded(t: TensorType) -> TensorType:
+    return TensorType(t.shape, t.element_type)
+
+
+def with_degrees(
+    t: TensorType, shard: dict[int, int] | None = None, copy: int = 1, sum_: int = 1
+) -> TensorType | None:
+    """`t`'s shape with these degrees, or None if a degree does not divide its dim."""
+    return _with_degrees(t, tuple(sorted((shard or {}).items())), copy, sum_)
+
+
+@lru_cache(maxsize=100_000)
+def _with_degrees(
+    t: TensorType, shard: tuple[tuple[int, int], ...], copy: int, sum_: int
+) -> TensorType | None:
+    degrees = [1] * t.rank
+    for d, k in shard:
+        if not 0 <= d < t.rank or t.shape[d] % k:
+            return None
+        degrees[d] = k
+    return TensorType(t.shape, t.element_type, degrees, sum_, copy)
+
+
+def convert(graph: Graph, ref: Ref, want: TensorType) -> Ref:
+    """Parallel ops taking `ref` to type `want` (raises ValueError if copies would be lost)."""
+    t = graph.type_of(ref)
+    if t == want:
+        return ref
+    x = ref
+    if t.copy_degree > want.copy_degree or want.copy_degree % t.copy_degree:
+        raise ValueError(f"cannot bring {t} to {want}: copies cannot be dropped")
+    if t.sum_degree > 1:
+        (x,) = graph.add("parallel.reduce", [x], degree=t.sum_degree)
+    for d, (have, need) in enumerate(zip(t.shard, want.shard, strict=True)):
+        if have > 1 and have != need and need % have:  # combine (all, or down to a divisor of need)
+            step = have // need if have % need == 0 else have
+            (x,) = graph.add("parallel.combine", [x], dim=d, degree=step)
+    for d, need in enumerate(want.shard):
+        have = graph.type_of(x).shard[d]
+        if need > have:
+            (x,) = graph.add("parallel.partition", [x], dim=d, degree=need // have)
+    copies = want.copy_degree // graph.type_of(x).copy_degree
+    if copies > 1:
+        (x,) = graph.add("parallel.replicate", [x], degree=copies)
+    if graph.type_of(x) != want:
+        raise ValueError(f"cannot bring {t} to {want}")
+    return x
+
+
+def _reachable(operand: Operand, want: TensorType | None) -> bool:
+    """Whether parallel ops can bring the operand to `want` (copies cannot be dropped)."""
+    have = operand.current
+    if have is None or want is None:
+        return True
+    return want.copy_degree % have.copy_degree == 0
+
+
+def _accepts(node: Node, types: Proposal) -> bool:
+    try:
+        infer_types(node.op, node.attrs, types)
+    except FormError:
+        return False
+    return True
+
+
+def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph:
+    """`graph` with every op in the first proposed form it accepts (see the module docstring).
+    Sources in `keep` keep their type (they are converted for their readers instead)."""
+    out = Graph(module_attrs=dict(graph.module_attrs), next_id=graph.next_id)  # sources keep their ids
+    refs: dict[Ref, Ref] = {}
+    users = graph.users()
+    batched = batch_tensors(graph)
+    for nid in graph.topological():
+        node = graph.nodes[nid]
+        if node.is_source:
+            continue
+        if node.op.startswith("parallel.") and node.op not in RESHAPING:  # same value: readers convert
+            (r,) = node.operand_refs()
+            if r not in refs:
+                source = graph.nodes[r[0]]
+                out.nodes[r[0]] = Node(source.op, (), source.attrs, source.types, None, source.hint)
+                refs[r] = r
+            refs[(nid, 0)] = refs[r]
+            continue
+        operands = [_operand(graph, out, refs, r, batched, keep) for r in node.operands]
+        chosen: Proposal | None = None
+        for proposal in propose(node, operands):
+            if len(proposal) != len(operands) or not all(map(_reachable, operands, proposal)):
+                continue
+            if _accepts(node, proposal):
+                chosen = proposal
+                break
+        if chosen is None:  # unsharded, as many copies as the most replicated operand has
+            copies = math.lcm(*(o.current.copy_degree for o in operands if o.current is not None))
+            chosen = tuple(
+                None
+                if o.logical is None
+                else TensorType(o.logical.shape, o.logical.element_type, None, 1, copies)
+                for o in operands
+            )
+        args: list[Ref | None] = []
+        for r, want in zip(node.operands, chosen, strict=True):
+            if r is None or want is None:
+                args.append(None)
+            elif r not in refs:  # a source read for the first time (by its only reader) takes its type
+                source = graph.nodes[r[0]]
+                own = want if len(users[r[0]]) == 1 and r[0] not in keep else source.types[0]
+                out.nodes[r[0]] = Node(source.op, (), source.attrs, (own,), None, source.hint)  # same id
+                refs[r] = r
+                args.append(convert(out, r, want))
+            else:
+                args.append(convert(out, refs[r], want))
+        canonical = canonical_attrs(node.op, dict(node.attrs))
+        types = infer_types(node.op, canonical, tuple(None if a is None else out.type_of(a) for a in args))
+        for i, ref in enumerate(out.add_node(Node(node.op, tuple(args), canonical, types))):
+            refs[(nid, i)] = ref
+    for r in graph.outputs:
+        if r not in refs:  # an output that is a source
+            out.nodes[r[0]] = graph.nodes[r[0]]
+            refs[r] = r
+    out.outputs = tuple(refs[r] for r in graph.outputs)
+    return out
+
+
+def _operand(
+    graph: Graph, out: Graph, refs: dict[Ref, Ref], r: Ref | None, batched: set[Ref], keep: Collection[int]
+) -> Operand:
+    if r is None:
+        return Operand(None, None, None)
+    node = graph.nodes[r[0]]
+    current = out.type_of(refs[r]) if r in refs else graph.type_of(r) if r[0] in keep else None
+    return Operand(unsharded(graph.type_of(r)), current, node.op if node.is_source else None, r in batched)
+
+
+def batch_tensors(graph: Graph) -> set[Ref]:
+    """Tensors whose dim 0 runs over the batch: inputs whose dim 0 is the batch size (that of
+    the first input), and results of ops reading one whose dim 0 is a multiple of it."""
+    order = graph.topological()
+    inputs = [
+        graph.nodes[n] for n in order if graph.nodes[n].op == "pcg.input" and graph.nodes[n].types[0].rank
+    ]
+    if not inputs:
+        return set()
+    batch = inputs[0].types[0].shape[0]
+    found: set[Ref] = set()
+    for nid in order:
+        node = graph.nodes[nid]
+        if node.op == "pcg.input":
+            if node.types[0].rank and node.types[0].shape[0] == batch:
+                found.add((nid, 0))
+            continue
+        if node.is_source or not any(r in found for r in node.operand_refs()):
+            continue
+        found.update((nid, i) for i, t in enumerate(node.types) if t.rank and t.shape[0] % batch == 0)
+    return found

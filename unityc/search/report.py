@@ -1,0 +1,212 @@
+"""The plan report: what the search found, next to the baselines and the roofline bound.
+
+`render` gives the text printed at the end of `--unity-search`; `to_json` the same as a JSON
+document (`--report plan.json`). Both read a `PlanReport`: the searched plan's `Estimate`, the
+search's statistics, and the baselines' estimates on the same cost model.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from unityc.cost.estimate import Estimate
+from unityc.cost.report import table
+from unityc.cost.units import format_bytes, format_time
+from unityc.graph import Graph
+from unityc.search.unity import SearchReport
+from unityc.search.views import task_degrees
+
+
+@dataclass
+class BaselineRow:
+    name: str
+    note: str
+    estimate: Estimate | None
+    error: str = ""
+
+
+@dataclass
+class PlanReport:
+    machine: str
+    plan: Graph
+    estimate: Estimate
+    search: SearchReport
+    source: str = "search"
+    """Which plan was returned: the search's, or a baseline that beat it."""
+    baselines: list[BaselineRow] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def degrees_text(degrees: tuple[int, ...]) -> str:
+    """`shard [8, 1], sum 2, copy 3` (unsharded: `1`)."""
+    *shard, total, copy = degrees
+    parts = []
+    if any(k > 1 for k in shard):
+        parts.append(f"shard [{', '.join(map(str, shard))}]")
+    if total > 1:
+        parts.append(f"sum {total}")
+    if copy > 1:
+        parts.append(f"copy {copy}")
+    return ", ".join(parts) or "1"
+
+
+def mapping_summary(plan: Graph, estimate: Estimate) -> list[dict[str, Any]]:
+    """Per op kind: how many ops, in which parallel configurations, on how many devices."""
+    devices = {row.name: row.devices for row in estimate.rows}
+    order = plan.topological()
+    kinds: dict[str, Counter[str]] = {}
+    spread: dict[str, list[int]] = {}
+    for index, nid in enumerate(order):
+        node = plan.nodes[nid]
+        kinds.setdefault(node.op, Counter())[degrees_text(task_degrees(node.types[0]))] += 1
+        name = node.hint or f"{index}"
+        spread.setdefault(node.op, []).append(len(devices.get(name, ())))
+    rows = []
+    for op, configs in sorted(kinds.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
+        used = spread[op]
+        rows.append(
+            {
+                "kind": op,
+                "count": sum(configs.values()),
+                "configurations": dict(configs.most_common()),
+                "devices_min": min(used),
+                "devices_max": max(used),
+            }
+        )
+    return rows
+
+
+def _configs(configs: dict[str, int], limit: int = 3) -> str:
+    items = list(configs.items())
+    text = ", ".join(f"{k} x{n}" for k, n in items[:limit])
+    return text + (f", +{len(items) - limit} more" if len(items) > limit else "")
+
+
+def render(r: PlanReport) -> str:
+    e = r.estimate
+    s = r.search
+    busiest = max(e.devices, key=lambda d: d.memory.total)
+    out = [
+        f"unity-search: {e.machine.summary()}",
+        f"cost model: {e.cost}, optimizer: {e.optimizer}",
+        f"search: {s.segments} segment(s), {s.searches} searched, {s.reused} reused; {s.priced} candidates "
+        f"priced, {s.expanded} expanded; {s.seconds:.1f} s"
+        + (
+            f"; stopped by {', '.join(f'{k} ({n})' for k, n in sorted(s.stopped.items()))}"
+            if s.stopped
+            else ""
+        ),
+    ]
+    if len(s.rounds) > 1:
+        rounds = "; ".join(
+            f"weight {w:.3g}: peak {format_bytes(p)}{' fits' if ok else ''}" for w, p, ok in s.rounds
+        )
+        out.append(f"memory rounds: {rounds}")
+    fits = "fits" if e.fits else "DOES NOT FIT"
+    out += [
+        "",
+        f"plan ({r.source}): iteration time {format_time(e.iteration_s)} "
+        f"(forward {format_time(e.forward_s)}, backward {format_time(e.backward_s - e.forward_s)}, "
+        f"gradient sync + update {format_time(e.update_s)})",
+        f"memory per device: peak {format_bytes(busiest.memory.total)} on device {busiest.device} of "
+        f"{format_bytes(busiest.capacity)} ({fits}); lowest "
+        f"{format_bytes(min(d.memory.total for d in e.devices))}; {len(e.devices)} device(s) used",
+        f"roofline bound: {format_time(e.roofline_s)}; plan / bound = {e.roofline_ratio:.2f}x",
+    ]
+    if r.baselines:
+        out += ["", "baselines (same cost model):"]
+        rows = []
+        for b in r.baselines:
+            if b.estimate is None:
+                rows.append([b.name, b.note, "-", "-", "-", b.error])
+                continue
+            speedup = b.estimate.iteration_s / e.iteration_s if e.iteration_s else float("inf")
+            rows.append(
+                [
+                    b.name,
+                    b.note,
+                    format_time(b.estimate.iteration_s),
+                    format_bytes(b.estimate.peak_memory),
+                    f"{speedup:.2f}x",
+                    "fits" if b.estimate.fits else "does not fit",
+                ]
+            )
+        out += [
+            "  " + line
+            for line in table(["baseline", "", "iteration", "peak memory", "plan speedup", ""], rows)
+        ]
+    out += ["", "mapping summary:"]
+    rows = [
+        [
+            row["kind"],
+            str(row["count"]),
+            _configs(row["configurations"]),
+            f"{row['devices_min']}-{row['devices_max']}",
+        ]
+        for row in mapping_summary(r.plan, e)
+    ]
+    out += [
+        "  " + line
+        for line in table(["op", "count", "parallel configurations (task space)", "devices"], rows)
+    ]
+    out += [f"note: {n}" for n in e.notes if not n.startswith("device ")]
+    return "\n".join(out) + "\n"
+
+
+def _estimate_json(e: Estimate) -> dict[str, Any]:
+    return {
+        "iteration_s": e.iteration_s,
+        "forward_s": e.forward_s,
+        "backward_s": e.backward_s,
+        "peak_memory_bytes": e.peak_memory,
+        "fits": e.fits,
+        "roofline_s": e.roofline_s,
+        "roofline_ratio": e.roofline_ratio,
+        "devices_used": len(e.devices),
+    }
+
+
+def to_json(r: PlanReport) -> dict[str, Any]:
+    e = r.estimate
+    s = r.search
+    return {
+        "machine": r.machine,
+        "devices": e.machine.num_devices,
+        "cost": e.cost,
+        "optimizer": e.optimizer,
+        "options": r.options,
+        "source": r.source,
+        "search": {
+            "seconds": s.seconds,
+            "segments": s.segments,
+            "searched": s.searches,
+            "reused": s.reused,
+            "priced": s.priced,
+            "expanded": s.expanded,
+            "stopped": s.stopped,
+            "memory_rounds": [{"weight": w, "peak_memory_bytes": p, "fits": ok} for w, p, ok in s.rounds],
+        },
+        "plan": _estimate_json(e),
+        "memory_per_device": [
+            {
+                "device": d.device,
+                "kind": d.kind,
+                "total_bytes": d.memory.total,
+                "weights_bytes": d.memory.weights,
+                "gradients_bytes": d.memory.gradients,
+                "optimizer_bytes": d.memory.optimizer,
+                "activations_bytes": d.memory.activations,
+                "buffers_bytes": d.memory.buffers,
+                "capacity_bytes": d.capacity,
+                "busy_s": d.busy_s,
+            }
+            for d in e.devices
+        ],
+        "baselines": {
+            b.name: {"note": b.note, **(_estimate_json(b.estimate) if b.estimate else {"error": b.error})}
+            for b in r.baselines
+        },
+        "mapping": mapping_summary(r.plan, e),
+    }

@@ -1,0 +1,160 @@
+"""Parallel-op identities on `Graph`: what lets sharding propagate between rewritten ops.
+
+A parallelization rule wraps one op (`relu(x) => combine(relu(partition(x)))`); the identities
+below then cancel what two neighbouring wraps leave between them, so a sharded tensor flows from
+op to op without moving. They are the dialect's canonicalization patterns
+(`dialects/canonicalization/parallel.py`) plus what those imply, applied to a `Graph`:
+
+* inverse pairs: `combine[d, a](partition[d, b](x))` is `x` (a = b), `partition[d, b/a](x)`
+  (a | b) or `combine[d, a/b](x)` (b | a); likewise `partition[d, a](combine[d, b](x))`;
+  `batch(pipeline(x))` and `pipeline(batch(x))` on the same dim and degree;
+* merges: `partition(partition)` (same dim), `combine(combine)`, `replicate(replicate)`,
+  `reduce(reduce)` become one op with the product of the degrees;
+* sources: a partition, combine or replicate of a weight, input or constant that nothing else
+  reads becomes that source with the new type (a weight held sharded or in copies is loaded that
+  way, with no communication); `keep` names sources that must keep their type.
+
+`fuse_collectives` rewrites the pairs that one collective does at once (the `fuse-collectives`
+pass on a Graph): reduce then replicate is an all_reduce, reduce then partition a
+reduce_scatter, combine then replicate an all_gather, combine then partition on another dim an
+all_to_all; the first op must have no other reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from unityc.dialects.forms import FormError
+from unityc.graph import Graph, Node, Ref, canonical_attrs, infer_types
+
+FOLD_INTO_SOURCE = ("parallel.partition", "parallel.combine", "parallel.replicate")
+MERGEABLE = ("parallel.partition", "parallel.combine", "parallel.replicate", "parallel.reduce")
+_INVERSE = {
+    "parallel.partition": "parallel.combine",
+    "parallel.combine": "parallel.partition",
+    "parallel.pipeline": "parallel.batch",
+    "parallel.batch": "parallel.pipeline",
+}
+
+
+def _rewrite(graph: Graph, node: Node, inner: Node, users: dict[int, list[int]], keep: Collection[int]) -> (
+    tuple[str, Ref | Node] | None
+):  # fmt: skip
+    """What `node` (reading `inner`'s result) becomes: ("ref", tensor) to read another tensor
+    instead, ("node", node) to be replaced by a new node; None if no identity applies."""
+    (source,) = node.operand_refs()
+    x = inner.operands[0] if inner.operands else None
+    dim, inner_dim = node.attr("dim"), inner.attr("dim")
+    a, b = node.attr("degree"), inner.attr("degree")
+    if inner.op == _INVERSE.get(node.op) and dim == inner_dim and x is not None:
+        if a == b:
+            return "ref", x
+        if node.op in ("parallel.combine", "parallel.partition"):
+            if b % a == 0:  # part of the inner op survives
+                return "node", _built(graph, inner.op, x, dim=dim, degree=b // a)
+            if a % b == 0:
+                return "node", _built(graph, node.op, x, dim=dim, degree=a // b)
+    if node.op == inner.op and node.op in MERGEABLE and dim == inner_dim and len(users[source[0]]) == 1:
+        assert x is not None
+        attrs = {"degree": a * b} if dim is None else {"dim": dim, "degree": a * b}
+        return "node", _built(graph, node.op, x, **attrs)
+    if (
+        node.op in FOLD_INTO_SOURCE
+        and inner.is_source
+        and source[0] not in keep
+        and len(users[source[0]]) == 1
+    ):
+        return "node", Node(inner.op, (), inner.attrs, node.types, None, inner.hint)
+    return None
+
+
+def _built(graph: Graph, op: str, x: Ref, **attrs: int) -> Node:
+    """A node of `op` reading `x` (raises FormError if it does not apply)."""
+    canonical = canonical_attrs(op, attrs)
+    return Node(op, (x,), canonical, infer_types(op, canonical, (graph.type_of(x),)))
+
+
+def simplify(graph: Graph, keep: Collection[int] = ()) -> Graph:
+    """Applies the identities until none applies, then drops dead nodes (in place).
+
+    One pass in topological order suffices: an identity changes a node and whom it reads, which
+    can only enable identities at that node (tried again) or at its readers (visited later)."""
+    users = graph.users()
+    for nid in graph.topological():
+        while True:
+            node = graph.nodes.get(nid)
+            if node is None or not node.op.startswith("parallel."):
+                break
+            (source,) = node.operand_refs()
+            try:
+                outcome = _rewrite(graph, node, graph.nodes[source[0]], users, keep)
+            except FormError:
+                break
+            if outcome is None:
+                break
+            kind, value = outcome
+            if kind == "ref":
+                assert isinstance(value, tuple)
+                graph.redirect({(nid, 0): value})
+                users = graph.prune().users()  # dead readers must not count as users
+                break  # nid is now dead (or an output alias); its readers come later
+            assert isinstance(value, Node)
+            graph.nodes[nid] = Node(value.op, value.operands, value.attrs, value.types, None, node.hint)
+            users = graph.prune().users()
+    graph.prune()
+    return graph
+
+
+def reduce_loss(graph: Graph) -> Graph:
+    """The loss (the first output) as whole values: partial sums reduced (in place)."""
+    if not graph.outputs:
+        return graph
+    loss = graph.outputs[0]
+    t = graph.type_of(loss)
+    if t.sum_degree > 1:
+        (total,) = graph.add("parallel.reduce", [loss], degree=t.sum_degree)
+        graph.outputs = (total, *graph.outputs[1:])
+    return graph
+
+
+_FUSED = {
+    ("parallel.reduce", "parallel.replicate"): "parallel.all_reduce",
+    ("parallel.reduce", "parallel.partition"): "parallel.reduce_scatter",
+    ("parallel.combine", "parallel.replicate"): "parallel.all_gather",
+    ("parallel.combine", "parallel.partition"): "parallel.all_to_all",
+}
+
+
+def fuse_collectives(graph: Graph) -> Graph:
+    """A copy of `graph` with pairs of parallel ops fused into collectives."""
+    out = graph.copy()
+    users = out.users()
+    for nid in out.topological():
+        node = out.nodes.get(nid)
+        if node is None or node.op not in ("parallel.replicate", "parallel.partition"):
+            continue
+        (source,) = node.operand_refs()
+        first = out.nodes[source[0]]
+        fused = _FUSED.get((first.op, node.op))
+        if fused is None or len(users[source[0]]) != 1 or source in out.outputs:
+            continue
+        if first.attr("degree") != node.attr("degree"):
+            continue
+        x = first.operands[0]
+        assert x is not None
+        n = node.attr("degree")
+        match fused:
+            case "parallel.all_reduce":
+                attrs = {"degree": n}
+            case "parallel.reduce_scatter":
+                attrs = {"dim": node.attr("dim"), "degree": n}
+            case "parallel.all_gather":
+                attrs = {"dim": first.attr("dim"), "degree": n}
+            case _:
+                if first.attr("dim") == node.attr("dim"):
+                    continue
+                attrs = {"src": first.attr("dim"), "dst": node.attr("dim"), "degree": n}
+        new = _built(out, fused, x, **attrs)
+        out.nodes[nid] = Node(new.op, new.operands, new.attrs, new.types, node.view, node.hint)
+        del out.nodes[source[0]]
+    return out

@@ -1,0 +1,389 @@
+"""Unity's joint search (§5): splitting, substitution search per segment, machine mapping.
+
+1. The graph is cut into segments of about `split_size` ops (`split.py`).
+2. For every segment and every partitioning of the tensor entering it, a best-first
+   substitution search (`substitution.py`) explores rewritten versions of the segment, each
+   priced by the machine-mapping DP (`mapping.py`). Segments equal up to weight names are
+   searched once.
+3. For every partitioning of the tensor leaving the segment, the best explored candidate is
+   brought to it (`split.with_boundary`) with the boundary's view fixed; a dynamic program over
+   the chain of segments picks the partitioning of every cut.
+4. The chosen candidates are stitched together, simplified across the cuts, collectives are
+   fused, and the DP maps the whole plan; `estimate` prices it (what the report shows).
+
+Memory: the DP charges `memory_weight` seconds per byte of its per-device memory bound. The
+first round charges nothing; while the plan does not fit (by `estimate`), the search runs again
+with a growing weight. A plan that does not fit is never returned as fitting: the result says
+whether it fits.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from unityc.cost.estimate import Estimate, compute_model, estimate_graph
+from unityc.cost.profile import ProfileCache
+from unityc.dialects.pcg_types import TensorType
+from unityc.graph import Graph, Node, Ref
+from unityc.machine.spec import Machine
+from unityc.rewrites.match import CompiledRule
+from unityc.search.mapping import Mapped, Mapper, MappingOptions
+from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
+from unityc.search.split import (
+    BOUNDARY_KEY,
+    SegmentGraph,
+    blocked_matches,
+    choose_cuts,
+    cut_points,
+    partitionings,
+    segment_graph,
+    segments,
+    shared_sources,
+    with_boundary,
+)
+from unityc.search.strategies import data_parallel_graph, megatron_graph, tensor_degrees
+from unityc.search.substitution import Candidate, SearchStats, SubstitutionOptions, best_first
+from unityc.search.views import canonical_view, to_attr
+
+MEMORY_WEIGHTS = (1.0, 10.0, 100.0, 1e3, 1e4, 1e5)
+"""Memory rounds after the first: multiples of (iteration time / device capacity) per byte."""
+
+
+@dataclass(frozen=True)
+class UnityOptions:
+    alpha: float = 1.05
+    budget: int | None = 24
+    """Expansions per segment search (None: until the queue empties)."""
+    split_size: int = 12
+    time_limit: float | None = None
+    """Seconds for the whole search; searches still running then stop at their best."""
+    degrees: tuple[int, ...] | None = None
+    """Parallel degrees the rules may use (default: `default_degrees`)."""
+    cost: str = "roofline"
+    optimizer: str = "sgd"
+    memory_check: bool = True
+    sync_weight: float = 0.5
+    side_by_side: bool = True
+    per_output: int = 2
+    """Candidates kept per output partitioning of a segment (besides the best few overall)."""
+    seeds: bool = True
+    """Whether segment searches also start from data-parallel and Megatron-style versions."""
+    beam: float = 1.5
+    """Partitionings of a cut are searched onwards only if the best way to reach them costs at
+    most `beam` x the best way to reach the cut (inf: all of them)."""
+
+
+def default_degrees(machine: Machine) -> tuple[int, ...]:
+    """Degrees worth trying on `machine`: all its devices, a node, the node count, 2; all
+    divisors on machines of up to 8 devices."""
+    n = machine.num_devices
+    divisors = [d for d in range(2, n + 1) if n % d == 0]
+    if n <= 8:
+        return tuple(divisors)
+    per_node = machine.nodes[0].num_devices
+    wanted = {n, per_node, n // per_node if n % per_node == 0 else 1, 2}
+    return tuple(d for d in divisors if d in wanted)
+
+
+@dataclass
+class SearchReport:
+    seconds: float = 0.0
+    segments: int = 0
+    searches: int = 0
+    reused: int = 0
+    priced: int = 0
+    expanded: int = 0
+    stopped: dict[str, int] = field(default_factory=dict)
+    rounds: list[tuple[float, float, bool]] = field(default_factory=list)
+    """Per memory round: (memory weight, peak bytes of its plan, whether it fits)."""
+
+
+@dataclass
+class UnityResult:
+    plan: Graph
+    """The mapped plan: every node carries a machine view."""
+    estimate: Estimate
+    mapped: Mapped
+    fits: bool
+    report: SearchReport
+
+
+Progress = Callable[[str, int, int], None]
+"""(what, done, total): called as segment searches finish."""
+
+
+@dataclass
+class _Choice:
+    objective: float
+    graph: Graph
+    mapped: Mapped
+    segment: SegmentGraph
+
+
+class _Run:
+    """One search at one memory weight."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        machine: Machine,
+        rules: Sequence[CompiledRule],
+        options: UnityOptions,
+        mapper: Mapper,
+        deadline: float | None,
+        report: SearchReport,
+        progress: Progress | None,
+    ):
+        self.graph = graph
+        self.machine = machine
+        self.rules = rules
+        self.options = options
+        self.mapper = mapper
+        self.deadline = deadline
+        self.report = report
+        self.progress = progress
+        self.degrees = options.degrees or default_degrees(machine)
+        self.searched: dict[Any, list[Candidate]] = {}
+        self.converted: dict[Any, _Choice | None] = {}
+
+    def run(self) -> tuple[Graph, Mapped]:
+        cuts = choose_cuts(
+            self.graph, cut_points(self.graph), self.options.split_size,
+            blocked_matches(self.graph, self.rules, cut_points(self.graph)),
+        )  # fmt: skip
+        parts = segments(self.graph, cuts)
+        shared = shared_sources(self.graph, parts)
+        self.report.segments = len(parts)
+        boundaries: list[Ref] = [(ops[-1], 0) for ops in parts[:-1]]
+        options: list[list[TensorType | None]] = [[None]]
+        for ref in boundaries:
+            options.append(
+                list(partitionings(self.graph.type_of(ref), self.degrees, self.machine.num_devices))
+            )
+        options.append([None])
+        total = sum(len(options[i]) for i in range(len(parts)))
+        done = 0
+        # best[i][p]: the cheapest way to run segments < i with boundary i-1 partitioned as p
+        best: list[dict[int, tuple[float, list[_Choice]]]] = [{0: (0.0, [])}]
+        for i, ops in enumerate(parts):
+            last = i == len(parts) - 1
+            layer: dict[int, tuple[float, list[_Choice]]] = {}
+            cheapest = min(cost for cost, _ in best[i].values())
+            for a, p_in in enumerate(options[i]):
+                if a not in best[i] or best[i][a][0] > self.options.beam * cheapest:
+                    done += 1
+                    continue
+                before, chosen = best[i][a]
+                seg = segment_graph(self.graph, ops, boundaries[i - 1] if i else None, p_in, shared, last)
+                candidates = self._search(seg)
+                for b, p_out in enumerate(options[i + 1]):
+                    choice = self._convert(seg, candidates, p_in, p_out)
+                    if choice is None:
+                        continue
+                    cost = before + choice.objective
+                    if b not in layer or cost < layer[b][0]:
+                        layer[b] = (cost, [*chosen, choice])
+                done += 1
+                if self.progress is not None:
+                    self.progress(f"segment {i + 1}/{len(parts)}", done, total)
+            if not layer:
+                raise ValueError(f"no candidate of segment {i + 1} reaches any partitioning of its boundary")
+            best.append(layer)
+        _, chain = min(best[-1].values(), key=lambda v: v[0])
+        plan = self._stitch(chain)
+        mapped = self.mapper.map(plan)
+        if not mapped.feasible:
+            raise ValueError("the stitched plan has no feasible mapping")
+        for nid, view in mapped.views.items():
+            plan.with_view(nid, to_attr(view, self.machine))
+        return plan, mapped
+
+    # --- segments ------------------------------------------------------------------------------
+
+    def _fixed(self, seg: SegmentGraph, graph: Graph, last: int | None) -> dict[int, Any]:
+        fixed: dict[int, Any] = {}
+        if seg.boundary is not None:
+            fixed[seg.boundary] = canonical_view(graph.type_of((seg.boundary, 0)).task_degrees())
+        if last is not None:
+            fixed[last] = canonical_view(graph.nodes[last].types[0].task_degrees())
+        return fixed
+
+    def _price(self, seg: SegmentGraph, graph: Graph, last: int | None) -> Mapped:
+        requires = [(seg.boundary, 0)] if seg.boundary is not None else []
+        roots = None if seg.last else graph.outputs[:1]
+        return self.mapper.map(graph, self._fixed(seg, graph, last), requires, roots)
+
+    def _key(self, seg: SegmentGraph) -> Any:
+        return (seg.graph.structural_hash(), tuple(sorted(seg.keep)), seg.last)
+
+    def _search(self, seg: SegmentGraph) -> list[Candidate]:
+        key = self._key(seg)
+        hit = self.searched.get(key)
+        if hit is not None:
+            self.report.reused += 1
+            return hit
+        self.report.searches += 1
+
+        def price(g: Graph) -> Mapped:
+            return self._price(seg, fuse_collectives(g), None)
+
+        options = SubstitutionOptions(self.options.alpha, self.options.budget, self.deadline)
+        starts = [seg.graph, *self._seeds(seg)]
+        devices = self.machine.num_devices
+        outcome = best_first(starts, price, self.rules, self.degrees, options, tuple(seg.keep), devices)
+        self._count(outcome.stats)
+        kept = self._keep(outcome.candidates)
+        self.searched[key] = kept
+        return kept
+
+    def _seeds(self, seg: SegmentGraph) -> list[Graph]:
+        """The segment data parallel and Megatron-style (each tensor degree dividing a node):
+        where the search starts besides the segment as it is."""
+        if not self.options.seeds:
+            return []
+        n = self.machine.num_devices
+        seeds = [data_parallel_graph(seg.graph, n, seg.keep)]
+        seeds += [megatron_graph(seg.graph, n // t, t, seg.keep) for t in tensor_degrees(self.machine)]
+        return seeds
+
+    def _count(self, stats: SearchStats) -> None:
+        self.report.priced += stats.priced
+        self.report.expanded += stats.expanded
+        self.report.stopped[stats.stopped_by] = self.report.stopped.get(stats.stopped_by, 0) + 1
+
+    def _keep(self, candidates: list[Candidate]) -> list[Candidate]:
+        """The best few, and the best `per_output` for each type of the segment's result."""
+        kept: dict[int, Candidate] = {id(c): c for c in candidates[:4]}
+        per_type: dict[TensorType, int] = {}
+        for c in candidates:
+            t = c.graph.type_of(c.graph.outputs[0])
+            if per_type.get(t, 0) < self.options.per_output:
+                per_type[t] = per_type.get(t, 0) + 1
+                kept[id(c)] = c
+        return sorted(kept.values(), key=lambda c: c.objective)
+
+    def _convert(
+        self,
+        seg: SegmentGraph,
+        candidates: list[Candidate],
+        p_in: TensorType | None,
+        p_out: TensorType | None,
+    ) -> _Choice | None:
+        key = (self._key(seg), p_out)
+        if key in self.converted:
+            hit = self.converted[key]
+            return None if hit is None else replace(hit, segment=seg)
+        best: _Choice | None = None
+        for c in candidates:
+            if p_out is None:
+                graph = fuse_collectives(c.graph)
+                mapped = self._price(seg, graph, None)
+            else:
+                converted = with_boundary(c.graph, p_out)
+                if converted is None:
+                    continue
+                graph = fuse_collectives(converted[0])
+                mapped = self._price(seg, graph, graph.outputs[0][0])
+            if mapped.feasible and (best is None or mapped.objective < best.objective):
+                best = _Choice(mapped.objective, graph, mapped, seg)
+        self.converted[key] = best
+        return best
+
+    # --- stitching -----------------------------------------------------------------------------
+
+    def _stitch(self, chain: list[_Choice]) -> Graph:
+        """One graph from the chosen segment candidates: each segment's `@in` becomes the
+        previous segment's result, local source names become the original ones."""
+        plan = Graph(module_attrs=dict(self.graph.module_attrs))
+        sources: dict[tuple[str, str], Ref] = {}
+        previous: Ref | None = None
+        outputs: tuple[Ref, ...] = ()
+        for choice in chain:
+            g, seg = choice.graph, choice.segment
+            refs: dict[Ref, Ref] = {}
+            for nid in g.topological():
+                node = g.nodes[nid]
+                if nid == seg.boundary:
+                    assert previous is not None
+                    refs[(nid, 0)] = previous
+                    continue
+                if node.is_source and node.attr("key") is not None:
+                    key = seg.keys[node.attr("key")]
+                    if nid in seg.keep and (node.op, key) in sources:  # a tied weight: one node
+                        refs[(nid, 0)] = sources[(node.op, key)]
+                        continue
+                    attrs = tuple((k, key if k == "key" else v) for k, v in node.attrs)
+                    (ref,) = plan.add_node(Node(node.op, (), attrs, node.types))
+                    refs[(nid, 0)] = ref
+                    sources[(node.op, key)] = ref
+                    continue
+                operands = tuple(None if r is None else refs[r] for r in node.operands)
+                for i, ref in enumerate(plan.add_node(Node(node.op, operands, node.attrs, node.types))):
+                    refs[(nid, i)] = ref
+            previous = refs[g.outputs[0]]
+            outputs = tuple(refs[r] for r in g.outputs)
+        plan.outputs = outputs
+        return fuse_collectives(reduce_loss(simplify(plan)))
+
+
+def unity_search(
+    graph: Graph,
+    machine: Machine,
+    rules: Sequence[CompiledRule],
+    options: UnityOptions | None = None,
+    profile: ProfileCache | None = None,
+    progress: Progress | None = None,
+) -> UnityResult:
+    """The best plan found for `graph` on `machine` (see the module docstring)."""
+    options = options or UnityOptions()
+    compute = compute_model(options.cost, profile)
+    began = time.monotonic()
+    deadline = began + options.time_limit if options.time_limit is not None else None
+    report = SearchReport()
+    start = strip_views(graph)
+    weights = [0.0]
+    best: UnityResult | None = None
+    smallest: UnityResult | None = None
+    while weights:
+        weight = weights.pop(0)
+        mapping = MappingOptions(options.sync_weight, weight, side_by_side=options.side_by_side)
+        mapper = Mapper(machine, compute, options.optimizer, mapping)
+        plan, mapped = _Run(start, machine, rules, options, mapper, deadline, report, progress).run()
+        estimate = estimate_graph(plan, machine, options.cost, options.optimizer, profile)
+        fits = estimate.fits
+        report.rounds.append((weight, estimate.peak_memory, fits))
+        result = UnityResult(plan, estimate, mapped, fits, report)
+        if smallest is None or estimate.peak_memory < smallest.estimate.peak_memory:
+            smallest = result
+        if fits:
+            best = result
+            break
+        if not options.memory_check:
+            best = result
+            break
+        if weight == 0.0:
+            capacity = min(d.kind.memory for d in machine.devices)
+            unit = estimate.iteration_s / capacity
+            weights = [unit * w for w in MEMORY_WEIGHTS]
+        if deadline is not None and time.monotonic() > deadline:
+            break
+    report.seconds = time.monotonic() - began
+    chosen = best or smallest
+    assert chosen is not None
+    chosen.report = report
+    return chosen
+
+
+def strip_views(graph: Graph) -> Graph:
+    """A copy without machine views and dead nodes (what the search starts from)."""
+    out = graph.copy()
+    for nid, node in out.nodes.items():
+        if node.view is not None:
+            out.nodes[nid] = Node(node.op, node.operands, node.attrs, node.types, None, node.hint)
+    return out.prune()
+
+
+__all__ = ["BOUNDARY_KEY", "UnityOptions", "UnityResult", "default_degrees", "strip_views", "unity_search"]

@@ -1,0 +1,146 @@
+"""Machine views as the search sees them: a start device and one linear stride per task dimension.
+
+A task space has degrees (shard dims, sum, copy); its *big* dims are those of degree > 1. A
+search view `View(start, strides)` puts task `c` on device `start + sum(c[i] * strides[i])`
+over the big dims, devices numbered node by node. The search places ops on contiguous device
+blocks (`Block`): within a block of n devices an op with D tasks gets a row-major layout of its
+big dims in every order (which dim is innermost decides which collectives stay within a node),
+at the block's start and, when D < n, at a few more D-aligned starts.
+
+`to_attr` writes a view as a `#pcg.view`: strides that are whole nodes on a machine whose nodes
+are alike become `inter` strides, the others `intra` (device offsets past a node's end continue
+on the next node, see `Machine.global_device`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from functools import lru_cache
+from typing import NamedTuple
+
+from unityc.cost.communication import Coord
+from unityc.cost.pricing import type_info
+from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.view import MachineViewAttr
+from unityc.machine.spec import Machine
+
+
+class Block(NamedTuple):
+    """Devices start .. start + size - 1 (a tuple: cache keys hash it in C)."""
+
+    start: int
+    size: int
+
+
+class View(NamedTuple):
+    """A start device and one stride (in devices) per big task dimension, in task-space order."""
+
+    start: int
+    strides: tuple[int, ...]
+
+
+def task_degrees(t: TensorType) -> tuple[int, ...]:
+    """`t.task_degrees()`, cached (the search asks for it very often)."""
+    return type_info(t).degrees
+
+
+def big_degrees(degrees: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for d in degrees if d > 1)
+
+
+@lru_cache(maxsize=50_000)
+def views_in(degrees: tuple[int, ...], block: Block, max_starts: int = 2) -> tuple[View, ...]:
+    """The views of a task space with these degrees inside `block` (none if it does not fit)."""
+    big = big_degrees(degrees)
+    tasks = math.prod(big)
+    if tasks > block.size:
+        return ()
+    starts = [block.start + j * tasks for j in range(min(block.size // tasks, max_starts))]
+    found: dict[View, None] = {}
+    for order in itertools.permutations(range(len(big))):
+        strides = [0] * len(big)
+        step = 1
+        for i in order:  # `order` lists the big dims from the innermost out
+            strides[i] = step
+            step *= big[i]
+        for start in starts:
+            found[View(start, tuple(strides))] = None
+    return tuple(found)
+
+
+def canonical_view(degrees: tuple[int, ...], start: int = 0) -> View:
+    """Row-major from `start`, the last big dim innermost (how boundary tensors are placed)."""
+    big = big_degrees(degrees)
+    strides = [0] * len(big)
+    step = 1
+    for i in reversed(range(len(big))):
+        strides[i] = step
+        step *= big[i]
+    return View(start, tuple(strides))
+
+
+@lru_cache(maxsize=200_000)
+def view_placement(degrees: tuple[int, ...], view: View) -> dict[Coord, int]:
+    """The device of each task (piece) coordinate of a task space under `view`."""
+    big = [i for i, d in enumerate(degrees) if d > 1]
+    where: dict[Coord, int] = {}
+    for c in itertools.product(*(range(d) for d in degrees)):
+        where[c] = view.start + sum(c[i] * s for i, s in zip(big, view.strides, strict=True))
+    return where
+
+
+def view_devices(degrees: tuple[int, ...], view: View) -> tuple[int, ...]:
+    return tuple(sorted(set(view_placement(degrees, view).values())))
+
+
+def fits(machine: Machine, degrees: tuple[int, ...], view: View) -> bool:
+    return max(view_placement(degrees, view).values()) < machine.num_devices
+
+
+def as_view(degrees: tuple[int, ...], where: dict[Coord, int]) -> View | None:
+    """The view placing the pieces of a task space exactly as `where` does, if one exists."""
+    big = [i for i, d in enumerate(degrees) if d > 1]
+    zero = tuple(0 for _ in degrees)
+    start = where[zero]
+    strides: list[int] = []
+    for i in big:
+        unit = tuple(1 if j == i else 0 for j in range(len(degrees)))
+        strides.append(where[unit] - start)
+    if any(s < 1 for s in strides):
+        return None
+    view = View(start, tuple(strides))
+    if view_placement(degrees, view) != where:
+        return None
+    if len(set(where.values())) < len(where):
+        return None
+    return view
+
+
+def uniform_node_size(machine: Machine) -> int | None:
+    sizes = {n.num_devices for n in machine.nodes}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def to_attr(view: View, machine: Machine) -> MachineViewAttr:
+    per_node = uniform_node_size(machine)
+    strides: list[int] = []
+    inter: list[bool] = []
+    for s in view.strides:
+        if per_node is not None and machine.num_nodes > 1 and s % per_node == 0:
+            strides.append(s // per_node)
+            inter.append(True)
+        else:
+            strides.append(s)
+            inter.append(False)
+    return MachineViewAttr(view.start, strides, inter)
+
+
+def from_attr(attr: MachineViewAttr, degrees: tuple[int, ...], machine: Machine) -> View | None:
+    """The search view of a `#pcg.view` (None if its placement is not linear)."""
+    big = [i for i, d in enumerate(degrees) if d > 1]
+    where: dict[Coord, int] = {}
+    for c in itertools.product(*(range(d) for d in degrees)):
+        node, local = attr.placement([c[i] for i in big])
+        where[c] = machine.global_device(attr.start, node, local)
+    return as_view(degrees, where)
