@@ -11,7 +11,7 @@ from search_graphs import branches, machine, mlp
 from unityc.cost.estimate import estimate_graph, roofline_model
 from unityc.graph import Graph
 from unityc.search.mapping import Mapper, MappingOptions
-from unityc.search.simplify import fuse_collectives, simplify
+from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.search.strategies import data_parallel_graph, megatron_graph
 from unityc.search.views import Block, View, task_degrees, to_attr, views_in
 
@@ -61,9 +61,9 @@ def test_side_by_side_is_never_worse_than_serial() -> None:
 def test_fixed_views_are_kept_and_priced() -> None:
     m = machine("cpu:4")
     mapper = Mapper(m, roofline_model())
-    graph = fuse_collectives(simplify(data_parallel_graph(mlp(), 4)))
+    graph = fuse_collectives(reduce_loss(simplify(data_parallel_graph(mlp(), 4))))
     free = mapper.map(graph)
-    last = graph.outputs[0][0]
+    last = graph.outputs[0][0]  # the reduce of the loss's partial sums: one task
     pinned = View(3, ())
     fixed = mapper.map(graph, {last: pinned})
     assert fixed.views[last] == pinned

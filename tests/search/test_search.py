@@ -27,7 +27,13 @@ def test_unlimited_search_finds_the_exhaustive_optimum(m_name: str, g_name: str,
     m = machine(m_name)
     graph: Graph = make()
     options = UnityOptions(
-        alpha=float("inf"), budget=None, split_size=100, degrees=degrees, seeds=False, memory_check=False
+        alpha=float("inf"),
+        budget=None,
+        split_size=100,
+        degrees=degrees,
+        seeds=False,
+        memory_check=False,
+        whole_graph=False,
     )
     best = exhaustive(graph, m, rules(), options)
     found = unity_search(graph, m, rules(), options)

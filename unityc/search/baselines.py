@@ -21,57 +21,24 @@ Every baseline ends with the machine-mapping DP choosing views, and is priced by
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 
-from unityc.cost.estimate import Estimate, compute_model, estimate_graph
 from unityc.cost.profile import ProfileCache
 from unityc.graph import Graph
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.rewrites.terms import App, subterms
-from unityc.search.mapping import Mapped, Mapper, MappingOptions
-from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
-from unityc.search.strategies import data_parallel_graph, megatron_graph, tensor_degrees
+from unityc.search.mapping import Mapped
+from unityc.search.plans import Plan, Pricing, data_parallel_plan, finish, megatron_plans
+from unityc.search.simplify import fuse_collectives, simplify
 from unityc.search.substitution import neighbours
 from unityc.search.unity import UnityOptions, UnityResult, strip_views, unity_search
-from unityc.search.views import Block, to_attr
+from unityc.search.views import Block
 
 BASELINES = ("data-parallel", "megatron", "sequential", "exhaustive")
 
 
-@dataclass
-class Plan:
-    name: str
-    graph: Graph
-    """Mapped: every node carries a view."""
-    estimate: Estimate
-    mapped: Mapped
-    note: str = ""
-
-
-def finish(
-    name: str,
-    graph: Graph,
-    machine: Machine,
-    options: UnityOptions,
-    profile: ProfileCache | None,
-    note: str = "",
-) -> Plan:
-    """Fuse collectives, map with the DP, estimate."""
-    plan = fuse_collectives(reduce_loss(simplify(graph)))
-    mapper = Mapper(machine, compute_model(options.cost, profile), options.optimizer, _mapping(options))
-    mapped = mapper.map(plan)
-    if not mapped.feasible:
-        raise ValueError(f"{name}: the plan has no feasible machine mapping")
-    for nid, view in mapped.views.items():
-        plan.with_view(nid, to_attr(view, machine))
-    return Plan(
-        name, plan, estimate_graph(plan, machine, options.cost, options.optimizer, profile), mapped, note
-    )
-
-
-def _mapping(options: UnityOptions) -> MappingOptions:
-    return MappingOptions(options.sync_weight, side_by_side=options.side_by_side)
+def _pricing(options: UnityOptions, profile: ProfileCache | None) -> Pricing:
+    return Pricing(options.cost, options.optimizer, options.sync_weight, options.side_by_side, profile)
 
 
 # --- data parallel ----------------------------------------------------------------------------
@@ -80,11 +47,7 @@ def _mapping(options: UnityOptions) -> MappingOptions:
 def data_parallel(
     graph: Graph, machine: Machine, options: UnityOptions | None = None, profile: ProfileCache | None = None
 ) -> Plan:
-    options = options or UnityOptions()
-    n = machine.num_devices
-    return finish(
-        "data-parallel", data_parallel_graph(strip_views(graph), n), machine, options, profile, f"{n}-way"
-    )
+    return data_parallel_plan(strip_views(graph), machine, _pricing(options or UnityOptions(), profile))
 
 
 # --- megatron ---------------------------------------------------------------------------------
@@ -93,22 +56,9 @@ def data_parallel(
 def megatron(
     graph: Graph, machine: Machine, options: UnityOptions | None = None, profile: ProfileCache | None = None
 ) -> Plan:
-    options = options or UnityOptions()
-    n = machine.num_devices
-    best: Plan | None = None
-    for t in tensor_degrees(machine) or [1]:
-        plan = finish(
-            "megatron",
-            megatron_graph(strip_views(graph), n // t, t),
-            machine,
-            options,
-            profile,
-            f"{n // t}x{t}",
-        )
-        if best is None or plan.estimate.iteration_s < best.estimate.iteration_s:
-            best = plan
-    assert best is not None
-    return replace(best, note=f"data {best.note.split('x')[0]} x tensor {best.note.split('x')[1]}")
+    """The fastest of the Megatron-style plans (one per tensor-parallel degree dividing a node)."""
+    plans = megatron_plans(strip_views(graph), machine, _pricing(options or UnityOptions(), profile))
+    return min(plans, key=lambda p: p.estimate.iteration_s)
 
 
 # --- sequential (TASO, then parallelization) -------------------------------------------------
@@ -134,7 +84,7 @@ def sequential(
     algebraic = [r for r in rules if is_algebraic(r)]
     parallel = [r for r in rules if not is_algebraic(r)]
     start = strip_views(graph)
-    mapper = Mapper(machine, compute_model(options.cost, profile), options.optimizer, _mapping(options))
+    mapper = _pricing(options, profile).mapper(machine)
     one = Block(0, 1)
 
     def price(g: Graph) -> Mapped:
@@ -166,7 +116,7 @@ def exhaustive(
 
     options = options or UnityOptions()
     degrees = options.degrees or default_degrees(machine)
-    mapper = Mapper(machine, compute_model(options.cost, profile), options.optimizer, _mapping(options))
+    mapper = _pricing(options, profile).mapper(machine)
     start = simplify(strip_views(graph))
     seen = {start.structural_hash()}
     frontier = [start]
@@ -185,7 +135,7 @@ def exhaustive(
                 raise ValueError(f"exhaustive: more than {limit} graphs reachable; use the search")
             frontier.append(new)
     assert best is not None
-    return finish("exhaustive", best[1], machine, options, profile, f"{len(seen)} graphs")
+    return finish("exhaustive", best[1], machine, _pricing(options, profile), f"{len(seen)} graphs")
 
 
 def run_baseline(

@@ -58,6 +58,8 @@ from unityc.search.views import (
 )
 
 INF = float("inf")
+OVERFLOW_SECONDS = 1e3
+"""Charged per capacity's worth of memory an op alone needs beyond its device's capacity."""
 
 
 @dataclass(frozen=True)
@@ -342,9 +344,12 @@ class Mapper:
             )
             for device, held in parts.held.items():
                 memory[device] = memory.get(device, 0.0) + sum(held.values())
+        overflow = max(
+            (nbytes / self.machine.kind_of(d).memory - 1 for d, nbytes in memory.items()), default=0.0
+        )
+        if overflow > 0:  # this op alone does not fit its devices: ruled out unless nothing fits
+            time += OVERFLOW_SECONDS * overflow
         cost = Cost(time, max(memory.values(), default=0.0))
-        if any(nbytes > self.machine.kind_of(d).memory for d, nbytes in memory.items()):
-            cost = INFEASIBLE  # this op alone does not fit its devices
         result = (cost, tuple(source_views))
         self._node[key] = result
         return result

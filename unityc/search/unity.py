@@ -31,6 +31,7 @@ from unityc.graph import Graph, Node, Ref
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
+from unityc.search.plans import Plan, Pricing, data_parallel_plan, megatron_plans
 from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.search.split import (
     BOUNDARY_KEY,
@@ -55,7 +56,7 @@ MEMORY_WEIGHTS = (1.0, 10.0, 100.0, 1e3, 1e4, 1e5)
 @dataclass(frozen=True)
 class UnityOptions:
     alpha: float = 1.05
-    budget: int | None = 24
+    budget: int | None = 12
     """Expansions per segment search (None: until the queue empties)."""
     split_size: int = 12
     time_limit: float | None = None
@@ -71,9 +72,11 @@ class UnityOptions:
     """Candidates kept per output partitioning of a segment (besides the best few overall)."""
     seeds: bool = True
     """Whether segment searches also start from data-parallel and Megatron-style versions."""
-    beam: float = 1.5
+    beam: float = 1.2
     """Partitionings of a cut are searched onwards only if the best way to reach them costs at
     most `beam` x the best way to reach the cut (inf: all of them)."""
+    whole_graph: bool = True
+    """Whether the result is compared with whole-graph data-parallel and Megatron plans."""
 
 
 def default_degrees(machine: Machine) -> tuple[int, ...]:
@@ -109,6 +112,10 @@ class UnityResult:
     mapped: Mapped
     fits: bool
     report: SearchReport
+    source: str = "search"
+    """Where the plan comes from: the search, or a whole-graph plan it was compared with."""
+    alternatives: list[Plan] = field(default_factory=list)
+    """The whole-graph data-parallel and Megatron plans the result was compared with."""
 
 
 Progress = Callable[[str, int, int], None]
@@ -370,11 +377,45 @@ def unity_search(
             weights = [unit * w for w in MEMORY_WEIGHTS]
         if deadline is not None and time.monotonic() > deadline:
             break
-    report.seconds = time.monotonic() - began
     chosen = best or smallest
     assert chosen is not None
+    if options.whole_graph:
+        chosen = _compare(chosen, start, machine, options, profile)
+    report.seconds = time.monotonic() - began
     chosen.report = report
     return chosen
+
+
+def _compare(
+    result: UnityResult, graph: Graph, machine: Machine, options: UnityOptions, profile: ProfileCache | None
+) -> UnityResult:
+    """The search's plan, or a whole-graph data-parallel or Megatron plan if it is better: one
+    that fits when the search's does not, or a faster one that fits as well. (Cuts keep copies
+    out of segment boundaries, so a whole-graph Megatron plan is not always a search result.)"""
+    pricing = Pricing(options.cost, options.optimizer, options.sync_weight, options.side_by_side, profile)
+    plans: list[Plan] = []
+    for build in (
+        lambda: [data_parallel_plan(graph, machine, pricing)],
+        lambda: megatron_plans(graph, machine, pricing),
+    ):
+        try:
+            plans += build()
+        except ValueError:  # a plan with no feasible mapping is no alternative
+            continue
+    result.alternatives = plans
+    for plan in plans:
+        e = plan.estimate
+        if options.memory_check and e.fits != result.fits:
+            better = e.fits
+        elif options.memory_check and not e.fits:  # nothing fits: the smallest footprint
+            better = e.peak_memory < result.estimate.peak_memory
+        else:
+            better = e.iteration_s < result.estimate.iteration_s
+        if better:
+            result = UnityResult(
+                plan.graph, e, plan.mapped, e.fits, result.report, f"{plan.name} ({plan.note})", plans
+            )
+    return result
 
 
 def strip_views(graph: Graph) -> Graph:

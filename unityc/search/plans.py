@@ -1,0 +1,72 @@
+"""Finished plans: a graph mapped by the DP (a view on every node) and priced by `estimate`.
+
+`finish` turns any parallel graph into one (simplify, reduce the loss's partial sums, fuse
+collectives, map, estimate); `whole_graph_plans` builds the data-parallel and Megatron plans of a
+whole graph (`strategies.py`): the baselines, and plans the search's result is compared with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from unityc.cost.estimate import Estimate, compute_model, estimate_graph
+from unityc.cost.profile import ProfileCache
+from unityc.graph import Graph
+from unityc.machine.spec import Machine
+from unityc.search.mapping import Mapped, Mapper, MappingOptions
+from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
+from unityc.search.strategies import data_parallel_graph, megatron_graph, tensor_degrees
+from unityc.search.views import to_attr
+
+
+@dataclass
+class Plan:
+    name: str
+    graph: Graph
+    """Mapped: every node carries a view."""
+    estimate: Estimate
+    mapped: Mapped
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """How plans are priced: the cost model and the DP's weighting."""
+
+    cost: str = "roofline"
+    optimizer: str = "sgd"
+    sync_weight: float = 0.5
+    side_by_side: bool = True
+    profile: ProfileCache | None = None
+
+    def mapper(self, machine: Machine, memory_weight: float = 0.0) -> Mapper:
+        options = MappingOptions(self.sync_weight, memory_weight, side_by_side=self.side_by_side)
+        return Mapper(machine, compute_model(self.cost, self.profile), self.optimizer, options)
+
+    def estimate(self, graph: Graph, machine: Machine) -> Estimate:
+        return estimate_graph(graph, machine, self.cost, self.optimizer, self.profile)
+
+
+def finish(name: str, graph: Graph, machine: Machine, pricing: Pricing, note: str = "") -> Plan:
+    """Simplify, reduce the loss, fuse collectives, map with the DP, estimate."""
+    plan = fuse_collectives(reduce_loss(simplify(graph)))
+    mapped = pricing.mapper(machine).map(plan)
+    if not mapped.feasible:
+        raise ValueError(f"{name}: the plan has no feasible machine mapping")
+    for nid, view in mapped.views.items():
+        plan.with_view(nid, to_attr(view, machine))
+    return Plan(name, plan, pricing.estimate(plan, machine), mapped, note)
+
+
+def data_parallel_plan(graph: Graph, machine: Machine, pricing: Pricing) -> Plan:
+    n = machine.num_devices
+    return finish("data-parallel", data_parallel_graph(graph, n), machine, pricing, f"{n}-way")
+
+
+def megatron_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[Plan]:
+    """One Megatron-style plan per tensor-parallel degree dividing a node."""
+    n = machine.num_devices
+    return [
+        finish("megatron", megatron_graph(graph, n // t, t), machine, pricing, f"data {n // t} x tensor {t}")
+        for t in tensor_degrees(machine) or [1]
+    ]
