@@ -122,6 +122,9 @@ def summary(gen: Generation) -> dict[str, Any]:
             "duplicates_after_generalization": gen.duplicates,
             "instances_of_more_general_rules": gen.instances,
             "uncompilable": [{"rule": n, "why": w} for n, w in gen.uncompilable],
+            "slow_in_library_order": [
+                {"rule": format_rule(r).split("\n", 1)[1].strip(), "why": w} for r, w in gen.slow
+            ],
         },
         "library": {"rules": len(library), "per_op": op_counts(gen.rules)},
         "landmarks": landmarks(library),
@@ -189,6 +192,8 @@ def report_markdown(data: dict[str, Any]) -> str:
         f"| - proven, duplicate after generalization | {v['duplicates_after_generalization']} | |",
         f"| - proven, instance of a more general proven rule | {v['instances_of_more_general_rules']} | |",
         f"| - proven, not compilable by the matcher | {len(v['uncompilable'])} | |",
+        f"| - proven, but slow when the library is proven in order | {len(v['slow_in_library_order'])} | "
+        f"{s.get('reprove', 0)} |",
         f"| **rules in generated.rules** | **{data['library']['rules']}** | |",
         f"| total | | **{s['total']}** |",
         "",
@@ -226,6 +231,8 @@ def report_markdown(data: dict[str, Any]) -> str:
         "check. Collision: even the concrete rule fails on its enumerated instance.",
         "",
     ]
+    for item in v["slow_in_library_order"]:
+        rows.append(f"- **slow in library order** `{item['rule']}`: {item['why']}")
     for item in data["not_proven"]:
         rows.append(f"- **{item['status']}** `{item['rule']}`: {item['why']} ({'; '.join(item['tried'])})")
     return "\n".join(rows) + "\n"
