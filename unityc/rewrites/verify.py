@@ -151,7 +151,8 @@ def _solver(
     solver.add(*ctx.general)
     for _, formulas in axiom_set.formulas:
         solver.add(*formulas)
-    for key in sorted(axiom_set.keys | enc.keys, key=repr):  # a fixed order: proofs must not depend on hashing
+    # a fixed order: whether a proof is found must not depend on string hashing
+    for key in sorted(axiom_set.keys | enc.keys, key=repr):
         solver.add(*ctx.key_facts(key))
     solver.add(*hyps)
     return solver, z3.Or(*[s != t for s, t in zip(source, target, strict=True)])
