@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from search_graphs import branches, machine, mlp
+from search_graphs import branches, machine, mlp, t
 
 from unityc.cost.estimate import estimate_graph, roofline_model
 from unityc.graph import Graph
@@ -85,3 +85,24 @@ def test_views_are_valid_and_cover_every_node() -> None:
 def test_too_many_tasks_is_infeasible() -> None:
     mapper = Mapper(machine("cpu:2"), roofline_model())
     assert not mapper.map(simplify(data_parallel_graph(mlp(), 4))).feasible
+
+
+def test_sum_concat_is_priced_by_where_its_pieces_sit() -> None:
+    """Add as sum_concat + reduce: nothing moves when both addends sit where the partial sums
+    do; the DP places them so, and the estimate agrees that only the reduce communicates."""
+    g = Graph()
+    a = g.add_source("pcg.input", "a", t(64, 64))
+    b = g.add_source("pcg.input", "b", t(64, 64))
+    (ra,) = g.add("pcg.relu", [a])
+    (rb,) = g.add("pcg.relu", [b])
+    (s,) = g.add("parallel.sum_concat", [ra, rb])
+    (total,) = g.add("parallel.reduce", [s], degree=2)
+    (y,) = g.add("pcg.relu", [total])
+    g.outputs = (y,)
+    m = machine("slow")
+    mapped = Mapper(m, roofline_model()).map(g)
+    for nid, view in mapped.views.items():
+        g.with_view(nid, to_attr(view, m))
+    estimate = estimate_graph(g, m)
+    moved = {row.kind: row.collectives for row in estimate.rows if row.collectives}
+    assert moved == {"parallel.reduce": 1}

@@ -51,6 +51,7 @@ from unityc.cost.pricing import (
     phase,
     piece,
     placement,
+    sum_concat_parts,
     type_info,
     weight_parts,
 )
@@ -274,6 +275,8 @@ class _Builder:
         name = node.hint or f"{index}"
         if node.op == "pcg.weight":
             return self.weight_step(nid, node, t0, where, name)
+        if node.op == "parallel.sum_concat":
+            return self.sum_concat_step(nid, node, t0, where, name, operand_mult)
         if node.op.startswith("parallel."):
             return self.parallel_step(nid, node, t0, where, name, max(operand_mult, result_mult))
         return self.compute_step(nid, node, where, name, operand_mult)
@@ -393,6 +396,33 @@ class _Builder:
             fwd_comm_s=m * phase(fwd),
             bwd_comm_s=m * phase(bwd),
             pattern=PARALLEL_PATTERN[node.op] if fwd else "",
+            collectives=len(fwd),
+            comm_bytes=max((c.nbytes for c in fwd), default=0),
+        )
+        return step, row
+
+    def sum_concat_step(
+        self, nid: int, node: Node, t: TensorType, where: dict[Coord, int], name: str, m: int
+    ) -> tuple[Step, OpRow]:
+        base = self._base(nid, node, m)
+        refs = list(node.operand_refs())
+        fwd, bwd = sum_concat_parts(
+            self.machine,
+            [self.graph.type_of(r) for r in refs],
+            [self.where[r] for r in refs],
+            t,
+            where,
+            base["grad_operands"],
+        )
+        step = Step(name=name, fwd_comm=fwd, bwd_comm=bwd, **base)
+        row = OpRow(
+            name=name,
+            kind=node.op,
+            label=self.label(node),
+            devices=tuple(sorted({d for c in fwd for d in c.devices} or set(where.values()))),
+            fwd_comm_s=m * phase(fwd),
+            bwd_comm_s=m * phase(bwd),
+            pattern="p2p" if fwd else "",
             collectives=len(fwd),
             comm_bytes=max((c.nbytes for c in fwd), default=0),
         )

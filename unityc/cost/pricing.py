@@ -292,3 +292,36 @@ def gradient_sync(machine: Machine, t: TensorType, where: Placement, nbytes: int
         if seconds > 0:
             sync.append(Comm(distinct, seconds, nbytes))
     return sync
+
+
+def sum_concat_parts(
+    machine: Machine,
+    operand_types: Sequence[TensorType],
+    operand_where: Sequence[Placement | None],
+    out_type: TensorType,
+    where: Placement,
+    grads: Sequence[bool],
+) -> tuple[tuple[Comm, ...], tuple[Comm, ...]]:
+    """`parallel.sum_concat`: result partial sum s is partial sum s of `a` (s < sum(a)), else
+    partial sum s - sum(a) of `b`; a piece moves only if it sits on another device than the
+    result piece it becomes (p2p), and its gradient comes back the same way. An operand whose
+    placement is None is not considered."""
+    fwd: list[Comm] = []
+    bwd: list[Comm] = []
+    first = operand_types[0].sum_degree
+    nbytes = _piece(out_type, False).nbytes
+    rank = out_type.rank
+    for coord, device in where.items():
+        s = coord[rank]
+        index = 0 if s < first else 1
+        source_where = operand_where[index]
+        if source_where is None:
+            continue
+        source = source_where[(*coord[:rank], s - index * first, coord[rank + 1])]
+        if source == device:
+            continue
+        seconds = collective_time("p2p", nbytes, (source, device), machine)
+        fwd.append(Comm((source, device), seconds, nbytes))
+        if grads[index]:
+            bwd.append(Comm((device, source), seconds, nbytes))
+    return tuple(fwd), tuple(bwd)

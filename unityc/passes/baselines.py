@@ -30,7 +30,7 @@ class _BaselinePass(ModulePass):
     profile: str = ""
     optimizer: str = "sgd"
     rules: str = ""
-    budget: int = 24
+    budget: int = 12
     alpha: float = 1.05
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

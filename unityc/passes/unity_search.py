@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,7 +102,7 @@ class UnitySearchPass(ModulePass):
 
     machine: str = "cpu:1"
     alpha: float = 1.05
-    budget: int = 24
+    budget: int = 12
     split_size: int = 12
     time_limit: float = 0.0
     cost: str = "roofline"
@@ -221,6 +221,3 @@ def spec(options: Sequence[tuple[str, Any]]) -> str:
         return str(value)
 
     return "unity-search{" + " ".join(f"{k}={text(v)}" for k, v in options) + "}"
-
-
-Factory = Callable[[], type[ModulePass]]

@@ -22,7 +22,7 @@ SEARCH_FLAGS = (
         "machine preset (summit:N, dgx-a100:N, dgx-h100:N, cpu:P) or .toml spec (default cpu:1)",
     ),
     ("alpha", float, "prune candidates costlier than alpha x the best (default 1.05)"),
-    ("budget", int, "expansions per segment search, 0 for unlimited (default 24)"),
+    ("budget", int, "expansions per segment search, 0 for unlimited (default 12)"),
     ("split-size", int, "ops per segment when splitting the graph (default 12)"),
     ("time-limit", float, "seconds for the whole search, 0 for none (default none)"),
     ("cost", str, "cost model: roofline or profile (default roofline)"),

@@ -55,14 +55,15 @@ def render_dot(module: ModuleOp, machine_name: str | None = None) -> str:
         else:
             devices = ()
         color = groups.setdefault(devices, PALETTE[len(groups) % len(PALETTE)]) if devices else "white"
-        label = node.op.split(".", 1)[1]
+        parts = [node.op.split(".", 1)[1]]
         if node.is_source and node.attr("key"):
-            label += f"\\n{node.attr('key')}"
-        label += f"\\n{degrees_text(t.task_degrees())}"
+            parts.append(node.attr("key"))
+        parts.append(degrees_text(t.task_degrees()))
         if devices:
-            label += f"\\ndevices {_devices_text(devices)}"
+            parts.append(f"devices {_devices_text(devices)}")
+        label = "\\n".join(_escape(part) for part in parts)  # dot's line break inside a label
         shape = "hexagon" if node.op.startswith("parallel.") else "ellipse" if node.is_source else "box"
-        lines.append(f'  n{nid} [label="{_escape(label)}", shape={shape}, fillcolor="{color}"];')
+        lines.append(f'  n{nid} [label="{label}", shape={shape}, fillcolor="{color}"];')
         for ref in node.operand_refs():
             shape_text = "x".join(map(str, graph.type_of(ref).shape)) or "scalar"
             lines.append(f'  n{ref[0]} -> n{nid} [label="{shape_text}", fontsize=8];')

@@ -20,8 +20,8 @@ from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref, canonical_attrs, infer_types
 
 Proposal = tuple[TensorType | None, ...]
-RESHAPING = ("parallel.pipeline", "parallel.batch")
-"""Parallel ops that change the logical shape (others leave the value as it is)."""
+RESHAPING = ("parallel.pipeline", "parallel.batch", "parallel.sum_concat")
+"""Parallel ops that change the logical value or shape (others leave the value as it is)."""
 
 
 @dataclass(frozen=True)

@@ -80,8 +80,8 @@ def mapping_summary(plan: Graph, estimate: Estimate) -> list[dict[str, Any]]:
 
 def _configs(configs: dict[str, int], limit: int = 3) -> str:
     items = list(configs.items())
-    text = ", ".join(f"{k} x{n}" for k, n in items[:limit])
-    return text + (f", +{len(items) - limit} more" if len(items) > limit else "")
+    text = "; ".join(f"{k} ({n})" for k, n in items[:limit])
+    return text + (f"; {len(items) - limit} more" if len(items) > limit else "")
 
 
 def render(r: PlanReport) -> str:
@@ -147,10 +147,8 @@ def render(r: PlanReport) -> str:
         ]
         for row in mapping_summary(r.plan, e)
     ]
-    out += [
-        "  " + line
-        for line in table(["op", "count", "parallel configurations (task space)", "devices"], rows)
-    ]
+    header = ["op", "count", "parallel configurations of its task space (ops)", "devices"]
+    out += ["  " + line for line in table(header, rows, left=3)]
     out += [f"note: {n}" for n in e.notes if not n.startswith("device ")]
     return "\n".join(out) + "\n"
 

@@ -83,7 +83,7 @@ def simplify(graph: Graph, keep: Collection[int] = ()) -> Graph:
     for nid in graph.topological():
         while True:
             node = graph.nodes.get(nid)
-            if node is None or not node.op.startswith("parallel."):
+            if node is None or not node.op.startswith("parallel.") or len(node.operands) != 1:
                 break
             (source,) = node.operand_refs()
             try:

@@ -111,14 +111,11 @@ def choose_cuts(graph: Graph, cuts: Sequence[int], size: int, blocked: dict[int,
     last = -1
     remaining = sorted(cuts, key=pos.__getitem__)
     while True:
-        window = [c for c in remaining if last + size / 2 <= pos[c] <= last + 1.5 * size]
-        if not window:
-            later = [c for c in remaining if pos[c] > last + size / 2]
-            if not later:
-                break
-            window = later[:1]
-        if len(order) - 1 - pos[window[0]] < size / 2:  # too little left for another segment
+        # a cut must leave at least size/2 ops to the segment after it
+        room = [c for c in remaining if pos[c] > last + size / 2 and len(order) - 1 - pos[c] >= size / 2]
+        if not room:
             break
+        window = [c for c in room if pos[c] <= last + 1.5 * size] or room[:1]
         cut = min(window, key=lambda c: (blocked.get(c, 0), abs(pos[c] - last - size)))
         chosen.append(cut)
         last = pos[cut]

@@ -3,18 +3,24 @@
 1. The graph is cut into segments of about `split_size` ops (`split.py`).
 2. For every segment and every partitioning of the tensor entering it, a best-first
    substitution search (`substitution.py`) explores rewritten versions of the segment, each
-   priced by the machine-mapping DP (`mapping.py`). Segments equal up to weight names are
-   searched once.
-3. For every partitioning of the tensor leaving the segment, the best explored candidate is
+   priced by the machine-mapping DP (`mapping.py`). It starts from the segment as it is and,
+   as seeds, from the segment made data parallel and Megatron-style (`strategies.py`).
+   Segments equal up to weight names are searched once.
+3. For every partitioning of the tensor leaving the segment, the best explored candidates are
    brought to it (`split.with_boundary`) with the boundary's view fixed; a dynamic program over
-   the chain of segments picks the partitioning of every cut.
+   the chain of segments picks the partitioning of every cut. Partitionings reached at more
+   than `beam` x the cheapest way to reach their cut are not searched onwards.
 4. The chosen candidates are stitched together, simplified across the cuts, collectives are
-   fused, and the DP maps the whole plan; `estimate` prices it (what the report shows).
+   fused, and the DP maps the whole plan; `estimate` prices it (what the report shows). The
+   result is compared with whole-graph data-parallel and Megatron plans (cuts hold no copies,
+   so those are not always reachable segment by segment) and the better plan is returned,
+   named in `UnityResult.source`.
 
-Memory: the DP charges `memory_weight` seconds per byte of its per-device memory bound. The
-first round charges nothing; while the plan does not fit (by `estimate`), the search runs again
-with a growing weight. A plan that does not fit is never returned as fitting: the result says
-whether it fits.
+Memory: an op whose own footprint overflows its devices is priced out by the DP. If the plan
+still does not fit (by `estimate`), the search runs again with the DP charging `memory_weight`
+seconds per byte of its per-device memory bound, growing tenfold per round. A plan that does
+not fit is never returned as fitting: the result says whether it fits, and when none does it is
+the smallest footprint found.
 """
 
 from __future__ import annotations
@@ -165,37 +171,30 @@ class _Run:
         shared = shared_sources(self.graph, parts)
         self.report.segments = len(parts)
         boundaries: list[Ref] = [(ops[-1], 0) for ops in parts[:-1]]
-        options: list[list[TensorType | None]] = [[None]]
-        for ref in boundaries:
-            options.append(
-                list(partitionings(self.graph.type_of(ref), self.degrees, self.machine.num_devices))
-            )
-        options.append([None])
-        total = sum(len(options[i]) for i in range(len(parts)))
-        done = 0
-        # best[i][p]: the cheapest way to run segments < i with boundary i-1 partitioned as p
-        best: list[dict[int, tuple[float, list[_Choice]]]] = [{0: (0.0, [])}]
+        # best[i][p]: the cheapest way to run the segments before i with cut i-1 partitioned as p
+        best: list[dict[TensorType | None, tuple[float, list[_Choice]]]] = [{None: (0.0, [])}]
         for i, ops in enumerate(parts):
             last = i == len(parts) - 1
-            layer: dict[int, tuple[float, list[_Choice]]] = {}
             cheapest = min(cost for cost, _ in best[i].values())
-            for a, p_in in enumerate(options[i]):
-                if a not in best[i] or best[i][a][0] > self.options.beam * cheapest:
-                    done += 1
+            searched: list[tuple[float, list[_Choice], SegmentGraph, list[Candidate]]] = []
+            for p_in, (before, chosen) in best[i].items():
+                if before > self.options.beam * cheapest:
                     continue
-                before, chosen = best[i][a]
                 seg = segment_graph(self.graph, ops, boundaries[i - 1] if i else None, p_in, shared, last)
-                candidates = self._search(seg)
-                for b, p_out in enumerate(options[i + 1]):
-                    choice = self._convert(seg, candidates, p_in, p_out)
+                searched.append((before, chosen, seg, self._search(seg)))
+                if self.progress is not None:
+                    self.progress(f"segment {i + 1}/{len(parts)}", i + 1, len(parts))
+            found = [c for *_, candidates in searched for c in candidates]
+            outs: list[TensorType | None] = [None] if last else self._boundaries(boundaries[i], found)
+            layer: dict[TensorType | None, tuple[float, list[_Choice]]] = {}
+            for before, chosen, seg, candidates in searched:
+                for p_out in outs:
+                    choice = self._convert(seg, candidates, p_out)
                     if choice is None:
                         continue
                     cost = before + choice.objective
-                    if b not in layer or cost < layer[b][0]:
-                        layer[b] = (cost, [*chosen, choice])
-                done += 1
-                if self.progress is not None:
-                    self.progress(f"segment {i + 1}/{len(parts)}", done, total)
+                    if p_out not in layer or cost < layer[p_out][0]:
+                        layer[p_out] = (cost, [*chosen, choice])
             if not layer:
                 raise ValueError(f"no candidate of segment {i + 1} reaches any partitioning of its boundary")
             best.append(layer)
@@ -272,12 +271,19 @@ class _Run:
                 kept[id(c)] = c
         return sorted(kept.values(), key=lambda c: c.objective)
 
+    def _boundaries(self, ref: Ref, candidates: list[Candidate]) -> list[TensorType | None]:
+        """Partitionings worth considering for a cut: unsharded, and those among its legal ones
+        (one dim sharded by an offered degree) that some candidate of the segment before it
+        produces as it is, or once its partial sums are reduced."""
+        legal = partitionings(self.graph.type_of(ref), self.degrees, self.machine.num_devices)
+        produced = set()
+        for c in candidates:
+            t = c.graph.type_of(c.graph.outputs[0])
+            produced.add(TensorType(t.shape, t.element_type, t.shard, 1, t.copy_degree))
+        return [p for p in legal if p in produced or not any(k > 1 for k in p.shard)]
+
     def _convert(
-        self,
-        seg: SegmentGraph,
-        candidates: list[Candidate],
-        p_in: TensorType | None,
-        p_out: TensorType | None,
+        self, seg: SegmentGraph, candidates: list[Candidate], p_out: TensorType | None
     ) -> _Choice | None:
         key = (self._key(seg), p_out)
         if key in self.converted:

@@ -90,14 +90,6 @@ def view_placement(degrees: tuple[int, ...], view: View) -> dict[Coord, int]:
     return where
 
 
-def view_devices(degrees: tuple[int, ...], view: View) -> tuple[int, ...]:
-    return tuple(sorted(set(view_placement(degrees, view).values())))
-
-
-def fits(machine: Machine, degrees: tuple[int, ...], view: View) -> bool:
-    return max(view_placement(degrees, view).values()) < machine.num_devices
-
-
 def as_view(degrees: tuple[int, ...], where: dict[Coord, int]) -> View | None:
     """The view placing the pieces of a task space exactly as `where` does, if one exists."""
     big = [i for i, d in enumerate(degrees) if d > 1]
@@ -134,13 +126,3 @@ def to_attr(view: View, machine: Machine) -> MachineViewAttr:
             strides.append(s)
             inter.append(False)
     return MachineViewAttr(view.start, strides, inter)
-
-
-def from_attr(attr: MachineViewAttr, degrees: tuple[int, ...], machine: Machine) -> View | None:
-    """The search view of a `#pcg.view` (None if its placement is not linear)."""
-    big = [i for i, d in enumerate(degrees) if d > 1]
-    where: dict[Coord, int] = {}
-    for c in itertools.product(*(range(d) for d in degrees)):
-        node, local = attr.placement([c[i] for i in big])
-        where[c] = machine.global_device(attr.start, node, local)
-    return as_view(degrees, where)

@@ -1,0 +1,34 @@
+// Bad search input: one located `error:` line, exit status 1, no traceback, no output file.
+
+// RUN: not unityc-opt %examples/mlp.mlir --unity-search --machine summit:9x 2>&1 | filecheck %s --check-prefix=MACHINE
+// MACHINE-NOT: Traceback
+// MACHINE: error: machine 'summit:9x': the count after ':' must be a positive integer, got '9x'
+
+// RUN: not unityc-opt %examples/mlp.mlir --unity-search --machine nowhere:2 2>&1 | filecheck %s --check-prefix=PRESET
+// PRESET: error: {{.*}}nowhere{{.*}}
+
+// RUN: not unityc-opt %examples/mlp.mlir --machine cpu:2 2>&1 | filecheck %s --check-prefix=FLAG
+// FLAG: error: --machine needs --unity-search
+
+// RUN: not unityc-opt %examples/mlp.mlir --unity-search --memory-check maybe 2>&1 | filecheck %s --check-prefix=CHECK-MEM
+// CHECK-MEM: error: --memory-check: expected on or off, got 'maybe'
+
+// RUN: not unityc-opt %examples/mlp.mlir --unity-search --baselines fastest 2>&1 | filecheck %s --check-prefix=BASELINE
+// BASELINE: error: unknown baseline 'fastest' (known: data-parallel, megatron, sequential, exhaustive)
+
+// RUN: not unityc-opt %examples/mlp.mlir --unity-search --degrees 2,one 2>&1 | filecheck %s --check-prefix=DEGREES
+// DEGREES: error: degrees: expected comma-separated integers, got '2,one'
+
+// RUN: not unityc-opt %examples/mlp.mlir --unity-search --rules %t.missing.rules 2>&1 | filecheck %s --check-prefix=RULES
+// RULES: error: rules: no such file or directory: '{{.*}}missing.rules'
+
+// RUN: not unityc-opt %examples/mlp.mlir --unity-search --cost magic 2>&1 | filecheck %s --check-prefix=COST
+// COST: error: unknown cost model 'magic' (known: roofline, profile)
+
+// A plan that cannot fit: 1 KiB devices. The search says so and writes nothing.
+// RUN: rm -f %t.plan.mlir
+// RUN: not unityc-opt %examples/mlp.mlir --unity-search --machine %S/Inputs/tiny_memory.toml --rules %S/../../search/Inputs/search.rules -o %t.plan.mlir 2>&1 | filecheck %s --check-prefix=MEMORY
+// RUN: not test -e %t.plan.mlir
+// MEMORY: plan ({{.*}}): iteration time
+// MEMORY: (DOES NOT FIT)
+// MEMORY: error: no plan fits the memory of {{.*}}tiny_memory.toml: the smallest footprint found needs {{.*}} KiB on device {{[0-9]}} (1.00 KiB available)

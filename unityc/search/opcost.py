@@ -1,0 +1,325 @@
+"""What the machine-mapping DP prices: ops and edges of a candidate graph at given views.
+
+The cost of a mapping is a sum over ops of their compute (forward + backward on the busiest
+device), plus a sum over edges of the data movement an edge implies: the collectives of a
+parallel op (from where its input lives to where its output goes) and the point-to-point
+transfers of operand pieces held on another device than the task reading them, forward and
+backward. Weights (and other sources) are not variables: each takes the placement its first
+reader wants (the device of the task reading each piece), so reading it moves nothing; its
+optimizer step and the all-reduce of its gradient copies (weighted by `sync_weight`, as the
+gradient sync mostly overlaps the backward pass) are charged to that reader. The objective is
+`time + memory_weight * memory`, memory being a per-device upper bound (what each op keeps on
+its busiest device, summed); an op that alone overflows its devices is charged
+`OVERFLOW_SECONDS` per capacity's worth. Everything is priced by `cost/pricing.py`, the
+functions `estimate` uses, and cached across candidates by what it depends on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from unityc.cost.compute import SOURCES
+from unityc.cost.estimate import attention_task_bytes, gradient_flags, node_attrs, node_form_of, saved_values
+from unityc.cost.pricing import (
+    ComputeModel,
+    compute_parts,
+    parallel_parts,
+    phase,
+    piece,
+    sum_concat_parts,
+    tasks_and_transfers,
+    type_info,
+    weight_parts,
+)
+from unityc.dialects.pcg_types import TensorType
+from unityc.graph import Graph, Node, Ref, full_attrs
+from unityc.machine.spec import Machine
+from unityc.search.views import Block, View, as_view, canonical_view, task_degrees, view_placement, views_in
+
+INF = float("inf")
+OVERFLOW_SECONDS = 1e3
+"""Charged per capacity's worth of memory an op alone needs beyond its device's capacity."""
+
+
+@dataclass(frozen=True)
+class MappingOptions:
+    sync_weight: float = 0.5
+    """Share of a weight's gradient all-reduce charged to the iteration (the rest overlaps)."""
+    memory_weight: float = 0.0
+    """Seconds charged per byte of the per-device memory bound (0: memory is free)."""
+    max_starts: int = 2
+    """Placements of an op with fewer tasks than its block's devices (block-aligned starts)."""
+    side_by_side: bool = True
+    """Whether independent branches may run side by side on disjoint device blocks."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    time: float
+    memory: float
+
+    def objective(self, memory_weight: float) -> float:
+        return self.time + memory_weight * self.memory
+
+    def then(self, other: Cost) -> Cost:
+        return Cost(self.time + other.time, self.memory + other.memory)
+
+    def beside(self, other: Cost) -> Cost:
+        return Cost(max(self.time, other.time), max(self.memory, other.memory))
+
+
+ZERO = Cost(0.0, 0.0)
+INFEASIBLE = Cost(INF, INF)
+
+
+@dataclass
+class Problem:
+    """What pricing one candidate graph needs, computed once per graph."""
+
+    graph: Graph
+    order: list[int]
+    position: dict[int, int]
+    ops: list[int]
+    """The DP's variables: non-source nodes, and sources with a fixed view."""
+    producers: dict[int, list[tuple[int, int, int]]]
+    """Per op: (operand index, producer op, result index) for operands produced by ops."""
+    consumers: dict[int, list[tuple[int, int, int]]]
+    """Per op: (consumer op, operand index, result index)."""
+    attached: dict[int, list[tuple[int, int]]]
+    """Per op: (operand index, source node) for sources it places."""
+    signature: dict[int, Any]
+    sig: dict[int, int]
+    """Hashes of the signatures (what cache keys hold)."""
+    fixed: Mapping[int, View]
+    gets_grad: set[Ref]
+    shapes: dict[frozenset[int], Any] = field(default_factory=dict)
+    """Per subset of ops, its structure (the DP's memo, see `mapping._Shape`)."""
+
+
+class Prices:
+    """Prices ops and edges on one machine with one cost model; caches across graphs."""
+
+    def __init__(
+        self,
+        machine: Machine,
+        compute: ComputeModel,
+        optimizer: str = "sgd",
+        options: MappingOptions | None = None,
+    ):
+        self.machine = machine
+        self.compute = compute
+        self.optimizer = optimizer
+        self.options = options or MappingOptions()
+        self._node: dict[Any, tuple[Cost, tuple[View | None, ...]]] = {}
+        self._edge: dict[Any, float] = {}
+
+    def _problem(
+        self, graph: Graph, fixed: Mapping[int, View], requires: Iterable[Ref], roots: Iterable[Ref] | None
+    ) -> Problem:
+        order = graph.topological()
+        _, gets_grad = gradient_flags(graph, order, requires, roots)
+        saved = saved_values(graph, order, gets_grad)
+        ops = [nid for nid in order if not graph.nodes[nid].is_source or nid in fixed]
+        is_op = set(ops)
+        producers: dict[int, list[tuple[int, int, int]]] = {nid: [] for nid in ops}
+        consumers: dict[int, list[tuple[int, int, int]]] = {nid: [] for nid in ops}
+        attached: dict[int, list[tuple[int, int]]] = {nid: [] for nid in ops}
+        placed: set[int] = set()
+        for nid in ops:
+            for i, ref in enumerate(graph.nodes[nid].operands):
+                if ref is None:
+                    continue
+                if ref[0] in is_op:
+                    producers[nid].append((i, ref[0], ref[1]))
+                    consumers[ref[0]].append((nid, i, ref[1]))
+                elif ref[0] not in placed:
+                    placed.add(ref[0])
+                    attached[nid].append((i, ref[0]))
+        signature: dict[int, Any] = {}
+        sig: dict[int, int] = {}
+        for nid in ops:
+            signature[nid], sig[nid] = self._signature(
+                graph, nid, attached[nid], gets_grad, saved, fixed.get(nid)
+            )
+        position = {nid: i for i, nid in enumerate(order)}
+        return Problem(
+            graph, order, position, ops, producers, consumers, attached, signature, sig, fixed, gets_grad
+        )
+
+    def _signature(
+        self,
+        graph: Graph,
+        nid: int,
+        attached: list[tuple[int, int]],
+        gets_grad: set[Ref],
+        saved: Mapping[Ref, None],
+        fixed: View | None,
+    ) -> tuple[Any, int]:
+        """What a node's own cost depends on (besides its view), and a hash of it."""
+        node = graph.nodes[nid]
+        operand_types = tuple(None if r is None else graph.type_of(r) for r in node.operands)
+        grads = tuple(r is not None and r in gets_grad for r in node.operands)
+        results = [(nid, i) for i in range(len(node.types))]
+        backward = any(r in gets_grad for r in results) and node.op not in SOURCES
+        kept = tuple(r in saved for r in results)
+        sources = tuple((i, graph.nodes[s].op, (s, 0) in gets_grad) for i, s in attached)
+        key = node.attr("key") if node.is_source else None
+        signature = (node.op, node.attrs, operand_types, node.types, grads, backward, kept, sources, key)
+        types = tuple(None if t is None else type_info(t).key for t in operand_types)
+        results_key = tuple(type_info(t).key for t in node.types)
+        digest = hash((node.op, node.attrs, types, results_key, grads, backward, kept, sources, key, fixed))
+        return signature, digest
+
+    # --- node and edge costs -------------------------------------------------------------------
+
+    def _node_cost(self, p: Problem, nid: int, view: View) -> tuple[Cost, tuple[View | None, ...]]:
+        """An op's own cost at `view` (compute, what it keeps, the sources it places) and the
+        views of its attached sources."""
+        key = (p.sig[nid], view)
+        hit = self._node.get(key)
+        if hit is not None:
+            return hit
+        node = p.graph.nodes[nid]
+        _, _, operand_types, _, grads, backward, kept, _, _ = p.signature[nid]
+        degrees = task_degrees(node.types[0])
+        where = view_placement(degrees, view)
+        memory: dict[int, float] = {}
+        time = 0.0
+        form = None
+        if not node.op.startswith("parallel."):
+            form = node_form_of(node, operand_types)
+            attrs = node_attrs(node)
+            none = [None] * len(operand_types)
+            parts = compute_parts(
+                self.machine, self.compute, node.op, attrs, form, where, operand_types, none, none,
+                node.types, list(grads), backward,
+            )  # fmt: skip
+            time += max(s for _, s in parts.fwd) + max(s for _, s in parts.bwd)
+            if backward and node.op == "pcg.attention":
+                per_task = attention_task_bytes(attrs, operand_types, node.types[0])
+                for device, count in parts.tasks.items():
+                    memory[device] = memory.get(device, 0.0) + per_task * count
+        for t, keep in zip(node.types, kept, strict=True):
+            if keep:
+                nbytes = piece(t).nbytes  # type: ignore[union-attr]
+                for device in where.values():
+                    memory[device] = memory.get(device, 0.0) + nbytes
+        source_views: list[View | None] = []
+        for i, source in p.attached[nid]:
+            t = operand_types[i]
+            assert t is not None
+            sview, extra = self._source_view(p, nid, node, form, where, view, i, t)
+            source_views.append(sview)
+            time += extra
+            src = p.graph.nodes[source]
+            if src.op != "pcg.weight":
+                continue
+            parts = weight_parts(
+                self.machine,
+                self.optimizer,
+                t,
+                view_placement(task_degrees(t), sview),
+                (source, 0) in p.gets_grad,
+            )
+            time += self.options.sync_weight * phase(parts.sync) + max(
+                (s for _, s in parts.update), default=0.0
+            )
+            for device, held in parts.held.items():
+                memory[device] = memory.get(device, 0.0) + sum(held.values())
+        overflow = max(
+            (nbytes / self.machine.kind_of(d).memory - 1 for d, nbytes in memory.items()), default=0.0
+        )
+        if overflow > 0:  # this op alone does not fit its devices: ruled out unless nothing fits
+            time += OVERFLOW_SECONDS * overflow
+        cost = Cost(time, max(memory.values(), default=0.0))
+        result = (cost, tuple(source_views))
+        self._node[key] = result
+        return result
+
+    def _source_view(
+        self, p: Problem, nid: int, node: Node, form: Any, where: Mapping[Any, int], view: View, i: int,
+        t: TensorType,
+    ) -> tuple[View, float]:  # fmt: skip
+        """Where a source read by operand `i` goes: each piece on the device of the task reading
+        it when a view can say so (no transfer), else row-major from the reader's start (its
+        transfers are charged)."""
+        degrees = task_degrees(t)
+        if form is not None:
+            derived: dict[Any, int] = {}
+            for task in form.tasks():
+                coord = form.coord(form.operands[i], task)
+                derived.setdefault(coord, where[form.coord(form.results[0], task)])
+            if len(derived) == math.prod(degrees):
+                sview = as_view(degrees, derived)
+                if sview is not None:
+                    return sview, 0.0
+        sview = canonical_view(degrees, view.start)
+        if max(view_placement(degrees, sview).values()) >= self.machine.num_devices:
+            sview = canonical_view(degrees, 0)
+        return sview, self._edge_cost(p, t, sview, nid, view, i)
+
+    def _edge_cost(self, p: Problem, t: TensorType, pview: View, nid: int, view: View, i: int) -> float:
+        """Moving operand `i` of op `nid` (at `view`), of type `t` placed at `pview`."""
+        key = (type_info(t).key, pview, p.sig[nid], view, i)
+        hit = self._edge.get(key)
+        if hit is not None:
+            return hit
+        node = p.graph.nodes[nid]
+        _, _, operand_types, _, grads, _, _, _, _ = p.signature[nid]
+        source_where = view_placement(task_degrees(t), pview)
+        where = view_placement(task_degrees(node.types[0]), view)
+        if node.op == "parallel.sum_concat":
+            only: list[Any] = [source_where if j == i else None for j in range(len(operand_types))]
+            fwd, bwd = sum_concat_parts(self.machine, operand_types, only, node.types[0], where, grads)
+            seconds = phase(fwd) + phase(bwd)
+        elif node.op.startswith("parallel."):
+            fwd, bwd = parallel_parts(
+                self.machine,
+                node.op,
+                full_attrs(node.op, node.attrs),
+                t,
+                source_where,
+                node.types[0],
+                where,
+                grads[0],
+            )
+            seconds = phase(fwd) + phase(bwd)
+        else:
+            form = node_form_of(node, operand_types)
+            only = [source_where if j == i else None for j in range(len(operand_types))]
+            keys = list(range(len(operand_types)))
+            _, fwd_t, bwd_t = tasks_and_transfers(form, where, operand_types, keys, only, grads, self.machine)
+            seconds = phase(fwd_t) + phase(bwd_t)
+        self._edge[key] = seconds
+        return seconds
+
+    def _views(self, p: Problem, nid: int, block: Block) -> tuple[View, ...]:
+        if nid in p.fixed:
+            return (p.fixed[nid],)
+        degrees = task_degrees(p.graph.nodes[nid].types[0])
+        return views_in(degrees, block, self.options.max_starts)
+
+    def _leaf(self, p: Problem, nid: int, view: View, ext: Mapping[int, View]) -> Cost:
+        """An op at `view` with the edges to the ops around it whose views are known."""
+        cost, _ = self._node_cost(p, nid, view)
+        moved = 0.0
+        for i, producer, result in p.producers[nid]:
+            if producer in ext:
+                moved += self._edge_cost(p, p.graph.type_of((producer, result)), ext[producer], nid, view, i)
+        for consumer, i, result in p.consumers[nid]:
+            if consumer in ext:
+                moved += self._edge_cost(p, p.graph.type_of((nid, result)), view, consumer, ext[consumer], i)
+        return Cost(cost.time + moved, cost.memory)
+
+    # --- the recursion -------------------------------------------------------------------------
+
+    def _direct(self, p: Problem, a: int, a_view: View, b: int, b_view: View) -> float:
+        """Edges from op `a` straight into op `b`."""
+        return sum(
+            self._edge_cost(p, p.graph.type_of((a, r)), a_view, b, b_view, i)
+            for c, i, r in p.consumers[a]
+            if c == b
+        )
