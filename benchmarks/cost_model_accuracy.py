@@ -4,7 +4,8 @@
                                              [--profile FILE] [--four] [--only NAME ...]
 
 Every plan (serial, data, tensor/Megatron, reduction and hybrid parallelism of MLP, BERT and
-DLRM at sizes where a step takes milliseconds to a second) is estimated with `estimate_module`
+DLRM at sizes where a step takes milliseconds to a second, and the plans `--unity-search` finds
+for cpu:2 at those sizes) is estimated with `estimate_module`
 on its machine (`cpu:P`) and run with `-t torch` under torchrun (gloo); the table lists
 predicted and measured ms per iteration, and the summary gives Kendall's tau (do predictions
 rank plans as measurements do?) and the median relative error |predicted - measured| /
@@ -32,6 +33,11 @@ sys.path.insert(0, str(HERE.parent / "tests" / "codegen"))
 SIZES = {
     "mlp": {"in_features": "256", "hidden_dims": "[512, 512, 512, 512]", "batch": "128"},
     "mlp-wide": {"in_features": "512", "hidden_dims": "[1024, 1024, 1024, 1024]", "batch": "256"},
+    "mlp-demo": {
+        "in_features": "256",
+        "hidden_dims": "[512, 512, 512, 512, 512, 512, 512, 512]",
+        "batch": "256",
+    },
     "bert": {
         "hidden": "128",
         "heads": "4",
@@ -67,6 +73,7 @@ PLANS = [  # (plan, size)
     ("dlrm-data-2", "dlrm"),
     ("dlrm-hybrid-2", "dlrm"),
 ]
+SEARCHED = [("search-2", size) for size in ("mlp", "mlp-wide", "mlp-demo", "bert", "dlrm")]
 FOUR = [("mlp-hybrid-4", "mlp"), ("bert-heads-4", "bert"), ("dlrm-hybrid-4", "dlrm")]
 
 
@@ -109,6 +116,24 @@ def measure(program: Path, nproc: int, steps: int, warmup: int, stat: str) -> fl
     return float(json.loads(out.read_text())[STATS[stat]])
 
 
+def searched(size: str, nproc: int, tmp: Path):  # type: ignore[no-untyped-def]
+    """The plan `unityc-opt --unity-search --machine cpu:P` finds for the model at `size`."""
+    from unityc.frontend import ModelSpec, import_model
+    from unityc.tools.source import read_module
+
+    settings = dict(SIZES[size])
+    batch = int(settings.pop("batch"))
+    spec = ModelSpec(size.split("-")[0], "small", batch=batch, overrides=tuple(settings.items()))
+    source, plan = tmp / f"{size}.mlir", tmp / f"{size}-search-{nproc}.mlir"
+    source.write_text(str(import_model(spec)))
+    command = [sys.executable, "-m", "unityc.tools.opt", str(source), "--unity-search"]
+    command += ["--machine", f"cpu:{nproc}", "--baselines", "none", "-o", str(plan)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"search for {size} failed:\n{done.stderr[-2000:]}")
+    return read_module(str(plan))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=8, help="timed steps per plan (default 8)")
@@ -133,14 +158,15 @@ def main() -> int:
     from unityc.machine import load_machine
 
     cache = ProfileCache.load(args.profile) if args.profile else None
-    plans = PLANS + (FOUR if args.four else [])
+    plans = PLANS + SEARCHED + (FOUR if args.four else [])
     if args.only:
         plans = [p for p in plans if p[0] in args.only]
     rows: list[tuple[str, str, float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, size in tqdm(plans, desc="plans", unit="plan"):
-            module = build(name, **SIZES[size])
             nproc = int(name.rsplit("-", 1)[1])
+            is_search = name.startswith("search-")
+            module = searched(size, nproc, Path(tmp)) if is_search else build(name, **SIZES[size])
             predicted = estimate_module(module, load_machine(f"cpu:{nproc}"), args.cost, "sgd", cache)
             program = Path(tmp) / f"{name}-{size}.py"
             program.write_text(emit_program(module, source=f"{name}.mlir"))

@@ -100,6 +100,24 @@ def test_a_source_read_twice_keeps_its_type() -> None:
     assert "parallel.replicate" in g.op_counts()
 
 
+def test_equal_parallel_ops_are_one_and_a_tied_weight_is_held_in_copies() -> None:
+    """BERT's tied embedding: two readers each replicate the weight; the replicates are one op,
+    which then folds into the weight (held in copies, no broadcast per iteration)."""
+    g = Graph()
+    w = g.add_source("pcg.weight", "w", t(4, 4))
+    (a,) = g.add("parallel.replicate", [w], degree=2)
+    (b,) = g.add("parallel.replicate", [w], degree=2)
+    (c,) = g.add("pcg.relu", [a])
+    (d,) = g.add("pcg.sigmoid", [b])
+    g.outputs = (c, d)
+    before = g.copy()
+    simplify(g)
+    assert g.op_counts().get("parallel.replicate") is None
+    (weight,) = [n for n in g.nodes.values() if n.op == "pcg.weight"]
+    assert weight.types[0].copy_degree == 2
+    assert_same_outputs(before, g)
+
+
 RED, COMB = ("parallel.reduce", {"degree": 2}), ("parallel.combine", {"dim": 1, "degree": 2})
 REP, PART = ("parallel.replicate", {"degree": 2}), ("parallel.partition", {"dim": 0, "degree": 2})
 

@@ -14,8 +14,11 @@ communication it depends on. The graph is a list of `Step`s in topological order
    operands' gradients back (the dual collectives); an operand used several times has its
    gradient when the last use is done;
 3. weight update: once a weight's gradient is complete, its gradient synchronization (an
-   all-reduce across copies of a weight used directly with copy degree > 1) and then the
-   optimizer step on each device holding a piece.
+   all-reduce across copies of a weight used directly with copy degree > 1) starts on the
+   communication streams, overlapping the rest of the backward; the optimizer step of each
+   piece runs on its device once that device's backward is done and the piece's gradient is
+   synchronized (a program calls `optimizer.step()` after `backward()`), so where weights
+   appear in the graph does not change the estimate.
 
 Ops on disjoint devices therefore overlap; ops sharing a device serialize in program order.
 Micro-batches (`parallel.pipeline` ... `parallel.batch`): a step runs once per micro-batch of
@@ -163,13 +166,12 @@ def simulate(steps: Sequence[Step], multiplicity: Mapping[int, int], loss: int |
         grad[loss] = list(ready[loss])
     backward_s = forward_s
     update_end = forward_s
+    updates: list[tuple[tuple[tuple[int, float], ...], float]] = []
     for step in reversed(steps):
         if step.update or step.grad_sync:
             done = [g for r in step.results for g in grad[r] if g is not None]
-            if not done:
-                continue
-            synced = sim.communicate(step.grad_sync, max(done))
-            update_end = max(update_end, sim.compute(step.update, synced))
+            if done:
+                updates.append((step.update, sim.communicate(step.grad_sync, max(done))))
             continue
         if not step.has_backward:
             continue
@@ -188,5 +190,7 @@ def simulate(steps: Sequence[Step], multiplicity: Mapping[int, int], loss: int |
                 i = _instance(k, m, mult(v))
                 previous = grad[v][i]
                 grad[v][i] = end if previous is None else max(previous, end)
+    for work, synced in updates:  # after every backward step: compute streams are past them
+        update_end = max(update_end, sim.compute(work, synced))
     iteration = max(backward_s, update_end, forward_s)
     return Schedule(iteration, forward_s, backward_s, dict(sim.timelines), tuple(fwd_end))

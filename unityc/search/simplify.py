@@ -12,7 +12,9 @@ op to op without moving. They are the dialect's canonicalization patterns
   `reduce(reduce)` become one op with the product of the degrees;
 * sources: a partition, combine or replicate of a weight, input or constant that nothing else
   reads becomes that source with the new type (a weight held sharded or in copies is loaded that
-  way, with no communication); `keep` names sources that must keep their type.
+  way, with no communication); `keep` names sources that must keep their type;
+* duplicates: equal parallel ops (same op, operand, attributes and view) are one op, so a
+  weight two ops read (BERT's tied embedding) is replicated once, and then held in copies.
 
 `fuse_collectives` rewrites the pairs that one collective does at once (the `fuse-collectives`
 pass on a Graph): reduce then replicate is an all_reduce, reduce then partition a
@@ -79,6 +81,32 @@ def simplify(graph: Graph, keep: Collection[int] = ()) -> Graph:
 
     One pass in topological order suffices: an identity changes a node and whom it reads, which
     can only enable identities at that node (tried again) or at its readers (visited later)."""
+    _simplify_once(graph, keep)
+    while _merge_duplicates(graph):
+        _simplify_once(graph, keep)
+    return graph
+
+
+def _merge_duplicates(graph: Graph) -> bool:
+    """Redirects readers of each parallel op equal to an earlier one to that one; True if any."""
+    seen: dict[tuple[object, ...], int] = {}
+    moves: dict[Ref, Ref] = {}
+    for nid in graph.topological():
+        node = graph.nodes[nid]
+        if not node.op.startswith("parallel.") or len(node.operands) != 1:
+            continue
+        key = (node.op, node.operands, node.attrs, node.view)
+        first = seen.setdefault(key, nid)
+        if first != nid:
+            moves[(nid, 0)] = (first, 0)
+    if not moves:
+        return False
+    graph.redirect(moves)
+    graph.prune()
+    return True
+
+
+def _simplify_once(graph: Graph, keep: Collection[int]) -> None:
     users = graph.users()
     for nid in graph.topological():
         while True:
@@ -102,7 +130,6 @@ def simplify(graph: Graph, keep: Collection[int] = ()) -> Graph:
             graph.nodes[nid] = Node(value.op, value.operands, value.attrs, value.types, None, node.hint)
             users = graph.prune().users()
     graph.prune()
-    return graph
 
 
 def reduce_loss(graph: Graph) -> Graph:
