@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from unityc.dialects import pcg
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import TensorType
+from unityc.runtime.kernels import attention
 
 
 @dataclass
@@ -97,19 +98,8 @@ def _embedding_bag(task: Task, ids: torch.Tensor, w: torch.Tensor) -> torch.Tens
 
 
 def _attention(task: Task, q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask) -> torch.Tensor:
-    heads = task.attrs["heads"] // task.degree("h")
-    batch, sq, _ = q.shape
-    sk = k.shape[1]
-    width = wq.shape[0] // heads
-
-    def project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, s: int) -> torch.Tensor:
-        return F.linear(x, w, b).reshape(batch, s, heads, width).transpose(1, 2)
-
-    scores = project(q, wq, bq, sq) @ project(k, wk, bk, sk).transpose(-1, -2) / math.sqrt(width)
-    if mask is not None:
-        scores = scores + mask
-    context = torch.softmax(scores, dim=-1) @ project(v, wv, bv, sk)
-    return F.linear(context.transpose(1, 2).reshape(batch, sq, heads * width), wo, _bias(task, bo))
+    heads = task.attrs["heads"] // task.degree("h")  # this task's heads
+    return attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, _bias(task, bo), mask, heads)
 
 
 def _cross_entropy(task: Task, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

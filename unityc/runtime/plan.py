@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from unityc.cost.communication import DUAL, PATTERNS
+
 Coord = tuple[int, ...]
 
 DTYPES: dict[str, torch.dtype] = {
@@ -81,29 +83,7 @@ class Layout:
         return [tuple(ranks) for _, ranks in sorted(groups.items()) if len(ranks) > 1]
 
 
-KINDS = (
-    "p2p",
-    "scatter",
-    "gather",
-    "broadcast",
-    "reduce",
-    "all_reduce",
-    "reduce_scatter",
-    "all_gather",
-    "all_to_all",
-)
-
-DUAL = {
-    "p2p": "p2p",
-    "scatter": "gather",
-    "gather": "scatter",
-    "broadcast": "reduce",
-    "reduce": "broadcast",
-    "all_reduce": "all_reduce",
-    "reduce_scatter": "all_gather",
-    "all_gather": "reduce_scatter",
-    "all_to_all": "all_to_all",
-}
+KINDS = PATTERNS  # the collectives the cost model prices are the ones the runtime runs
 
 
 @dataclass(frozen=True)
