@@ -13,12 +13,11 @@ communication it depends on. The graph is a list of `Step`s in topological order
    results are ready (the loss's gradient is ready when the loss is), computes, then sends the
    operands' gradients back (the dual collectives); an operand used several times has its
    gradient when the last use is done;
-3. weight update: once a weight's gradient is complete, its gradient synchronization (an
-   all-reduce across copies of a weight used directly with copy degree > 1) starts on the
-   communication streams, overlapping the rest of the backward; the optimizer step of each
-   piece runs on its device once that device's backward is done and the piece's gradient is
-   synchronized (a program calls `optimizer.step()` after `backward()`), so where weights
-   appear in the graph does not change the estimate.
+3. weight update, as the generated program does it (`unityc.runtime.grads`): after the backward,
+   the gradients of weights held in copies are all-reduced across the copies (one collective
+   per weight here; the runtime buckets them, so this errs high by a latency per weight), then
+   the optimizer step of each piece runs on its device. Neither overlaps the backward, and
+   where weights appear in the graph does not change the estimate.
 
 Ops on disjoint devices therefore overlap; ops sharing a device serialize in program order.
 Micro-batches (`parallel.pipeline` ... `parallel.batch`): a step runs once per micro-batch of
@@ -166,12 +165,12 @@ def simulate(steps: Sequence[Step], multiplicity: Mapping[int, int], loss: int |
         grad[loss] = list(ready[loss])
     backward_s = forward_s
     update_end = forward_s
-    updates: list[tuple[tuple[tuple[int, float], ...], float]] = []
+    weights: list[tuple[Step, float]] = []
     for step in reversed(steps):
         if step.update or step.grad_sync:
             done = [g for r in step.results for g in grad[r] if g is not None]
             if done:
-                updates.append((step.update, sim.communicate(step.grad_sync, max(done))))
+                weights.append((step, max(done)))
             continue
         if not step.has_backward:
             continue
@@ -190,6 +189,13 @@ def simulate(steps: Sequence[Step], multiplicity: Mapping[int, int], loss: int |
                 i = _instance(k, m, mult(v))
                 previous = grad[v][i]
                 grad[v][i] = end if previous is None else max(previous, end)
+    # each rank syncs once its own backward is done (compute and communication streams)
+    done_at = {d: max(sim.compute_free.get(d, 0.0), sim.comm_free.get(d, 0.0)) for d in sim.timelines}
+    updates = []
+    for step, ready in weights:
+        ranks = {d for c in step.grad_sync for d in c.devices}
+        start = max([ready, *(done_at.get(d, 0.0) for d in ranks)])
+        updates.append((step.update, sim.communicate(step.grad_sync, start)))
     for work, synced in updates:  # after every backward step: compute streams are past them
         update_end = max(update_end, sim.compute(work, synced))
     iteration = max(backward_s, update_end, forward_s)
