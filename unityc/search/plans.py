@@ -35,7 +35,7 @@ class Pricing:
 
     cost: str = "roofline"
     optimizer: str = "sgd"
-    sync_weight: float = 0.5
+    sync_weight: float = 1.0
     side_by_side: bool = True
     profile: ProfileCache | None = None
 

@@ -72,7 +72,7 @@ class UnityOptions:
     cost: str = "roofline"
     optimizer: str = "sgd"
     memory_check: bool = True
-    sync_weight: float = 0.5
+    sync_weight: float = 1.0
     side_by_side: bool = True
     per_output: int = 2
     """Candidates kept per output partitioning of a segment (besides the best few overall)."""
