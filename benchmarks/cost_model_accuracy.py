@@ -27,17 +27,15 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from unityc.tools import demo
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "codegen"))
 
 SIZES = {
     "mlp": {"in_features": "256", "hidden_dims": "[512, 512, 512, 512]", "batch": "128"},
     "mlp-wide": {"in_features": "512", "hidden_dims": "[1024, 1024, 1024, 1024]", "batch": "256"},
-    "mlp-demo": {
-        "in_features": "256",
-        "hidden_dims": "[512, 512, 512, 512, 512, 512, 512, 512]",
-        "batch": "256",
-    },
+    "mlp-demo": {**demo.CONFIG, "batch": str(demo.BATCH)},  # `make demo`'s model
     "bert": {
         "hidden": "128",
         "heads": "4",

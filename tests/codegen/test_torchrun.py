@@ -22,6 +22,7 @@ from strategies import build
 from torchrun import Run, torchrun, write_program
 
 from unityc.frontend import ModelSpec, import_model
+from unityc.tools import demo
 
 pytestmark = pytest.mark.torchrun
 
@@ -48,11 +49,10 @@ PLANS = [
     ("collectives-4", 4, ADAM),
 ]
 ZOO = ["mlp", "bert", "dlrm", "xdl", "candle_uno", "resnext50", "inception_v3"]
-WIDE_MLP = [("in_features", "256"), ("hidden_dims", "[512,512,512,512,512,512,512,512]")]
 # Small configs are too small for parallelism to pay on cpu:N (the search rightly keeps them on
 # one process); these larger ones make it choose parallel plans, which must train exactly too.
 PARALLEL_SPECS = {
-    "mlp_wide": ModelSpec("mlp", "small", batch=256, overrides=tuple(WIDE_MLP)),  # `make demo`'s
+    "mlp_wide": ModelSpec("mlp", "small", batch=demo.BATCH, overrides=tuple(demo.CONFIG.items())),
     "bert_b512": ModelSpec("bert", "small", batch=512),
 }
 SEARCHES = [(model, n) for n in (2, 4) for model in [*ZOO, *PARALLEL_SPECS]]

@@ -83,9 +83,6 @@ class Layout:
         return [tuple(ranks) for _, ranks in sorted(groups.items()) if len(ranks) > 1]
 
 
-KINDS = PATTERNS  # the collectives the cost model prices are the ones the runtime runs
-
-
 @dataclass(frozen=True)
 class Collective:
     """One collective among the ranks holding its input pieces (`ins`, in piece order) and its
@@ -113,8 +110,8 @@ class Collective:
     dst: int = 0
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown collective '{self.kind}' (known: {', '.join(KINDS)})")
+        if self.kind not in PATTERNS:  # the collectives the cost model prices
+            raise ValueError(f"unknown collective '{self.kind}' (known: {', '.join(PATTERNS)})")
         if self.kind == "p2p" and len(self.ins) != len(self.outs):
             raise ValueError("p2p needs one destination per source")
 

@@ -6,8 +6,8 @@ parallel op (from where its input lives to where its output goes) and the point-
 transfers of operand pieces held on another device than the task reading them, forward and
 backward. Weights (and other sources) are not variables: each takes the placement its first
 reader wants (the device of the task reading each piece), so reading it moves nothing; its
-optimizer step and the all-reduce of its gradient copies (weighted by `sync_weight`: 1, as the
-generated program syncs after the backward, without overlap) are charged to that reader. The objective is
+optimizer step and the all-reduce of its gradient copies (weighted by `sync_weight`, see
+`SYNC_WEIGHT`) are charged to that reader. The objective is
 `time + memory_weight * memory`, memory being a per-device upper bound (what each op keeps on
 its busiest device, summed); an op that alone overflows its devices is charged
 `OVERFLOW_SECONDS` per capacity's worth. Everything is priced by `cost/pricing.py`, the
@@ -44,11 +44,14 @@ OVERFLOW_SECONDS = 1e3
 """Charged per capacity's worth of memory an op alone needs beyond its device's capacity."""
 
 
+SYNC_WEIGHT = 1.0
+"""Share of a weight's gradient all-reduce charged to the iteration: all of it, as the runtime
+syncs after the backward (below 1 would model a runtime that overlaps the two)."""
+
+
 @dataclass(frozen=True)
 class MappingOptions:
-    sync_weight: float = 1.0
-    """Share of a weight's gradient all-reduce charged to the iteration (1: the runtime syncs
-    after the backward; below 1 models a runtime that overlaps the sync with the backward)."""
+    sync_weight: float = SYNC_WEIGHT
     memory_weight: float = 0.0
     """Seconds charged per byte of the per-device memory bound (0: memory is free)."""
     max_starts: int = 2

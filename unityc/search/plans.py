@@ -14,6 +14,7 @@ from unityc.cost.profile import ProfileCache
 from unityc.graph import Graph
 from unityc.machine.spec import Machine
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
+from unityc.search.opcost import SYNC_WEIGHT
 from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.search.strategies import data_parallel_graph, megatron_graph, tensor_degrees
 from unityc.search.views import to_attr
@@ -35,7 +36,7 @@ class Pricing:
 
     cost: str = "roofline"
     optimizer: str = "sgd"
-    sync_weight: float = 1.0
+    sync_weight: float = SYNC_WEIGHT
     side_by_side: bool = True
     profile: ProfileCache | None = None
 

@@ -77,10 +77,7 @@ def _built(graph: Graph, op: str, x: Ref, **attrs: int) -> Node:
 
 
 def simplify(graph: Graph, keep: Collection[int] = ()) -> Graph:
-    """Applies the identities until none applies, then drops dead nodes (in place).
-
-    One pass in topological order suffices: an identity changes a node and whom it reads, which
-    can only enable identities at that node (tried again) or at its readers (visited later)."""
+    """Applies the identities until none applies, then drops dead nodes (in place)."""
     _simplify_once(graph, keep)
     while _merge_duplicates(graph):
         _simplify_once(graph, keep)
@@ -107,6 +104,9 @@ def _merge_duplicates(graph: Graph) -> bool:
 
 
 def _simplify_once(graph: Graph, keep: Collection[int]) -> None:
+    """One pass in topological order suffices: an identity changes a node and whom it reads,
+    which can only enable identities at that node (tried again) or at its readers (visited
+    later). Merging duplicates can enable more, hence the loop in `simplify`."""
     users = graph.users()
     for nid in graph.topological():
         while True:

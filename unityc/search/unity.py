@@ -37,6 +37,7 @@ from unityc.graph import Graph, Node, Ref
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
+from unityc.search.opcost import SYNC_WEIGHT
 from unityc.search.plans import Plan, Pricing, data_parallel_plan, megatron_plans
 from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.search.split import (
@@ -72,7 +73,7 @@ class UnityOptions:
     cost: str = "roofline"
     optimizer: str = "sgd"
     memory_check: bool = True
-    sync_weight: float = 1.0
+    sync_weight: float = SYNC_WEIGHT
     side_by_side: bool = True
     per_output: int = 2
     """Candidates kept per output partitioning of a segment (besides the best few overall)."""
