@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.interpreter import Interpreter
 from xdsl.interpreters.func import FuncFunctions
 from xdsl.ir import SSAValue
 
 from unityc.dialects import parallel, pcg
+from unityc.graph.convert import entry_function
 from unityc.interpreter.functions import PcgFunctions, SourceValues
 from unityc.interpreter.pieces import CopiesDiffer, MicroBatches, Pieces, assemble, scatter
 
@@ -27,18 +27,6 @@ _PASS_THROUGH = (
     pcg.GatherOp,
     *parallel.ALL_OPS,
 )
-
-
-def entry_function(module: ModuleOp, name: str | None = None) -> func.FuncOp:
-    funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
-    if name is not None:
-        funcs = [f for f in funcs if f.sym_name.data == name]
-    if len(funcs) != 1:
-        wanted = f"named '{name}'" if name else "(the graph)"
-        raise ValueError(f"expected exactly one func.func {wanted}, found {len(funcs)}")
-    if funcs[0].args:
-        raise ValueError("the graph function must take no arguments: inputs are pcg.input ops")
-    return funcs[0]
 
 
 def _bound_from_use(value: SSAValue, seen: set[SSAValue]) -> int | None:

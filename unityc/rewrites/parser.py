@@ -15,7 +15,10 @@ a flag written `=false` is dropped (unset), a dtype is the xDSL element type.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
+import os
+import pickle
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -126,7 +129,61 @@ def _rule_files(directory: Path) -> list[RuleFile]:
 
 @cache
 def _parse_file(path: str, mtime_ns: int) -> RuleFile:
-    return parse_rules(Path(path).read_text(), path)
+    """A parsed rules file, from the on-disk cache when this text was parsed before by this
+    parser (parsing the library takes seconds, loading its pickle a fraction of one)."""
+    data = Path(path).read_bytes()
+    cached = _cache_path(path, data)
+    if cached is not None and cached.exists():
+        try:
+            with cached.open("rb") as f:
+                loaded = pickle.load(f)
+            if isinstance(loaded, RuleFile):
+                return loaded
+        except Exception:  # a stale or broken cache entry: parse again
+            pass
+    parsed = parse_rules(_decode(data, path), path)
+    if cached is not None:
+        _store(cached, parsed)
+    return parsed
+
+
+def _cache_path(path: str, data: bytes) -> Path | None:
+    """Where the parse of `data` (at `path`) is cached: keyed by the text, the path (locations
+    name it) and the parser's own source files; None if no cache directory can be had."""
+    root = os.environ.get("UNITYC_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "unityc"
+    )
+    digest = hashlib.sha256(data + b"\0" + os.path.abspath(path).encode())
+    for source in _PARSER_SOURCES:
+        digest.update(source.read_bytes())
+    return Path(root) / "rules" / f"{digest.hexdigest()}.pickle"
+
+
+_PARSER_SOURCES = tuple(
+    Path(__file__).with_name(n) for n in ("parser.py", "terms.py", "rule_checks.py", "grammar.lark")
+)
+
+
+def _store(target: Path, parsed: RuleFile) -> None:
+    """Writes the cache entry atomically; a cache that cannot be written is no error."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        with tmp.open("wb") as f:
+            pickle.dump(parsed, f)
+        tmp.replace(target)
+    except (OSError, pickle.PicklingError, RecursionError):
+        pass
+
+
+def _decode(data: bytes, path: str) -> str:
+    """The text of a rules file; not UTF-8 is a located error."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise RuleSyntaxError(path, line, column, f"not UTF-8 text (byte 0x{data[e.start]:02x})") from None
 
 
 # --- syntax errors --------------------------------------------------------------------------

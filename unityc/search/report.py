@@ -92,7 +92,7 @@ def render(r: PlanReport) -> str:
         f"unity-search: {e.machine.summary()}",
         f"cost model: {e.cost}, optimizer: {e.optimizer}",
         f"search: {s.segments} segment(s), {s.searches} searched, {s.reused} reused; {s.priced} candidates "
-        f"priced, {s.expanded} expanded; {s.seconds:.1f} s"
+        f"priced, {s.bounded} dropped by bound, {s.expanded} expanded; {s.seconds:.1f} s"
         + (
             f"; stopped by {', '.join(f'{k} ({n})' for k, n in sorted(s.stopped.items()))}"
             if s.stopped
@@ -182,6 +182,7 @@ def to_json(r: PlanReport) -> dict[str, Any]:
             "searched": s.searches,
             "reused": s.reused,
             "priced": s.priced,
+            "bounded": s.bounded,
             "expanded": s.expanded,
             "stopped": s.stopped,
             "memory_rounds": [{"weight": w, "peak_memory_bytes": p, "fits": ok} for w, p, ok in s.rounds],

@@ -36,6 +36,7 @@ from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
+from unityc.search.bounds import Bound
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
 from unityc.search.plans import Plan, Pricing, data_parallel_plan, megatron_plans
@@ -98,6 +99,21 @@ def default_degrees(machine: Machine) -> tuple[int, ...]:
     return tuple(d for d in divisors if d in wanted)
 
 
+WORK_PER_EXPANSION = 16
+"""Neighbours looked at per expansion of the budget, per parallel degree offered (and one more)."""
+
+
+def work_budget(budget: int | None, degrees: int) -> int | None:
+    """Neighbours a segment search may look at (each is rewritten, simplified, hashed, bounded
+    and mostly priced): `budget` expansions of `WORK_PER_EXPANSION` per degree, so a machine
+    offering few degrees gets a small budget, whatever the segment's size (a segment of many
+    ops has hundreds of neighbours per expansion, most of them rewrites that change nothing
+    the cost model sees). None: no limit."""
+    if budget is None:
+        return None
+    return budget * WORK_PER_EXPANSION * (degrees + 1)
+
+
 @dataclass
 class SearchReport:
     seconds: float = 0.0
@@ -105,6 +121,8 @@ class SearchReport:
     searches: int = 0
     reused: int = 0
     priced: int = 0
+    bounded: int = 0
+    """Candidates not priced: their lower bound was beyond alpha x the best."""
     expanded: int = 0
     stopped: dict[str, int] = field(default_factory=dict)
     rounds: list[tuple[float, float, bool]] = field(default_factory=list)
@@ -150,6 +168,7 @@ class _Run:
         deadline: float | None,
         report: SearchReport,
         progress: Progress | None,
+        bound: Bound,
     ):
         self.graph = graph
         self.machine = machine
@@ -159,6 +178,7 @@ class _Run:
         self.deadline = deadline
         self.report = report
         self.progress = progress
+        self.bound = bound
         self.degrees = options.degrees or default_degrees(machine)
         self.searched: dict[Any, list[Candidate]] = {}
         self.converted: dict[Any, _Choice | None] = {}
@@ -237,10 +257,20 @@ class _Run:
         def price(g: Graph) -> Mapped:
             return self._price(seg, fuse_collectives(g), None)
 
-        options = SubstitutionOptions(self.options.alpha, self.options.budget, self.deadline)
+        requires = [(seg.boundary, 0)] if seg.boundary is not None else []
+
+        def bound(g: Graph) -> float:
+            return self.bound(g, requires, None if seg.last else g.outputs[:1])
+
+        work = work_budget(self.options.budget, len(self.degrees))
+        options = SubstitutionOptions(
+            self.options.alpha, self.options.budget, self.deadline, work, self.options.per_output
+        )
         starts = [seg.graph, *self._seeds(seg)]
         devices = self.machine.num_devices
-        outcome = best_first(starts, price, self.rules, self.degrees, options, tuple(seg.keep), devices)
+        outcome = best_first(
+            starts, price, self.rules, self.degrees, options, tuple(seg.keep), devices, bound
+        )
         self._count(outcome.stats)
         kept = self._keep(outcome.candidates)
         self.searched[key] = kept
@@ -258,6 +288,7 @@ class _Run:
 
     def _count(self, stats: SearchStats) -> None:
         self.report.priced += stats.priced
+        self.report.bounded += stats.bounded
         self.report.expanded += stats.expanded
         self.report.stopped[stats.stopped_by] = self.report.stopped.get(stats.stopped_by, 0) + 1
 
@@ -357,6 +388,7 @@ def unity_search(
     began = time.monotonic()
     deadline = began + options.time_limit if options.time_limit is not None else None
     report = SearchReport()
+    bound = Bound(machine, compute)
     start = strip_views(graph)
     weights = [0.0]
     best: UnityResult | None = None
@@ -365,7 +397,7 @@ def unity_search(
         weight = weights.pop(0)
         mapping = MappingOptions(options.sync_weight, weight, side_by_side=options.side_by_side)
         mapper = Mapper(machine, compute, options.optimizer, mapping)
-        plan, mapped = _Run(start, machine, rules, options, mapper, deadline, report, progress).run()
+        plan, mapped = _Run(start, machine, rules, options, mapper, deadline, report, progress, bound).run()
         estimate = estimate_graph(plan, machine, options.cost, options.optimizer, profile)
         fits = estimate.fits
         report.rounds.append((weight, estimate.peak_memory, fits))

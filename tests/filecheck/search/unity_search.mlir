@@ -15,7 +15,7 @@
 
 // REPORT:      unity-search: slow-devices: 2 nodes, 4 devices (4x slow)
 // REPORT-NEXT: cost model: roofline, optimizer: sgd
-// REPORT-NEXT: search: 1 segment(s), 1 searched, 0 reused; {{[0-9]+}} candidates priced, {{[0-9]+}} expanded; {{.*}} s
+// REPORT-NEXT: search: 1 segment(s), 1 searched, 0 reused; {{[0-9]+}} candidates priced, {{[0-9]+}} dropped by bound, {{[0-9]+}} expanded; {{.*}} s
 // REPORT:      plan ({{.*}}): iteration time {{[0-9.]+}} us (forward {{.*}}, backward {{.*}}, gradient sync + update {{.*}})
 // REPORT-NEXT: memory per device: peak {{.*}} KiB on device {{[0-9]}} of 1.00 GiB (fits); lowest {{.*}}; 4 device(s) used
 // REPORT-NEXT: roofline bound: {{.*}}; plan / bound = {{[0-9.]+}}x

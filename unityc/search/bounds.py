@@ -1,0 +1,111 @@
+"""A lower bound of what the machine-mapping DP charges for a candidate graph, without mapping it.
+
+The DP's time is a sum over a series-parallel schedule (`mapping.py`): ops in series add, ops
+side by side take the max. Whatever the views, an op costs at least one task's compute on the
+fastest device kind (forward, and backward if a gradient flows through it), and a collective
+(a parallel op that moves pieces between devices) at least one message's latency on the
+machine's fastest link, forward and backward if its input gets a gradient. So the DP's time is
+at least the longest path through the graph weighted that way; the objective (time plus a
+non-negative memory charge) too. A chain of collectives counts one latency: the DP prices
+candidates after `fuse_collectives`, which may make one collective of a chain.
+
+The substitution search prices a candidate only if this bound is within alpha of the best
+cost so far: a rewrite that adds a collective to a plan already at the best time is dropped
+without running the DP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
+
+from unityc.cost.compute import SOURCES
+from unityc.cost.estimate import gradient_flags, node_attrs
+from unityc.cost.pricing import ComputeModel, piece, type_info
+from unityc.dialects.parallel import BatchOp, ParallelOp, PipelineOp
+from unityc.graph import Graph, Ref, op_classes
+from unityc.machine.spec import Machine
+
+
+def fastest_latency(machine: Machine) -> float:
+    """The lowest latency of any link joining two distinct devices of `machine`."""
+    latencies = []
+    for node in machine.nodes:
+        if any(len(socket) > 1 for socket in node.sockets):
+            latencies.append(node.intra_socket.latency)
+        if len(node.sockets) > 1:
+            latencies.append(node.cross_socket.latency)
+    if len(machine.nodes) > 1:
+        latencies.append(min(node.inter_node.latency for node in machine.nodes))
+    return min(latencies, default=0.0)
+
+
+@cache
+def _moves_data(op: str) -> bool:
+    """Parallel ops whose pieces land on devices other than their input's (every one but the
+    micro-batching pair, which splits and joins pieces in place)."""
+    cls = op_classes().get(op)
+    return cls is not None and issubclass(cls, ParallelOp) and not issubclass(cls, (PipelineOp, BatchOp))
+
+
+class Bound:
+    """Lower bounds of the DP's objective on one machine with one compute model; per-op
+    compute times are cached across candidates."""
+
+    def __init__(self, machine: Machine, compute: ComputeModel):
+        self.machine = machine
+        self.compute = compute
+        self.latency = fastest_latency(machine)
+        self._op: dict[Any, float] = {}
+
+    def __call__(
+        self, graph: Graph, requires: Iterable[Ref] = (), roots: Iterable[Ref] | None = None
+    ) -> float:
+        """A lower bound of `Mapper.map(graph, ..., requires, roots).objective`."""
+        order = graph.topological()
+        _, gets_grad = gradient_flags(graph, order, requires, roots)
+        finish: dict[int, float] = {}
+        moving: set[int] = set()
+        longest = 0.0
+        for nid in order:
+            node = graph.nodes[nid]
+            producers = [r[0] for r in node.operand_refs()]
+            start = max((finish[p] for p in producers if p in finish), default=0.0)
+            if _moves_data(node.op):
+                moving.add(nid)
+                follows = any(p in moving for p in producers)
+                grad = any(r in gets_grad for r in node.operand_refs())
+                own = 0.0 if follows else self.latency * (2 if grad else 1)
+            elif node.is_source or node.op.startswith("parallel."):
+                own = 0.0
+            else:
+                own = self._compute(graph, nid, gets_grad)
+            finish[nid] = start + own
+            longest = max(longest, finish[nid])
+        return longest
+
+    def _compute(self, graph: Graph, nid: int, gets_grad: set[Ref]) -> float:
+        """One task of op `nid` on the fastest device kind: forward, and backward if it runs."""
+        node = graph.nodes[nid]
+        operand_types = tuple(None if r is None else graph.type_of(r) for r in node.operands)
+        grads = tuple(r is not None and r in gets_grad for r in node.operands)
+        backward = node.op not in SOURCES and any((nid, i) in gets_grad for i in range(len(node.types)))
+        types = tuple(None if t is None else type_info(t).key for t in operand_types)
+        key = (node.op, node.attrs, types, tuple(type_info(t).key for t in node.types), grads, backward)
+        hit = self._op.get(key)
+        if hit is not None:
+            return hit
+        attrs = node_attrs(node)
+        operands = [piece(t) for t in operand_types]
+        results = [piece(t) for t in node.types]
+        best = float("inf")
+        for kind in self.machine.kinds:
+            cost = self.compute(node.op, attrs, operands, results, kind, list(grads))
+            best = min(best, cost.fwd_s + (cost.bwd_s if backward else 0.0))
+        seconds = best if best != float("inf") else 0.0
+        self._op[key] = seconds
+        return seconds
+
+
+__all__ = ["Bound", "fastest_latency"]
