@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from unityc.machine.errors import MachineSpecError
-from unityc.machine.spec import DTYPES, DeviceKind, Link, Machine, NodeSpec
+from unityc.machine.spec import DTYPES, DeviceKind, Link, Machine, NodeSpec, check_size
 
 GB = 1e9
 GIB = 2**30
@@ -100,7 +100,10 @@ def machine_from_dict(
         raise r.error("nodes", f"expected a table or a non-empty array of tables, got {nodes_value!r}")
     nodes: list[NodeSpec] = []
     kind_names = {k.name for k in kinds}
+    devices = 0
     for path, group in groups:
+        devices += r.group_devices(group, path)
+        check_size(f"{source}: {path}", devices)
         nodes.extend(r.node_group(group, path, links, kind_names))
     if len(nodes) > 1 and "inter_node" not in links:
         raise r.error("links.inter_node", "missing: the machine has more than one node")
@@ -229,6 +232,14 @@ class _Reader:
             raise self.error(f"{path}.intra_socket", "missing")
         links.setdefault("cross_socket", links["intra_socket"])
         return links
+
+    def group_devices(self, group: dict[str, Any], path: str) -> int:
+        """How many devices a node group has (checked before the group is built)."""
+        return (
+            self.count(group, "count", path, 1)
+            * self.count(group, "sockets", path, 1)
+            * self.count(group, "devices_per_socket", path)
+        )
 
     def node_group(
         self, group: dict[str, Any], path: str, links: dict[str, Link], kind_names: set[str]

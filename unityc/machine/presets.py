@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from unityc.machine.errors import MachineSpecError
 from unityc.machine.loader import GB, GIB, TFLOPS, us
-from unityc.machine.spec import DeviceKind, Link, Machine, NodeSpec
+from unityc.machine.spec import DeviceKind, Link, Machine, NodeSpec, check_size
 
 GPU_COMPUTE_EFFICIENCY = 0.7
 GPU_MEMORY_EFFICIENCY = 0.8
@@ -153,14 +153,18 @@ PRESETS: dict[str, Callable[[int], Machine]] = {
 
 
 def preset(name: str) -> Machine:
-    """`summit:2` and the like; a bare preset name means one node (one process for cpu)."""
-    base, _, count = name.partition(":")
+    """`summit:2` and the like: N nodes (N processes for cpu). The count is required."""
+    base, colon, count = name.partition(":")
     if base not in PRESETS:
         raise MachineSpecError(f"unknown machine preset '{base}' (known: {', '.join(PRESETS)})")
-    if not count:
-        return PRESETS[base](1)
+    unit = "processes" if base == "cpu" else "nodes"
+    if not colon:
+        raise MachineSpecError(f"machine '{name}': give the number of {unit}, e.g. '{base}:1'")
     if not count.isdigit() or int(count) < 1:
         raise MachineSpecError(
             f"machine '{name}': the count after ':' must be a positive integer, got '{count}'"
         )
-    return PRESETS[base](int(count))
+    n = int(count)
+    per_node = PRESETS[base](1).num_devices if base != "cpu" else 1
+    check_size(name, n * per_node)
+    return PRESETS[base](n)

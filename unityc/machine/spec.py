@@ -22,6 +22,11 @@ from dataclasses import dataclass, field
 
 from unityc.machine.errors import MachineSpecError
 
+MAX_DEVICES = 65_536
+"""The most devices a machine may have: the search, the cost model and the generated programs
+enumerate devices (and each op's tasks, up to one per device), so a machine is refused before
+anything proportional to its size is built (`check_size`)."""
+
 DTYPES = ("f16", "bf16", "f32", "tf32", "f64")
 """Keys of a device kind's peak FLOP/s table; `tf32` is the tensor-core rate for f32 matmuls."""
 
@@ -97,6 +102,7 @@ class Machine:
         return self._hash
 
     def __post_init__(self) -> None:
+        check_size(self.name, _count(self.nodes))
         object.__setattr__(self, "_hash", hash((self.name, self.kinds, self.nodes)))
         kinds = {k.name: k for k in self.kinds}
         devices: list[Device] = []
@@ -157,7 +163,7 @@ class Machine:
         return index
 
     def total_peak_flops(self, dtype: str, matmul: bool = False) -> float:
-        return sum(d.kind.peak_flops(dtype, matmul) for d in self._devices)
+        return _total_peak_flops(self, dtype, matmul)
 
     # --- links -----------------------------------------------------------------------------
 
@@ -187,6 +193,28 @@ class Machine:
         kinds = ", ".join(f"{n}x {k}" for k, n in counts.items())
         nodes = f"{self.num_nodes} node{'s' if self.num_nodes != 1 else ''}"
         return f"{self.name}: {nodes}, {self.num_devices} devices ({kinds})"
+
+
+def check_size(name: str, devices: int) -> None:
+    """Refuses a machine of more than `MAX_DEVICES` devices (before it is built)."""
+    if devices > MAX_DEVICES:
+        raise MachineSpecError(
+            f"{name}: {devices:,} devices; at most {MAX_DEVICES:,} are supported (the search and "
+            "the cost model enumerate devices and tasks)"
+        )
+
+
+def _count(nodes: tuple[NodeSpec, ...]) -> int:
+    """Devices over all nodes (nodes repeat one spec per group: counted per distinct spec)."""
+    per: dict[NodeSpec, int] = {}
+    for node in nodes:
+        per[node] = per.get(node, 0) + 1
+    return sum(node.num_devices * n for node, n in per.items())
+
+
+@functools.lru_cache(maxsize=64)
+def _total_peak_flops(machine: Machine, dtype: str, matmul: bool) -> float:
+    return sum(d.kind.peak_flops(dtype, matmul) for d in machine.devices)
 
 
 @functools.lru_cache(maxsize=65536)

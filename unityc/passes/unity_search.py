@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,32 @@ def load_rules(path: str) -> list[Any]:
         raise ValueError(f"rules: no such file or directory: '{path}'")
     with open(path) as f:
         return compile_rules(parse_rules(f.read(), path).rules)
+
+
+def process_started() -> float:
+    """When this process started, as a `time.monotonic()` value (Linux: from /proc; elsewhere
+    now), so that `--time-limit` counts the whole command, not just the search."""
+    now = time.monotonic()
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        ticks = int(fields[19])  # field 22 of stat(5): start time, clock ticks after boot
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return now
+    age = uptime - ticks / os.sysconf("SC_CLK_TCK")
+    return now - age if 0 <= age < 3600 else now
+
+
+def machine_reference(name: str) -> str:
+    """What a plan records as its machine: a preset as given, a spec file as an absolute path
+    (the plan may be read from another directory)."""
+    from unityc.machine.presets import PRESETS
+
+    if name.split(":", 1)[0] in PRESETS and not os.path.exists(name):
+        return name
+    return os.path.abspath(name)
 
 
 def parse_degrees(text: str) -> tuple[int, ...] | None:
@@ -123,6 +150,7 @@ class UnitySearchPass(ModulePass):
         from unityc.search.report import BaselineRow, PlanReport, render, to_json
         from unityc.search.unity import unity_search
 
+        started = process_started()
         machine = load_machine(self.machine)
         options = self.options()
         profile = ProfileCache.load(self.profile) if self.profile else None
@@ -134,9 +162,12 @@ class UnitySearchPass(ModulePass):
         graph = from_module(op)
         bar = _Bar(self.progress and sys.stderr.isatty())
         try:
-            result = unity_search(graph, machine, rules, options, profile, bar)
+            result = unity_search(graph, machine, rules, options, profile, bar, started)
+        except KeyboardInterrupt:
+            raise ValueError("interrupted before any plan was complete; nothing written") from None
         finally:
             bar.close()
+        stopped = result.report.stopped_early
         rows: list[BaselineRow] = []
         plan, estimate, source = result.plan, result.estimate, result.source
         known = {"data-parallel": [p for p in result.alternatives if p.name == "data-parallel"]}
@@ -145,6 +176,9 @@ class UnitySearchPass(ModulePass):
             if known.get(name):
                 b = min(known[name], key=lambda p: p.estimate.iteration_s)
                 rows.append(BaselineRow(name, b.note, b.estimate))
+                continue
+            if stopped:
+                rows.append(BaselineRow(name, "", None, f"not priced: the search stopped early ({stopped})"))
                 continue
             try:
                 b = run_baseline(name, graph, machine, rules, options, profile)
@@ -167,7 +201,7 @@ class UnitySearchPass(ModulePass):
                 f"{format_bytes(device.memory.total)} on device {device.device} "
                 f"({format_bytes(device.capacity)} available)"
             )
-        plan.module_attrs["unityc.machine"] = StringAttr(self.machine)
+        plan.module_attrs["unityc.machine"] = StringAttr(machine_reference(self.machine))
         replace_module(op, to_module(plan))
 
     def options(self) -> Any:

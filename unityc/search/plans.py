@@ -17,7 +17,7 @@ from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
 from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.search.strategies import data_parallel_graph, megatron_graph, tensor_degrees
-from unityc.search.views import to_attr
+from unityc.search.views import big_degrees, canonical_view, task_degrees, to_attr
 
 
 @dataclass
@@ -57,6 +57,20 @@ def finish(name: str, graph: Graph, machine: Machine, pricing: Pricing, note: st
     for nid, view in mapped.views.items():
         plan.with_view(nid, to_attr(view, machine))
     return Plan(name, plan, pricing.estimate(plan, machine), mapped, note)
+
+
+def one_device_plan(graph: Graph, machine: Machine, pricing: Pricing) -> Plan:
+    """The graph as it is, every op on device 0: no DP to run, so it is had at once (what a
+    search stopped early falls back on). The graph must be unparallelized (one task per op)."""
+    plan = graph.copy()
+    if any(big_degrees(task_degrees(node.types[0])) for node in plan.nodes.values()):
+        raise ValueError("one device: the graph is already parallel")
+    views = {nid: canonical_view(task_degrees(node.types[0]), 0) for nid, node in plan.nodes.items()}
+    cost = pricing.mapper(machine).cost_of(plan, views)
+    for nid, view in views.items():
+        plan.with_view(nid, to_attr(view, machine))
+    mapped = Mapped(cost, cost.objective(0.0), views)
+    return Plan("one device", plan, pricing.estimate(plan, machine), mapped, "device 0")
 
 
 def data_parallel_plan(graph: Graph, machine: Machine, pricing: Pricing) -> Plan:

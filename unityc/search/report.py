@@ -99,6 +99,8 @@ def render(r: PlanReport) -> str:
             else ""
         ),
     ]
+    if s.stopped_early:
+        out.append(f"stopped early ({s.stopped_early}): the plan is the best one completed by then")
     if len(s.rounds) > 1:
         rounds = "; ".join(
             f"weight {w:.3g}: peak {format_bytes(p)}{' fits' if ok else ''}" for w, p, ok in s.rounds
@@ -185,6 +187,7 @@ def to_json(r: PlanReport) -> dict[str, Any]:
             "bounded": s.bounded,
             "expanded": s.expanded,
             "stopped": s.stopped,
+            "stopped_early": s.stopped_early,
             "memory_rounds": [{"weight": w, "peak_memory_bytes": p, "fits": ok} for w, p, ok in s.rounds],
         },
         "plan": _estimate_json(e),

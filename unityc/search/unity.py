@@ -25,8 +25,11 @@ the smallest footprint found.
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,7 +42,7 @@ from unityc.rewrites.match import CompiledRule
 from unityc.search.bounds import Bound
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
-from unityc.search.plans import Plan, Pricing, data_parallel_plan, megatron_plans
+from unityc.search.plans import Plan, Pricing, data_parallel_plan, megatron_plans, one_device_plan
 from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.search.split import (
     BOUNDARY_KEY,
@@ -55,7 +58,7 @@ from unityc.search.split import (
 )
 from unityc.search.strategies import data_parallel_graph, megatron_graph, tensor_degrees
 from unityc.search.substitution import Candidate, SearchStats, SubstitutionOptions, best_first
-from unityc.search.views import canonical_view, to_attr
+from unityc.search.views import big_degrees, canonical_view, task_degrees, to_attr
 
 MEMORY_WEIGHTS = (1.0, 10.0, 100.0, 1e3, 1e4, 1e5)
 """Memory rounds after the first: multiples of (iteration time / device capacity) per byte."""
@@ -127,6 +130,8 @@ class SearchReport:
     stopped: dict[str, int] = field(default_factory=dict)
     rounds: list[tuple[float, float, bool]] = field(default_factory=list)
     """Per memory round: (memory weight, peak bytes of its plan, whether it fits)."""
+    stopped_early: str | None = None
+    """Why the search returned before it was done ("time limit", "interrupted"), if it did."""
 
 
 @dataclass
@@ -381,15 +386,68 @@ def unity_search(
     options: UnityOptions | None = None,
     profile: ProfileCache | None = None,
     progress: Progress | None = None,
+    started: float | None = None,
 ) -> UnityResult:
-    """The best plan found for `graph` on `machine` (see the module docstring)."""
+    """The best plan found for `graph` on `machine` (see the module docstring).
+
+    With a time limit (counted from `started`, a `time.monotonic()` value, default now), the
+    segment searches stop at half of it, and whatever still runs at the limit (stitching,
+    mapping, pricing the whole-graph plans) is interrupted: the result is then the best plan
+    completed by then, `report.stopped_early` says why. The first plan completed is the graph
+    on one device (cheap), so a plan is always at hand; Ctrl-C (KeyboardInterrupt) during the
+    search returns the same way."""
     options = options or UnityOptions()
-    compute = compute_model(options.cost, profile)
     began = time.monotonic()
-    deadline = began + options.time_limit if options.time_limit is not None else None
     report = SearchReport()
-    bound = Bound(machine, compute)
+    pricing = Pricing(options.cost, options.optimizer, options.sync_weight, options.side_by_side, profile)
+    limit = None if options.time_limit is None else (started or began) + options.time_limit
     start = strip_views(graph)
+    alternatives: list[Plan] = []
+    """The whole-graph plans priced, shared by every result (the report's baseline rows)."""
+    done: list[UnityResult] = []
+    if not any(big_degrees(task_degrees(node.types[0])) for node in start.nodes.values()):
+        one = one_device_plan(start, machine, pricing)  # a plan at hand, whatever happens next
+        done.append(_result(one, report, f"{one.name} ({one.note})", alternatives))
+    try:
+        with hard_deadline(None if limit is None else limit - tail_seconds(options.time_limit, start)):
+            soft = None if limit is None else began + (limit - began) / 2
+            found = _search(start, machine, rules, options, profile, progress, report, soft)
+            found.alternatives = alternatives
+            done.append(found)
+            if options.whole_graph:
+                for plan in _whole_graph_plans(start, machine, pricing):
+                    alternatives.append(plan)
+                    done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
+    except Stopped:
+        report.stopped_early = "time limit"
+        if not done:
+            raise ValueError(f"no plan completed within the time limit ({options.time_limit:g} s)") from None
+    except KeyboardInterrupt:
+        if not done:
+            raise
+        report.stopped_early = "interrupted"
+    chosen = done[0]
+    for result in done[1:]:
+        if _better(result, chosen, options.memory_check):
+            chosen = result
+    report.seconds = time.monotonic() - began
+    chosen.report = report
+    return chosen
+
+
+def _search(
+    start: Graph,
+    machine: Machine,
+    rules: Sequence[CompiledRule],
+    options: UnityOptions,
+    profile: ProfileCache | None,
+    progress: Progress | None,
+    report: SearchReport,
+    deadline: float | None,
+) -> UnityResult:
+    """The joint search's plan: memory rounds until one fits (or the deadline passes)."""
+    compute = compute_model(options.cost, profile)
+    bound = Bound(machine, compute)
     weights = [0.0]
     best: UnityResult | None = None
     smallest: UnityResult | None = None
@@ -404,57 +462,81 @@ def unity_search(
         result = UnityResult(plan, estimate, mapped, fits, report)
         if smallest is None or estimate.peak_memory < smallest.estimate.peak_memory:
             smallest = result
-        if fits:
-            best = result
-            break
-        if not options.memory_check:
+        if fits or not options.memory_check:
             best = result
             break
         if weight == 0.0:
-            capacity = min(d.kind.memory for d in machine.devices)
+            capacity = min(k.memory for k in machine.kinds)
             unit = estimate.iteration_s / capacity
             weights = [unit * w for w in MEMORY_WEIGHTS]
         if deadline is not None and time.monotonic() > deadline:
             break
     chosen = best or smallest
     assert chosen is not None
-    if options.whole_graph:
-        chosen = _compare(chosen, start, machine, options, profile)
-    report.seconds = time.monotonic() - began
-    chosen.report = report
     return chosen
 
 
-def _compare(
-    result: UnityResult, graph: Graph, machine: Machine, options: UnityOptions, profile: ProfileCache | None
-) -> UnityResult:
-    """The search's plan, or a whole-graph data-parallel or Megatron plan if it is better: one
-    that fits when the search's does not, or a faster one that fits as well. (Cuts keep copies
-    out of segment boundaries, so a whole-graph Megatron plan is not always a search result.)"""
-    pricing = Pricing(options.cost, options.optimizer, options.sync_weight, options.side_by_side, profile)
-    plans: list[Plan] = []
+def _whole_graph_plans(graph: Graph, machine: Machine, pricing: Pricing) -> Iterator[Plan]:
+    """Whole-graph data-parallel and Megatron plans, as each is priced. (Cuts keep copies out of
+    segment boundaries, so a whole-graph Megatron plan is not always a search result.)"""
     for build in (
         lambda: [data_parallel_plan(graph, machine, pricing)],
         lambda: megatron_plans(graph, machine, pricing),
     ):
         try:
-            plans += build()
+            yield from build()
         except ValueError:  # a plan with no feasible mapping is no alternative
             continue
-    result.alternatives = plans
-    for plan in plans:
-        e = plan.estimate
-        if options.memory_check and e.fits != result.fits:
-            better = e.fits
-        elif options.memory_check and not e.fits:  # nothing fits: the smallest footprint
-            better = e.peak_memory < result.estimate.peak_memory
-        else:
-            better = e.iteration_s < result.estimate.iteration_s
-        if better:
-            result = UnityResult(
-                plan.graph, e, plan.mapped, e.fits, result.report, f"{plan.name} ({plan.note})", plans
-            )
-    return result
+
+
+def _result(plan: Plan, report: SearchReport, source: str, alternatives: list[Plan]) -> UnityResult:
+    e = plan.estimate
+    return UnityResult(plan.graph, e, plan.mapped, e.fits, report, source, alternatives)
+
+
+def _better(a: UnityResult, b: UnityResult, memory_check: bool) -> bool:
+    """Whether plan `a` beats plan `b`: one that fits over one that does not, the smaller
+    footprint when neither fits, else the faster (ties keep `b`)."""
+    if memory_check and a.fits != b.fits:
+        return a.fits
+    if memory_check and not a.fits:
+        return a.estimate.peak_memory < b.estimate.peak_memory
+    return a.estimate.iteration_s < b.estimate.iteration_s
+
+
+def tail_seconds(limit: float, graph: Graph) -> float:
+    """Time kept back from a time limit for what follows the search: the report, the plan's
+    conversion to IR and printing (about a millisecond per op), and a tenth for slack."""
+    return 0.1 * limit + 1e-3 * len(graph.nodes)
+
+
+class Stopped(BaseException):
+    """Raised into a search when its time is up: a BaseException, like KeyboardInterrupt, so
+    that no `except Exception` on the way swallows it."""
+
+
+@contextmanager
+def hard_deadline(at: float | None) -> Iterator[None]:
+    """Raises `Stopped` in the block at `time.monotonic()` value `at` (SIGALRM; nothing where no
+    timer signal can be had: another thread than the main one, or no `setitimer`)."""
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if at is None or not usable:
+        yield
+        return
+    armed = [True]
+
+    def ring(signum: int, frame: Any) -> None:
+        if armed[0]:
+            raise Stopped()
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, max(at - time.monotonic(), 1e-3))
+    try:
+        yield
+    finally:
+        armed[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def strip_views(graph: Graph) -> Graph:
