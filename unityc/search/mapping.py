@@ -8,7 +8,8 @@ It minimizes the sum of op and edge costs (`opcost.py`) over the views of the gr
   views, plus the edges joining two bottlenecks directly;
 * independent components: all on the whole device block one after the other (times add), or
   the first side by side with the rest on two disjoint blocks (times max, memory max);
-* otherwise (not series-parallel) views are chosen greedily in topological order.
+* otherwise (not series-parallel), or nested deeper than `MAX_DEPTH`, views are chosen
+  greedily in topological order.
 
 Sub-results are cached across candidates by a structural hash of the subgraph, the views of the
 ops around it and the device block, so a rewrite re-prices only what it changed.
@@ -34,6 +35,11 @@ from unityc.search.opcost import (
     Problem,
 )
 from unityc.search.views import Block, View, canonical_view, task_degrees, uniform_node_size
+
+MAX_DEPTH = 100
+"""The deepest nesting of series-parallel subproblems the DP recurses into (each level takes a
+few Python frames): a graph nested deeper, e.g. 200 branches summed by a chain of adds, has its
+deeper subproblems mapped greedily instead of overflowing the interpreter's stack."""
 
 
 @dataclass
@@ -93,6 +99,8 @@ class Mapper(Prices):
         super().__init__(machine, compute, optimizer, options)
         self.per_node = uniform_node_size(machine) or machine.num_devices
         self._sub: dict[Any, _Sub] = {}
+        self._depth = 0
+        """How deeply `_solve` is nested now."""
 
     def map(
         self,
@@ -150,8 +158,14 @@ class Mapper(Prices):
             return hit
         if len(ops) == 1:
             result = self._solve_leaf(p, next(iter(ops)), ext, block)
+        elif self._depth >= MAX_DEPTH:  # nested too deep to recurse on: map it greedily
+            result = self._greedy(p, ops, ext, block)
         else:
-            result = self._solve_split(p, ops, ext, block)
+            self._depth += 1
+            try:
+                result = self._solve_split(p, ops, ext, block)
+            finally:
+                self._depth -= 1
         self._sub[key] = result
         return result
 

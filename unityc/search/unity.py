@@ -106,15 +106,17 @@ WORK_PER_EXPANSION = 16
 """Neighbours looked at per expansion of the budget, per parallel degree offered (and one more)."""
 
 
-def work_budget(budget: int | None, degrees: int) -> int | None:
+def work_budget(budget: int | None, degrees: int, ops: int, split_size: int) -> int | None:
     """Neighbours a segment search may look at (each is rewritten, simplified, hashed, bounded
-    and mostly priced): `budget` expansions of `WORK_PER_EXPANSION` per degree, so a machine
-    offering few degrees gets a small budget, whatever the segment's size (a segment of many
-    ops has hundreds of neighbours per expansion, most of them rewrites that change nothing
-    the cost model sees). None: no limit."""
+    and mostly priced, at a cost that grows with the segment's ops): `budget` expansions of
+    `WORK_PER_EXPANSION` per degree for a segment of `split_size` ops, proportionally fewer for
+    a bigger one (a graph with no cut points is one segment), at least a few. A machine offering
+    few degrees gets a small budget: a segment of many ops has hundreds of neighbours per
+    expansion, most of them rewrites that change nothing the cost model sees. None: no limit."""
     if budget is None:
         return None
-    return budget * WORK_PER_EXPANSION * (degrees + 1)
+    full = budget * WORK_PER_EXPANSION * (degrees + 1)
+    return max(4 * (degrees + 1), full * split_size // max(ops, split_size))
 
 
 @dataclass
@@ -267,7 +269,9 @@ class _Run:
         def bound(g: Graph) -> float:
             return self.bound(g, requires, None if seg.last else g.outputs[:1])
 
-        work = work_budget(self.options.budget, len(self.degrees))
+        work = work_budget(
+            self.options.budget, len(self.degrees), len(seg.graph.nodes), self.options.split_size
+        )
         options = SubstitutionOptions(
             self.options.alpha, self.options.budget, self.deadline, work, self.options.per_output
         )
@@ -413,7 +417,7 @@ def unity_search(
             soft = None if limit is None else began + (limit - began) / 2
             found = _search(start, machine, rules, options, profile, progress, report, soft)
             found.alternatives = alternatives
-            done.append(found)
+            done.insert(0, found)  # ties go to the search's plan
             if options.whole_graph:
                 for plan in _whole_graph_plans(start, machine, pricing):
                     alternatives.append(plan)
