@@ -34,20 +34,26 @@ DEFAULT_BASELINES = "data-parallel,megatron"
 
 
 def load_rules(path: str) -> list[Any]:
-    """Compiled rules from a `.rules` file, a directory of them, or the shipped library ("")."""
+    """Compiled rules from a `.rules` file, a directory of them, or the shipped library ("");
+    a path holding no rule is an error."""
+    from pathlib import Path
+
     from unityc.rewrites.match import compile_rules
-    from unityc.rewrites.parser import load_library, parse_rules
+    from unityc.rewrites.parser import load_library, load_rule_file
 
     if not path:
         return compile_rules(load_library())
     if os.path.isdir(path):
-        from pathlib import Path
-
-        return compile_rules(load_library(Path(path)))
-    if not os.path.exists(path):
+        if not any(Path(path).glob("*.rules")):
+            raise ValueError(f"rules: no .rules file in directory '{path}'")
+        rules = load_library(Path(path))
+    elif not os.path.exists(path):
         raise ValueError(f"rules: no such file or directory: '{path}'")
-    with open(path) as f:
-        return compile_rules(parse_rules(f.read(), path).rules)
+    else:
+        rules = load_rule_file(path).rules
+    if not rules:
+        raise ValueError(f"rules: '{path}' holds no rewrite rule")
+    return compile_rules(rules)
 
 
 def process_started() -> float:

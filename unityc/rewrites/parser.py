@@ -71,6 +71,7 @@ __all__ = [
     "format_rule",
     "load_axioms",
     "load_library",
+    "load_rule_file",
     "parse_rules",
 ]
 
@@ -99,6 +100,7 @@ def parse_rules(text: str, path: str = "<string>") -> RuleFile:
         tree = _lark().parse(text)
     except UnexpectedInput as e:
         raise _syntax_error(e, path) from None
+    _check_limits(tree, path)
     out = RuleFile(path)
     names: set[str] = set()
     for statement in tree.children:
@@ -110,6 +112,15 @@ def parse_rules(text: str, path: str = "<string>") -> RuleFile:
         names.add(item.name)
         (out.axioms if isinstance(item, Axiom) else out.rules).append(item)  # type: ignore[arg-type]
     return out
+
+
+def load_rule_file(path: str | os.PathLike[str]) -> RuleFile:
+    """Reads and parses one rules file: unreadable or not UTF-8 is a located error too."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise RuleSyntaxError(str(path), 1, 1, f"cannot read: {e.strerror or e}") from None
+    return parse_rules(_decode(data, str(path)), str(path))
 
 
 def load_axioms(directory: Path = AXIOM_DIR) -> list[Axiom]:
@@ -188,6 +199,31 @@ def _decode(data: bytes, path: str) -> str:
 
 # --- syntax errors --------------------------------------------------------------------------
 
+MAX_TREE_DEPTH = 200
+"""The deepest parse tree read (a term nests about three levels per op): the conversion to the
+AST and everything after it recurse over terms."""
+
+MAX_DIGITS = 18
+"""The longest integer literal (int64 range, and far below Python's int-to-string limit)."""
+
+
+def _check_limits(tree: Tree, path: str) -> None:
+    """Refuses, located, a parse tree nested too deep or a numeric literal too long (walked
+    without recursion)."""
+    stack: list[tuple[Tree | Token, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, Token):
+            digits = sum(c.isdigit() for c in str(node))
+            if node.type in ("INT", "FLOAT", "SIGNED_INT", "NUMBER") and digits > MAX_DIGITS:
+                message = f"number too long ({digits} digits; at most {MAX_DIGITS})"
+                raise RuleSyntaxError(path, *_position(node), message)
+            continue
+        if depth > MAX_TREE_DEPTH:
+            raise RuleSyntaxError(path, *_position(node), "terms nested too deeply")
+        stack.extend((child, depth + 1) for child in node.children if isinstance(child, Tree | Token))
+
+
 _READABLE = {"NAME": "a name", "QNAME": "an op name", "INT": "an integer", "FLOAT": "a number"}
 _READABLE |= {"STRING": "a string", "TENSOR_TYPE": "a !pcg.tensor type", "$END": "end of file"}
 
@@ -199,7 +235,8 @@ def _syntax_error(e: UnexpectedInput, path: str) -> RuleSyntaxError:
         return RuleSyntaxError(path, e.line if e.line > 0 else 1, max(e.column, 1), "unexpected end of file")
     assert isinstance(e, UnexpectedToken)
     token = e.token
-    got = "end of file" if token.type == "$END" else repr(str(token))
+    text = str(token)
+    got = "end of file" if token.type == "$END" else repr(text if len(text) <= 40 else text[:37] + "...")
     expected = sorted({_readable(t) for t in e.expected})
     shown = ", ".join(expected[:8]) + (", ..." if len(expected) > 8 else "")
     line = token.line if token.line is not None else 1

@@ -31,7 +31,7 @@ from unityc.search.mapping import Mapped
 from unityc.search.plans import Plan, Pricing, data_parallel_plan, finish, megatron_plans
 from unityc.search.simplify import fuse_collectives, simplify
 from unityc.search.substitution import neighbours
-from unityc.search.unity import UnityOptions, UnityResult, strip_views, unity_search
+from unityc.search.unity import WORK_PER_EXPANSION, UnityOptions, UnityResult, strip_views, unity_search
 from unityc.search.views import Block
 
 BASELINES = ("data-parallel", "megatron", "sequential", "exhaustive")
@@ -91,7 +91,9 @@ def sequential(
         return mapper.map(g, block=one)
 
     budget = options.budget if options.budget is None else options.budget * max(1, len(start.nodes) // 12)
-    rewritten = best_first(start, price, algebraic, (), SubstitutionOptions(options.alpha, budget)).best.graph
+    work = None if options.budget is None else options.budget * WORK_PER_EXPANSION
+    searched = best_first(start, price, algebraic, (), SubstitutionOptions(options.alpha, budget, work=work))
+    rewritten = searched.best.graph
     result = unity_search(rewritten, machine, parallel, options, profile)
     return Plan(
         "sequential", result.plan, result.estimate, result.mapped, f"{len(algebraic)} algebraic rules first"
@@ -101,6 +103,7 @@ def sequential(
 # --- exhaustive ------------------------------------------------------------------------------
 
 EXHAUSTIVE_LIMIT = 20_000
+"""Graphs of 12 ops the exhaustive baseline may enumerate (proportionally fewer bigger ones)."""
 
 
 def exhaustive(
@@ -120,6 +123,7 @@ def exhaustive(
     start = simplify(strip_views(graph))
     seen = {start.structural_hash()}
     frontier = [start]
+    limit = max(1, limit * 12 // max(len(start.nodes), 12))
     best: tuple[float, Graph] | None = None
     while frontier:
         g = frontier.pop()

@@ -119,6 +119,17 @@ def work_budget(budget: int | None, degrees: int, ops: int, split_size: int) -> 
     return max(4 * (degrees + 1), full * split_size // max(ops, split_size))
 
 
+def check_degrees(degrees: Sequence[int], machine: Machine) -> None:
+    """Refuses parallel degrees the machine cannot use: more than its devices, or not dividing
+    their number (views place a degree's tasks on a block that tiles the machine)."""
+    n = machine.num_devices
+    for d in degrees:
+        if d > n:
+            raise ValueError(f"degrees: {d} is more than the {n} device(s) of {machine.name}")
+        if n % d:
+            raise ValueError(f"degrees: {d} does not divide the {n} devices of {machine.name}")
+
+
 @dataclass
 class SearchReport:
     seconds: float = 0.0
@@ -401,6 +412,7 @@ def unity_search(
     on one device (cheap), so a plan is always at hand; Ctrl-C (KeyboardInterrupt) during the
     search returns the same way."""
     options = options or UnityOptions()
+    check_degrees(options.degrees or (), machine)
     began = time.monotonic()
     report = SearchReport()
     pricing = Pricing(options.cost, options.optimizer, options.sync_weight, options.side_by_side, profile)

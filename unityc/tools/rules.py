@@ -20,7 +20,7 @@ from unityc.rewrites.parser import (
     format_axiom,
     format_rule,
     load_axioms,
-    parse_rules,
+    load_rule_file,
 )
 from unityc.rewrites.terms import Axiom, Rule, RuleFile
 
@@ -30,7 +30,7 @@ examples:
   unityc-rules verify my.rules --json verdicts.json              also write the verdicts as JSON
   unityc-rules check-axioms --trials 20                          numerically check the shipped axioms
   unityc-rules format my.rules                                   print the rules in canonical form
-  unityc-rules generate --max-ops 3 --jobs 2                     regenerate the generated library
+  unityc-rules generate --max-ops 3 --jobs 2 -o rules/            generate a rule library into rules/
 """
 
 
@@ -90,7 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     generate.add_argument("--max-ops", type=int, default=3, help="largest graph size (default 3)")
     generate.add_argument(
-        "--out", default=None, metavar="DIR", help="output directory (default: the library)"
+        "-o",
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="output directory (required; the shipped library is unityc/rewrites/library)",
     )
     generate.add_argument("--jobs", type=int, default=2, help="parallel verification processes (default 2)")
     generate.add_argument(
@@ -119,11 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def read_rules(path: str) -> RuleFile:
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
-    return parse_rules(text, path)
+    if Path(path).is_dir():
+        raise UsageError(f"{path} is a directory; give .rules files")
+    return load_rule_file(path)
 
 
 # --- verify ---------------------------------------------------------------------------------
