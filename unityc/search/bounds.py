@@ -4,7 +4,9 @@ The DP's time is a sum over a series-parallel schedule (`mapping.py`): ops in se
 side by side take the max. Whatever the views, an op costs at least one task's compute on the
 fastest device kind (forward, and backward if a gradient flows through it), and a collective
 (a parallel op that moves pieces between devices) at least one message's latency on the
-machine's fastest link, forward and backward if its input gets a gradient. So the DP's time is
+machine's fastest link, forward and backward if its input gets a gradient (unless it reads a
+source another op read first: the DP places a source for its first reader, and charges no other
+reader for it). So the DP's time is
 at least the longest path through the graph weighted that way; the objective (time plus a
 non-negative memory charge) too. A chain of collectives counts one latency: the DP prices
 candidates after `fuse_collectives`, which may make one collective of a chain.
@@ -67,17 +69,24 @@ class Bound:
         _, gets_grad = gradient_flags(graph, order, requires, roots)
         finish: dict[int, float] = {}
         moving: set[int] = set()
+        placed: set[int] = set()
         longest = 0.0
         for nid in order:
             node = graph.nodes[nid]
+            if node.is_source:
+                continue
             producers = [r[0] for r in node.operand_refs()]
             start = max((finish[p] for p in producers if p in finish), default=0.0)
+            # the DP places a source for its first reader and charges only that reader's edge
+            first_reads = {p for p in producers if graph.nodes[p].is_source and p not in placed}
+            placed |= first_reads
+            charged = [p for p in producers if not graph.nodes[p].is_source or p in first_reads]
             if _moves_data(node.op):
                 moving.add(nid)
                 follows = any(p in moving for p in producers)
                 grad = any(r in gets_grad for r in node.operand_refs())
-                own = 0.0 if follows else self.latency * (2 if grad else 1)
-            elif node.is_source or node.op.startswith("parallel."):
+                own = 0.0 if follows or not charged else self.latency * (2 if grad else 1)
+            elif node.op.startswith("parallel."):
                 own = 0.0
             else:
                 own = self._compute(graph, nid, gets_grad)

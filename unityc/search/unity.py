@@ -421,27 +421,32 @@ def unity_search(
     alternatives: list[Plan] = []
     """The whole-graph plans priced, shared by every result (the report's baseline rows)."""
     done: list[UnityResult] = []
+    """Plans completed, the search's first (ties go to it)."""
+    fallback: UnityResult | None = None
+    """The graph on one device: a plan at hand, whatever happens next."""
     if not any(big_degrees(task_degrees(node.types[0])) for node in start.nodes.values()):
-        one = one_device_plan(start, machine, pricing)  # a plan at hand, whatever happens next
-        done.append(_result(one, report, f"{one.name} ({one.note})", alternatives))
+        one = one_device_plan(start, machine, pricing)
+        fallback = _result(one, report, f"{one.name} ({one.note})", alternatives)
     try:
         with hard_deadline(None if limit is None else limit - tail_seconds(options.time_limit, start)):
             soft = None if limit is None else began + (limit - began) / 2
             found = _search(start, machine, rules, options, profile, progress, report, soft)
             found.alternatives = alternatives
-            done.insert(0, found)  # ties go to the search's plan
+            done.append(found)
             if options.whole_graph:
                 for plan in _whole_graph_plans(start, machine, pricing):
                     alternatives.append(plan)
                     done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
     except Stopped:
         report.stopped_early = "time limit"
-        if not done:
-            raise ValueError(f"no plan completed within the time limit ({options.time_limit:g} s)") from None
     except KeyboardInterrupt:
-        if not done:
-            raise
         report.stopped_early = "interrupted"
+        if fallback is None and not done:
+            raise
+    if report.stopped_early is not None and fallback is not None:
+        done.append(fallback)
+    if not done:
+        raise ValueError(f"no plan completed within the time limit ({options.time_limit:g} s)")
     chosen = done[0]
     for result in done[1:]:
         if _better(result, chosen, options.memory_check):

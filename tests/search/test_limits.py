@@ -1,0 +1,127 @@
+"""Searches scale with the problem and honour their limits: lower-bound pruning, the work
+budget, deep graphs, the time limit, Ctrl-C, and refused degrees (issue 14)."""
+
+from __future__ import annotations
+
+import pytest
+from search_graphs import branches, machine, mlp, rules, t
+
+from unityc.cost.estimate import roofline_model
+from unityc.graph import Graph, to_module
+from unityc.search import unity
+from unityc.search.bounds import Bound
+from unityc.search.mapping import Mapper
+from unityc.search.plans import Pricing, data_parallel_plan
+from unityc.search.simplify import fuse_collectives
+from unityc.search.substitution import SubstitutionOptions, best_first
+from unityc.search.unity import UnityOptions, unity_search
+
+
+def _priced_with_bounds(graph: Graph, machine_name: str) -> list[tuple[float, float]]:
+    """(bound, DP objective) of every candidate an unpruned search prices."""
+    m = machine(machine_name)
+    mapper = Mapper(m, roofline_model())
+    bound = Bound(m, roofline_model())
+    pairs: list[tuple[float, float]] = []
+
+    def price(g: Graph):  # type: ignore[no-untyped-def]
+        mapped = mapper.map(fuse_collectives(g))
+        pairs.append((bound(g), mapped.objective))
+        return mapped
+
+    options = SubstitutionOptions(alpha=float("inf"), budget=6)
+    best_first(graph, price, rules(), (2,), options, (), m.num_devices)
+    return pairs
+
+
+@pytest.mark.parametrize(
+    ("m_name", "make"), [("cpu:2", lambda: mlp(layers=2)), ("cpu:2", branches), ("slow", mlp)]
+)
+def test_the_bound_never_exceeds_what_the_dp_charges(m_name: str, make) -> None:  # type: ignore[no-untyped-def]
+    pairs = _priced_with_bounds(make(), m_name)
+    assert len(pairs) > 10
+    for bound, objective in pairs:
+        assert bound <= objective * (1 + 1e-9)
+    assert any(bound > 0 for bound, _ in pairs)
+
+
+def test_candidates_beyond_alpha_by_their_bound_are_not_priced() -> None:
+    # on cpu:2 (68 us per message) any collective costs more than this whole MLP on one device
+    found = unity_search(mlp(layers=2), machine("cpu:2"), rules(), UnityOptions(whole_graph=False))
+    assert found.report.bounded > 0
+    assert found.report.stopped_early is None
+
+
+def test_the_work_budget_stops_a_search() -> None:
+    m = machine("cpu:2")
+    mapper = Mapper(m, roofline_model())
+    options = SubstitutionOptions(alpha=float("inf"), budget=None, work=5)
+    outcome = best_first(mlp(layers=2), lambda g: mapper.map(fuse_collectives(g)), rules(), (2,), options)
+    assert outcome.stats.looked == 5
+    assert outcome.stats.stopped_by == "work"
+
+
+def test_the_work_budget_shrinks_with_degrees_and_big_segments() -> None:
+    assert unity.work_budget(12, 1, 12, 12) < unity.work_budget(12, 3, 12, 12)
+    assert unity.work_budget(12, 1, 600, 12) < unity.work_budget(12, 1, 12, 12)
+    assert unity.work_budget(None, 1, 12, 12) is None
+
+
+def sum_of_branches(n: int) -> Graph:
+    """`n` linear branches of one input summed by a chain of adds, then an MSE loss."""
+    g = Graph()
+    x = g.add_source("pcg.input", "x", t(4, 8))
+    y = g.add_source("pcg.input", "y", t(4, 8))
+    total = None
+    for i in range(n):
+        w = g.add_source("pcg.weight", f"w{i}", t(8, 8))
+        (b,) = g.add("pcg.linear", [x, w, None])
+        total = b if total is None else g.add("pcg.add", [total, b])[0]
+    (loss,) = g.add("pcg.mse_loss", [total, y], reduction="mean")
+    g.outputs = (loss,)
+    return g
+
+
+def test_two_hundred_branches_summed_by_adds_map_without_recursion_error() -> None:
+    graph = sum_of_branches(200)
+    m = machine("cpu:2")
+    mapped = Mapper(m, roofline_model()).map(graph)
+    assert mapped.feasible
+    plan = data_parallel_plan(graph, m, Pricing())
+    to_module(plan.graph).verify()
+
+
+def test_a_search_out_of_time_returns_a_valid_plan_and_says_so() -> None:
+    graph = mlp(layers=3)
+    found = unity_search(graph, machine("cpu:2"), rules(), UnityOptions(time_limit=1e-4))
+    assert found.report.stopped_early == "time limit"
+    assert found.source.startswith("one device")
+    to_module(found.plan).verify()
+    assert all(node.view is not None for node in found.plan.nodes.values())
+
+
+def test_ctrl_c_during_a_search_returns_the_best_plan_so_far(monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(unity, "_search", interrupted)
+    found = unity_search(mlp(layers=2), machine("cpu:2"), rules(), UnityOptions())
+    assert found.report.stopped_early == "interrupted"
+    to_module(found.plan).verify()
+
+
+def test_a_completed_search_does_not_say_it_stopped_early() -> None:
+    found = unity_search(mlp(layers=2), machine("cpu:2"), rules(), UnityOptions(time_limit=600))
+    assert found.report.stopped_early is None
+    assert not found.source.startswith("one device")
+
+
+@pytest.mark.parametrize(("degrees", "reason"), [((3,), "more than the 2"), ((2, 3), "more than the 2")])
+def test_degrees_the_machine_cannot_use_are_refused(degrees: tuple[int, ...], reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        unity_search(mlp(), machine("cpu:2"), rules(), UnityOptions(degrees=degrees))
+
+
+def test_a_degree_not_dividing_the_devices_is_refused() -> None:
+    with pytest.raises(ValueError, match="3 does not divide the 4 devices"):
+        unity_search(mlp(), machine("cpu:4"), rules(), UnityOptions(degrees=(3,)))
