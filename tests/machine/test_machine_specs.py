@@ -158,3 +158,78 @@ def test_file_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
         load_machine("tpu:4")
     with pytest.raises(MachineSpecError, match="positive integer, got 'x'"):
         load_machine("summit:x")
+
+
+# --- refusals (issue 14) ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("kinds.g.memory_gib", float("nan"), "m.toml: kinds.g.memory_gib: expected a finite number"),
+        ("kinds.g.memory_gib", float("inf"), "m.toml: kinds.g.memory_gib: expected a finite number"),
+        (
+            "kinds.g.flops_tflops",
+            {"f32": 1e308},
+            "m.toml: kinds.g.flops_tflops.f32: expected a finite number",
+        ),
+        (
+            "links.intra_socket.latency_us",
+            float("nan"),
+            "m.toml: links.intra_socket.latency_us: expected a finite",
+        ),
+        ("kinds.g.compute_efficiency", float("nan"), "m.toml: kinds.g.compute_efficiency: expected a finite"),
+        ("nodes.count", 10**12, "m.toml: nodes: 2,000,000,000,000 devices; at most 65,536"),
+        ("nodes.devices_per_socket", 2**63, "m.toml: nodes: 9,223,372,036,854,775,808 devices; at most"),
+    ],
+)
+def test_non_finite_numbers_and_huge_machines_are_refused(path: str, value: object, message: str) -> None:
+    with pytest.raises(MachineSpecError) as info:
+        machine_from_dict(_with(path, value), "m.toml")
+    assert str(info.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("summit", "machine 'summit': give the number of nodes, e.g. 'summit:1'"),
+        ("cpu", "machine 'cpu': give the number of processes, e.g. 'cpu:1'"),
+        ("dgx-a100:125000", "dgx-a100:125000: 1,000,000 devices; at most 65,536 are supported"),
+        ("cpu:1000000", "cpu:1000000: 1,000,000 devices; at most 65,536 are supported"),
+    ],
+)
+def test_presets_without_a_count_or_too_big_are_refused(name: str, message: str) -> None:
+    with pytest.raises(MachineSpecError) as info:
+        load_machine(name)
+    assert str(info.value).startswith(message)
+
+
+def test_a_million_device_spec_file_is_refused_before_it_is_built(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    spec = tmp_path / "million.toml"
+    spec.write_text(
+        "[kinds.g]\nflops_tflops = { f32 = 1.0 }\nmemory_bandwidth_gbs = 1\nmemory_gib = 1\n"
+        "[links]\nintra_socket = { bandwidth_gbs = 1, latency_us = 1 }\n"
+        "inter_node = { bandwidth_gbs = 1, latency_us = 1 }\n"
+        "[nodes]\ncount = 125000\ndevices_per_socket = 8\nkind = 'g'\n"
+    )
+    with pytest.raises(MachineSpecError, match=r"million\.toml: nodes: 1,000,000 devices; at most 65,536"):
+        load_machine(str(spec))
+
+
+def test_unreadable_spec_files_name_the_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(MachineSpecError, match=f"{tmp_path}: is a directory"):
+        load_machine(str(tmp_path))
+    binary = tmp_path / "sub" / "binary.toml"
+    binary.parent.mkdir()
+    binary.write_bytes(b'name = "\xff"\n')
+    with pytest.raises(MachineSpecError, match=r"sub/binary\.toml: not UTF-8"):
+        load_machine(str(binary))
+    broken = tmp_path / "sub" / "broken.toml"
+    broken.write_text("name = [")
+    with pytest.raises(MachineSpecError, match=r"sub/broken\.toml: not valid TOML"):
+        load_machine(str(broken))
+
+
+def test_total_peak_flops_counts_every_device() -> None:
+    m = load_machine("summit:2")
+    assert m.total_peak_flops("f32") == pytest.approx(12 * 15.7e12)

@@ -30,6 +30,7 @@ Every error is a `MachineSpecError` naming the file and the field path.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -50,6 +51,10 @@ def us(microseconds: float) -> float:
 
 LINK_CLASSES = ("intra_socket", "cross_socket", "inter_node")
 
+MAX_NUMBER = 1e12
+"""The largest number a spec field may hold (in its unit: TFLOP/s, GB/s, GiB, microseconds):
+far above any real machine, low enough that converting to base units stays finite."""
+
 
 def load_machine(name: str) -> Machine:
     """A preset (`summit:2`, `dgx-a100:1`, `dgx-h100:4`, `cpu:2`) or a path to a TOML spec."""
@@ -64,16 +69,23 @@ def load_machine(name: str) -> Machine:
 
 
 def load_spec_file(path: str) -> Machine:
-    source = os.path.basename(path)
+    """A machine from a TOML spec; every error names `path` as given (relative paths are read
+    from the current directory)."""
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError:
         raise MachineSpecError(f"{path}: no such machine spec file") from None
+    except IsADirectoryError:
+        raise MachineSpecError(f"{path}: is a directory, not a machine spec file") from None
+    except OSError as e:
+        raise MachineSpecError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise MachineSpecError(f"{path}: not UTF-8 text (byte {e.start})") from None
     except tomllib.TOMLDecodeError as e:
-        raise MachineSpecError(f"{source}: not valid TOML: {e}") from None
-    default = os.path.splitext(source)[0]
-    return machine_from_dict(data, source, default)
+        raise MachineSpecError(f"{path}: not valid TOML: {e}") from None
+    default = os.path.splitext(os.path.basename(path))[0]
+    return machine_from_dict(data, path, default)
 
 
 def machine_from_dict(
@@ -149,6 +161,10 @@ class _Reader:
         value = data[key]
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.error(f"{path}.{key}", f"expected a number, got {value!r}")
+        if not math.isfinite(value) or abs(value) > MAX_NUMBER:
+            raise self.error(
+                f"{path}.{key}", f"expected a finite number of at most {MAX_NUMBER:g}, got {value!r}"
+            )
         if positive and value <= 0:
             raise self.error(f"{path}.{key}", f"expected a positive number, got {value!r}")
         if not positive and value < 0:
