@@ -32,3 +32,26 @@
 // MEMORY: plan ({{.*}}): iteration time
 // MEMORY: (DOES NOT FIT)
 // MEMORY: error: no plan fits the memory of {{.*}}tiny_memory.toml: the smallest footprint found needs {{.*}} KiB on device {{[0-9]}} (1.00 KiB available)
+
+// A preset without its count, degrees the machine cannot use, a rules directory with no rule,
+// a machine too big to enumerate: refused before any search (issue 14).
+// RUN: not unityc-opt %examples/mlp.mlir --unity-search --machine summit -o %t.bare.mlir 2>&1 | filecheck %s --check-prefix=BARE
+// RUN: not test -e %t.bare.mlir
+// BARE-NOT: Traceback
+// BARE: error: machine 'summit': give the number of nodes, e.g. 'summit:1'
+
+// RUN: not unityc-opt %examples/mlp.mlir --unity-search --machine cpu:2 --degrees 3 2>&1 | filecheck %s --check-prefix=DEGREE3
+// DEGREE3: error: degrees: 3 is more than the 2 device(s) of cpu:2
+// RUN: not unityc-opt %examples/mlp.mlir --unity-search --machine cpu:4 --degrees 2,3 2>&1 | filecheck %s --check-prefix=DIVIDE
+// DIVIDE: error: degrees: 3 does not divide the 4 devices of cpu:4
+
+// RUN: rm -rf %t.norules && mkdir -p %t.norules
+// RUN: not unityc-opt %examples/mlp.mlir --unity-search --machine cpu:2 --rules %t.norules 2>&1 | filecheck %s --check-prefix=NORULES
+// NORULES: error: rules: no .rules file in directory '{{.*}}norules'
+// RUN: echo "# nothing but a comment" > %t.norules/empty.rules
+// RUN: not unityc-opt %examples/mlp.mlir --unity-search --machine cpu:2 --rules %t.norules 2>&1 | filecheck %s --check-prefix=EMPTYRULES
+// EMPTYRULES: error: rules: '{{.*}}norules' holds no rewrite rule
+
+// RUN: not unityc-opt %examples/mlp.mlir --unity-search --machine dgx-a100:125000 --time-limit 5 2>&1 | filecheck %s --check-prefix=MILLION
+// MILLION-NOT: Traceback
+// MILLION: error: dgx-a100:125000: 1,000,000 devices; at most 65,536 are supported
