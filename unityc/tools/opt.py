@@ -157,6 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DiagnosticException, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # outside a search (which returns its best plan so far)
+        print("error: interrupted; nothing written", file=sys.stderr)
+        return 130
     return 0
 
 
