@@ -38,7 +38,7 @@ class _BaselinePass(ModulePass):
         from unityc.cost.units import format_bytes, format_time
         from unityc.graph import from_module, to_module
         from unityc.machine import load_machine
-        from unityc.passes.unity_search import UnitySearchPass, load_rules, replace_module
+        from unityc.passes.unity_search import UnitySearchPass, load_rules, machine_reference, replace_module
         from unityc.search.baselines import run_baseline
 
         machine = load_machine(self.machine)
@@ -57,7 +57,7 @@ class _BaselinePass(ModulePass):
             f"{self.BASELINE} ({plan.note}) on {self.machine}: iteration time {format_time(e.iteration_s)}, "
             f"peak memory {format_bytes(e.peak_memory)}{'' if e.fits else ' (does not fit)'}\n"
         )
-        plan.graph.module_attrs["unityc.machine"] = StringAttr(self.machine)
+        plan.graph.module_attrs["unityc.machine"] = StringAttr(machine_reference(self.machine))
         replace_module(op, to_module(plan.graph))
 
 
