@@ -15,7 +15,8 @@ Part 2: `--time-limit 5` where the search alone would take much longer: Inceptio
 scale on `summit:32`, and a machine of 1,000,000 devices (`dgx-a100:125000`), which is refused
 at once. Target: a plan (or a clear refusal) within 5 s + 10 %.
 
-The load average is printed with the table: timings taken while other jobs run are slower.
+The load average is printed with the table: timings taken while other jobs run are slower (the
+CPU seconds of the command, user + system, are what it would take on a quiet machine, roughly).
 Imports are cached under `--cache`.
 """
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -55,10 +57,14 @@ def search(path: str, machine: str, extra: list[str]) -> dict[str, Any]:
         report, plan = os.path.join(tmp, "report.json"), os.path.join(tmp, "plan.mlir")
         command = [tool("unityc-opt"), path, "--unity-search", "--machine", machine]
         command += ["--report", report, "-o", plan, *extra]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         began = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True)
         wall = time.monotonic() - began
-        row: dict[str, Any] = {"wall_s": wall, "rc": done.returncode, "plan_written": os.path.exists(plan)}
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        row: dict[str, Any] = {"wall_s": wall, "cpu_s": cpu, "rc": done.returncode}
+        row["plan_written"] = os.path.exists(plan)
         errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
         row["error"] = errors[-1] if errors else ("Traceback" if "Traceback" in done.stderr else "")
         if os.path.exists(report):
@@ -79,6 +85,11 @@ def describe(row: dict[str, Any]) -> tuple[str, str, str, str]:
     return f"{s['seconds']:.2f}", priced, f"{iteration * 1e3:.3f} ms", r["source"] + stopped
 
 
+def _header(columns: list[str]) -> None:
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="*", default=MODELS, choices=MODELS)
@@ -90,21 +101,42 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     print()
-    print("| model (small) | machine | wall s | search s | priced / dropped by bound | iteration | plan |")
-    print("|---|---|---|---|---|---|---|")
+    _header(
+        [
+            "model (small)",
+            "machine",
+            "wall s",
+            "CPU s",
+            "search s",
+            "priced / dropped by bound",
+            "iteration",
+            "plan",
+        ]
+    )
     for model in args.models:
         path = imported(model, "small", args.cache)
         for machine in args.machines.split(","):
             row = {"model": model, "config": "small", "machine": machine, **search(path, machine, [])}
             rows.append(row)
             seconds, priced, iteration, source = describe(row)
-            wall = f"{row['wall_s']:.2f}"
-            print(f"| {model} | {machine} | {wall} | {seconds} | {priced} | {iteration} | {source} |")
+            times = f"{row['wall_s']:.2f} | {row['cpu_s']:.2f}"
+            print(f"| {model} | {machine} | {times} | {seconds} | {priced} | {iteration} | {source} |")
             sys.stdout.flush()
     if not args.no_limits:
         print()
-        print("| model | machine | --time-limit | wall s | exit | plan written | iteration | plan or error |")
-        print("|---|---|---|---|---|---|---|---|")
+        _header(
+            [
+                "model",
+                "machine",
+                "--time-limit",
+                "wall s",
+                "CPU s",
+                "exit",
+                "plan written",
+                "iteration",
+                "plan or error",
+            ]
+        )
         for model, config, machine in LIMIT_CASES:
             path = imported(model, config, args.cache)
             row = {"model": model, "config": config, "machine": machine, "time_limit": 5.0}
@@ -112,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             _, _, iteration, source = describe(row)
             print(
-                f"| {model} ({config}) | {machine} | 5 | {row['wall_s']:.2f} | {row['rc']} | "
+                f"| {model} ({config}) | {machine} | 5 | {row['wall_s']:.2f} | {row['cpu_s']:.2f} | "
+                f"{row['rc']} | "
                 f"{'yes' if row['plan_written'] else 'no'} | {iteration} | {source} |"
             )
             sys.stdout.flush()
