@@ -56,6 +56,11 @@ def load_rules(path: str) -> list[Any]:
     return compile_rules(rules)
 
 
+STARTUP_SECONDS = 60.0
+"""A process older than this when the search starts is no one-shot command (a notebook, a test
+run calling `main`): its time limit counts from the search's start."""
+
+
 def process_started() -> float:
     """When this process started, as a `time.monotonic()` value (Linux: from /proc; elsewhere
     now), so that `--time-limit` counts the whole command, not just the search."""
@@ -69,7 +74,7 @@ def process_started() -> float:
     except (OSError, ValueError, IndexError):
         return now
     age = uptime - ticks / os.sysconf("SC_CLK_TCK")
-    return now - age if 0 <= age < 3600 else now
+    return now - age if 0 <= age < STARTUP_SECONDS else now
 
 
 def machine_reference(name: str) -> str:
