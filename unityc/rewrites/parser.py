@@ -115,11 +115,9 @@ def parse_rules(text: str, path: str = "<string>") -> RuleFile:
 
 
 def load_rule_file(path: str | os.PathLike[str]) -> RuleFile:
-    """Reads and parses one rules file: unreadable or not UTF-8 is a located error too."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise RuleSyntaxError(str(path), 1, 1, f"cannot read: {e.strerror or e}") from None
+    """Reads and parses one rules file (OSError if it cannot be read; text that is not UTF-8 is
+    a located RuleSyntaxError)."""
+    data = Path(path).read_bytes()
     return parse_rules(_decode(data, str(path)), str(path))
 
 

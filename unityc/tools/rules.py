@@ -123,9 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def read_rules(path: str) -> RuleFile:
-    if Path(path).is_dir():
-        raise UsageError(f"{path} is a directory; give .rules files")
-    return load_rule_file(path)
+    try:
+        return load_rule_file(path)
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
 
 
 # --- verify ---------------------------------------------------------------------------------
