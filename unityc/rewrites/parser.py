@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
 import os
 import pickle
 from dataclasses import dataclass, field, replace
@@ -206,16 +207,18 @@ MAX_DIGITS = 18
 
 
 def _check_limits(tree: Tree, path: str) -> None:
-    """Refuses, located, a parse tree nested too deep or a numeric literal too long (walked
+    """Refuses, located, a parse tree nested too deep or an integer literal too long (walked
     without recursion)."""
     stack: list[tuple[Tree | Token, int]] = [(tree, 0)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, Token):
-            digits = sum(c.isdigit() for c in str(node))
-            if node.type in ("INT", "FLOAT", "SIGNED_INT", "NUMBER") and digits > MAX_DIGITS:
-                message = f"number too long ({digits} digits; at most {MAX_DIGITS})"
+            digits = len(str(node))
+            if node.type == "INT" and digits > MAX_DIGITS:
+                message = f"integer too long ({digits} digits; at most {MAX_DIGITS})"
                 raise RuleSyntaxError(path, *_position(node), message)
+            if node.type == "FLOAT" and not math.isfinite(float(node)):
+                raise RuleSyntaxError(path, *_position(node), "number out of range (not a finite float)")
             continue
         if depth > MAX_TREE_DEPTH:
             raise RuleSyntaxError(path, *_position(node), "terms nested too deeply")

@@ -13,7 +13,12 @@
 
 // RUN: not unityc-rules verify %t/digits.rules 2>&1 | filecheck %s --check-prefix=DIGITS
 // DIGITS-NOT: Traceback
-// DIGITS: digits.rules:2:22: error: number too long (5000 digits; at most 18)
+// DIGITS: digits.rules:2:22: error: integer too long (5000 digits; at most 18)
+
+// RUN: python -c "open('%t/float.rules', 'w').write('rule big \"b\":\n    scalar_mul[scale=' + '9' * 5000 + '.5](x) => x\n')"
+// RUN: not unityc-rules format %t/float.rules 2>&1 | filecheck %s --check-prefix=FLOAT
+// FLOAT-NOT: Traceback
+// FLOAT: float.rules:2:22: error: number out of range (not a finite float)
 
 // RUN: not unityc-rules format %t/latin1.rules 2>&1 | filecheck %s --check-prefix=LATIN1
 // LATIN1-NOT: Traceback
