@@ -68,10 +68,12 @@ MEMORY_WEIGHTS = (1.0, 10.0, 100.0, 1e3, 1e4, 1e5)
 class UnityOptions:
     alpha: float = 1.05
     budget: int | None = 12
-    """Expansions per segment search (None: until the queue empties)."""
+    """Expansions per segment search, and the scale of its work budget (`work_budget`); None:
+    until the queue empties."""
     split_size: int = 12
     time_limit: float | None = None
-    """Seconds for the whole search; searches still running then stop at their best."""
+    """Seconds for the whole search (see `unity_search`): segment searches stop at half of it,
+    whatever runs at the limit is interrupted and the best plan completed by then returned."""
     degrees: tuple[int, ...] | None = None
     """Parallel degrees the rules may use (default: `default_degrees`)."""
     cost: str = "roofline"
