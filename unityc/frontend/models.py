@@ -14,7 +14,7 @@ import importlib.util
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -127,12 +127,28 @@ def load_model(spec: ModelSpec, weights: bool = True) -> LoadedModel:
             from unityc.frontend.huggingface import build_hf
 
             module, inputs = build_hf(spec, generator)
-        elif ":" in spec.model and spec.model.split(":", 1)[0].endswith(".py"):
+        elif factory_file(spec.model) is not None:
             module, inputs = _build_from_file(spec)
         else:
             module, inputs = _build_from_zoo(spec, generator)
     module.train()
-    return LoadedModel(module, inputs, spec)
+    return LoadedModel(module, inputs, replace(spec, model=absolute_model(spec.model)))
+
+
+def factory_file(model: str) -> tuple[Path, str] | None:
+    """(file, factory name) of a `path/to/file.py:factory` model, else None."""
+    path, sep, factory = model.rpartition(":")
+    return (Path(path), factory) if sep and path.endswith(".py") else None
+
+
+def absolute_model(model: str, base: Path | None = None) -> str:
+    """`model` with a factory file's path made absolute (relative paths are taken from `base`,
+    default the current directory), so the recorded spec rebuilds the model from any directory."""
+    found = factory_file(model)
+    if found is None or found[0].is_absolute():
+        return model
+    path, factory = found
+    return f"{((base or Path.cwd()) / path).resolve()}:{factory}"
 
 
 def config_with_overrides(
@@ -173,8 +189,9 @@ def _build_from_zoo(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Mod
 
 
 def _build_from_file(spec: ModelSpec) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    path_text, _, factory_name = spec.model.rpartition(":")
-    path = Path(path_text)
+    found = factory_file(spec.model)
+    assert found is not None
+    path, factory_name = found
     if not path.is_file():
         raise ModelError(f"{path}: no such file")
     module_name = f"unityc_user_model_{abs(hash(str(path.resolve())))}"

@@ -22,10 +22,13 @@ class SourceError(ValueError):
 
 def load_reference(model: Model) -> Any:
     """The reference model with its seeded weights and example inputs (a LoadedModel)."""
-    from unityc.frontend.models import ModelSpec, load_model
+    from unityc.frontend.models import ModelError, ModelSpec, load_model
 
     spec = ModelSpec(model.name, model.config, model.batch, tuple(model.overrides), model.seed)
-    return load_model(spec, weights=True)
+    try:
+        return load_model(spec, weights=True)
+    except ModelError as e:
+        raise SourceError(f"cannot rebuild the reference model: {e}") from None
 
 
 def _dtype(name: torch.dtype, float_dtype: torch.dtype | None) -> torch.dtype:
