@@ -25,7 +25,7 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 
 from unityc.codegen.analysis import CodegenError, analyze
 from unityc.codegen.emit import Writer, layout_text
-from unityc.frontend.models import ModelSpec, absolute_model, factory_file
+from unityc.frontend.models import ModelError, ModelSpec, absolute_model, factory_file
 
 __all__ = ["CodegenError", "emit_program"]
 
@@ -45,7 +45,10 @@ def _model_path(model: str, source: str) -> str:
 
 def _model_text(model: DictionaryAttr, source: str) -> tuple[str, str]:
     """The `rt.Model(...)` of the recorded spec, and a summary for the header."""
-    spec = ModelSpec.from_attr(model)
+    try:
+        spec = ModelSpec.from_attr(model)
+    except ModelError as e:
+        raise CodegenError(str(e)) from None
     text = (
         f"rt.Model({_model_path(spec.model, source)!r}, {spec.config!r}, batch={spec.batch!r}, "
         f"overrides={tuple(spec.overrides)!r}, seed={spec.seed})"

@@ -12,6 +12,7 @@ import ast
 import contextlib
 import importlib.util
 import sys
+import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -20,7 +21,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, StringAttr, i64
+from xdsl.dialects.builtin import BytesAttr, DictionaryAttr, IntegerAttr, StringAttr, i64
 from xdsl.ir import Attribute
 
 
@@ -53,23 +54,30 @@ class ModelSpec:
 
     @staticmethod
     def from_attr(attr: DictionaryAttr) -> ModelSpec:
+        """The spec recorded as `unityc.model`; ModelError naming the entry that is malformed."""
         data = attr.data
 
         def text(key: str) -> str:
-            value = data[key]
-            assert isinstance(value, StringAttr)
-            return value.data
+            value = data.get(key)
+            if isinstance(value, StringAttr):
+                return value.data
+            if isinstance(value, BytesAttr):  # how xDSL reads back a string with non-ASCII text
+                with contextlib.suppress(UnicodeDecodeError):
+                    return value.data.decode()
+            raise ModelError(f"{ModelSpec.ATTRIBUTE}: '{key}' must be a string, got {value}")
 
         def number(key: str) -> int | None:
             value = data.get(key)
-            return value.value.data if isinstance(value, IntegerAttr) else None
+            if value is None:
+                return None
+            if not isinstance(value, IntegerAttr):
+                raise ModelError(f"{ModelSpec.ATTRIBUTE}: '{key}' must be an integer, got {value}")
+            return value.value.data
 
-        overrides = data.get("overrides")
-        pairs = (
-            tuple((k, v.data) for k, v in overrides.data.items() if isinstance(v, StringAttr))
-            if isinstance(overrides, DictionaryAttr)
-            else ()
-        )
+        overrides = data.get("overrides", DictionaryAttr({}))
+        if not isinstance(overrides, DictionaryAttr):
+            raise ModelError(f"{ModelSpec.ATTRIBUTE}: 'overrides' must be a dictionary, got {overrides}")
+        pairs = tuple((k, v.data) for k, v in overrides.data.items() if isinstance(v, StringAttr))
         return ModelSpec(text("model"), text("config"), number("batch"), pairs, number("seed") or 0)
 
 
@@ -131,8 +139,33 @@ def load_model(spec: ModelSpec, weights: bool = True) -> LoadedModel:
             module, inputs = _build_from_file(spec)
         else:
             module, inputs = _build_from_zoo(spec, generator)
+    _say_if_not_training(module, spec.model)
     module.train()
     return LoadedModel(module, inputs, replace(spec, model=absolute_model(spec.model)))
+
+
+class TrainingModeWarning(UserWarning):
+    """The model came in eval mode and is imported (and checked) in training mode."""
+
+
+def _say_if_not_training(module: nn.Module, model: str) -> None:
+    """Warns if any submodule is in eval mode: unityc compiles training, so the model is switched
+    to training mode (batch norm on batch statistics, dropout on), which changes what it computes."""
+    evaluating: list[str] = []  # the outermost modules in eval mode
+    for name, m in module.named_modules():
+        if not m.training and not any(name.startswith(f"{outer}.") or not outer for outer in evaluating):
+            evaluating.append(name)
+    if not evaluating:
+        return
+    evaluating = [name or "the whole model" for name in evaluating]
+    shown = ", ".join(evaluating[:5]) + (f" and {len(evaluating) - 5} more" if len(evaluating) > 5 else "")
+    warnings.warn(
+        f"{model} returned the model in eval mode ({shown}); unityc imports and checks it in training "
+        "mode, the mode it trains in (batch norm on batch statistics, dropout on), so its outputs "
+        "differ from the eval-mode model's; return it in training mode to silence this",
+        TrainingModeWarning,
+        stacklevel=3,
+    )
 
 
 def factory_file(model: str) -> tuple[Path, str] | None:
@@ -202,7 +235,7 @@ def _build_from_file(spec: ModelSpec) -> tuple[nn.Module, dict[str, torch.Tensor
     sys.modules[module_name] = user_module
     try:
         loader_spec.loader.exec_module(user_module)
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         raise ModelError(f"{path}: failed to import: {type(e).__name__}: {e}") from None
     factory = getattr(user_module, factory_name, None)
     if not callable(factory):
@@ -212,7 +245,7 @@ def _build_from_file(spec: ModelSpec) -> tuple[nn.Module, dict[str, torch.Tensor
         kwargs["batch"] = spec.batch
     try:
         built = factory(**kwargs)
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         raise ModelError(f"{path}:{factory_name}({_show(kwargs)}) failed: {type(e).__name__}: {e}") from None
     return _check_factory_result(built, f"{path}:{factory_name}")
 
