@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from torchrun import Rank, command, environment, kill_group, rank_logs, wait_for
 
+from unityc.runtime.watch import Heartbeat, collective_failure
+
 PLAN = Path(__file__).parent.parent / "filecheck" / "codegen" / "Inputs" / "tiny_mlp_plan.mlir"
 START_S = 600
 """For the program to start and print its first step (about 10 s on a quiet machine)."""
@@ -117,3 +119,79 @@ def test_without_torchrun_says_how_to_run(program: Path) -> None:
     done = run_alone(program)
     assert done.returncode == 2
     assert "error: run with torchrun --standalone --nproc_per_node 2" in done.stdout + done.stderr
+
+
+class Store:
+    """A store whose peers' heartbeats are scripted: rank -> successive values of its key."""
+
+    def __init__(self, beats: dict[int, list[str]]):
+        self.beats = beats
+        self.values: dict[str, bytes] = {}
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value.encode()
+
+    def check(self, keys: list[str]) -> bool:
+        return all(k in self.values or self._rank(k) in self.beats for k in keys)
+
+    def get(self, key: str) -> bytes:
+        script = self.beats.get(self._rank(key))
+        if script is None:
+            return self.values[key]
+        return (script.pop(0) if len(script) > 1 else script[0]).encode()
+
+    @staticmethod
+    def _rank(key: str) -> int:
+        return int(key.rsplit("/", 1)[1])
+
+
+TIMED_OUT = RuntimeError(
+    "[gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 20000ms for recv operation"
+)
+
+
+def diagnose(beats: dict[int, list[str]], error: RuntimeError = TIMED_OUT, world: int = 3) -> str:
+    heartbeat = Heartbeat(0, world, 20, interval_s=3600, store=Store(beats))
+    heartbeat.where = "step 4: backward"
+    return heartbeat.diagnose(error, settle_s=0.01)
+
+
+def test_a_rank_whose_heartbeat_stands_still_is_named() -> None:
+    message = diagnose({1: ["7 step 4: backward", "8 step 4: backward"], 2: ["5 step 3: forward"]})
+    assert message == (
+        "rank 0: a collective in step 4: backward timed out after 20 s: rank 2 stopped responding (no "
+        "heartbeat for 0.01 s: stopped, hung in native code, or gone; rank 2 last seen in step 3: forward)"
+    )
+
+
+def test_a_rank_that_never_started_is_named() -> None:
+    message = diagnose({1: ["1 setup", "2 setup"]})
+    assert message.endswith(
+        "rank 2 stopped responding (no heartbeat for 0.01 s: stopped, hung in native "
+        "code, or gone; rank 2 never started)"
+    ), message
+
+
+def test_live_ranks_elsewhere_are_said_to_disagree() -> None:
+    message = diagnose(
+        {1: ["7 step 5: check", "9 step 5: check"], 2: ["3 step 4: forward", "4 step 4: forward"]}
+    )
+    assert "every rank is alive (rank 1 in step 5: check; rank 2 in step 4: forward)" in message, message
+    assert "hung in Python code or the ranks disagree on which collective comes next" in message
+
+
+def test_a_lost_peer_is_reported_at_once_in_one_line() -> None:
+    error = RuntimeError(
+        "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+        "[127.0.0.1]:31637: Connection reset by peer. This is typically caused by a remote worker hanging."
+    )
+    assert collective_failure(error) == "lost"
+    assert diagnose({}, error) == (
+        "rank 0: a collective in step 4: backward lost its connection to a peer (a rank died; torchrun "
+        "names it): Read error [127.0.0.1]:31637: Connection reset by peer"
+    )
+
+
+def test_other_errors_are_not_collective_failures() -> None:
+    assert collective_failure(RuntimeError("mat1 and mat2 shapes cannot be multiplied")) is None
+    assert collective_failure(ValueError("Timed out")) is None

@@ -72,11 +72,14 @@ def reason(error: BaseException) -> str:
 class Heartbeat:
     """This rank's heartbeat in the store, and the diagnosis of a failed collective."""
 
-    def __init__(self, rank: int, world: int, timeout_s: float, interval_s: float = INTERVAL_S):
+    def __init__(
+        self, rank: int, world: int, timeout_s: float, interval_s: float = INTERVAL_S, store: Any = None
+    ):
         self.rank, self.world, self.timeout_s, self.interval_s = rank, world, timeout_s, interval_s
         self.where = "setup"
         """What this rank is doing (set by the trainer; read by the heartbeat thread)."""
-        self.store: Any = c10d._get_default_store()
+        self.store: Any = store if store is not None else c10d._get_default_store()
+        """A torch.distributed Store (set, get, check): the default process group's."""
         self.count = 0
         self._stop = threading.Event()
         self._beat()
