@@ -113,16 +113,22 @@ def kill_group(process: subprocess.Popen[str]) -> None:
 
 
 def torchrun(
-    program: Path | str, nproc: int, *args: str, timeout: float = TIMEOUT_S, cwd: Path | None = None
+    program: Path | str,
+    nproc: int,
+    *args: str,
+    timeout: float = TIMEOUT_S,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> Run:
-    """Runs `program` (a file, or a module name) on `nproc` gloo processes; returns its exit
-    status and every rank's output. A run past `timeout` is killed, workers included."""
+    """Runs `program` (a file, or a module name) on `nproc` gloo processes (`env` added to the
+    environment); returns its exit status and every rank's output. A run past `timeout` is
+    killed, workers included."""
     name = program.name if isinstance(program, Path) else program
     with tempfile.TemporaryDirectory() as logs:
         process = subprocess.Popen(
             command(program, nproc, args, Path(logs)),
             cwd=cwd or (program.parent if isinstance(program, Path) else None),
-            env=environment(),
+            env={**environment(), **(env or {})},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

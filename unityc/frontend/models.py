@@ -8,15 +8,10 @@ materialize their weights. Buffers stay real: the importer folds them into const
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import importlib.util
-import sys
-import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -24,9 +19,28 @@ from torch import nn
 from xdsl.dialects.builtin import BytesAttr, DictionaryAttr, IntegerAttr, StringAttr, i64
 from xdsl.ir import Attribute
 
+from unityc.runtime.factory import (
+    ModelError,
+    TrainingModeWarning,
+    absolute_model,
+    build_from_file,
+    factory_file,
+    literal,
+    say_if_not_training,
+)
 
-class ModelError(ValueError):
-    """The model cannot be found, built, or called with its example inputs."""
+__all__ = [
+    "LoadedModel",
+    "ModelError",
+    "ModelSpec",
+    "TrainingModeWarning",
+    "absolute_model",
+    "config_with_overrides",
+    "factory_file",
+    "literal",
+    "load_model",
+    "parse_overrides",
+]
 
 
 @dataclass(frozen=True)
@@ -98,14 +112,6 @@ def parse_overrides(items: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def literal(text: str) -> Any:
-    """`8` -> 8, `[1, 2]` -> [1, 2], `0.1` -> 0.1; anything else stays a string."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
-
-
 @contextmanager
 def parameters_on_meta() -> Iterator[None]:
     """Registers every new parameter on the meta device (buffers stay real), so that building a
@@ -136,52 +142,12 @@ def load_model(spec: ModelSpec, weights: bool = True) -> LoadedModel:
 
             module, inputs = build_hf(spec, generator)
         elif factory_file(spec.model) is not None:
-            module, inputs = _build_from_file(spec)
+            module, inputs = build_from_file(spec.model, spec.overrides, spec.batch)
         else:
             module, inputs = _build_from_zoo(spec, generator)
-    _say_if_not_training(module, spec.model)
+    say_if_not_training(module, spec.model)
     module.train()
     return LoadedModel(module, inputs, replace(spec, model=absolute_model(spec.model)))
-
-
-class TrainingModeWarning(UserWarning):
-    """The model came in eval mode and is imported (and checked) in training mode."""
-
-
-def _say_if_not_training(module: nn.Module, model: str) -> None:
-    """Warns if any submodule is in eval mode: unityc compiles training, so the model is switched
-    to training mode (batch norm on batch statistics, dropout on), which changes what it computes."""
-    evaluating: list[str] = []  # the outermost modules in eval mode
-    for name, m in module.named_modules():
-        if not m.training and not any(name.startswith(f"{outer}.") or not outer for outer in evaluating):
-            evaluating.append(name)
-    if not evaluating:
-        return
-    evaluating = [name or "the whole model" for name in evaluating]
-    shown = ", ".join(evaluating[:5]) + (f" and {len(evaluating) - 5} more" if len(evaluating) > 5 else "")
-    warnings.warn(
-        f"{model} returned the model in eval mode ({shown}); unityc imports and checks it in training "
-        "mode, the mode it trains in (batch norm on batch statistics, dropout on), so its outputs "
-        "differ from the eval-mode model's; return it in training mode to silence this",
-        TrainingModeWarning,
-        stacklevel=3,
-    )
-
-
-def factory_file(model: str) -> tuple[Path, str] | None:
-    """(file, factory name) of a `path/to/file.py:factory` model, else None."""
-    path, sep, factory = model.rpartition(":")
-    return (Path(path), factory) if sep and path.endswith(".py") else None
-
-
-def absolute_model(model: str, base: Path | None = None) -> str:
-    """`model` with a factory file's path made absolute (relative paths are taken from `base`,
-    default the current directory), so the recorded spec rebuilds the model from any directory."""
-    found = factory_file(model)
-    if found is None or found[0].is_absolute():
-        return model
-    path, factory = found
-    return f"{((base or Path.cwd()) / path).resolve()}:{factory}"
 
 
 def config_with_overrides(
@@ -219,63 +185,3 @@ def _build_from_zoo(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Mod
     config = config_with_overrides(entry.configs[spec.config], spec.overrides, f"model '{spec.model}'")
     batch = spec.batch or entry.batch[spec.config]
     return entry.build(config), entry.inputs(config, batch, generator)
-
-
-def _build_from_file(spec: ModelSpec) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    found = factory_file(spec.model)
-    assert found is not None
-    path, factory_name = found
-    if not path.is_file():
-        raise ModelError(f"{path}: no such file")
-    module_name = f"unityc_user_model_{abs(hash(str(path.resolve())))}"
-    loader_spec = importlib.util.spec_from_file_location(module_name, path)
-    if loader_spec is None or loader_spec.loader is None:
-        raise ModelError(f"{path}: cannot be loaded as a Python module")
-    user_module = importlib.util.module_from_spec(loader_spec)
-    sys.modules[module_name] = user_module
-    try:
-        loader_spec.loader.exec_module(user_module)
-    except (Exception, SystemExit) as e:
-        raise ModelError(f"{path}: failed to import: {type(e).__name__}: {e}") from None
-    factory = getattr(user_module, factory_name, None)
-    if not callable(factory):
-        raise ModelError(f"{path}: has no function '{factory_name}'")
-    kwargs = {key: literal(text) for key, text in spec.overrides}
-    if spec.batch is not None:
-        kwargs["batch"] = spec.batch
-    try:
-        built = factory(**kwargs)
-    except (Exception, SystemExit) as e:
-        raise ModelError(f"{path}:{factory_name}({_show(kwargs)}) failed: {type(e).__name__}: {e}") from None
-    return _check_factory_result(built, f"{path}:{factory_name}")
-
-
-def _show(kwargs: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-
-
-def _check_factory_result(built: Any, where: str) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], nn.Module)):
-        raise ModelError(f"{where} must return (nn.Module, example inputs), got {type(built).__name__}")
-    module, inputs = built
-    if isinstance(inputs, torch.Tensor):
-        inputs = (inputs,)
-    if isinstance(inputs, tuple | list):
-        names = _forward_argument_names(module, len(inputs), where)
-        inputs = dict(zip(names, inputs, strict=True))
-    if not isinstance(inputs, dict) or not all(isinstance(v, torch.Tensor) for v in inputs.values()):
-        raise ModelError(f"{where}: example inputs must be tensors (a tuple or a dict by argument name)")
-    return module, inputs
-
-
-def _forward_argument_names(module: nn.Module, count: int, where: str) -> list[str]:
-    import inspect
-
-    params = [
-        p.name
-        for p in inspect.signature(module.forward).parameters.values()
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
-    if len(params) < count:
-        raise ModelError(f"{where}: {count} example inputs, but forward takes only {len(params)}")
-    return params[:count]
