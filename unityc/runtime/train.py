@@ -3,9 +3,13 @@
     torchrun --standalone --nproc_per_node 2 train.py [--steps N] [--optimizer sgd|adam] [--check]
 
 NCCL on CUDA when every local rank has a GPU, gloo on CPU otherwise. Every rank loads the
-reference model (`unityc.frontend.models.load_model`, the spec and seed the plan records) and
-keeps its own pieces of the weights and of the batch; the batch is the model's seeded example
-inputs, the same every step (synthetic data, identical to what the reference run uses).
+reference model (`sources.load_reference`, the spec and seed the plan records) and keeps its own
+pieces of the weights and of the batch; the batch is the model's seeded example inputs, the same
+every step (synthetic data, identical to what the reference run uses).
+
+Every collective waits at most `--timeout` seconds (default 600); a rank whose collective times
+out names the rank at fault from the heartbeats (`watch.py`) and exits 1, as does a rank whose
+peer died. Bad flags are usage errors (exit 2) before torchrun is even needed.
 """
 
 from __future__ import annotations
@@ -240,7 +244,7 @@ class Trainer:
             outputs, grads = self.step(step)
             self._sync_device()
             times.append(time.perf_counter() - start)
-            self.at(f"step {step + 1}: {'check' if args.check else 'loss report'}")
+            self.at(f"step {step + 1}: {'check' if args.check else 'after the step'}")
             if args.check:
                 self.check_step(step, outputs, grads, before)
             elif step in (0, args.steps - 1):
