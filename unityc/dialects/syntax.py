@@ -358,7 +358,9 @@ def _parse_text(parser: Parser) -> str:
     if text is not None:
         return text
     start = parser.pos
-    data = parser.parse_bytes_literal()
+    data = parser.parse_optional_bytes_literal()
+    if data is None:
+        parser.raise_error("string literal expected")
     try:
         return data.decode()
     except UnicodeDecodeError:
