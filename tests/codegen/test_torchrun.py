@@ -10,6 +10,7 @@ cpu:2 and cpu:4. To keep start-up costs down, all 2-process programs run in one 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from strategies import build
-from torchrun import Run, torchrun, write_program
+from torchrun import TIMEOUT_S, Run, torchrun, write_program
 
 from unityc.frontend import ModelSpec, import_model
 from unityc.tools import demo
@@ -57,6 +58,27 @@ PARALLEL_SPECS = {
 }
 SEARCHES = [(model, n) for n in (2, 4) for model in [*ZOO, *PARALLEL_SPECS]]
 CNNS = ("resnext50", "inception_v3")
+BATCH_TIMEOUT_S = 2400
+"""For each batch of programs (4-5 minutes for both on a quiet machine)."""
+
+FACTORY = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(8, width)
+        self.fc2 = nn.Linear(width, 4)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(self.fc2(torch.relu(self.fc1(x))), y)
+
+
+def make(width: int = 16, batch: int = 8):
+    return Net(width), (torch.randn(batch, 8), torch.randint(0, 4, (batch,)))
+"""
 
 
 @dataclass
@@ -70,14 +92,30 @@ class Batches:
 
     def section(self, name: str, nproc: int) -> str:
         if name not in self.sections:
-            tail = "\n".join(self.runs[nproc].output.splitlines()[-60:])
-            raise AssertionError(f"no output for {name}: the batch ended early\n{tail}")
+            raise AssertionError(f"no output for {name}: the batch ended early\n{self.runs[nproc].report()}")
         return self.sections[name]
 
 
-def _opt(*args: str) -> subprocess.CompletedProcess[str]:
+def _opt(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """unityc-opt; searches of the small zoo models take up to ~90 s on a quiet machine."""
     command = [sys.executable, "-m", "unityc.tools.opt", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd)
+
+
+def _factory_program(directory: Path) -> Path:
+    """A data-parallel program of a model from a factory file imported by a relative path in
+    its own directory; the batch runs it from another directory."""
+    home = directory / "factory"
+    home.mkdir()
+    (home / "net.py").write_text(FACTORY)
+    with contextlib.chdir(home):
+        module = import_model(ModelSpec("net.py:make", batch=8))
+    (home / "net.mlir").write_text(str(module))
+    program = home / "net-data-2.py"
+    machine = 'data-parallel{machine="cpu:2"}'
+    done = _opt("net.mlir", "-p", machine, "-t", "torch", "-o", program.name, cwd=home)
+    assert done.returncode == 0, done.stderr
+    return program
 
 
 def _search(directory: Path, model: str, nproc: int) -> tuple[Path | None, str]:
@@ -124,6 +162,7 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> Batches:
     sabotaged = directory / "sabotaged.py"
     sabotaged.write_text(tiny.read_text().replace("p = F.linear(a, w2)\n", "p = F.linear(a, w2) * 1.01\n"))
     add("sabotaged", 2, sabotaged, "--check", "--steps", "2")
+    add("factory-elsewhere", 2, _factory_program(directory), "--check", "--steps", "2")
     add(
         "dropout",
         2,
@@ -152,7 +191,7 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> Batches:
     for nproc, batch in entries.items():
         manifest = directory / f"batch{nproc}.json"
         manifest.write_text(json.dumps(batch))
-        run = torchrun("unityc.runtime.batch", nproc, str(manifest), timeout=900)
+        run = torchrun("unityc.runtime.batch", nproc, str(manifest), timeout=BATCH_TIMEOUT_S)
         result.runs[nproc] = run
         result.sections.update(_sections(run.output))
     return result
@@ -180,6 +219,14 @@ def test_check_names_the_first_mismatch(batches: Batches) -> None:
     section = batches.section("sabotaged", 2)
     assert section.endswith("exit 1"), section
     assert "error: check failed at step 1: loss differs: relative error" in section
+
+
+def test_program_of_a_factory_file_runs_from_another_directory(batches: Batches) -> None:
+    """The factory file was imported by a relative path in its own directory; the batch runs
+    the program from the test's directory, where that path means nothing. The recorded path
+    is absolute, so every rank rebuilds the reference model."""
+    section = batches.section("factory-elsewhere", 2)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
 
 
 def test_dropout_keeps_copies_equal(batches: Batches) -> None:

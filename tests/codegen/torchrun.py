@@ -1,24 +1,77 @@
-"""Running generated programs under torchrun (gloo, CPU) from the tests and benchmarks."""
+"""Running generated programs under torchrun (gloo, CPU) from the tests and benchmarks.
+
+Each rank's output goes to its own log (`--redirects 3`), so a failed run reports which rank
+failed, its exit status and the tail of its stderr (`Run.report`), rather than an interleaving.
+Time limits are generous (several times the quiet-machine time): they only stop a hang.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from xdsl.dialects.builtin import ModuleOp
 
 from unityc.codegen import emit_program
 
-TIMEOUT_S = 300
+TIMEOUT_S = 1200
+"""For one torchrun of one program (a few to 60 s on a quiet machine)."""
+
+TAIL = 25
+
+FAILURE = re.compile(r"rank\s*:\s*(\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
+
+
+@dataclass
+class Rank:
+    stdout: str = ""
+    stderr: str = ""
 
 
 @dataclass
 class Run:
-    returncode: int
-    output: str
+    name: str
+    returncode: int | None
+    """None: killed after its time limit."""
+    agent: str
+    """torchrun's own output: on failure, a summary naming each failed rank and its exit code."""
+    ranks: dict[int, Rank] = field(default_factory=dict)
+
+    @property
+    def output(self) -> str:
+        """What rank 0 printed (the program's report), stdout then stderr."""
+        rank0 = self.ranks.get(0, Rank())
+        return rank0.stdout + rank0.stderr
+
+    def exit_codes(self) -> dict[int, int]:
+        """The exit status of every rank that failed (from torchrun's summary)."""
+        return {int(rank): int(code) for rank, code in FAILURE.findall(self.agent)}
+
+    def report(self) -> str:
+        """Which program failed and why: torchrun's status, each failed rank's exit status and
+        the tail of its stderr (every rank's, when torchrun names none)."""
+        status = "killed after its time limit" if self.returncode is None else f"exit {self.returncode}"
+        failed = self.exit_codes()
+        lines = [f"{self.name}: torchrun {status}"]
+        lines += [f"rank {rank}: exit {code}" for rank, code in sorted(failed.items())]
+        for rank in sorted(failed or self.ranks):
+            log = self.ranks.get(rank, Rank())
+            lines.append(f"--- rank {rank} stderr, last {TAIL} lines:")
+            lines += log.stderr.splitlines()[-TAIL:] or ["(empty)"]
+            lines.append(f"--- rank {rank} stdout, last {TAIL} lines:")
+            lines += log.stdout.splitlines()[-TAIL:] or ["(empty)"]
+        if not self.ranks:
+            lines += ["--- torchrun:", *self.agent.splitlines()[-TAIL:]]
+        return "\n".join(lines)
 
 
 def write_program(module: ModuleOp, directory: Path, name: str) -> Path:
@@ -28,19 +81,74 @@ def write_program(module: ModuleOp, directory: Path, name: str) -> Path:
     return path
 
 
-def torchrun(program: Path | str, nproc: int, *args: str, timeout: int = TIMEOUT_S) -> Run:
-    """Runs `program` (a file, or a module name) on `nproc` gloo processes; returns its exit
-    status and output."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
+def command(program: Path | str, nproc: int, args: Sequence[str], logs: Path) -> list[str]:
+    """torchrun of `program` (a file, or a module name) on `nproc` processes, each rank's
+    output in `logs`."""
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
+    torchrun += [f"--log-dir={logs}", "--redirects=3"]
     if isinstance(program, str):
-        command.append("-m")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
-    done = subprocess.run(
-        [*command, str(program), *args],
-        cwd=program.parent if isinstance(program, Path) else None,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    return Run(done.returncode, done.stdout + done.stderr)
+        torchrun.append("-m")
+    return [*torchrun, str(program), *args]
+
+
+def environment() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+
+
+def rank_logs(logs: Path) -> dict[int, Rank]:
+    """Each rank's output (the last attempt's: torchrun does not restart here)."""
+    ranks: dict[int, Rank] = {}
+    for stdout in sorted(logs.glob("*/attempt_*/*/stdout.log")):
+        stderr = stdout.with_name("stderr.log")
+        ranks[int(stdout.parent.name)] = Rank(
+            stdout.read_text(errors="replace"), stderr.read_text(errors="replace") if stderr.exists() else ""
+        )
+    return ranks
+
+
+def kill_group(process: subprocess.Popen[str]) -> None:
+    """Ends torchrun and its workers (started in a session of their own)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def torchrun(
+    program: Path | str,
+    nproc: int,
+    *args: str,
+    timeout: float = TIMEOUT_S,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Run:
+    """Runs `program` (a file, or a module name) on `nproc` gloo processes (`env` added to the
+    environment); returns its exit status and every rank's output. A run past `timeout` is
+    killed, workers included."""
+    name = program.name if isinstance(program, Path) else program
+    with tempfile.TemporaryDirectory() as logs:
+        process = subprocess.Popen(
+            command(program, nproc, args, Path(logs)),
+            cwd=cwd or (program.parent if isinstance(program, Path) else None),
+            env={**environment(), **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            agent, _ = process.communicate(timeout=timeout)
+            returncode: int | None = process.returncode
+        except subprocess.TimeoutExpired:
+            kill_group(process)
+            agent, _ = process.communicate()
+            returncode = None
+        return Run(name, returncode, agent, rank_logs(Path(logs)))
+
+
+def wait_for(predicate: Callable[[], bool], limit_s: float, poll_s: float = 0.2) -> float | None:
+    """Seconds until `predicate()` held (None: not within `limit_s`)."""
+    start = time.monotonic()
+    while time.monotonic() - start < limit_s:
+        if predicate():
+            return time.monotonic() - start
+        time.sleep(poll_s)
+    return None

@@ -19,20 +19,38 @@ machine view on every op. Ranks are the machine's global device indices.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 
 from unityc.codegen.analysis import CodegenError, analyze
 from unityc.codegen.emit import Writer, layout_text
-from unityc.frontend.models import ModelSpec
+from unityc.frontend.models import ModelError, ModelSpec, absolute_model, factory_file
 
 __all__ = ["CodegenError", "emit_program"]
 
 
-def _model_text(model: DictionaryAttr) -> tuple[str, str]:
+def _model_path(model: str, source: str) -> str:
+    """A factory file's path as the program records it: absolute, so the program runs from any
+    directory. The importer records absolute paths; a relative one (an older or hand-written
+    plan) is taken from the current directory, or else from the plan's directory."""
+    found = factory_file(model)
+    if found is None or found[0].is_absolute():
+        return model
+    for base in (Path.cwd(), Path(source).parent):
+        if (base / found[0]).is_file():
+            return absolute_model(model, base)
+    return model  # the program then says that the file is missing
+
+
+def _model_text(model: DictionaryAttr, source: str) -> tuple[str, str]:
     """The `rt.Model(...)` of the recorded spec, and a summary for the header."""
-    spec = ModelSpec.from_attr(model)
+    try:
+        spec = ModelSpec.from_attr(model)
+    except ModelError as e:
+        raise CodegenError(str(e)) from None
     text = (
-        f"rt.Model({spec.model!r}, {spec.config!r}, batch={spec.batch!r}, "
+        f"rt.Model({_model_path(spec.model, source)!r}, {spec.config!r}, batch={spec.batch!r}, "
         f"overrides={tuple(spec.overrides)!r}, seed={spec.seed})"
     )
     return text, f"{spec.model} ({spec.config} config, seed {spec.seed})"
@@ -50,7 +68,7 @@ def emit_program(module: ModuleOp, machine: str | None = None, source: str = "pl
     a = analyze(module, machine)
     writer = Writer(a)
     forward = writer.forward()
-    model, model_summary = _model_text(a.model)
+    model, model_summary = _model_text(a.model, source)
     inputs = [v for op in a.ops if op.name == "pcg.input" for v in op.results]
     samples = a.value(inputs[0]).type.shape[0] if inputs and a.value(inputs[0]).type.rank else 1
     outputs = ", ".join(layout_text(a.value(v)) for v in a.outputs)
@@ -64,7 +82,7 @@ def emit_program(module: ModuleOp, machine: str | None = None, source: str = "pl
         f"{writer.transfers} implicit transfer(s).",
         "",
         f"Run: torchrun --standalone --nproc_per_node {a.world} {{this file}} [--steps N]",
-        "     [--optimizer sgd|adam] [--lr LR] [--check] [--json FILE]",
+        "     [--optimizer sgd|adam] [--lr LR] [--check] [--json FILE] [--timeout S]",
         "",
         "Every rank runs this file (SPMD). `forward` computes this rank's pieces: the tasks of each op that",
         "run on this rank apply the op's kernel to local pieces; `ctx.p2p` moves a piece a task reads from",

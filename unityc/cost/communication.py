@@ -23,6 +23,8 @@ all_reduce/all_reduce, reduce_scatter/all_gather, all_to_all/all_to_all, pipelin
 `parallel_groups` says, for a parallel op, which input pieces feed which output pieces (the
 independent collectives it is made of), from degrees alone; `price_group` prices one group given
 where each piece lives.
+
+The patterns and their duals live in the runtime (`unityc.runtime.patterns`), which runs them.
 """
 
 from __future__ import annotations
@@ -34,30 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from unityc.machine.spec import Machine
-
-PATTERNS = (
-    "p2p",
-    "scatter",
-    "gather",
-    "broadcast",
-    "reduce",
-    "all_reduce",
-    "reduce_scatter",
-    "all_gather",
-    "all_to_all",
-)
-
-DUAL = {
-    "p2p": "p2p",
-    "scatter": "gather",
-    "gather": "scatter",
-    "broadcast": "reduce",
-    "reduce": "broadcast",
-    "all_reduce": "all_reduce",
-    "reduce_scatter": "all_gather",
-    "all_gather": "reduce_scatter",
-    "all_to_all": "all_to_all",
-}
+from unityc.runtime.patterns import DUAL, PATTERNS
 
 PARALLEL_PATTERN = {
     "parallel.partition": "scatter",

@@ -325,7 +325,7 @@ def _parse_value(parser: Parser, kind: Kind) -> Attribute:
         case Kind.FLOAT:
             return to_attr(kind, parser.parse_number())
         case Kind.STR:
-            return to_attr(kind, parser.parse_str_literal())
+            return to_attr(kind, _parse_text(parser))
         case Kind.FLAG:
             return UnitAttr()
         case Kind.TYPE:
@@ -349,6 +349,22 @@ def _print_value(printer: Printer, kind: Kind, attr: Attribute) -> None:
         case _:
             printer.print_string(" ")
             printer.print_attribute(attr)
+
+
+def _parse_text(parser: Parser) -> str:
+    """A string literal. xDSL prints non-ASCII characters as escaped UTF-8 bytes (`é` as
+    `\\C3\\A9`) and lexes such a literal as bytes: UTF-8 bytes read back as the text."""
+    text = parser.parse_optional_str_literal()
+    if text is not None:
+        return text
+    start = parser.pos
+    data = parser.parse_optional_bytes_literal()
+    if data is None:
+        parser.raise_error("string literal expected")
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        parser.raise_error("expected a string literal of UTF-8 text", start, parser.pos)
 
 
 __all__ = ["Kind", "UnitycOp", "op_definition"]

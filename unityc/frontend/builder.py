@@ -74,6 +74,7 @@ class GraphBuilder:
 
 
 def _hint(key: str) -> str:
-    """A readable SSA name from a state_dict key or input name (`fc1.weight` -> `fc1_weight`)."""
-    text = "".join(c if c.isalnum() or c == "_" else "_" for c in key)
+    """A readable SSA name from a state_dict key or input name (`fc1.weight` -> `fc1_weight`;
+    MLIR names are ASCII: `couche_é.weight` -> `couche___weight`)."""
+    text = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in key)
     return text if text and not text[0].isdigit() else f"v{text}"

@@ -9,7 +9,9 @@ users may consume); a pending `LogSoftmax` (consumed by nll_loss as cross-entrop
 
 from __future__ import annotations
 
+import difflib
 import operator
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -233,8 +235,15 @@ class FxImporter:
         return ImportFailure(f"{where}: {message}")
 
     def unsupported(self, node: fx.Node) -> ImportFailure:
+        """Names the op (and supported ones like it); the supported ops follow, wrapped."""
         supported = sorted({_short(t) for t in LOWERINGS})
-        return self.fail(f"unsupported operator {_op_name(node)}; supported ATen ops: {', '.join(supported)}")
+        name = _op_name(node)
+        similar = difflib.get_close_matches(name, supported, n=3, cutoff=0.7)
+        like = f" (supported ops like it: {', '.join(similar)})" if similar else ""
+        listing = textwrap.fill(", ".join(supported), width=100, initial_indent="  ", subsequent_indent="  ")
+        return self.fail(
+            f"unsupported operator {name}{like}; the {len(supported)} supported ATen ops:\n{listing}"
+        )
 
     def meta_shape(self, node: fx.Node | None = None) -> tuple[int, ...]:
         val = (node or self.node).meta["val"]  # type: ignore[union-attr]

@@ -8,24 +8,39 @@ materialize their weights. Buffers stay real: the importer folds them into const
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import importlib.util
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import nn
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, StringAttr, i64
+from xdsl.dialects.builtin import BytesAttr, DictionaryAttr, IntegerAttr, StringAttr, i64
 from xdsl.ir import Attribute
 
+from unityc.runtime.factory import (
+    ModelError,
+    TrainingModeWarning,
+    absolute_model,
+    build_from_file,
+    factory_file,
+    literal,
+    say_if_not_training,
+)
 
-class ModelError(ValueError):
-    """The model cannot be found, built, or called with its example inputs."""
+__all__ = [
+    "LoadedModel",
+    "ModelError",
+    "ModelSpec",
+    "TrainingModeWarning",
+    "absolute_model",
+    "config_with_overrides",
+    "factory_file",
+    "literal",
+    "load_model",
+    "parse_overrides",
+]
 
 
 @dataclass(frozen=True)
@@ -53,23 +68,30 @@ class ModelSpec:
 
     @staticmethod
     def from_attr(attr: DictionaryAttr) -> ModelSpec:
+        """The spec recorded as `unityc.model`; ModelError naming the entry that is malformed."""
         data = attr.data
 
         def text(key: str) -> str:
-            value = data[key]
-            assert isinstance(value, StringAttr)
-            return value.data
+            value = data.get(key)
+            if isinstance(value, StringAttr):
+                return value.data
+            if isinstance(value, BytesAttr):  # how xDSL reads back a string with non-ASCII text
+                with contextlib.suppress(UnicodeDecodeError):
+                    return value.data.decode()
+            raise ModelError(f"{ModelSpec.ATTRIBUTE}: '{key}' must be a string, got {value}")
 
         def number(key: str) -> int | None:
             value = data.get(key)
-            return value.value.data if isinstance(value, IntegerAttr) else None
+            if value is None:
+                return None
+            if not isinstance(value, IntegerAttr):
+                raise ModelError(f"{ModelSpec.ATTRIBUTE}: '{key}' must be an integer, got {value}")
+            return value.value.data
 
-        overrides = data.get("overrides")
-        pairs = (
-            tuple((k, v.data) for k, v in overrides.data.items() if isinstance(v, StringAttr))
-            if isinstance(overrides, DictionaryAttr)
-            else ()
-        )
+        overrides = data.get("overrides", DictionaryAttr({}))
+        if not isinstance(overrides, DictionaryAttr):
+            raise ModelError(f"{ModelSpec.ATTRIBUTE}: 'overrides' must be a dictionary, got {overrides}")
+        pairs = tuple((k, v.data) for k, v in overrides.data.items() if isinstance(v, StringAttr))
         return ModelSpec(text("model"), text("config"), number("batch"), pairs, number("seed") or 0)
 
 
@@ -88,14 +110,6 @@ def parse_overrides(items: list[str]) -> tuple[tuple[str, str], ...]:
             raise ModelError(f"'{item}' is not a key=value override")
         pairs.append((key, value))
     return tuple(pairs)
-
-
-def literal(text: str) -> Any:
-    """`8` -> 8, `[1, 2]` -> [1, 2], `0.1` -> 0.1; anything else stays a string."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
 
 
 @contextmanager
@@ -127,12 +141,13 @@ def load_model(spec: ModelSpec, weights: bool = True) -> LoadedModel:
             from unityc.frontend.huggingface import build_hf
 
             module, inputs = build_hf(spec, generator)
-        elif ":" in spec.model and spec.model.split(":", 1)[0].endswith(".py"):
-            module, inputs = _build_from_file(spec)
+        elif factory_file(spec.model) is not None:
+            module, inputs = build_from_file(spec.model, spec.overrides, spec.batch)
         else:
             module, inputs = _build_from_zoo(spec, generator)
+    say_if_not_training(module, spec.model)
     module.train()
-    return LoadedModel(module, inputs, spec)
+    return LoadedModel(module, inputs, replace(spec, model=absolute_model(spec.model)))
 
 
 def config_with_overrides(
@@ -170,62 +185,3 @@ def _build_from_zoo(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Mod
     config = config_with_overrides(entry.configs[spec.config], spec.overrides, f"model '{spec.model}'")
     batch = spec.batch or entry.batch[spec.config]
     return entry.build(config), entry.inputs(config, batch, generator)
-
-
-def _build_from_file(spec: ModelSpec) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    path_text, _, factory_name = spec.model.rpartition(":")
-    path = Path(path_text)
-    if not path.is_file():
-        raise ModelError(f"{path}: no such file")
-    module_name = f"unityc_user_model_{abs(hash(str(path.resolve())))}"
-    loader_spec = importlib.util.spec_from_file_location(module_name, path)
-    if loader_spec is None or loader_spec.loader is None:
-        raise ModelError(f"{path}: cannot be loaded as a Python module")
-    user_module = importlib.util.module_from_spec(loader_spec)
-    sys.modules[module_name] = user_module
-    try:
-        loader_spec.loader.exec_module(user_module)
-    except Exception as e:
-        raise ModelError(f"{path}: failed to import: {type(e).__name__}: {e}") from None
-    factory = getattr(user_module, factory_name, None)
-    if not callable(factory):
-        raise ModelError(f"{path}: has no function '{factory_name}'")
-    kwargs = {key: literal(text) for key, text in spec.overrides}
-    if spec.batch is not None:
-        kwargs["batch"] = spec.batch
-    try:
-        built = factory(**kwargs)
-    except Exception as e:
-        raise ModelError(f"{path}:{factory_name}({_show(kwargs)}) failed: {type(e).__name__}: {e}") from None
-    return _check_factory_result(built, f"{path}:{factory_name}")
-
-
-def _show(kwargs: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-
-
-def _check_factory_result(built: Any, where: str) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], nn.Module)):
-        raise ModelError(f"{where} must return (nn.Module, example inputs), got {type(built).__name__}")
-    module, inputs = built
-    if isinstance(inputs, torch.Tensor):
-        inputs = (inputs,)
-    if isinstance(inputs, tuple | list):
-        names = _forward_argument_names(module, len(inputs), where)
-        inputs = dict(zip(names, inputs, strict=True))
-    if not isinstance(inputs, dict) or not all(isinstance(v, torch.Tensor) for v in inputs.values()):
-        raise ModelError(f"{where}: example inputs must be tensors (a tuple or a dict by argument name)")
-    return module, inputs
-
-
-def _forward_argument_names(module: nn.Module, count: int, where: str) -> list[str]:
-    import inspect
-
-    params = [
-        p.name
-        for p in inspect.signature(module.forward).parameters.values()
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
-    if len(params) < count:
-        raise ModelError(f"{where}: {count} example inputs, but forward takes only {len(params)}")
-    return params[:count]

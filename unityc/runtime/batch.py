@@ -22,7 +22,8 @@ from typing import Any
 import torch.distributed as dist
 
 from unityc.runtime.sources import SourceError
-from unityc.runtime.train import RunError, Trainer, parse_args, pick_device
+from unityc.runtime.train import RunError, Trainer, fail_collective, parse_args, pick_device, start
+from unityc.runtime.watch import DEFAULT_TIMEOUT_S
 
 
 def load_program(path: str, name: str) -> Any:
@@ -37,10 +38,18 @@ def load_program(path: str, name: str) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run several generated programs in one torchrun.")
     parser.add_argument("manifest", help='JSON list of {"name", "program", "args"}')
-    with open(parser.parse_args(argv).manifest) as f:
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help="seconds a collective waits for its peers (for every program: they share the process group)",
+    )
+    options = parser.parse_args(argv)
+    with open(options.manifest) as f:
         manifest = json.load(f)
     backend, device = pick_device()
-    dist.init_process_group(backend)
+    heartbeat = start(backend, options.timeout)
     rank = dist.get_rank()
     failed = 0
     for entry in manifest:
@@ -48,20 +57,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rank == 0:
             print(f"=== {name}", flush=True)
         program = load_program(entry["program"], name)
+        args = parse_args(program.PLAN, [*entry["args"], "--timeout", str(options.timeout)])
         try:
-            status = Trainer(
-                program.PLAN, program.forward, parse_args(program.PLAN, entry["args"]), backend, device
-            ).run()
+            status = Trainer(program.PLAN, program.forward, args, backend, device, heartbeat).run()
         except (RunError, SourceError) as e:
             if rank == 0:
                 print(f"error: {e}", flush=True)
             status = 1
+        except RuntimeError as e:
+            print(f"=== {name}: rank {rank} failed", flush=True)
+            fail_collective(heartbeat, e)
         failed += status != 0
         dist.barrier()
         if rank == 0:
             print(f"=== {name}: exit {status}", flush=True)
     if rank == 0:
         print(f"batch: {len(manifest) - failed} of {len(manifest)} program(s) succeeded", flush=True)
+    heartbeat.stop()
     dist.barrier()
     dist.destroy_process_group()
     sys.stdout.flush()

@@ -18,6 +18,7 @@ backward pass on every rank, so no rank skips a collective its peers wait in.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -36,17 +37,20 @@ class Communicator:
         groups: Sequence[tuple[int, ...]],
         device: torch.device,
         float_dtype: torch.dtype | None = None,
+        timeout: timedelta | None = None,
     ):
         self.rank = rank
         self.world = world
         self.device = device
         self.float_dtype = float_dtype
         """Replaces every floating-point dtype of the plan (a float64 run)."""
+        self.timeout = timeout
+        """How long a collective of this rank's groups waits for its peers (None: torch's default)."""
         # Creating a group is a collective call on every rank: the program lists every group up
         # front and every rank makes them in that order.
         self.groups: dict[tuple[int, ...], Any] = {}
         for ranks in groups:
-            self.groups[ranks] = None if len(ranks) == world else dist.new_group(list(ranks))
+            self.groups[ranks] = None if len(ranks) == world else dist.new_group(list(ranks), timeout)
 
     def group(self, ranks: tuple[int, ...]) -> Any:
         """The process group of `ranks` (None: the default group of all ranks)."""
@@ -56,7 +60,7 @@ class Communicator:
 
     def new_groups(self, groups: Sequence[tuple[int, ...]]) -> dict[tuple[int, ...], Any]:
         """Fresh process groups (own communicators), e.g. for gradient synchronization."""
-        return {ranks: dist.new_group(list(ranks)) for ranks in groups}
+        return {ranks: dist.new_group(list(ranks), self.timeout) for ranks in groups}
 
     # --- one collective ------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from unityc.cost.communication import DUAL, PATTERNS
+from unityc.runtime.patterns import DUAL, PATTERNS
 
 Coord = tuple[int, ...]
 

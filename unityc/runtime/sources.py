@@ -1,18 +1,20 @@
 """This rank's pieces of the weights and of the batch, cut from the reference model.
 
-The model is rebuilt from the spec the plan records (`unityc.model`: zoo name or file or
-HuggingFace config, settings, seed) with `unityc.frontend.models.load_model`, the one place that
-knows how; it is the only compiler module the runtime uses, imported when a program starts.
+The model is rebuilt from the spec the plan records (`unityc.model`: a factory file, a zoo
+name or a HuggingFace config, settings, seed). A factory file is loaded here (torch only); zoo
+and `hf:` models are built by `unityc.frontend.models.load_model`, imported when such a
+program starts (the zoo and the HuggingFace builder are part of unityc).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from unityc.runtime.factory import ModelError, build_from_file, factory_file, say_if_not_training
 from unityc.runtime.plan import Model, Plan
 
 
@@ -20,12 +22,30 @@ class SourceError(ValueError):
     """The reference model does not provide a weight or input the plan needs."""
 
 
-def load_reference(model: Model) -> Any:
-    """The reference model with its seeded weights and example inputs (a LoadedModel)."""
-    from unityc.frontend.models import ModelSpec, load_model
+@dataclass
+class Loaded:
+    """The reference model (training mode, seeded weights) and its example inputs by name."""
 
-    spec = ModelSpec(model.name, model.config, model.batch, tuple(model.overrides), model.seed)
-    return load_model(spec, weights=True)
+    module: nn.Module
+    inputs: dict[str, torch.Tensor]
+
+
+def load_reference(model: Model) -> Loaded:
+    """The reference model with its seeded weights and example inputs."""
+    try:
+        if factory_file(model.name) is None:
+            from unityc.frontend.models import ModelSpec, load_model
+
+            spec = ModelSpec(model.name, model.config, model.batch, tuple(model.overrides), model.seed)
+            loaded = load_model(spec, weights=True)
+            return Loaded(loaded.module, loaded.inputs)
+        torch.manual_seed(model.seed)  # as load_model seeds it
+        module, inputs = build_from_file(model.name, tuple(model.overrides), model.batch)
+    except ModelError as e:
+        raise SourceError(f"cannot rebuild the reference model: {e}") from None
+    say_if_not_training(module, model.name)
+    module.train()
+    return Loaded(module, inputs)
 
 
 def _dtype(name: torch.dtype, float_dtype: torch.dtype | None) -> torch.dtype:

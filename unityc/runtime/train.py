@@ -3,9 +3,13 @@
     torchrun --standalone --nproc_per_node 2 train.py [--steps N] [--optimizer sgd|adam] [--check]
 
 NCCL on CUDA when every local rank has a GPU, gloo on CPU otherwise. Every rank loads the
-reference model (`unityc.frontend.models.load_model`, the spec and seed the plan records) and
-keeps its own pieces of the weights and of the batch; the batch is the model's seeded example
-inputs, the same every step (synthetic data, identical to what the reference run uses).
+reference model (`sources.load_reference`, the spec and seed the plan records) and keeps its own
+pieces of the weights and of the batch; the batch is the model's seeded example inputs, the same
+every step (synthetic data, identical to what the reference run uses).
+
+Every collective waits at most `--timeout` seconds (default 600); a rank whose collective times
+out names the rank at fault from the heartbeats (`watch.py`) and exits 1, as does a rank whose
+peer died. Bad flags are usage errors (exit 2) before torchrun is even needed.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from unityc.runtime.context import Context
 from unityc.runtime.grads import GradientSync
 from unityc.runtime.plan import Layout, Plan
 from unityc.runtime.sources import SourceError, load_reference, local_data, local_weights
+from unityc.runtime.watch import DEFAULT_TIMEOUT_S, Heartbeat, collective_failure, timeout
 
 Forward = Callable[[Context, dict[str, torch.Tensor], dict[str, torch.Tensor]], Sequence[Any]]
 
@@ -65,11 +70,27 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
         "dropout on); assembles every weight on rank 0",
     )
     parser.add_argument("--json", metavar="FILE", help="write the timing (rank 0) to FILE as JSON")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds a collective waits for its peers before the run fails naming the rank at fault "
+        f"(default {DEFAULT_TIMEOUT_S:g})",
+    )
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be at least 1")
     if args.warmup < 0:
         parser.error("--warmup must not be negative")
+    if not args.lr > 0 or args.lr == float("inf"):
+        parser.error(f"--lr must be a positive number, got {args.lr}")
+    if not args.tolerance >= 0 or args.tolerance == float("inf"):
+        parser.error(f"--tolerance must be a non-negative number, got {args.tolerance}")
+    if not args.timeout > 0 or args.timeout == float("inf"):
+        parser.error(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
+        parser.error(f"--json {args.json}: no such directory")
     return args
 
 
@@ -96,13 +117,16 @@ def main(plan: Plan, forward: Forward, argv: Sequence[str] | None = None) -> int
         print(f"error: run with torchrun --standalone --nproc_per_node {plan.world_size} {sys.argv[0]}")
         return 2
     backend, device = pick_device()
-    dist.init_process_group(backend)
+    heartbeat = start(backend, args.timeout)
     try:
-        status = Trainer(plan, forward, args, backend, device).run()
+        status = Trainer(plan, forward, args, backend, device, heartbeat).run()
     except (RunError, SourceError) as e:
         if dist.get_rank() == 0:
             print(f"error: {e}", flush=True)
         status = 1
+    except RuntimeError as e:
+        fail_collective(heartbeat, e)
+    heartbeat.stop()
     dist.barrier()
     dist.destroy_process_group()
     # Skip interpreter teardown: gloo's threads occasionally abort there ("terminate called
@@ -112,13 +136,37 @@ def main(plan: Plan, forward: Forward, argv: Sequence[str] | None = None) -> int
     os._exit(status)
 
 
+def start(backend: str, timeout_s: float) -> Heartbeat:
+    """Joins the process group (every collective waits at most `timeout_s`) and starts this
+    rank's heartbeat."""
+    dist.init_process_group(backend, timeout=timeout(timeout_s))
+    return Heartbeat(dist.get_rank(), dist.get_world_size(), timeout_s)
+
+
+def fail_collective(heartbeat: Heartbeat, error: RuntimeError) -> None:
+    """Ends this rank after a collective failed (timed out, or lost its peer), naming the rank
+    at fault; other errors propagate. The process group is broken: no barrier, no teardown."""
+    if collective_failure(error) is None:
+        raise error
+    print(f"error: {heartbeat.diagnose(error)}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(1)
+
+
 class Trainer:
     """One rank's training run: its pieces, optimizer, gradient sync, and (rank 0) reference."""
 
     def __init__(
-        self, plan: Plan, forward: Forward, args: argparse.Namespace, backend: str, device: torch.device
+        self,
+        plan: Plan,
+        forward: Forward,
+        args: argparse.Namespace,
+        backend: str,
+        device: torch.device,
+        heartbeat: Heartbeat | None = None,
     ):
         self.plan, self.forward, self.args, self.backend, self.device = plan, forward, args, backend, device
+        self.heartbeat = heartbeat
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.agree(
             self.world == plan.world_size,
@@ -128,7 +176,8 @@ class Trainer:
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
         float_dtype = torch.float64 if args.float64 else None
-        self.comm = Communicator(self.rank, self.world, plan.groups, device, float_dtype)
+        wait = timeout(args.timeout)
+        self.comm = Communicator(self.rank, self.world, plan.groups, device, float_dtype, wait)
         self.ctx = Context(self.comm, check=args.check, seed=plan.model.seed)
         self.ctx.tables = {
             k: torch.tensor(v, dtype=torch.int64, device=device) for k, v in plan.tables.items()
@@ -152,6 +201,11 @@ class Trainer:
         self.seeds_loss = loss is not None and loss[-1] == 0  # copy 0 carries the loss's gradient
         self.keys = list(plan.weights)
         self.layouts = [plan.weights[k] for k in self.keys]
+
+    def at(self, where: str) -> None:
+        """Says what this rank is doing (named by a peer's collective-timeout message)."""
+        if self.heartbeat is not None:
+            self.heartbeat.where = where
 
     # --- collectives on every rank -------------------------------------------------------
 
@@ -182,6 +236,7 @@ class Trainer:
             )
         times: list[float] = []
         for step in range(args.steps):
+            self.at(f"step {step + 1}: start")
             before = self.assemble(self.layouts, self.weight_pieces()) if args.check else None
             self._sync_device()
             dist.barrier()
@@ -189,12 +244,14 @@ class Trainer:
             outputs, grads = self.step(step)
             self._sync_device()
             times.append(time.perf_counter() - start)
+            self.at(f"step {step + 1}: {'check' if args.check else 'after the step'}")
             if args.check:
                 self.check_step(step, outputs, grads, before)
             elif step in (0, args.steps - 1):
                 self.report_loss(step, outputs[0])
             for p in self.params:
                 p.grad = None
+        self.at("the end of the run")
         if args.check_copies:
             differ = copies_differ(self.keys, self.layouts, self.weight_pieces(), self.rank, self.device)
             self.agree(differ is None, f"copies differ after {args.steps} step(s): {differ}")
@@ -211,13 +268,16 @@ class Trainer:
         """Forward, backward (the token chain orders every rank's collectives), gradient sync of
         weight copies, optimizer step. Returns the outputs and the synchronized gradients."""
         self.ctx.begin_step(step)
+        self.at(f"step {step + 1}: forward")
         outputs = list(self.forward(self.ctx, self.weights, self.data))
         roots, seeds = [self.ctx.token], [torch.zeros((), device=self.device)]
         loss = outputs[0]
         if self.seeds_loss and loss is not None and loss.requires_grad:
             roots.append(loss)
             seeds.append(torch.ones_like(loss))
+        self.at(f"step {step + 1}: backward")
         torch.autograd.backward(roots, seeds)
+        self.at(f"step {step + 1}: gradient sync")
         self.sync.run()
         grads = [p.grad for p in self.params]
         if self.optimizer is not None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from io import StringIO
@@ -58,7 +60,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_intermixed_args(argv)
     if not args.list and not args.model:
         parser.error("the model is required (a zoo name, file.py:factory or hf:<name>)")
+    if args.batch is not None and args.batch < 1:
+        parser.error(f"--batch must be at least 1, got {args.batch}")
+    if args.output:  # checked before the import, which can take minutes
+        problem = output_problem(args.output)
+        if problem:
+            parser.error(f"-o {args.output}: {problem}")
     return args
+
+
+def output_problem(path: str) -> str | None:
+    """Why `path` cannot be written, or None."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return "is a directory"
+    if not os.path.isdir(directory):
+        return f"no such directory {directory}"
+    if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        return "permission denied"
+    return None
 
 
 def list_zoo() -> None:
@@ -81,21 +101,32 @@ def stats(module: ModuleOp, seconds: float) -> str:
     return "\n".join(lines)
 
 
+def show_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
+    """A warning (e.g. the model's mode changed) as one line, when it happens."""
+    print(f"unityc-import: warning: {message}", file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.list:
         list_zoo()
         return 0
     from unityc.frontend import ImportFailure, ModelError, import_model
-    from unityc.frontend.models import ModelSpec, parse_overrides
+    from unityc.frontend.models import ModelSpec, TrainingModeWarning, parse_overrides
 
     start = time.perf_counter()
     try:
         spec = ModelSpec(args.model, args.config, args.batch, parse_overrides(args.settings), args.seed)
-        module = run_check(spec) if args.check else import_model(spec)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", TrainingModeWarning)
+            warnings.showwarning = show_warning
+            module = run_check(spec) if args.check else import_model(spec)
     except (ModelError, ImportFailure) as e:
         print(f"unityc-import: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("unityc-import: interrupted", file=sys.stderr)
+        return 130
     except Exception as e:
         if args.debug:
             raise

@@ -7,7 +7,8 @@
 //===----------------------------------------------------------------------===//
 // An op the importer has no lowering for (torch.cumsum, in the submodule
 // blocks.0.scan of class Scan): the message names the ATen op, the module path
-// and class, the source line, and lists the ATen ops that are supported.
+// and class, the source line, and supported ops like it, then lists the ATen
+// ops that are supported, wrapped to lines of at most 100 columns.
 // With -o, the output file is not written.
 //===----------------------------------------------------------------------===//
 
@@ -15,7 +16,11 @@
 // RUN: not unityc-import %S/Inputs/bad.py:unsupported -o %t.mlir 2>&1 | filecheck %s --check-prefix=UNKNOWN-OP
 // RUN: test ! -e %t.mlir
 // UNKNOWN-OP-NOT: Traceback
-// UNKNOWN-OP:     {{^}}unityc-import: error: module 'blocks.0.scan' (Scan), {{.*}}Inputs{{/|\\}}bad.py:{{[0-9]+}}, in forward: unsupported operator aten.cumsum; supported ATen ops: {{.*}}aten.addmm, {{.*}}aten.linear, {{.*}}aten.scaled_dot_product_attention, {{.*}}
+// UNKNOWN-OP:     {{^}}unityc-import: error: module 'blocks.0.scan' (Scan), {{.*}}Inputs{{/|\\}}bad.py:{{[0-9]+}}, in forward: unsupported operator aten.cumsum (supported ops like it: aten.sum{{.*}}); the {{[0-9]+}} supported ATen ops:{{$}}
+// UNKNOWN-OP-NEXT: {{^}}  aten._adaptive_avg_pool2d, aten._assert_scalar,
+// UNKNOWN-OP:      aten.addmm,
+// UNKNOWN-OP:      aten.linear,
+// UNKNOWN-OP:      aten.scaled_dot_product_attention,
 // UNKNOWN-OP-NOT: Traceback
 
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,147 @@
+"""Collective timeouts that name the rank at fault.
+
+Every process group of a program is made with a timeout (`--timeout`, default 600 s), so a
+collective whose peer never comes (a rank stopped with SIGSTOP, hung, or on a host that is gone)
+fails instead of waiting forever. The failure itself only says that a receive timed out; to name
+the rank at fault, every rank runs a `Heartbeat`: a thread that writes, once a second, a counter
+and where the rank is ("step 3: backward") to the rendezvous store. A rank whose collective failed
+reads every heartbeat twice, a few seconds apart:
+
+* a rank whose counter did not move is not running: stopped, hung in native code, or gone;
+* a rank whose counter moved is alive, and the message says where it is (ranks that disagree
+  on which collective comes next, or a rank spinning in Python code).
+
+A lost connection (a killed peer) is reported at once, without the wait: torchrun names the
+rank that died. The store is the default process group's (torchrun's agent serves it), so
+reading it does not depend on any worker being alive.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+
+DEFAULT_TIMEOUT_S = 600.0
+"""How long a collective may wait for its peers (as NCCL's default): long enough for rank 0's
+--check work and a slow first step at scale, short enough that a stopped rank is noticed."""
+
+INTERVAL_S = 1.0
+"""Heartbeat period."""
+
+SETTLE_S = 5.0
+"""How long a rank whose collective failed watches the heartbeats (several periods, so a live
+but busy rank under load still shows progress)."""
+
+TIMED_OUT = ("Timed out", "timed out")
+LOST = ("Connection closed", "Connection reset", "Broken pipe")
+
+KEY = "unityc/heartbeat/{rank}"
+
+
+def timeout(seconds: float) -> timedelta:
+    return timedelta(seconds=seconds)
+
+
+def collective_failure(error: BaseException) -> str | None:
+    """'timeout' or 'lost' if `error` is a collective that timed out or lost its peer, else None."""
+    if not isinstance(error, RuntimeError):
+        return None
+    text = str(error)
+    if any(word in text for word in TIMED_OUT):
+        return "timeout"
+    if isinstance(error, dist.DistError) or any(word in text for word in LOST):
+        return "lost"
+    return None
+
+
+def reason(error: BaseException) -> str:
+    """The backend's message without its source location and advice: `[.../pair.cc:537] Read
+    error [127.0.0.1]:31637: Connection reset by peer. This is typically ...` -> `Read error
+    [127.0.0.1]:31637: Connection reset by peer`."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    text = re.sub(r"^\[[^\]]*\.(cc|cpp|h):\d+\] ", "", text)
+    return text.split(". ", 1)[0].rstrip(".")
+
+
+class Heartbeat:
+    """This rank's heartbeat in the store, and the diagnosis of a failed collective."""
+
+    def __init__(
+        self, rank: int, world: int, timeout_s: float, interval_s: float = INTERVAL_S, store: Any = None
+    ):
+        self.rank, self.world, self.timeout_s, self.interval_s = rank, world, timeout_s, interval_s
+        self.where = "setup"
+        """What this rank is doing (set by the trainer; read by the heartbeat thread)."""
+        self.store: Any = store if store is not None else c10d._get_default_store()
+        """A torch.distributed Store (set, get, check): the default process group's."""
+        self.count = 0
+        self._stop = threading.Event()
+        self._beat()
+        self._thread = threading.Thread(target=self._run, name="unityc-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        self.count += 1
+        self.store.set(KEY.format(rank=self.rank), f"{self.count} {self.where}")
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self._beat()
+            except Exception:  # the store is gone (the run is ending): nothing left to report to
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def read(self) -> dict[int, tuple[int, str]]:
+        """Every rank's last heartbeat (counter, where) that the store holds."""
+        beats: dict[int, tuple[int, str]] = {}
+        for rank in range(self.world):
+            key = KEY.format(rank=rank)
+            try:
+                if not self.store.check([key]):
+                    continue
+                count, _, where = self.store.get(key).decode().partition(" ")
+            except Exception:
+                continue
+            beats[rank] = (int(count), where)
+        return beats
+
+    def diagnose(self, error: BaseException, settle_s: float = SETTLE_S) -> str:
+        """One line: what failed where, and which rank is at fault (as far as can be seen)."""
+        kind = collective_failure(error)
+        where = self.where
+        if kind != "timeout":
+            return (
+                f"rank {self.rank}: a collective in {where} lost its connection to a peer (a rank "
+                f"died; torchrun names it): {reason(error)}"
+            )
+        self.stop()  # our own counter stops: it is not evidence about the others
+        before = self.read()
+        time.sleep(settle_s)
+        after = self.read()
+        others = [r for r in range(self.world) if r != self.rank]
+        silent = [r for r in others if r not in after or before.get(r, (None,))[0] == after[r][0]]
+        waited = f"rank {self.rank}: a collective in {where} timed out after {self.timeout_s:g} s"
+        if silent:
+            seen = "; ".join(
+                f"rank {r} last seen in {after[r][1]}" if r in after else f"rank {r} never started"
+                for r in silent
+            )
+            ranks = ", ".join(map(str, silent))
+            return (
+                f"{waited}: rank{'s' if len(silent) > 1 else ''} {ranks} stopped responding (no "
+                f"heartbeat for {settle_s:g} s: stopped, hung in native code, or gone; {seen})"
+            )
+        places = "; ".join(f"rank {r} in {after[r][1]}" for r in others)
+        return (
+            f"{waited} although every rank is alive ({places}): a rank is hung in Python code or "
+            "the ranks disagree on which collective comes next"
+        )
