@@ -169,7 +169,10 @@ def _vocab_start(call: Call) -> str | None:
 def _embedding(call: Call) -> str:
     ids, w = call.args
     start = _vocab_start(call)
-    return f"F.embedding({ids}, {w})" if start is None else f"rt.kernels.vocab_lookup({ids}, {w}, {start})"
+    pad = call.attrs.get("padding_idx")
+    if start is not None:
+        return f"rt.kernels.vocab_lookup({ids}, {w}, {start}, {pad})"
+    return f"F.embedding({ids}, {w})" if pad is None else f"F.embedding({ids}, {w}, padding_idx={pad})"
 
 
 def _embedding_bag(call: Call) -> str:

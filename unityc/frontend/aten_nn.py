@@ -169,8 +169,19 @@ def _dropout(im: FxImporter, node: fx.Node, x: Value, p: float, train: bool | No
 
 
 @lowering(aten.embedding.default)
-def _embedding(im: FxImporter, node: fx.Node, w: Value, ids: Value, *_: Any) -> Value:
-    return im.op(pcg.EmbeddingOp, [im.tensor(ids), im.tensor(w)])
+def _embedding(
+    im: FxImporter,
+    node: fx.Node,
+    w: Value,
+    ids: Value,
+    padding_idx: int = -1,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> Value:
+    if scale_grad_by_freq:
+        raise im.fail("embedding with scale_grad_by_freq=True is not supported")
+    pad = None if padding_idx is None or padding_idx < 0 else padding_idx  # aten's -1: none
+    return im.op(pcg.EmbeddingOp, [im.tensor(ids), im.tensor(w)], padding_idx=pad)
 
 
 @lowering(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)

@@ -64,9 +64,26 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     batch = spec.batch or BATCH[spec.config]
     seq = settings["seq"]
     vocab = settings.get("vocab", getattr(config, "vocab_size", 2))
+    return _LossFirst(model), example_inputs(config, batch, seq, vocab, generator)
+
+
+def example_inputs(
+    config: Any, batch: int, seq: int, vocab: int, generator: torch.Generator
+) -> dict[str, torch.Tensor]:
+    """Random token ids and labels in which every other sequence ends in padding (the last
+    quarter of it, at least one token) made of the config's `pad_token_id` (when it is a row of
+    the vocabulary), so that checks see the padding path (embedding `padding_idx`).
+
+    No attention mask: HF builds the 4-D mask from it by advanced indexing with broadcast
+    `arange` index tensors, bitwise ands and `where`, which the importer does not lower yet."""
     ids = torch.randint(0, vocab, (batch, seq), generator=generator)
     labels = torch.randint(0, vocab, (batch, seq), generator=generator)
-    return _LossFirst(model), {"input_ids": ids, "labels": labels}
+    padded = torch.zeros(batch, seq, dtype=torch.bool)
+    padded[1::2, seq - max(1, seq // 4) :] = True
+    pad = getattr(config, "pad_token_id", None)
+    if isinstance(pad, int) and 0 <= pad < vocab:
+        ids = ids.masked_fill(padded, pad)
+    return {"input_ids": ids, "labels": labels}
 
 
 def _current(config: Any) -> dict[str, Any]:
