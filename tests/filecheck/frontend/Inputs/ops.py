@@ -268,20 +268,21 @@ class Embeddings(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.tok = nn.Embedding(10, 6)
+        self.padded = nn.Embedding(10, 6, padding_idx=-1)  # row 9: no gradient from the lookup
         self.bag_sum = nn.EmbeddingBag(12, 6, mode="sum")
         self.bag_mean = nn.EmbeddingBag(12, 6, mode="mean")
 
     def forward(
         self, ids: torch.Tensor, bags: torch.Tensor, target: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        e = self.tok(ids)  # [4, 3] -> [4, 3, 6]
+        e = self.tok(ids) + self.padded(ids)  # [4, 3] -> [4, 3, 6]
         b = self.bag_sum(bags) + self.bag_mean(bags)  # [4, 5] -> [4, 6]
         out = e.sum(1) + b
         return F.mse_loss(out, target), out
 
 
 def embedding():
-    """nn.Embedding; nn.EmbeddingBag on 2-D indices, sum and mean."""
+    """nn.Embedding, with and without padding_idx; nn.EmbeddingBag on 2-D indices, sum and mean."""
     return Embeddings(), (_ids(10, 4, 3), _ids(12, 4, 5), _rand(4, 6))
 
 
