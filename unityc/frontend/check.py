@@ -84,7 +84,9 @@ def _compare_outputs(actual: list[torch.Tensor], expected: list[torch.Tensor]) -
     checks = []
     for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
         if a.shape != e.shape:
-            raise ImportFailure(f"output {i}: shape {list(a.shape)} differs from the module's {list(e.shape)}")
+            raise ImportFailure(
+                f"output {i}: shape {list(a.shape)} differs from the module's {list(e.shape)}"
+            )
         checks.append(Check(f"output {i}", tuple(e.shape), relative_error(a, e), OUTPUT_TOLERANCE))
     return checks
 
@@ -114,7 +116,8 @@ def gradient_checks(module: ModuleOp, loaded: LoadedModel) -> list[Check]:
     expected = {k: params[k].grad for k in trained}
     actual = {k: weights[k].grad for k in trained}
     floor = NOISE_FLOOR * largest(list(expected.values()))
-    checks = [Check("loss", (), relative_error(actual_loss.detach(), expected_loss.detach()), FLOAT64_TOLERANCE)]
+    loss_error = relative_error(actual_loss.detach(), expected_loss.detach())
+    checks = [Check("loss", (), loss_error, FLOAT64_TOLERANCE)]
     for k in trained:
         e = torch.zeros_like(params[k]) if expected[k] is None else expected[k]
         a = torch.zeros_like(params[k]) if actual[k] is None else actual[k]

@@ -26,6 +26,7 @@ CONFIG_NAMES = {
     "heads": ("num_attention_heads", "n_head"),
     "ffn": ("intermediate_size", "n_inner"),
     "vocab": ("vocab_size",),
+    "pad": ("pad_token_id",),
 }
 BATCH = {"small": 2, "paper": 4}
 
