@@ -3,6 +3,7 @@ with random weights and no download, wrapped so that its forward returns the tra
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -65,18 +66,17 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     batch = spec.batch or BATCH[spec.config]
     seq = settings["seq"]
     vocab = settings.get("vocab", getattr(config, "vocab_size", 2))
-    return _LossFirst(model), example_inputs(config, batch, seq, vocab, generator)
+    wrapped = _LossFirst(model)
+    return wrapped, example_inputs(config, batch, seq, vocab, wrapped.takes_mask, generator)
 
 
 def example_inputs(
-    config: Any, batch: int, seq: int, vocab: int, generator: torch.Generator
+    config: Any, batch: int, seq: int, vocab: int, mask: bool, generator: torch.Generator
 ) -> dict[str, torch.Tensor]:
     """Random token ids and labels in which every other sequence ends in padding (the last
-    quarter of it, at least one token) made of the config's `pad_token_id` (when it is a row of
-    the vocabulary), so that checks see the padding path (embedding `padding_idx`).
-
-    No attention mask: HF builds the 4-D mask from it by advanced indexing with broadcast
-    `arange` index tensors, bitwise ands and `where`, which the importer does not lower yet."""
+    quarter of it, at least one token): pad tokens (the config's `pad_token_id`, when it is a
+    row of the vocabulary) and, if the model takes one, an attention mask that is 0 there, so
+    that checks see the padding path (embedding `padding_idx`, masked attention)."""
     ids = torch.randint(0, vocab, (batch, seq), generator=generator)
     labels = torch.randint(0, vocab, (batch, seq), generator=generator)
     padded = torch.zeros(batch, seq, dtype=torch.bool)
@@ -84,7 +84,10 @@ def example_inputs(
     pad = getattr(config, "pad_token_id", None)
     if isinstance(pad, int) and 0 <= pad < vocab:
         ids = ids.masked_fill(padded, pad)
-    return {"input_ids": ids, "labels": labels}
+    inputs = {"input_ids": ids, "labels": labels}
+    if mask:
+        inputs["attention_mask"] = (~padded).long()
+    return inputs
 
 
 def _current(config: Any) -> dict[str, Any]:
@@ -130,9 +133,12 @@ class _LossFirst(nn.Module):
         super().__init__()
         self.model = model
         self.causal = "CausalLM" in type(model).__name__ or "LMHead" in type(model).__name__
+        self.takes_mask = "attention_mask" in inspect.signature(model.forward).parameters
 
-    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        logits = self.model(input_ids=input_ids).logits
+    def forward(
+        self, input_ids: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
         scores, targets = (logits[:, :-1], labels[:, 1:]) if self.causal else (logits, labels)
         loss = nn.functional.cross_entropy(scores.reshape(-1, scores.shape[-1]), targets.reshape(-1))
         return loss, logits
