@@ -386,6 +386,32 @@ def sdpa_causal():
     return Causal(), (_rand(2, 2, 3, 4), _rand(2, 2, 3, 4), _rand(2, 2, 3, 4), _rand(2, 2, 3, 4))
 
 
+class PaddingMask(nn.Module):
+    """Hugging Face's additive attention mask, built as transformers builds it: the [B, Sk]
+    padding mask read at broadcast arange indices, anded with a causal mask and with an all-true
+    constant, then `where(allowed, 0, finfo.min)`."""
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor, target: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        batch, seq, _ = x.shape
+        b = torch.arange(batch, device=x.device)[:, None, None, None]
+        k = torch.arange(seq, device=x.device)[None, None, None, :]
+        q = torch.arange(seq, device=x.device)[None, None, :, None]
+        padding = torch.ones((), dtype=torch.bool, device=x.device) & mask.bool()[b, k]  # [B, 1, 1, S]
+        allowed = (k <= q) & padding  # [B, 1, S, S]
+        additive = torch.where(allowed, 0.0, torch.finfo(x.dtype).min)
+        scores = (x @ x.transpose(1, 2)).unsqueeze(1) + additive
+        out = scores.softmax(-1)
+        return F.mse_loss(out, target), out
+
+
+def padding_mask():
+    """A [2, 4] padding mask (the second sequence's last token padded) over [2, 4, 3] scores."""
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
+    return PaddingMask(), (_rand(2, 4, 3), mask, _rand(2, 1, 4, 4))
+
+
 class Positions(nn.Module):
     def __init__(self) -> None:
         super().__init__()
