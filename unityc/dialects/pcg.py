@@ -913,7 +913,9 @@ class _LossOp(PcgOp):
 
 @op_definition
 class CrossEntropyOp(_LossOp):
-    """Cross-entropy of logits [N, C] against class indices [N]; the class dim is unsharded."""
+    """Cross-entropy of logits [N, C] against class indices [N]; the class dim is unsharded.
+    Every target is a class in [0, C) and counts (no ignore_index: a sharded mean over the kept
+    targets would need their global count; the importer refuses inputs that would need it)."""
 
     name = "pcg.cross_entropy"
     logits = operand_def(TensorType)
