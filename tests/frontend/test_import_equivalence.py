@@ -61,7 +61,7 @@ def test_check_names_the_weight_whose_gradient_differs(monkeypatch: pytest.Monke
     _, checks = check_import(ModelSpec("hf:bert", "small", batch=16))
     assert _failures(checks) == [
         f"gradient of 'model.bert.embeddings.word_embeddings.weight' [128, 32]: "
-        f"{next(c for c in checks if not c.ok).relative_error:.2e} > 1e-09"
+        f"{next(c for c in checks if not c.ok).relative_error:.2e} > 1e-06"
     ]
     assert all(c.ok for c in checks if c.what.startswith("output"))
 
@@ -70,6 +70,30 @@ def test_pad_row_in_any_vocabulary_half() -> None:
     """pad_token_id 100 (in the upper half of the 128-row vocabulary) is exact too."""
     _, checks = check_import(ModelSpec("hf:bert", "small", overrides=(("pad", "100"),)))
     assert not _failures(checks)
+
+
+def test_constants_folded_in_float32_do_not_fail_the_float64_check(tmp_path: Path) -> None:
+    """A table computed from a buffer in forward (rotary-style) is folded into a float32
+    constant, while the float64 reference computes it in float64: the check allows for that."""
+    factory = tmp_path / "table.py"
+    factory.write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(8, 8)\n"
+        "        freq = 1.0 / (10000 ** (torch.arange(0, 8, 2).float() / 8))\n"
+        "        self.register_buffer('inv_freq', freq, persistent=False)\n"
+        "    def forward(self, x):\n"
+        "        angles = torch.outer(torch.arange(x.shape[1]).float(), self.inv_freq)\n"
+        "        y = self.fc(x) * torch.cat([angles.cos(), angles.sin()], dim=-1)\n"
+        "        return (y * y).mean(), y\n"
+        "def make():\n"
+        "    return M(), {'x': torch.randn(2, 5, 8)}\n"
+    )
+    _, checks = check_import(ModelSpec(f"{factory}:make"))
+    assert not _failures(checks)
+    assert max(c.relative_error for c in checks if c.what.startswith("gradient")) > 1e-9  # it is there
 
 
 def test_model_without_parameters_checks_its_outputs(tmp_path: Path) -> None:

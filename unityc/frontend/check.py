@@ -30,8 +30,11 @@ from unityc.runtime.check import NOISE_FLOOR, dropout_off, largest, relative_err
 
 OUTPUT_TOLERANCE = 1e-5
 """Forward outputs in the model's precision (fp32: different but equivalent op orders)."""
-FLOAT64_TOLERANCE = 1e-9
-"""The loss and gradients, both sides in float64."""
+FLOAT64_TOLERANCE = 1e-6
+"""The loss and gradients, both sides in float64. Not 1e-9: constants folded at import (a rotary
+table computed from a buffer, a mask) hold float32 values, the float64 module computes them
+in float64; that alone differs by ~1e-8. A wrong backward differs by far more (the dropped
+padding_idx: 1.7)."""
 
 
 @dataclass(frozen=True)
