@@ -119,6 +119,11 @@ def test_hf_plan_trains_like_the_reference(programs: Programs, name: str) -> Non
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
     assert "gradients (worst" in section and "weights (worst" in section
     assert programs.parallel_ops[name] > 0, f"{name}: the plan has no parallel op"
+    if name.startswith("bert-") and name != "bert-vocab":  # no pass or search drops padding_idx
+        assert (
+            "F.embedding(input_ids, model_bert_embeddings_word_embeddings_weight, padding_idx=0)"
+            in (programs.texts[name])
+        )
 
 
 def test_vocabulary_parallel_plan_applies_the_pad_row_on_its_shard(programs: Programs) -> None:
