@@ -44,10 +44,20 @@ def test_hf_inputs_hold_pad_tokens_the_embedding_skips() -> None:
     loaded = load_model(ModelSpec("hf:bert", "small", batch=16), weights=False)
     ids = loaded.inputs["input_ids"]
     assert (ids[1::2, -4:] == 0).all() and (ids[0::2] != 0).any()
+    mask = loaded.inputs["attention_mask"]  # BERT takes one: 0 exactly at the padded tails
+    assert (mask[1::2, -4:] == 0).all() and mask[1::2, :-4].all() and mask[0::2].all()
     module, checks = check_import(ModelSpec("hf:bert", "small", batch=16))
     assert not _failures(checks)
     lookups = [op for op in module.walk() if isinstance(op, pcg.EmbeddingOp)]
     assert [op.attrs()["padding_idx"] for op in lookups] == [0, None, None]  # words, token types, positions
+
+
+def test_attention_mask_is_opt_in_for_config_classes() -> None:
+    """Aliases get the mask; `hf:<ConfigClass>` only with mask=True (OPT computes its positions
+    as a cumsum of the mask, which does not import)."""
+    assert "attention_mask" not in load_model(ModelSpec("hf:BertConfig"), weights=False).inputs
+    spec = ModelSpec("hf:BertConfig", overrides=(("mask", "True"),))
+    assert "attention_mask" in load_model(spec, weights=False).inputs
 
 
 def test_check_names_the_weight_whose_gradient_differs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -46,7 +46,10 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     if spec.config not in ("small", "paper"):
         raise ModelError(f"'{spec.model}' has no config '{spec.config}' (small, paper)")
     config = config_cls()
-    defaults = {**_current(config), **(SMALL if spec.config == "small" else PAPER)}
+    # The example inputs hold an attention mask (0 at the padded tails) where the model takes
+    # one; by default for the aliases only: some models compute more from it than the importer
+    # lowers (OPT's positions are a cumsum of the mask), and they imported without it.
+    defaults = {**_current(config), **(SMALL if spec.config == "small" else PAPER), "mask": name in ALIASES}
     settings = config_with_overrides(defaults, spec.overrides, f"'{spec.model}'")
     _apply(config, settings)
     config._attn_implementation = "eager"  # the bmm/softmax pattern the importer fuses into one op
@@ -67,7 +70,8 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     seq = settings["seq"]
     vocab = settings.get("vocab", getattr(config, "vocab_size", 2))
     wrapped = _LossFirst(model)
-    return wrapped, example_inputs(config, batch, seq, vocab, wrapped.takes_mask, generator)
+    mask = settings["mask"] and wrapped.takes_mask
+    return wrapped, example_inputs(config, batch, seq, vocab, mask, generator)
 
 
 def example_inputs(
