@@ -1,6 +1,7 @@
-"""Hugging Face models through the whole chain, with pad tokens in the input: the generated
-programs of baseline, hand-made and searched plans train exactly like the single-device model
-under torchrun (`--check`: loss, outputs, every gradient and every updated weight).
+"""Hugging Face models through the whole chain, with pad tokens in the input (and a causal SDPA
+model, whose mask holds -inf): the generated programs of baseline, hand-made and searched plans
+train exactly like the single-device model under torchrun (`--check`: loss, outputs, every
+gradient and every updated weight).
 
 BERT's word embedding has `padding_idx` (= pad_token_id) and every other sequence of the example
 inputs ends in pad tokens, so a program whose backward gives the pad row a gradient fails here
@@ -33,6 +34,9 @@ SEARCH_BATCH = 512
 VOCAB_PAD = 100
 """A pad row in the upper half of the 128-row vocabulary."""
 
+CAUSAL = f"{Path(__file__).parent / 'causal_model.py'}:make"
+"""A model with SDPA's causal mask: a constant holding -inf, through text and codegen."""
+
 # (name, model, batch, how: a unityc-opt pass pipeline, "search", or "vocab")
 PROGRAMS = [
     ("bert-data", "hf:bert", SMALL_BATCH, 'data-parallel{machine="cpu:2"}'),
@@ -41,6 +45,7 @@ PROGRAMS = [
     ("bert-search", "hf:bert", SEARCH_BATCH, "search"),
     ("gpt2-data", "hf:gpt2", SMALL_BATCH, 'data-parallel{machine="cpu:2"}'),
     ("gpt2-search", "hf:gpt2", SEARCH_BATCH, "search"),
+    ("causal-data", CAUSAL, 4, 'data-parallel{machine="cpu:2"}'),
 ]
 NAMES = [p[0] for p in PROGRAMS]
 
@@ -124,6 +129,12 @@ def test_hf_plan_trains_like_the_reference(programs: Programs, name: str) -> Non
             "F.embedding(input_ids, model_bert_embeddings_word_embeddings_weight, padding_idx=0)"
             in (programs.texts[name])
         )
+
+
+def test_causal_mask_constant_keeps_its_minus_infinity(programs: Programs) -> None:
+    """The -inf of the causal mask survives the .mlir files (print, parse) and codegen."""
+    assert 'float("-inf")' in programs.texts["causal-data"]
+    assert "4286578688" not in programs.texts["causal-data"]  # -inf's bits read as an integer
 
 
 def test_vocabulary_parallel_plan_applies_the_pad_row_on_its_shard(programs: Programs) -> None:
