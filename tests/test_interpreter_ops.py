@@ -460,6 +460,39 @@ def test_embedding(ids_shape):
     check(pcg.EmbeddingOp, [ids, randn(10, 4, seed=1)], lambda i, w: torch.nn.functional.embedding(i, w))
 
 
+@pytest.mark.parametrize(
+    ("pad", "ids_shard", "table_shard", "copies"),
+    [
+        (3, None, None, 1),  # unparallelized
+        (3, [2, 1], None, 2),  # batch parallel: the table in copies
+        (3, None, [2, 1], 2),  # vocabulary parallel, the pad row in the first shard
+        (8, None, [2, 1], 2),  # ... in the second shard (local row 3)
+        (9, None, [1, 2], 2),  # embedding-dim parallel
+    ],
+)
+def test_embedding_padding_row_gets_no_gradient(pad, ids_shard, table_shard, copies):
+    """padding_idx changes only the backward: the pad row's gradient is zero, in every form."""
+    ids = randint(10, 4, 6)
+    ids[1::2, -2:] = pad
+    table = randn(10, 4, seed=1).requires_grad_()
+    cotangent = randn(4, 6, 4, seed=2)
+    g = Graph()
+    ids_copy = copies if table_shard else 1
+    i = g.input("ids", [4, 6], i64, shard=ids_shard, copy=ids_copy)
+    w = g.weight("table", [10, 4], shard=table_shard, copy=copies if table_shard is None else 1)
+    out = g.op(pcg.EmbeddingOp, [i, w], padding_idx=pad)
+    assert out.owner.attrs()["padding_idx"] == pad
+    got = run_assembled(g.module([out]), {"ids": ids, "table": table})[0]
+    (got * cotangent).sum().backward()
+    want = F.embedding(ids, table.detach(), padding_idx=pad)
+    assert torch.equal(got.detach(), want)
+    expected_grad = torch.zeros(10, 4, dtype=torch.float64)
+    expected_grad.index_add_(0, ids.flatten(), cotangent.reshape(-1, 4))
+    expected_grad[pad] = 0
+    assert table.grad is not None and table.grad[pad].abs().max() == 0
+    assert_close(table.grad, expected_grad)
+
+
 @pytest.mark.parametrize("mode", ["sum", "mean"])
 def test_embedding_bag(mode):
     ids = randint(7, 3, 4)

@@ -3,15 +3,22 @@ kernels against their unparallelized meaning, dropout masks, and the emitted pro
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import Graph
 from strategies import STRATEGIES, build
 from xdsl.dialects.builtin import StringAttr
 
 from unityc.codegen import CodegenError, emit_program
+from unityc.codegen.kernels import literal
+from unityc.dialects import pcg
+from unityc.dialects.pcg_types import PcgOp
+from unityc.dialects.view import MachineViewAttr
+from unityc.frontend.models import ModelSpec
 from unityc.runtime import Collective, Layout, kernels
 from unityc.runtime.comm import Communicator
 from unityc.runtime.context import Context
@@ -90,6 +97,58 @@ def test_vocabulary_shards_add_up_to_the_lookup() -> None:
     assert torch.allclose(sum(parts), F.embedding(ids, weight))
     bags = [kernels.embedding_bag(ids, weight[i * 4 : (i + 1) * 4], i * 4, "mean", 4) for i in range(3)]
     assert torch.allclose(sum(bags), F.embedding(ids, weight).mean(dim=1))
+
+
+@pytest.mark.parametrize("pad", [2, 7])
+def test_vocabulary_shards_skip_the_padding_row_in_the_backward(pad: int) -> None:
+    """The pad row (global index; in the first or the second shard) gets no gradient from any
+    shard, the others the gradient of the whole lookup."""
+    g = torch.Generator().manual_seed(0)
+    weight = torch.randn(8, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    ids = torch.randint(0, 8, (4, 5), generator=g)
+    ids[:, -1] = pad
+    cotangent = torch.randn(4, 5, 3, generator=g, dtype=torch.float64)
+    halves = [weight[i * 4 : (i + 1) * 4] for i in range(2)]
+    out = sum(kernels.vocab_lookup(ids, h, i * 4, pad) for i, h in enumerate(halves))
+    (grad,) = torch.autograd.grad((out * cotangent).sum(), weight)
+    whole = F.embedding(ids, weight, padding_idx=pad)
+    (expected,) = torch.autograd.grad((whole * cotangent).sum(), weight)
+    assert torch.equal(out, whole)
+    assert grad[pad].abs().max() == 0
+    assert torch.allclose(grad, expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "value", [float("-inf"), float("inf"), float("nan"), -0.0, 1e-300, 3.4028234663852886e38, 2, True]
+)
+def test_literals_round_trip(value: float) -> None:
+    """Every constant element is written as Python that evaluates to it (repr of inf is no literal)."""
+    for text in (literal(value), literal((value,)), literal((value, 1.5))):
+        back = eval(text)
+        back = back if isinstance(back, tuple) else (back,)
+        assert type(back[0]) is type(value)
+        assert (math.isnan(back[0]) and math.isnan(value)) or back[0] == value
+        assert math.copysign(1, back[0]) == math.copysign(1, value)
+
+
+def test_program_with_non_finite_constants_runs_them() -> None:
+    """A plan whose constant holds -inf, inf and nan (an SDPA causal mask) compiles, and its
+    constant table evaluates to those values (`-inf` used to be written as a bare name)."""
+    g = Graph()
+    x = g.input("x", [4])
+    c = g.constant(torch.tensor([float("-inf"), float("inf"), float("nan"), 1.5]))
+    loss = g.op(pcg.ReduceOp, [g.op(pcg.AddOp, [x, c])], kind="sum", dims=[0])
+    attrs = {"unityc.machine": StringAttr("cpu:1"), "unityc.model": ModelSpec("mlp").to_attr()}
+    module = g.module([loss], attrs)
+    for op in module.walk():
+        if isinstance(op, PcgOp):
+            op.attributes["view"] = MachineViewAttr(0)
+    text = emit_program(module)
+    compile(text, "plan.py", "exec")
+    (table,) = re.findall(r"Constant\((\(.*?\)), Layout", text)
+    assert table == '(float("-inf"), float("inf"), float("nan"), 1.5)'
+    values = torch.tensor(eval(table))
+    assert values[0] == -math.inf and values[1] == math.inf and values[2].isnan() and values[3] == 1.5
 
 
 def test_attention_head_shards_add_up_to_the_whole() -> None:

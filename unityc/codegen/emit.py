@@ -9,7 +9,7 @@ from xdsl.ir import SSAValue
 
 from unityc.codegen.analysis import Analysis, CodegenError, Value
 from unityc.codegen.collectives import parallel_stages
-from unityc.codegen.kernels import KERNELS, Call, Tasks, rank_test, torch_dtype_name
+from unityc.codegen.kernels import KERNELS, Call, Tasks, literal, rank_test, torch_dtype_name
 from unityc.dialects.pcg_types import PcgOp, TensorType
 from unityc.runtime.plan import Collective
 
@@ -101,7 +101,7 @@ class Writer:
         v = self.a.value(op.results[0])
         if op.name == "pcg.constant":
             values = tuple(op.properties["value"].get_values())  # type: ignore[attr-defined]
-            self.constants[v.var] = f"Constant({values!r}, {layout_text(v)})"
+            self.constants[v.var] = f"Constant({literal(values)}, {layout_text(v)})"
             key, table = v.var, "x"
         else:
             key = str(op.attrs()["key"])  # type: ignore[attr-defined]

@@ -23,6 +23,17 @@ def rank_test(ranks: Sequence[int]) -> str:
     return f"rank == {ranks[0]}" if len(ranks) == 1 else f"rank in {tuple(ranks)}"
 
 
+def literal(value: Any) -> str:
+    """`value` (a number, bool or tuple of them) as Python source. Like repr, except that the
+    non-finite floats, whose repr (`inf`, `-inf`, `nan`) is a bare name, become `float("-inf")`."""
+    if isinstance(value, tuple):
+        items = [literal(v) for v in value]
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value}")'
+    return repr(value)
+
+
 @dataclass
 class Tasks:
     """The tasks of one op and the rank each runs on."""
@@ -169,7 +180,10 @@ def _vocab_start(call: Call) -> str | None:
 def _embedding(call: Call) -> str:
     ids, w = call.args
     start = _vocab_start(call)
-    return f"F.embedding({ids}, {w})" if start is None else f"rt.kernels.vocab_lookup({ids}, {w}, {start})"
+    pad = call.attrs.get("padding_idx")
+    if start is not None:
+        return f"rt.kernels.vocab_lookup({ids}, {w}, {start}, {pad})"
+    return f"F.embedding({ids}, {w})" if pad is None else f"F.embedding({ids}, {w}, padding_idx={pad})"
 
 
 def _embedding_bag(call: Call) -> str:
@@ -242,9 +256,9 @@ KERNELS: dict[str, Callable[[Call], str]] = {
     "pcg.sqrt": _unary("torch.sqrt({x})"),
     "pcg.identity": _unary("{x}"),
     "pcg.neg": _unary("-{x}"),
-    "pcg.scalar_mul": lambda c: f"{c.args[0]} * {c.attrs['scale']!r}",
-    "pcg.scalar_add": lambda c: f"{c.args[0]} + {c.attrs['value']!r}",
-    "pcg.pow": lambda c: f"{c.args[0]} ** {c.attrs['exponent']!r}",
+    "pcg.scalar_mul": lambda c: f"{c.args[0]} * {literal(c.attrs['scale'])}",
+    "pcg.scalar_add": lambda c: f"{c.args[0]} + {literal(c.attrs['value'])}",
+    "pcg.pow": lambda c: f"{c.args[0]} ** {literal(c.attrs['exponent'])}",
     "pcg.dropout": _dropout,
     "pcg.cast": lambda c: f"{c.args[0]}.to(torch.{torch_dtype_name(c.attrs['dtype'])})",
     "pcg.add": _binary("+"),

@@ -770,12 +770,17 @@ def _check_indices(cls: type[PcgOp], t: TensorType, what: str) -> None:
 @op_definition
 class EmbeddingOp(PcgOp):
     """weight[indices]: result shape indices.shape + [D]. Sharding the vocabulary (weight dim 0)
-    is exact: each task looks up only the ids in its range, giving partial sums."""
+    is exact: each task looks up only the ids in its range, giving partial sums.
+
+    `padding_idx` (optional, a row of the vocabulary) is torch's: the forward still reads that
+    row, but the lookup adds nothing to its gradient. A vocabulary-sharded task applies it to
+    its local rows when the row falls in its shard."""
 
     name = "pcg.embedding"
     indices = operand_def(TensorType)
     weight = operand_def(TensorType)
     output = result_def(TensorType)
+    PROPS = (("padding_idx", Kind.INT, True),)
 
     @classmethod
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
@@ -783,6 +788,9 @@ class EmbeddingOp(PcgOp):
         _check_indices(cls, ids, "indices")
         if w.rank != 2:
             raise op_error(cls, "weight must be [vocabulary, dim]")
+        pad = attrs.get("padding_idx")
+        if pad is not None and not 0 <= pad < w.shape[0]:
+            raise op_error(cls, f"padding_idx {pad} is not a row of the {w.shape[0]}-row vocabulary")
         b = form_builder(cls, ["indices", "weight"], operands)
         shard = [*same_dims(b, 0, ids.rank), [b.shared_dim("e", [(1, 1)])]]
         form = b.build([(shard, [b.shared_dim("v", [(1, 0)]), b.operand_sum("sw", 1)])])
@@ -905,7 +913,9 @@ class _LossOp(PcgOp):
 
 @op_definition
 class CrossEntropyOp(_LossOp):
-    """Cross-entropy of logits [N, C] against class indices [N]; the class dim is unsharded."""
+    """Cross-entropy of logits [N, C] against class indices [N]; the class dim is unsharded.
+    Every target is a class in [0, C) and counts (no ignore_index: a sharded mean over the kept
+    targets would need their global count; the importer refuses inputs that would need it)."""
 
     name = "pcg.cross_entropy"
     logits = operand_def(TensorType)

@@ -7,9 +7,13 @@ run_decompositions keeping coarse ops whole -> FX walk (`importer.py`, lowerings
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import torch
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
+from unityc.dialects import pcg
 from unityc.frontend.export import export_model
 from unityc.frontend.importer import ImportFailure, import_program
 from unityc.frontend.models import LoadedModel, ModelError, ModelSpec, load_model
@@ -28,7 +32,35 @@ def import_loaded(loaded: LoadedModel, simplify: bool = True) -> ModuleOp:
     if simplify:
         simplify_graph(module)
     module.verify()
+    check_index_inputs(module, loaded.inputs)
     return module
+
+
+def check_index_inputs(module: ModuleOp, inputs: Mapping[str, torch.Tensor]) -> None:
+    """Every input that cross-entropy reads as targets (through reshapes, slices, transposes)
+    holds only classes. A target outside, such as torch's ignore_index -100, is refused rather
+    than ignored: the mean over the kept targets of a batch-sharded loss would need their global
+    count, which pcg.cross_entropy does not model. (The whole input is checked, also values a
+    slice leaves out.)"""
+    for op in module.walk():
+        if not isinstance(op, pcg.CrossEntropyOp):
+            continue
+        source = op.target.owner
+        while isinstance(source, pcg.ReshapeOp | pcg.SplitOp | pcg.TransposeOp | pcg.IdentityOp):
+            source = source.operands[0].owner
+        if not isinstance(source, pcg.InputOp) or source.attrs()["key"] not in inputs:
+            continue
+        key, classes = source.attrs()["key"], op.logits.type.shape[1]
+        value = inputs[key]
+        outside = (value < 0) | (value >= classes)
+        if not outside.any():
+            continue
+        where = [int(i) for i in outside.nonzero()[0]]
+        raise ImportFailure(
+            f"input '{key}' holds {int(value[tuple(where)])} at {where}, outside the {classes} classes "
+            "of the cross-entropy reading it; ignored targets (ignore_index) are not supported: "
+            "give every target a class"
+        )
 
 
 def simplify_graph(module: ModuleOp) -> None:

@@ -136,6 +136,56 @@ def _binary(
     return result
 
 
+@lowering(aten.bitwise_and.Tensor, aten.logical_and.default)
+def _and(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
+    """Boolean and (of masks): an all-true constant operand only broadcasts the other; else the
+    product of the two as 0/1 floats, cast back to booleans (exact)."""
+    if node.meta["val"].dtype != torch.bool:
+        raise im.fail("bitwise and is supported only on booleans")
+    shape = im.meta_shape()
+    for const, other in ((a, b), (b, a)):
+        if isinstance(const, Const) and bool(const.value.all()):
+            return _lazily_broadcast(other.value if isinstance(other, Expanded) else im.tensor(other), shape)
+    lhs = _zero_one(im, a, ())
+    rhs = _zero_one(im, b, tensor_type(lhs).shape)
+    product = im.op(pcg.MulOp, [lhs, rhs])
+    return _lazily_broadcast(im.op(pcg.CastOp, [product], dtype=element_type(torch.bool)), shape)
+
+
+@lowering(aten.where.self)
+def _where(im: FxImporter, node: fx.Node, cond: Value, a: Value, b: Value) -> Value:
+    """where(cond, a, b) between two finite scalars (HF's additive masks): cond·a + (1 - cond)·b
+    with cond as 0/1 floats, exact (one term is 0)."""
+    sa, sb = _scalar(a), _scalar(b)
+    if sa is None or sb is None or not (math.isfinite(sa) and math.isfinite(sb)):
+        raise im.fail("where is supported only between two finite scalars (e.g. an additive mask)")
+    c = _zero_one(im, cond, (), node.meta["val"].dtype)
+    terms = []
+    if sa != 0:
+        terms.append(_with_scalar(im, "mul", c, sa))
+    if sb != 0 or not terms:
+        terms.append(_with_scalar(im, "mul", _with_scalar(im, "add", im.op(pcg.NegOp, [c]), 1), sb))
+    out = terms[0] if len(terms) == 1 else im.op(pcg.AddOp, terms)
+    return _lazily_broadcast(out, im.meta_shape())
+
+
+def _zero_one(
+    im: FxImporter, v: Value, partner: tuple[int, ...], dtype: torch.dtype = torch.float32
+) -> SSAValue:
+    """A boolean value as 0/1 floats (unbroadcast, if it was expanded)."""
+    if isinstance(v, Const):
+        return im.tensor(v, partner=partner, dtype=dtype)
+    x = v.value if isinstance(v, Expanded) else im.tensor(v)
+    if tensor_type(x).element_type != element_type(torch.bool):
+        raise im.fail("a mask operand must be boolean")
+    return im.op(pcg.CastOp, [x], dtype=element_type(dtype))
+
+
+def _lazily_broadcast(x: SSAValue, shape: tuple[int, ...]) -> Value:
+    """x as a value of `shape`: itself, or an `Expanded` that elementwise consumers broadcast."""
+    return x if tensor_type(x).shape == shape else Expanded(x, shape)
+
+
 def _is_zero(v: Value) -> bool:
     return isinstance(v, Const) and v.value.is_floating_point() and not v.value.any()
 
@@ -375,9 +425,12 @@ def _index_select(im: FxImporter, node: fx.Node, x: Value, dim: int, index: Valu
 
 @lowering(aten.index.Tensor)
 def _index(im: FxImporter, node: fx.Node, x: Value, indices: list[Value]) -> Value:
-    """x[:, i, j] with constant index vectors on adjacent dims: flatten them and gather."""
+    """x[:, i, j] with constant index vectors on adjacent dims: flatten them and gather; every
+    dim indexed by a broadcast `arange` (HF's `mask[batch_idx, kv_idx]`): a reshape."""
     x = im.tensor(x)
     shape = tensor_type(x).shape
+    if _is_arange_grid(shape, indices, im.meta_shape()):
+        return reshape_to(im, x, im.meta_shape())
     first = next(d for d, i in enumerate(indices) if i is not None)
     used = [i for i in indices[first:] if i is not None]
     if len(used) != len(indices) - first or not all(
@@ -391,6 +444,28 @@ def _index(im: FxImporter, node: fx.Node, x: Value, indices: list[Value]) -> Val
     merged = (*shape[:first], math.prod(shape[d] for d in dims), *shape[dims[-1] + 1 :])
     gathered = im.op(pcg.GatherOp, [reshape_to(im, x, merged)], dim=first, indices=flat.tolist())
     return reshape_to(im, gathered, im.meta_shape())
+
+
+def _is_arange_grid(shape: tuple[int, ...], indices: list[Value], result: tuple[int, ...]) -> bool:
+    """Whether x[i0, i1, ...] only reshapes x: one constant index per dim of x, index d an
+    arange(shape[d]) along one result dim, those dims in order, every other result dim of size 1."""
+    if len(indices) != len(shape) or math.prod(result) != math.prod(shape):
+        return False
+    at = -1
+    for size, index in zip(shape, indices, strict=True):
+        if not isinstance(index, Const) or index.value.dim() != len(result):
+            return False
+        long = [d for d, n in enumerate(index.value.shape) if n > 1]
+        if size == 1:
+            if index.value.numel() != 1 or int(index.value.flatten()[0]) not in (0, -1):
+                return False
+            continue
+        if len(long) != 1 or long[0] <= at or result[long[0]] != size:
+            return False
+        at = long[0]
+        if not torch.equal(index.value.flatten(), torch.arange(size, dtype=index.value.dtype)):
+            return False
+    return True
 
 
 @lowering(aten.sum.dim_IntList, aten.mean.dim, aten.sum.default, aten.mean.default)

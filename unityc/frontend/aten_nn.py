@@ -143,6 +143,12 @@ def _nll_loss(
         raise im.fail("nll_loss is supported only on log_softmax over dim 1 of [N, C] (cross-entropy)")
     if weight is not None or reduction not in (1, 2):
         raise im.fail("cross-entropy with class weights or reduction='none' is not supported")
+    classes = tensor_type(x.value).shape[1]
+    if 0 <= ignore_index < classes:
+        raise im.fail(
+            f"cross-entropy ignoring class {ignore_index} (ignore_index) is not supported: "
+            "targets are classes, all of them counted"
+        )
     loss = im.op(
         pcg.CrossEntropyOp, [x.value, im.tensor(target)], reduction="mean" if reduction == 1 else "sum"
     )
@@ -169,8 +175,19 @@ def _dropout(im: FxImporter, node: fx.Node, x: Value, p: float, train: bool | No
 
 
 @lowering(aten.embedding.default)
-def _embedding(im: FxImporter, node: fx.Node, w: Value, ids: Value, *_: Any) -> Value:
-    return im.op(pcg.EmbeddingOp, [im.tensor(ids), im.tensor(w)])
+def _embedding(
+    im: FxImporter,
+    node: fx.Node,
+    w: Value,
+    ids: Value,
+    padding_idx: int = -1,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> Value:
+    if scale_grad_by_freq:
+        raise im.fail("embedding with scale_grad_by_freq=True is not supported")
+    pad = None if padding_idx is None or padding_idx < 0 else padding_idx  # aten's -1: none
+    return im.op(pcg.EmbeddingOp, [im.tensor(ids), im.tensor(w)], padding_idx=pad)
 
 
 @lowering(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)

@@ -1,15 +1,24 @@
 """The importer's equivalence check: the reference interpreter on the imported graph against the
-module itself, on the same inputs and weights (dropout off on both sides)."""
+module itself, on the same inputs and weights (dropout off on both sides).
+
+Two comparisons:
+
+1. forward, in the model's own precision: every output (the loss first);
+2. forward and backward in float64 (the module converted, the interpreter run with float64
+   floats; its kernels are torch, so autograd runs through them): the loss and the gradient of
+   every weight, by state_dict key. A wrong backward (a dropped `padding_idx`, a lost gradient
+   path) fails here even when every forward output agrees. Gradients are measured against at
+   least `NOISE_FLOOR` of the largest gradient, as the generated programs' `--check` does (a
+   gradient that is zero in exact arithmetic is float noise on both sides).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import torch
-import torch.nn.functional as F
 from xdsl.dialects.builtin import ModuleOp
 
 from unityc.dialects import pcg
@@ -17,71 +26,62 @@ from unityc.frontend import import_loaded
 from unityc.frontend.importer import ImportFailure
 from unityc.frontend.models import LoadedModel, ModelSpec, load_model
 from unityc.interpreter import assemble, run_graph
+from unityc.runtime.check import NOISE_FLOOR, dropout_off, largest, relative_error
+
+OUTPUT_TOLERANCE = 1e-5
+"""Forward outputs in the model's precision (fp32: different but equivalent op orders)."""
+FLOAT64_TOLERANCE = 1e-6
+"""The loss and gradients, both sides in float64. Not 1e-9: constants folded at import (a rotary
+table computed from a buffer, a mask) hold float32 values, the float64 module computes them
+in float64; that alone differs by ~1e-8. A wrong backward differs by far more (the dropped
+padding_idx: 1.7)."""
 
 
 @dataclass(frozen=True)
-class OutputCheck:
-    index: int
+class Check:
+    """One compared tensor: `what` names it ("output 1", "loss", "gradient of 'fc.weight'")."""
+
+    what: str
     shape: tuple[int, ...]
     relative_error: float
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        return self.relative_error <= self.tolerance  # False for NaN
 
 
-@contextmanager
-def dropout_off() -> Iterator[None]:
-    """Makes every dropout the identity, as the interpreter treats it (see pcg.dropout), also
-    the one inside scaled_dot_product_attention."""
-    dropout, sdpa = F.dropout, F.scaled_dot_product_attention
-
-    def identity(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        return x
-
-    def sdpa_without_dropout(
-        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *args: Any, **kwargs: Any
-    ) -> Any:
-        if len(args) >= 2:
-            args = (args[0], 0.0, *args[2:])
-        else:
-            kwargs["dropout_p"] = 0.0
-        return sdpa(q, k, v, *args, **kwargs)
-
-    F.dropout, F.scaled_dot_product_attention = identity, sdpa_without_dropout  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        F.dropout, F.scaled_dot_product_attention = dropout, sdpa  # type: ignore[assignment]
-
-
-def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
-    scale = expected.abs().max().item() if expected.numel() else 0.0
-    diff = (actual.double() - expected.double()).abs().max().item() if expected.numel() else 0.0
-    return diff / max(scale, 1e-30)
+def _outputs(value: object) -> list[torch.Tensor]:
+    outs = list(value) if isinstance(value, tuple | list) else [value]
+    return [o for o in outs if isinstance(o, torch.Tensor)]
 
 
 def reference_outputs(loaded: LoadedModel) -> list[torch.Tensor]:
     with dropout_off(), torch.no_grad():
-        out = loaded.module(**loaded.inputs)
-    outs = list(out) if isinstance(out, tuple | list) else [out]
-    return [o for o in outs if isinstance(o, torch.Tensor)]
+        return _outputs(loaded.module(**loaded.inputs))
 
 
-def interpreter_outputs(module: ModuleOp, loaded: LoadedModel) -> list[torch.Tensor]:
-    state = loaded.module.state_dict(keep_vars=False)
+def _feeds(module: ModuleOp, weights: Mapping[str, torch.Tensor], inputs: Mapping[str, torch.Tensor]):
     feeds: dict[str, torch.Tensor] = {}
     for op in module.walk():
         if isinstance(op, pcg.WeightOp):
-            feeds[op.attrs()["key"]] = state[op.attrs()["key"]]
+            feeds[op.attrs()["key"]] = weights[op.attrs()["key"]]
         elif isinstance(op, pcg.InputOp):
-            feeds[op.attrs()["key"]] = loaded.inputs[op.attrs()["key"]]
-    outputs, _ = run_graph(module, feeds=feeds)
+            feeds[op.attrs()["key"]] = inputs[op.attrs()["key"]]
+    return feeds
+
+
+def interpreter_outputs(
+    module: ModuleOp,
+    weights: Mapping[str, torch.Tensor],
+    inputs: Mapping[str, torch.Tensor],
+    float_dtype: torch.dtype | None = None,
+) -> list[torch.Tensor]:
+    outputs, _ = run_graph(module, feeds=_feeds(module, weights, inputs), float_dtype=float_dtype)
     return [assemble(o, f"output {i}") for i, o in enumerate(outputs)]
 
 
-def check_import(spec: ModelSpec) -> tuple[ModuleOp, list[OutputCheck]]:
-    """Imports `spec` (built with real weights) and compares every output with the module's."""
-    loaded = load_model(spec, weights=True)
-    module = import_loaded(loaded)
-    expected = reference_outputs(loaded)
-    actual = interpreter_outputs(module, loaded)
+def _compare_outputs(actual: list[torch.Tensor], expected: list[torch.Tensor]) -> list[Check]:
     if len(actual) != len(expected):
         raise ImportFailure(f"the graph has {len(actual)} outputs, the module returns {len(expected)}")
     checks = []
@@ -90,5 +90,56 @@ def check_import(spec: ModelSpec) -> tuple[ModuleOp, list[OutputCheck]]:
             raise ImportFailure(
                 f"output {i}: shape {list(a.shape)} differs from the module's {list(e.shape)}"
             )
-        checks.append(OutputCheck(i, tuple(e.shape), relative_error(a, e)))
-    return module, checks
+        checks.append(Check(f"output {i}", tuple(e.shape), relative_error(a, e), OUTPUT_TOLERANCE))
+    return checks
+
+
+def _float64(inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
+
+
+def gradient_checks(module: ModuleOp, loaded: LoadedModel) -> list[Check]:
+    """The loss and every weight's gradient, module (autograd) against interpreter (autograd
+    through its torch kernels), both in float64. Empty when nothing in the graph is trained."""
+    reference = copy.deepcopy(loaded.module).double()
+    inputs = _float64(loaded.inputs)
+    params = dict(reference.named_parameters(remove_duplicate=False))
+    keys = sorted({op.attrs()["key"] for op in module.walk() if isinstance(op, pcg.WeightOp)})
+    trained = [k for k in keys if k in params and params[k].requires_grad]
+    if not trained:
+        return []
+    with dropout_off():
+        expected_loss = _outputs(reference(**inputs))[0]
+    expected_loss.backward()
+    state = {k: v.detach() for k, v in reference.state_dict(keep_vars=True).items()}
+    weights = {**state, **{k: params[k].detach().clone().requires_grad_() for k in trained}}
+    actual_loss = interpreter_outputs(module, weights, inputs, torch.float64)[0]
+    actual_loss.backward()
+
+    expected = {k: params[k].grad for k in trained}
+    actual = {k: weights[k].grad for k in trained}
+    floor = NOISE_FLOOR * largest(list(expected.values()))
+    loss_error = relative_error(actual_loss.detach(), expected_loss.detach())
+    checks = [Check("loss", (), loss_error, FLOAT64_TOLERANCE)]
+    for k in trained:
+        e = torch.zeros_like(params[k]) if expected[k] is None else expected[k]
+        a = torch.zeros_like(params[k]) if actual[k] is None else actual[k]
+        checks.append(
+            Check(f"gradient of '{k}'", tuple(e.shape), relative_error(a, e, floor), FLOAT64_TOLERANCE)
+        )
+    read = {id(params[k]) for k in trained}
+    for name, p in reference.named_parameters():
+        if id(p) not in read and p.grad is not None and p.grad.abs().max().item() > floor:
+            checks.append(Check(f"gradient of '{name}' (no weight of the graph)", tuple(p.shape), 1.0, 0.0))
+    return checks
+
+
+def check_import(spec: ModelSpec) -> tuple[ModuleOp, list[Check]]:
+    """Imports `spec` (built with real weights) and compares every output with the module's,
+    then the loss and every weight's gradient (see the module docstring)."""
+    loaded = load_model(spec, weights=True)
+    module = import_loaded(loaded)
+    expected = reference_outputs(loaded)
+    state = loaded.module.state_dict(keep_vars=False)
+    checks = _compare_outputs(interpreter_outputs(module, state, loaded.inputs), expected)
+    return module, [*checks, *gradient_checks(module, loaded)]

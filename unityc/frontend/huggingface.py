@@ -3,6 +3,7 @@ with random weights and no download, wrapped so that its forward returns the tra
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -26,6 +27,7 @@ CONFIG_NAMES = {
     "heads": ("num_attention_heads", "n_head"),
     "ffn": ("intermediate_size", "n_inner"),
     "vocab": ("vocab_size",),
+    "pad": ("pad_token_id",),
 }
 BATCH = {"small": 2, "paper": 4}
 
@@ -44,7 +46,10 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     if spec.config not in ("small", "paper"):
         raise ModelError(f"'{spec.model}' has no config '{spec.config}' (small, paper)")
     config = config_cls()
-    defaults = {**_current(config), **(SMALL if spec.config == "small" else PAPER)}
+    # The example inputs hold an attention mask (0 at the padded tails) where the model takes
+    # one; by default for the aliases only: some models compute more from it than the importer
+    # lowers (OPT's positions are a cumsum of the mask), and they imported without it.
+    defaults = {**_current(config), **(SMALL if spec.config == "small" else PAPER), "mask": name in ALIASES}
     settings = config_with_overrides(defaults, spec.overrides, f"'{spec.model}'")
     _apply(config, settings)
     config._attn_implementation = "eager"  # the bmm/softmax pattern the importer fuses into one op
@@ -64,9 +69,29 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     batch = spec.batch or BATCH[spec.config]
     seq = settings["seq"]
     vocab = settings.get("vocab", getattr(config, "vocab_size", 2))
+    wrapped = _LossFirst(model)
+    mask = settings["mask"] and wrapped.takes_mask
+    return wrapped, example_inputs(config, batch, seq, vocab, mask, generator)
+
+
+def example_inputs(
+    config: Any, batch: int, seq: int, vocab: int, mask: bool, generator: torch.Generator
+) -> dict[str, torch.Tensor]:
+    """Random token ids and labels in which every other sequence ends in padding (the last
+    quarter of it, at least one token): pad tokens (the config's `pad_token_id`, when it is a
+    row of the vocabulary) and, if the model takes one, an attention mask that is 0 there, so
+    that checks see the padding path (embedding `padding_idx`, masked attention)."""
     ids = torch.randint(0, vocab, (batch, seq), generator=generator)
     labels = torch.randint(0, vocab, (batch, seq), generator=generator)
-    return _LossFirst(model), {"input_ids": ids, "labels": labels}
+    padded = torch.zeros(batch, seq, dtype=torch.bool)
+    padded[1::2, seq - max(1, seq // 4) :] = True
+    pad = getattr(config, "pad_token_id", None)
+    if isinstance(pad, int) and 0 <= pad < vocab:
+        ids = ids.masked_fill(padded, pad)
+    inputs = {"input_ids": ids, "labels": labels}
+    if mask:
+        inputs["attention_mask"] = (~padded).long()
+    return inputs
 
 
 def _current(config: Any) -> dict[str, Any]:
@@ -112,9 +137,12 @@ class _LossFirst(nn.Module):
         super().__init__()
         self.model = model
         self.causal = "CausalLM" in type(model).__name__ or "LMHead" in type(model).__name__
+        self.takes_mask = "attention_mask" in inspect.signature(model.forward).parameters
 
-    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        logits = self.model(input_ids=input_ids).logits
+    def forward(
+        self, input_ids: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
         scores, targets = (logits[:, :-1], labels[:, 1:]) if self.causal else (logits, labels)
         loss = nn.functional.cross_entropy(scores.reshape(-1, scores.shape[-1]), targets.reshape(-1))
         return loss, logits

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from unityc.dialects import pcg
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import TensorType
-from unityc.runtime.kernels import attention
+from unityc.runtime.kernels import attention, vocab_lookup
 
 
 @dataclass
@@ -82,12 +82,9 @@ def _reduce(task: Task, x: torch.Tensor) -> torch.Tensor:
 
 
 def _vocab_lookup(task: Task, ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Rows of the local vocabulary shard; ids outside it give zeros (exact partial sums)."""
-    start = task.index("v") * w.shape[0]
-    local = ids - start
-    inside = (local >= 0) & (local < w.shape[0])
-    rows = F.embedding(torch.where(inside, local, torch.zeros_like(local)), w)
-    return rows * inside.unsqueeze(-1).to(rows.dtype)
+    """Rows of the local vocabulary shard; ids outside it give zeros (exact partial sums). The
+    padding row, when this shard holds it, gets no gradient from the lookup."""
+    return vocab_lookup(ids, w, task.index("v") * w.shape[0], task.attrs.get("padding_idx"))
 
 
 def _embedding_bag(task: Task, ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

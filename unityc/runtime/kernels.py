@@ -14,11 +14,17 @@ import torch
 import torch.nn.functional as F
 
 
-def vocab_lookup(ids: torch.Tensor, weight: torch.Tensor, start: int = 0) -> torch.Tensor:
-    """Rows of the vocabulary shard starting at row `start`; ids outside it give zeros."""
+def vocab_lookup(
+    ids: torch.Tensor, weight: torch.Tensor, start: int = 0, padding_idx: int | None = None
+) -> torch.Tensor:
+    """Rows of the vocabulary shard starting at row `start`; ids outside it give zeros. The
+    row `padding_idx` (a global row, None: none) gets no gradient, as in torch's embedding; only
+    the shard holding it applies it."""
+    rows_here = weight.shape[0]
     local = ids - start
-    inside = (local >= 0) & (local < weight.shape[0])
-    rows = F.embedding(torch.where(inside, local, torch.zeros_like(local)), weight)
+    inside = (local >= 0) & (local < rows_here)
+    pad = None if padding_idx is None or not 0 <= padding_idx - start < rows_here else padding_idx - start
+    rows = F.embedding(torch.where(inside, local, torch.zeros_like(local)), weight, padding_idx=pad)
     return rows * inside.unsqueeze(-1).to(rows.dtype)
 
 

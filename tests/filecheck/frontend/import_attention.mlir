@@ -69,6 +69,30 @@
 // CAUSAL-NEXT: %mse_loss = pcg.mse_loss %[[OUT]], %target
 
 //===----------------------------------------------------------------------===//
+// Hugging Face's padding mask, built the way transformers builds it. The input
+// mask read at broadcast arange indices (`mask.bool()[b, k]`) is a reshape;
+// and with an all-true constant is nothing; and with the (folded) causal mask
+// is a product of 0/1 floats; `where(allowed, 0, finfo.min)` is
+// (1 - allowed) * min. Every step is exact (--check compares the outputs).
+//===----------------------------------------------------------------------===//
+
+// RUN: unityc-import %S/Inputs/ops.py:padding_mask --check -o %t.padding.mlir | filecheck %s --check-prefix=MATCHES
+// RUN: filecheck %s --check-prefix=PADDING < %t.padding.mlir
+// PADDING:      %mask = pcg.input key "mask" : !pcg.tensor<2x4xi64>
+// PADDING:      %[[BOOL:.+]] = pcg.cast %mask dtype i1 : !pcg.tensor<2x4xi64> -> !pcg.tensor<2x4xi1>
+// PADDING-NEXT: %[[KEYS:.+]] = pcg.reshape %[[BOOL]] shape [2, 1, 1, 4] : !pcg.tensor<2x4xi1> -> !pcg.tensor<2x1x1x4xi1>
+// PADDING-NEXT: %[[TRIL:.+]] = pcg.constant value dense<{{\[\[\[\[}}1.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00], {{.*}} : tensor<1x1x4x4xf32> : !pcg.tensor<1x1x4x4xf32>
+// PADDING-NEXT: %[[KEYSF:.+]] = pcg.cast %[[KEYS]] dtype f32 : !pcg.tensor<2x1x1x4xi1> -> !pcg.tensor<2x1x1x4xf32>
+// PADDING-NEXT: %[[BOTH:.+]] = pcg.mul %[[TRIL]], %[[KEYSF]] : !pcg.tensor<1x1x4x4xf32>, !pcg.tensor<2x1x1x4xf32> -> !pcg.tensor<2x1x4x4xf32>
+// PADDING-NEXT: %[[ALLOWED:.+]] = pcg.cast %[[BOTH]] dtype i1 : !pcg.tensor<2x1x4x4xf32> -> !pcg.tensor<2x1x4x4xi1>
+// PADDING-NEXT: %[[ONE:.+]] = pcg.cast %[[ALLOWED]] dtype f32 : !pcg.tensor<2x1x4x4xi1> -> !pcg.tensor<2x1x4x4xf32>
+// PADDING-NEXT: %[[NEG:.+]] = pcg.neg %[[ONE]]
+// PADDING-NEXT: %[[BLOCKED:.+]] = pcg.scalar_add %[[NEG]] value 1.0
+// PADDING-NEXT: %[[ADDITIVE:.+]] = pcg.scalar_mul %[[BLOCKED]] scale -3.4028234663852886e+38 : !pcg.tensor<2x1x4x4xf32> -> !pcg.tensor<2x1x4x4xf32>
+// PADDING-NOT:  pcg.gather
+// PADDING:      pcg.add %{{.+}}, %[[ADDITIVE]] : !pcg.tensor<2x1x4x4xf32>, !pcg.tensor<2x1x4x4xf32> -> !pcg.tensor<2x1x4x4xf32>
+
+//===----------------------------------------------------------------------===//
 // Constant folding. Whatever depends on no input and no weight is evaluated at
 // import: a slice of a position-id buffer (`position_ids[:, :seq]`) becomes a
 // pcg.constant of the ids the embedding looks up, and torch.arange a constant

@@ -134,7 +134,8 @@
 // DROPOUT-NEXT: %mse_loss = pcg.mse_loss %native_dropout_1, %target
 
 //===----------------------------------------------------------------------===//
-// Embeddings. nn.Embedding maps [4, 3] ids to [4, 3, 6]. nn.EmbeddingBag on 2-D
+// Embeddings. nn.Embedding maps [4, 3] ids to [4, 3, 6]; its padding_idx (torch
+// turns -1 into the last row) is a property. nn.EmbeddingBag on 2-D
 // indices (fixed-size bags) is pcg.embedding_bag with its mode; the offsets
 // torch makes up for it are not in the graph.
 //===----------------------------------------------------------------------===//
@@ -145,6 +146,8 @@
 // EMBEDDING-NOT:  pcg.constant
 // EMBEDDING-NOT:  pcg.reshape
 // EMBEDDING:      %embedding = pcg.embedding %ids, %tok_weight : !pcg.tensor<4x3xi64>, !pcg.tensor<10x6xf32> -> !pcg.tensor<4x3x6xf32>
+// EMBEDDING-NEXT: %embedding_1 = pcg.embedding %ids, %padded_weight padding_idx 9 : !pcg.tensor<4x3xi64>, !pcg.tensor<10x6xf32> -> !pcg.tensor<4x3x6xf32>
+// EMBEDDING-NEXT: %add = pcg.add %embedding, %embedding_1
 // EMBEDDING-NEXT: %_embedding_bag = pcg.embedding_bag %bags, %bag_sum_weight mode "sum" : !pcg.tensor<4x5xi64>, !pcg.tensor<12x6xf32> -> !pcg.tensor<4x6xf32>
 // EMBEDDING-NEXT: %_embedding_bag_1 = pcg.embedding_bag %bags, %bag_mean_weight mode "mean" : !pcg.tensor<4x5xi64>, !pcg.tensor<12x6xf32> -> !pcg.tensor<4x6xf32>
 // EMBEDDING-NOT:  pcg.reshape

@@ -429,6 +429,13 @@
 // CHECK-NEXT:   %table_e = pcg.weight key "emb.weight" : !pcg.tensor<100x16xf32, shard [1, 2]>
 %emb_e = pcg.embedding %ids_c, %table_e : !pcg.tensor<4x8xi64, copy 2>, !pcg.tensor<100x16xf32, shard [1, 2]> -> !pcg.tensor<4x8x16xf32, shard [1, 1, 2]>
 // CHECK-NEXT:   %emb_e = pcg.embedding %ids_c, %table_e : !pcg.tensor<4x8xi64, copy 2>, !pcg.tensor<100x16xf32, shard [1, 2]> -> !pcg.tensor<4x8x16xf32, shard [1, 1, 2]>
+// padding_idx (torch's): the forward reads the row; the lookup adds nothing to its gradient.
+// A vocabulary-parallel lookup keeps the global row (the shard holding it applies it).
+%emb_p = pcg.embedding %ids, %table padding_idx 0 : !pcg.tensor<4x8xi64>, !pcg.tensor<100x16xf32> -> !pcg.tensor<4x8x16xf32>
+// CHECK-NEXT:   %emb_p = pcg.embedding %ids, %table padding_idx 0 : !pcg.tensor<4x8xi64>, !pcg.tensor<100x16xf32> -> !pcg.tensor<4x8x16xf32>
+// GENERIC:      "pcg.embedding"(%{{.*}}, %{{.*}}) <{padding_idx = 0 : i64}> : (!pcg.tensor<4x8xi64>, !pcg.tensor<100x16xf32>) -> !pcg.tensor<4x8x16xf32>
+%emb_pv = pcg.embedding %ids_c, %table_v padding_idx 99 : !pcg.tensor<4x8xi64, copy 2>, !pcg.tensor<100x16xf32, shard [2, 1]> -> !pcg.tensor<4x8x16xf32, sum 2>
+// CHECK-NEXT:   %emb_pv = pcg.embedding %ids_c, %table_v padding_idx 99 : !pcg.tensor<4x8xi64, copy 2>, !pcg.tensor<100x16xf32, shard [2, 1]> -> !pcg.tensor<4x8x16xf32, sum 2>
 
 %bag = pcg.embedding_bag %ids, %table mode "sum" : !pcg.tensor<4x8xi64>, !pcg.tensor<100x16xf32> -> !pcg.tensor<4x16xf32>
 // CHECK-NEXT:   %bag = pcg.embedding_bag %ids, %table mode "sum" : !pcg.tensor<4x8xi64>, !pcg.tensor<100x16xf32> -> !pcg.tensor<4x16xf32>

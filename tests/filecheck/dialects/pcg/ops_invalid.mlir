@@ -458,6 +458,20 @@
 
 %i = pcg.input key "i" : !pcg.tensor<4x8xi64>
 %t = pcg.weight key "t" : !pcg.tensor<100x16xf32>
+%s = pcg.embedding %i, %t padding_idx 100 : !pcg.tensor<4x8xi64>, !pcg.tensor<100x16xf32> -> !pcg.tensor<4x8x16xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.embedding: padding_idx 100 is not a row of the 100-row vocabulary
+
+// -----
+
+%i = pcg.input key "i" : !pcg.tensor<4x8xi64>
+%t = pcg.weight key "t" : !pcg.tensor<100x16xf32>
+%s = pcg.embedding %i, %t padding_idx -1 : !pcg.tensor<4x8xi64>, !pcg.tensor<100x16xf32> -> !pcg.tensor<4x8x16xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.embedding: padding_idx -1 is not a row of the 100-row vocabulary
+
+// -----
+
+%i = pcg.input key "i" : !pcg.tensor<4x8xi64>
+%t = pcg.weight key "t" : !pcg.tensor<100x16xf32>
 %s = pcg.embedding_bag %i, %t mode "max" : !pcg.tensor<4x8xi64>, !pcg.tensor<100x16xf32> -> !pcg.tensor<4x16xf32>
 // CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.embedding_bag: mode must be sum or mean, got 'max'
 

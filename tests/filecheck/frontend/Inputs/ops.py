@@ -268,20 +268,21 @@ class Embeddings(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.tok = nn.Embedding(10, 6)
+        self.padded = nn.Embedding(10, 6, padding_idx=-1)  # row 9: no gradient from the lookup
         self.bag_sum = nn.EmbeddingBag(12, 6, mode="sum")
         self.bag_mean = nn.EmbeddingBag(12, 6, mode="mean")
 
     def forward(
         self, ids: torch.Tensor, bags: torch.Tensor, target: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        e = self.tok(ids)  # [4, 3] -> [4, 3, 6]
+        e = self.tok(ids) + self.padded(ids)  # [4, 3] -> [4, 3, 6]
         b = self.bag_sum(bags) + self.bag_mean(bags)  # [4, 5] -> [4, 6]
         out = e.sum(1) + b
         return F.mse_loss(out, target), out
 
 
 def embedding():
-    """nn.Embedding; nn.EmbeddingBag on 2-D indices, sum and mean."""
+    """nn.Embedding, with and without padding_idx; nn.EmbeddingBag on 2-D indices, sum and mean."""
     return Embeddings(), (_ids(10, 4, 3), _ids(12, 4, 5), _rand(4, 6))
 
 
@@ -383,6 +384,32 @@ class Causal(nn.Module):
 def sdpa_causal():
     """F.scaled_dot_product_attention(is_causal=True) on [B, H, S, D] = [2, 2, 3, 4]."""
     return Causal(), (_rand(2, 2, 3, 4), _rand(2, 2, 3, 4), _rand(2, 2, 3, 4), _rand(2, 2, 3, 4))
+
+
+class PaddingMask(nn.Module):
+    """Hugging Face's additive attention mask, built as transformers builds it: the [B, Sk]
+    padding mask read at broadcast arange indices, anded with a causal mask and with an all-true
+    constant, then `where(allowed, 0, finfo.min)`."""
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor, target: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        batch, seq, _ = x.shape
+        b = torch.arange(batch, device=x.device)[:, None, None, None]
+        k = torch.arange(seq, device=x.device)[None, None, None, :]
+        q = torch.arange(seq, device=x.device)[None, None, :, None]
+        padding = torch.ones((), dtype=torch.bool, device=x.device) & mask.bool()[b, k]  # [B, 1, 1, S]
+        allowed = (k <= q) & padding  # [B, 1, S, S]
+        additive = torch.where(allowed, 0.0, torch.finfo(x.dtype).min)
+        scores = (x @ x.transpose(1, 2)).unsqueeze(1) + additive
+        out = scores.softmax(-1)
+        return F.mse_loss(out, target), out
+
+
+def padding_mask():
+    """A [2, 4] padding mask (the second sequence's last token padded) over [2, 4, 3] scores."""
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
+    return PaddingMask(), (_rand(2, 4, 3), mask, _rand(2, 1, 4, 4))
 
 
 class Positions(nn.Module):

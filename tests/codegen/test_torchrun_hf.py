@@ -1,0 +1,147 @@
+"""Hugging Face models through the whole chain, with pad tokens in the input (and a causal SDPA
+model, whose mask holds -inf): the generated programs of baseline, hand-made and searched plans
+train exactly like the single-device model under torchrun (`--check`: loss, outputs, every
+gradient and every updated weight).
+
+BERT's word embedding has `padding_idx` (= pad_token_id) and every other sequence of the example
+inputs ends in pad tokens, so a program whose backward gives the pad row a gradient fails here
+(it did: relative error ~1e0 on the word embedding's gradient). The vocabulary-parallel plan puts
+the pad row (pad=100) in the second half of the table, so the shard holding it must apply it at
+its local row. All programs run in one torchrun (`unityc.runtime.batch`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from plans import Strategy, base_graph, plan_module
+from test_torchrun import _opt, _sections
+from torchrun import Run, torchrun, write_program
+
+from unityc.frontend import ModelSpec, import_model
+from unityc.graph import Node
+
+pytestmark = pytest.mark.torchrun
+
+SMALL_BATCH = 16
+SEARCH_BATCH = 512
+"""Large enough for the search to choose a parallel plan on cpu:2."""
+VOCAB_PAD = 100
+"""A pad row in the upper half of the 128-row vocabulary."""
+
+CAUSAL = f"{Path(__file__).parent / 'causal_model.py'}:make"
+"""A model with SDPA's causal mask: a constant holding -inf, through text and codegen."""
+
+# (name, model, batch, how: a unityc-opt pass pipeline, "search", or "vocab")
+PROGRAMS = [
+    ("bert-data", "hf:bert", SMALL_BATCH, 'data-parallel{machine="cpu:2"}'),
+    ("bert-megatron", "hf:bert", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
+    ("bert-vocab", "hf:bert", SMALL_BATCH, "vocab"),
+    ("bert-search", "hf:bert", SEARCH_BATCH, "search"),
+    ("gpt2-data", "hf:gpt2", SMALL_BATCH, 'data-parallel{machine="cpu:2"}'),
+    ("gpt2-search", "hf:gpt2", SEARCH_BATCH, "search"),
+    ("causal-data", CAUSAL, 4, 'data-parallel{machine="cpu:2"}'),
+]
+NAMES = [p[0] for p in PROGRAMS]
+
+
+def vocabulary_parallel(n: int) -> Strategy:
+    """The word embedding split by vocabulary rows (the lookup gives partial sums); everything
+    else in n copies."""
+
+    def sources(node: Node) -> tuple[Sequence[int] | None, int]:
+        if str(node.attr("key", "")).endswith("word_embeddings.weight"):
+            return [n, 1], 1
+        return None, n
+
+    return Strategy(n, sources=sources)
+
+
+@dataclass
+class Programs:
+    sections: dict[str, str] = field(default_factory=dict)
+    run: Run | None = None
+    problems: dict[str, str] = field(default_factory=dict)
+    parallel_ops: dict[str, int] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+
+    def section(self, name: str) -> str:
+        assert name not in self.problems, self.problems[name]
+        if name not in self.sections:
+            assert self.run is not None
+            tail = "\n".join(self.run.output.splitlines()[-60:])
+            raise AssertionError(f"no output for {name}: the batch ended early\n{tail}")
+        return self.sections[name]
+
+
+def _program(directory: Path, name: str, model: str, batch: int, how: str) -> tuple[Path | None, str]:
+    """The program of one plan, or None and why it could not be made."""
+    if how == "vocab":
+        base = base_graph(model, batch=str(batch), pad=str(VOCAB_PAD))
+        return write_program(plan_module(base, vocabulary_parallel(2), "cpu:2"), directory, name), ""
+    source = directory / f"{name}-model.mlir"
+    source.write_text(str(import_model(ModelSpec(model, "small", batch))))
+    plan = directory / f"{name}.mlir"
+    flags = ("--unity-search", "--machine", "cpu:2") if how == "search" else ("-p", how)
+    done = _opt(str(source), *flags, "-o", str(plan))
+    if done.returncode:
+        return None, done.stderr.strip()
+    program = plan.with_suffix(".py")
+    done = _opt(str(plan), "-t", "torch", "-o", str(program))
+    if done.returncode:
+        return None, done.stderr.strip()
+    return program, ""
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory: pytest.TempPathFactory) -> Programs:
+    directory = tmp_path_factory.mktemp("hf_programs")
+    result = Programs()
+    entries = []
+    for name, model, batch, how in PROGRAMS:
+        program, problem = _program(directory, name, model, batch, how)
+        if program is None:
+            result.problems[name] = problem
+            continue
+        result.parallel_ops[name] = program.with_suffix(".mlir").read_text().count("= parallel.")
+        result.texts[name] = program.read_text()
+        entries.append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
+    manifest = directory / "batch.json"
+    manifest.write_text(json.dumps(entries))
+    result.run = torchrun("unityc.runtime.batch", 2, str(manifest), timeout=900)
+    result.sections.update(_sections(result.run.output))
+    return result
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_hf_plan_trains_like_the_reference(programs: Programs, name: str) -> None:
+    section = programs.section(name)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    assert "gradients (worst" in section and "weights (worst" in section
+    assert programs.parallel_ops[name] > 0, f"{name}: the plan has no parallel op"
+    if name.startswith("bert-") and name != "bert-vocab":  # no pass or search drops padding_idx
+        assert (
+            "F.embedding(input_ids, model_bert_embeddings_word_embeddings_weight, padding_idx=0)"
+            in (programs.texts[name])
+        )
+
+
+def test_causal_mask_constant_keeps_its_minus_infinity(programs: Programs) -> None:
+    """The -inf of the causal mask survives the .mlir files (print, parse) and codegen."""
+    assert 'float("-inf")' in programs.texts["causal-data"]
+    assert "4286578688" not in programs.texts["causal-data"]  # -inf's bits read as an integer
+
+
+def test_vocabulary_parallel_plan_applies_the_pad_row_on_its_shard(programs: Programs) -> None:
+    """The lookup of the vocabulary-sharded table gives each rank its first row and the global
+    pad row (the kernel maps it into the shard that holds it)."""
+    assert re.search(
+        rf"rt\.kernels\.vocab_lookup\(.*, \(0, 64\)\[rank\], {VOCAB_PAD}\)", programs.texts["bert-vocab"]
+    )
+    section = programs.section("bert-vocab")
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
