@@ -31,6 +31,6 @@
 // RUN: unityc-rules check-axioms --help | filecheck %s --check-prefix=CHECK-HELP
 // CHECK-HELP: usage: unityc-rules check-axioms
 // RUN: unityc-rules generate --help | filecheck %s --check-prefix=GENERATE
-// GENERATE: usage: unityc-rules generate [-h] [--max-ops MAX_OPS] [--out DIR]
+// GENERATE: usage: unityc-rules generate [-h] [--max-ops MAX_OPS] -o DIR
 // RUN: unityc-rules format --help | filecheck %s --check-prefix=FORMAT-HELP
 // FORMAT-HELP: usage: unityc-rules format [-h] FILE [FILE ...]
