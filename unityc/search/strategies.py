@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
 
 from unityc.dialects.pcg_types import TensorType
@@ -75,6 +76,8 @@ class _Megatron:
         self.regions: dict[Ref, frozenset[int]] = {}
         """Sharded tensors of the input graph -> the starts of their regions."""
         self.broken: set[int] = set()
+        self.stops: Counter[str] = Counter()
+        """The ops at which a region would have been gathered (why starts stay replicated)."""
 
     def act(self, o: Operand, extra: dict[int, int] | None = None, copy: int = 1) -> TensorType | None:
         """`o` data parallel d across the tensor-parallel groups, `extra` degrees within one."""
@@ -93,10 +96,15 @@ class _Megatron:
         return [f for f in forms if f is not None] + [self.act(o, copy=self.t)]
 
     def _choices(
-        self, node: Node, candidates: list[list[TensorType | None]]
+        self, node: Node, operands: Sequence[Operand], candidates: list[list[TensorType | None]]
     ) -> Iterator[tuple[Proposal, tuple[TensorType, ...]]]:
-        """Every accepted combination of the candidates, in order, with its result types."""
-        for proposal in itertools.product(*candidates):
+        """Every accepted combination of the candidates, in order, with its result types (a
+        candidate None for a present operand is a degree that does not divide: skipped)."""
+        present = [
+            [c for c in cs if c is not None or o.logical is None]
+            for cs, o in zip(candidates, operands, strict=True)
+        ]
+        for proposal in itertools.product(*present):
             types = result_types(node, proposal)
             if types is not None:
                 yield proposal, types
@@ -108,12 +116,13 @@ class _Megatron:
             kept = None if partial else self._keep(node, operands)
             if kept is None:  # the sharding would be gathered
                 self.broken |= regions
+                self.stops[node.op] += 1
                 return self.fallback(operands)
             proposal, types = kept
             self.regions.update({(nid, i): regions for i, r in enumerate(types) if r.sum_degree == 1})
             return [proposal]
         if node.op == "pcg.attention":
-            return [self._heads(operands), *self.fallback(operands)]
+            return _complete([self._heads(operands), *self.fallback(operands)], operands)
         started = self._start(nid, node, operands)
         if started is None:
             return self.fallback(operands)
@@ -135,7 +144,7 @@ class _Megatron:
                 candidates.append([o.current])
             else:
                 candidates.append([f for f in self._source_forms(o) if reachable(o, f)])
-        return next(self._choices(node, candidates), None)
+        return next(self._choices(node, operands, candidates), None)
 
     def _start(
         self, nid: int, node: Node, operands: Sequence[Operand]
@@ -155,7 +164,7 @@ class _Megatron:
                 candidates.append([f for f in self._source_forms(o) if reachable(o, f)])
             else:
                 candidates.append([o.current if o.current is not None else self.act(o, copy=self.t)])
-        choices = list(self._choices(node, candidates))
+        choices = list(self._choices(node, operands, candidates))
         vocabulary = [c for c in choices if c[1][0].sum_degree == self.t]
         column = [
             c for c in choices
@@ -196,26 +205,42 @@ class _Megatron:
                 replicated.append(self.act(o, copy=self.t))
             else:
                 replicated.append(with_degrees(o.logical, copy=self.d * self.t))
-        return [
-            p
-            for p in [tuple(replicated), *_batch_forms(operands, self.d * self.t)]
-            if all(q is not None or o.logical is None for q, o in zip(p, operands, strict=True))
-        ]
+        return _complete([tuple(replicated), *_batch_forms(operands, self.d * self.t)], operands)
 
 
-def megatron_graph(graph: Graph, d: int, t: int, keep: Collection[int] = ()) -> Graph:
+def _complete(proposals: Sequence[Proposal], operands: Sequence[Operand]) -> list[Proposal]:
+    """The proposals with a type for every present operand (None: a degree did not divide)."""
+    return [
+        p
+        for p in proposals
+        if all(q is not None or o.logical is None for q, o in zip(p, operands, strict=True))
+    ]
+
+
+def megatron_layout(graph: Graph, d: int, t: int, keep: Collection[int] = ()) -> tuple[Graph, Counter[str]]:
     """Tensor parallel t x data parallel d (Megatron-LM), batch norms synchronized
-    (`sync_batch_norm`). Every start (`_Megatron`) begins column-parallel; a start whose sharding
-    some op would gather is made replicated and the graph rebuilt, until none is."""
+    (`sync_batch_norm`), and the ops at which a column-parallel region could not continue.
+    Every start (`_Megatron`) begins column-parallel; a start whose sharding some op would
+    gather (or that reaches a graph output) is made replicated and the graph rebuilt, until
+    none is."""
     base = sync_batch_norm(graph)
     replicated: set[int] = set()
+    stops: Counter[str] = Counter()
     while True:
         layout = _Megatron(d, t, frozenset(replicated))
         out = rebuild(base, layout.propose, keep)
-        broken = layout.broken | {s for r in base.outputs for s in layout.regions.get(r, ())}
+        stops += layout.stops
+        outputs = {s for r in base.outputs for s in layout.regions.get(r, ())}
+        stops["output"] += len(outputs - layout.broken)
+        broken = layout.broken | outputs
         if broken <= replicated:  # (always empty: a replicated start opens no region)
-            return out
+            return out, +stops
         replicated |= broken
+
+
+def megatron_graph(graph: Graph, d: int, t: int, keep: Collection[int] = ()) -> Graph:
+    """Tensor parallel t x data parallel d (`megatron_layout`)."""
+    return megatron_layout(graph, d, t, keep)[0]
 
 
 def tensor_degrees(machine: Machine) -> list[int]:
