@@ -7,11 +7,12 @@ blocks' weights sharded t ways; and the plan computes what the unparallelized gr
 from __future__ import annotations
 
 import math
+import os
 from collections import Counter
 from functools import cache
 
 import pytest
-from search_graphs import assert_same_outputs
+from search_graphs import INPUTS, assert_same_outputs
 
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module
@@ -28,6 +29,9 @@ MODELS = {
     # projection is split into Q, K, V on the dim a column split would shard, which `pcg.split`
     # forbids, so its attention stays replicated (one region per layer stops there)
     "gpt2": (ModelSpec("hf:gpt2", "small", batch=4), 2, (".mlp.",), {"pcg.split": 2}),
+    # Llama: RMSNorm, rotary embeddings between the projections and the attention (split, neg,
+    # concat on the head dim), SwiGLU (gate and up column-parallel, the product sharded)
+    "llama": (ModelSpec(os.path.join(INPUTS, "llama_like.py:make"), "small", batch=4), 2, ("layers.",), {}),
 }
 
 
@@ -62,7 +66,7 @@ def test_one_all_reduce_per_block_and_sharded_weights(model: str, d: int, t: int
     _, layers, sharded, stops = MODELS[model]
     plan = megatron_plan(model, d, t)
     collectives = Counter(n.op for n in plan.graph.nodes.values() if n.op.startswith("parallel."))
-    per_layer = 2 if model == "bert" else 1  # attention and MLP; GPT-2: its MLP (see MODELS)
+    per_layer = 1 if model == "gpt2" else 2  # attention and MLP; GPT-2: its MLP (see MODELS)
     assert collectives["parallel.all_reduce"] == 1 + per_layer * layers, collectives
     gathers = ("parallel.combine", "parallel.all_gather", "parallel.reduce_scatter")
     assert not any(collectives[g] for g in gathers), collectives
