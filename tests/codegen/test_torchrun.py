@@ -57,7 +57,12 @@ PARALLEL_SPECS = {
 }
 SEARCHES = [(model, n) for n in (2, 4) for model in [*ZOO, *PARALLEL_SPECS]]
 # The `megatron` baseline's plans (tensor parallel 2 on cpu:2; data 2 x tensor 2 on cpu:4)
-MEGATRON_SPECS = {"bert": ModelSpec("bert", "small", batch=4), "gpt2": ModelSpec("hf:gpt2", "small", batch=4)}
+LLAMA = str(Path(__file__).parent.parent / "search" / "Inputs" / "llama_like.py") + ":make"
+MEGATRON_SPECS = {
+    "bert": ModelSpec("bert", "small", batch=4),
+    "gpt2": ModelSpec("hf:gpt2", "small", batch=4),
+    "llama": ModelSpec(LLAMA, "small", batch=4),
+}
 MEGATRONS = [(model, n) for n in (2, 4) for model in MEGATRON_SPECS]
 CNNS = ("resnext50", "inception_v3")
 
