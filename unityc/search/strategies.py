@@ -6,10 +6,17 @@ and the seeds the substitution search starts from besides the unparallelized gra
   statistics are all-reduced, as PyTorch's SyncBatchNorm does: the dialect's batch norm is
   exact, so it cannot shard the batch itself); an op that cannot shard its batch takes the
   first other n-way form it accepts (e.g. channels), else runs unsharded;
-* Megatron (`megatron_graph`): tensor parallelism t within a node, data parallelism d across:
-  linears alternate column- and row-parallel (a row-parallel linear follows one whose output is
-  sharded on its last dim), attention is split by heads, element-wise ops keep their input's
-  sharding, everything else is data parallel and replicated in the tensor-parallel group.
+* Megatron (`megatron_layout`, Megatron-LM's layout): tensor parallelism t within a node, data
+  parallelism d across. Found in the graph, not from op names: a linear (any op reading one 2-D
+  weight and the activations) starts column-parallel (its weight's output dim sharded) or
+  vocabulary-parallel (an embedding's rows: partial sums); the sharding is carried through every
+  op the dialect lets hold it without moving a computed operand (element-wise ops and gated
+  products, reshapes and transposes of the head dim, the head-sharded batch matmuls, softmax and
+  rotary embeddings) to the op that contracts it (the row-parallel linear: partial sums, reduced
+  by one all-reduce); a fused `pcg.attention` is split by heads. A column split that some op
+  would have to gather (a split of a fused QKV, a layer norm, a loss over the classes) is
+  undone: that linear runs replicated. Everything else is replicated in the tensor-parallel
+  group and data parallel across.
 """
 
 from __future__ import annotations
