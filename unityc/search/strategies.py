@@ -169,8 +169,11 @@ class _Megatron:
                 candidates.append([None])
             elif o.source == "pcg.weight":
                 candidates.append([f for f in self._source_forms(o) if reachable(o, f)])
-            else:
-                candidates.append([o.current if o.current is not None else self.act(o, copy=self.t)])
+            else:  # activations as they are, else replicated in the group (partial sums reduced)
+                whole = o.current is not None and o.current.sum_degree == 1
+                candidates.append(
+                    list(dict.fromkeys([o.current if whole else None, self.act(o, copy=self.t)]))
+                )
         choices = list(self._choices(node, operands, candidates))
         vocabulary = [c for c in choices if c[1][0].sum_degree == self.t]
         column = [
