@@ -65,7 +65,7 @@ def data_parallel_graph(graph: Graph, n: int, keep: Collection[int] = ()) -> Gra
 
 
 class _Megatron:
-    """One pass of the Megatron layout over a graph (a `rebuild` proposer); see `megatron_graph`.
+    """One pass of the Megatron layout over a graph (a `rebuild` proposer); see `megatron_layout`.
 
     A *start* is an op reading a 2-D weight and a batched activation replicated in the
     tensor-parallel group: it shards its weight so that its result either holds partial sums
@@ -106,9 +106,10 @@ class _Megatron:
         self, node: Node, operands: Sequence[Operand], candidates: list[list[TensorType | None]]
     ) -> Iterator[tuple[Proposal, tuple[TensorType, ...]]]:
         """Every accepted combination of the candidates, in order, with its result types (a
-        candidate None for a present operand is a degree that does not divide: skipped)."""
+        candidate None for a present operand is a degree that does not divide, and one that
+        would drop copies cannot be had: both skipped)."""
         present = [
-            [c for c in cs if c is not None or o.logical is None]
+            [c for c in cs if (c is not None or o.logical is None) and reachable(o, c)]
             for cs, o in zip(candidates, operands, strict=True)
         ]
         for proposal in itertools.product(*present):
@@ -150,7 +151,7 @@ class _Megatron:
                 assert o.current is not None
                 candidates.append([o.current])
             else:
-                candidates.append([f for f in self._source_forms(o) if reachable(o, f)])
+                candidates.append(self._source_forms(o))
         return next(self._choices(node, operands, candidates), None)
 
     def _start(
@@ -168,7 +169,7 @@ class _Megatron:
             if o.logical is None:
                 candidates.append([None])
             elif o.source == "pcg.weight":
-                candidates.append([f for f in self._source_forms(o) if reachable(o, f)])
+                candidates.append(self._source_forms(o))
             else:  # activations as they are, else replicated in the group (partial sums reduced)
                 whole = o.current is not None and o.current.sum_degree == 1
                 candidates.append(
