@@ -4,7 +4,7 @@
   its weights replicated (their gradients all-reduced); an op that cannot (batch norm keeps
   exact batch statistics) takes the first other N-way form it accepts (e.g. channels), else
   runs unsharded.
-* `megatron`: Megatron-LM's layout (`strategies.megatron_layout`), tensor parallelism within a
+* `megatron`: Megatron-LM's layout (`strategies.megatron_layouts`), tensor parallelism within a
   node and data parallelism across nodes: column-parallel linears paired with the row-parallel
   one that contracts their sharding through the ops between them (one all-reduce per MLP and
   per attention block in forward), attention split by heads, a vocabulary-parallel embedding;

@@ -6,7 +6,7 @@ and the seeds the substitution search starts from besides the unparallelized gra
   statistics are all-reduced, as PyTorch's SyncBatchNorm does: the dialect's batch norm is
   exact, so it cannot shard the batch itself); an op that cannot shard its batch takes the
   first other n-way form it accepts (e.g. channels), else runs unsharded;
-* Megatron (`megatron_layout`, Megatron-LM's layout): tensor parallelism t within a node, data
+* Megatron (`megatron_layouts`, Megatron-LM's layout): tensor parallelism t within a node, data
   parallelism d across. Found in the graph, not from op names: a linear (any op reading one 2-D
   weight and the activations) starts column-parallel (its weight's output dim sharded) or
   vocabulary-parallel (an embedding's rows: partial sums); the sharding is carried through every
@@ -25,6 +25,7 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
 
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref
@@ -65,7 +66,7 @@ def data_parallel_graph(graph: Graph, n: int, keep: Collection[int] = ()) -> Gra
 
 
 class _Megatron:
-    """One pass of the Megatron layout over a graph (a `rebuild` proposer); see `megatron_layout`.
+    """One pass of the Megatron layout over a graph (a `rebuild` proposer); see `megatron_layouts`.
 
     A *start* is an op reading a 2-D weight and a batched activation replicated in the
     tensor-parallel group: it shards its weight so that its result either holds partial sums
@@ -78,13 +79,15 @@ class _Megatron:
     one all-reduce). An op that cannot keep the sharding would gather it: its region's starts
     are `broken` (the caller runs again with them replicated)."""
 
-    def __init__(self, d: int, t: int, replicated: Collection[int]) -> None:
-        self.d, self.t, self.replicated = d, t, replicated
+    def __init__(self, d: int, t: int, replicated: Collection[int], loss: int | None) -> None:
+        self.d, self.t, self.replicated, self.loss = d, t, replicated, loss
         self.regions: dict[Ref, frozenset[int]] = {}
         """Sharded tensors of the input graph -> the starts of their regions."""
         self.broken: set[int] = set()
         self.stops: Counter[str] = Counter()
         """The ops at which a region would have been gathered (why starts stay replicated)."""
+        self.at_loss: set[int] = set()
+        """Starts whose region was stopped by the loss (e.g. a cross-entropy over the classes)."""
 
     def act(self, o: Operand, extra: dict[int, int] | None = None, copy: int = 1) -> TensorType | None:
         """`o` data parallel d across the tensor-parallel groups, `extra` degrees within one."""
@@ -125,6 +128,8 @@ class _Megatron:
             if kept is None:  # the sharding would be gathered
                 self.broken |= regions
                 self.stops[node.op] += 1
+                if nid == self.loss:
+                    self.at_loss |= regions
                 return self.fallback(operands)
             proposal, types = kept
             self.regions.update({(nid, i): regions for i, r in enumerate(types) if r.sum_degree == 1})
@@ -228,30 +233,54 @@ def _complete(proposals: Sequence[Proposal], operands: Sequence[Operand]) -> lis
     ]
 
 
-def megatron_layout(graph: Graph, d: int, t: int, keep: Collection[int] = ()) -> tuple[Graph, Counter[str]]:
+@dataclass(frozen=True)
+class MegatronLayout:
+    graph: Graph
+    stops: Counter[str]
+    """The ops at which a column-parallel region could not continue (those starts replicated)."""
+    gathered: int = 0
+    """Column-parallel starts whose result is gathered for the loss (or returned sharded)
+    instead of running replicated (0: none)."""
+
+
+def megatron_layouts(graph: Graph, d: int, t: int, keep: Collection[int] = ()) -> list[MegatronLayout]:
     """Tensor parallel t x data parallel d (Megatron-LM), batch norms synchronized
-    (`sync_batch_norm`), and the ops at which a column-parallel region could not continue.
-    Every start (`_Megatron`) begins column-parallel; a start whose sharding some op would
-    gather (or that reaches a graph output) is made replicated and the graph rebuilt, until
-    none is."""
+    (`sync_batch_norm`). Every start (`_Megatron`) begins column-parallel; a start whose sharding
+    some op would gather (or that reaches a graph output) is made replicated and the graph
+    rebuilt, until none is. Then, if some starts were stopped only by the loss or a graph output
+    (an output head before a cross-entropy that cannot take sharded classes, its logits
+    returned), a second layout keeps those column-parallel and gathers their result for the loss
+    (Megatron-LM's `gather_output`): less memory and compute than a replicated head, one
+    all-gather more; the caller prices both."""
     base = sync_batch_norm(graph)
+    loss = base.outputs[0][0] if base.outputs else None
     replicated: set[int] = set()
     stops: Counter[str] = Counter()
+    at_loss: set[int] = set()
+    elsewhere: set[int] = set()
     while True:
-        layout = _Megatron(d, t, frozenset(replicated))
+        layout = _Megatron(d, t, frozenset(replicated), loss)
         out = rebuild(base, layout.propose, keep)
         stops += layout.stops
         outputs = {s for r in base.outputs for s in layout.regions.get(r, ())}
         stops["output"] += len(outputs - layout.broken)
         broken = layout.broken | outputs
+        at_loss |= layout.at_loss | outputs
+        elsewhere |= layout.broken - layout.at_loss
         if broken <= replicated:  # (always empty: a replicated start opens no region)
-            return out, +stops
+            break
         replicated |= broken
+    layouts = [MegatronLayout(out, +stops)]
+    gatherable = at_loss - elsewhere
+    if gatherable:
+        gathered = rebuild(base, _Megatron(d, t, frozenset(replicated - gatherable), loss).propose, keep)
+        layouts.append(MegatronLayout(gathered, +stops, len(gatherable)))
+    return layouts
 
 
 def megatron_graph(graph: Graph, d: int, t: int, keep: Collection[int] = ()) -> Graph:
-    """Tensor parallel t x data parallel d (`megatron_layout`)."""
-    return megatron_layout(graph, d, t, keep)[0]
+    """Tensor parallel t x data parallel d (the first of `megatron_layouts`)."""
+    return megatron_layouts(graph, d, t, keep)[0].graph
 
 
 def tensor_degrees(machine: Machine) -> list[int]:
