@@ -7,7 +7,7 @@
 
 // RUN: unityc-opt %s -p 'megatron{machine="cpu:2"}' 2>%t.err | filecheck %s
 // RUN: filecheck %s --check-prefix=NOTE < %t.err
-// NOTE: megatron (data 1 x tensor 2; replicated where a column split met pcg.cross_entropy x1) on cpu:2: iteration time
+// NOTE: megatron (data 1 x tensor 2; replicated where a column split met pcg.cross_entropy x1; 1 gathered for the loss instead) on cpu:2: iteration time
 
 // CHECK:      pcg.weight key "gate.weight" {{.*}} : !pcg.tensor<64x32xf32, shard [2, 1]>
 // CHECK-NEXT: pcg.linear {{.*}} -> !pcg.tensor<16x64xf32, shard [1, 2]>
@@ -19,7 +19,9 @@
 // CHECK-NEXT: pcg.weight key "down.weight" {{.*}} : !pcg.tensor<32x64xf32, shard [1, 2]>
 // CHECK-NEXT: pcg.linear {{.*}} -> !pcg.tensor<16x32xf32, sum 2>
 // CHECK-NEXT: parallel.all_reduce {{.*}} -> !pcg.tensor<16x32xf32, copy 2>
-// CHECK-NEXT: pcg.weight key "head.weight" {{.*}} : !pcg.tensor<10x32xf32, copy 2>
+// CHECK-NEXT: pcg.weight key "head.weight" {{.*}} : !pcg.tensor<10x32xf32, shard [2, 1]>
+// CHECK-NEXT: pcg.linear {{.*}} -> !pcg.tensor<16x10xf32, shard [1, 2]>
+// CHECK-NEXT: parallel.all_gather {{.*}} dim 1 degree 2
 // CHECK-NOT:  parallel.
 // CHECK:      pcg.cross_entropy
 func.func @main() -> !pcg.tensor<f32> {
