@@ -57,6 +57,14 @@ PARALLEL_SPECS = {
     "bert_b512": ModelSpec("bert", "small", batch=512),
 }
 SEARCHES = [(model, n) for n in (2, 4) for model in [*ZOO, *PARALLEL_SPECS]]
+# The `megatron` baseline's plans (tensor parallel 2 on cpu:2; data 2 x tensor 2 on cpu:4)
+LLAMA = str(Path(__file__).parent.parent / "search" / "Inputs" / "llama_like.py") + ":make"
+MEGATRON_SPECS = {
+    "bert": ModelSpec("bert", "small", batch=4),
+    "gpt2": ModelSpec("hf:gpt2", "small", batch=4),
+    "llama": ModelSpec(LLAMA, "small", batch=4),
+}
+MEGATRONS = [(model, n) for n in (2, 4) for model in MEGATRON_SPECS]
 CNNS = ("resnext50", "inception_v3")
 BATCH_TIMEOUT_S = 2400
 """For each batch of programs (4-5 minutes for both on a quiet machine)."""
@@ -132,6 +140,20 @@ def _search(directory: Path, model: str, nproc: int) -> tuple[Path | None, str]:
     return program, ""
 
 
+def _megatron(directory: Path, model: str, nproc: int) -> Path:
+    """The program of the `megatron` baseline's plan for cpu:N (Adam)."""
+    source = directory / f"{model}-megatron.mlir"
+    if not source.exists():
+        source.write_text(str(import_model(MEGATRON_SPECS[model])))
+    plan = directory / f"{model}-megatron-{nproc}.mlir"
+    done = _opt(str(source), "-p", f'megatron{{machine="cpu:{nproc}" optimizer="adam"}}', "-o", str(plan))
+    assert done.returncode == 0, done.stderr
+    program = plan.with_suffix(".py")
+    done = _opt(str(plan), "-t", "torch", "-o", str(program))
+    assert done.returncode == 0, done.stderr
+    return program
+
+
 def _sections(output: str) -> dict[str, str]:
     sections: dict[str, str] = {}
     name = None
@@ -188,6 +210,17 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> Batches:
         result.parallel_ops[name] = plan_text.count("= parallel.")
         add(name, nproc, program, "--check", "--steps", "2", *(FLOAT64 if model in CNNS else ()))
 
+    for model, nproc in MEGATRONS:
+        add(
+            f"megatron-{model}-{nproc}",
+            nproc,
+            _megatron(directory, model, nproc),
+            "--check",
+            "--steps",
+            "2",
+            *ADAM,
+        )
+
     for nproc, batch in entries.items():
         manifest = directory / f"batch{nproc}.json"
         manifest.write_text(json.dumps(batch))
@@ -236,6 +269,12 @@ def test_dropout_keeps_copies_equal(batches: Batches) -> None:
     assert section.endswith("exit 0") and "copies equal after 3 step(s)" in section, section
     losses = [float(line.split()[-1]) for line in section.splitlines() if line.startswith("step ")]
     assert len(losses) == 2 and losses[1] < losses[0]
+
+
+@pytest.mark.parametrize(("model", "nproc"), MEGATRONS, ids=[f"{m}-{n}" for m, n in MEGATRONS])
+def test_megatron_baseline_trains_like_the_reference(batches: Batches, model: str, nproc: int) -> None:
+    section = batches.section(f"megatron-{model}-{nproc}", nproc)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
 
 
 @pytest.mark.parametrize(("model", "nproc"), SEARCHES, ids=[f"{m}-{n}" for m, n in SEARCHES])

@@ -4,11 +4,13 @@
   its weights replicated (their gradients all-reduced); an op that cannot (batch norm keeps
   exact batch statistics) takes the first other N-way form it accepts (e.g. channels), else
   runs unsharded.
-* `megatron`: tensor parallelism within a node, data parallelism across nodes: linears
-  alternate column- and row-parallel (a row-parallel linear follows one whose output is sharded
-  on its last dim), attention is split by heads, element-wise ops keep their input's sharding,
-  everything else is data parallel and replicated in the tensor-parallel group. Every tensor-
-  parallel degree dividing a node is tried; the fastest plan wins.
+* `megatron`: Megatron-LM's layout (`strategies.megatron_layouts`), tensor parallelism within a
+  node and data parallelism across nodes: column-parallel linears paired with the row-parallel
+  one that contracts their sharding through the ops between them (one all-reduce per MLP and
+  per attention block in forward), attention split by heads, a vocabulary-parallel embedding;
+  everything else replicated in the tensor-parallel group. Every tensor-parallel degree
+  dividing a node is tried; the fastest plan wins. Its note names the ops where a column split
+  could not continue (those linears run replicated).
 * `sequential` (Unity's ablation, TASO then FlexFlow): the algebraic rules (those whose target
   has no parallel op) optimize the graph for one device first, then the search parallelizes the
   result with the parallelization rules only.
@@ -56,9 +58,13 @@ def data_parallel(
 def megatron(
     graph: Graph, machine: Machine, options: UnityOptions | None = None, profile: ProfileCache | None = None
 ) -> Plan:
-    """The fastest of the Megatron-style plans (one per tensor-parallel degree dividing a node)."""
+    """The fastest of the Megatron plans that fit (one per tensor-parallel degree dividing a
+    node); if none fits, the one needing the least memory (as the search ranks plans)."""
     plans = megatron_plans(strip_views(graph), machine, _pricing(options or UnityOptions(), profile))
-    return min(plans, key=lambda p: p.estimate.iteration_s)
+    fitting = [p for p in plans if p.estimate.fits]
+    if not fitting:
+        return min(plans, key=lambda p: p.estimate.peak_memory)
+    return min(fitting, key=lambda p: p.estimate.iteration_s)
 
 
 # --- sequential (TASO, then parallelization) -------------------------------------------------

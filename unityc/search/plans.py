@@ -16,7 +16,7 @@ from unityc.machine.spec import Machine
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
 from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
-from unityc.search.strategies import data_parallel_graph, megatron_graph, tensor_degrees
+from unityc.search.strategies import data_parallel_graph, megatron_layouts, tensor_degrees
 from unityc.search.views import big_degrees, canonical_view, task_degrees, to_attr
 
 
@@ -79,9 +79,16 @@ def data_parallel_plan(graph: Graph, machine: Machine, pricing: Pricing) -> Plan
 
 
 def megatron_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[Plan]:
-    """One Megatron-style plan per tensor-parallel degree dividing a node."""
+    """The Megatron plans (`megatron_layouts`) of each tensor-parallel degree dividing a node."""
     n = machine.num_devices
-    return [
-        finish("megatron", megatron_graph(graph, n // t, t), machine, pricing, f"data {n // t} x tensor {t}")
-        for t in tensor_degrees(machine) or [1]
-    ]
+    plans = []
+    for t in tensor_degrees(machine) or [1]:
+        for layout in megatron_layouts(graph, n // t, t):
+            kept = ", ".join(f"{op} x{k}" for op, k in sorted(layout.stops.items()))
+            note = f"data {n // t} x tensor {t}" + (
+                f"; replicated where a column split met {kept}" if kept else ""
+            )
+            if layout.gathered:
+                note += f"; {layout.gathered} gathered for the loss instead"
+            plans.append(finish("megatron", layout.graph, machine, pricing, note))
+    return plans

@@ -38,7 +38,8 @@ class Operand:
     """Whether its dim 0 runs over the batch (a multiple of the batch size, from an input)."""
 
 
-Propose = Callable[[Node, Sequence[Operand]], Sequence[Proposal]]
+Propose = Callable[[int, Node, Sequence[Operand]], Sequence[Proposal]]
+"""(node id, node, its operands) -> operand types in order of preference."""
 
 
 @lru_cache(maxsize=100_000)
@@ -91,7 +92,7 @@ def convert(graph: Graph, ref: Ref, want: TensorType) -> Ref:
     return x
 
 
-def _reachable(operand: Operand, want: TensorType | None) -> bool:
+def reachable(operand: Operand, want: TensorType | None) -> bool:
     """Whether parallel ops can bring the operand to `want` (copies cannot be dropped)."""
     have = operand.current
     if have is None or want is None:
@@ -99,12 +100,16 @@ def _reachable(operand: Operand, want: TensorType | None) -> bool:
     return want.copy_degree % have.copy_degree == 0
 
 
-def _accepts(node: Node, types: Proposal) -> bool:
+def result_types(node: Node, types: Proposal) -> tuple[TensorType, ...] | None:
+    """The op's result types on operands of these types, or None if it does not accept them."""
     try:
-        infer_types(node.op, node.attrs, types)
+        return tuple(infer_types(node.op, node.attrs, types))
     except FormError:
-        return False
-    return True
+        return None
+
+
+def accepts(node: Node, types: Proposal) -> bool:
+    return result_types(node, types) is not None
 
 
 def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph:
@@ -128,10 +133,10 @@ def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph
             continue
         operands = [_operand(graph, out, refs, r, batched, keep) for r in node.operands]
         chosen: Proposal | None = None
-        for proposal in propose(node, operands):
-            if len(proposal) != len(operands) or not all(map(_reachable, operands, proposal)):
+        for proposal in propose(nid, node, operands):
+            if len(proposal) != len(operands) or not all(map(reachable, operands, proposal)):
                 continue
-            if _accepts(node, proposal):
+            if accepts(node, proposal):
                 chosen = proposal
                 break
         if chosen is None:  # unsharded, as many copies as the most replicated operand has

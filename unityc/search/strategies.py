@@ -6,26 +6,31 @@ and the seeds the substitution search starts from besides the unparallelized gra
   statistics are all-reduced, as PyTorch's SyncBatchNorm does: the dialect's batch norm is
   exact, so it cannot shard the batch itself); an op that cannot shard its batch takes the
   first other n-way form it accepts (e.g. channels), else runs unsharded;
-* Megatron (`megatron_graph`): tensor parallelism t within a node, data parallelism d across:
-  linears alternate column- and row-parallel (a row-parallel linear follows one whose output is
-  sharded on its last dim), attention is split by heads, element-wise ops keep their input's
-  sharding, everything else is data parallel and replicated in the tensor-parallel group.
+* Megatron (`megatron_layouts`, Megatron-LM's layout): tensor parallelism t within a node, data
+  parallelism d across. Found in the graph, not from op names: a linear (any op reading one 2-D
+  weight and the activations) starts column-parallel (its weight's output dim sharded) or
+  vocabulary-parallel (an embedding's rows: partial sums); the sharding is carried through every
+  op the dialect lets hold it without moving a computed operand (element-wise ops and gated
+  products, reshapes and transposes of the head dim, the head-sharded batch matmuls, softmax and
+  rotary embeddings) to the op that contracts it (the row-parallel linear: partial sums, reduced
+  by one all-reduce); a fused `pcg.attention` is split by heads. A column split that some op
+  would have to gather (a split of a fused QKV, a layer norm, a loss over the classes) is
+  undone: that linear runs replicated. Everything else is replicated in the tensor-parallel
+  group and data parallel across.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Collection, Sequence
+from collections import Counter
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
 
 from unityc.dialects.pcg_types import TensorType
-from unityc.graph import Graph, Node
+from unityc.graph import Graph, Node, Ref
 from unityc.machine.spec import Machine
-from unityc.search.rebuild import Operand, Proposal, rebuild, with_degrees
-
-ELEMENTWISE = (
-    "pcg.relu", "pcg.gelu", "pcg.sigmoid", "pcg.tanh", "pcg.exp", "pcg.sqrt", "pcg.neg", "pcg.scalar_mul",
-    "pcg.scalar_add", "pcg.pow", "pcg.dropout", "pcg.identity", "pcg.cast",
-)  # fmt: skip
+from unityc.search.rebuild import Operand, Proposal, reachable, rebuild, result_types, with_degrees
 
 
 def _batch_forms(operands: Sequence[Operand], n: int) -> list[Proposal]:
@@ -57,75 +62,170 @@ def _batch_forms(operands: Sequence[Operand], n: int) -> list[Proposal]:
 
 def data_parallel_graph(graph: Graph, n: int, keep: Collection[int] = ()) -> Graph:
     """Data parallel over n devices, batch norms synchronized (`sync_batch_norm`)."""
-    return rebuild(sync_batch_norm(graph), lambda node, operands: _batch_forms(operands, n), keep)
+    return rebuild(sync_batch_norm(graph), lambda nid, node, operands: _batch_forms(operands, n), keep)
 
 
-def _megatron_forms(node: Node, operands: Sequence[Operand], d: int, t: int) -> list[Proposal]:
-    x = operands[0] if operands else None
-    sharded_last = (
-        x is not None and x.current is not None and x.current.rank > 1 and x.current.shard[-1] == t and t > 1
-    )
+class _Megatron:
+    """One pass of the Megatron layout over a graph (a `rebuild` proposer); see `megatron_layouts`.
 
-    def act(o: Operand, extra: dict[int, int] | None = None, copy: int = 1) -> TensorType | None:
+    A *start* is an op reading a 2-D weight and a batched activation replicated in the
+    tensor-parallel group: it shards its weight so that its result either holds partial sums
+    (a vocabulary-parallel embedding) or is sharded on its last dim (column-parallel); a
+    column-parallel result is the start of a region. Every op reading a region's tensor keeps
+    the sharding if the dialect lets it without moving a computed operand (its weights and
+    constants may take any form): element-wise ops, reshapes and transposes of the sharded dim,
+    the head-sharded batch matmuls and softmax. An op contracting the sharded dim (a
+    row-parallel linear) gives partial sums and ends the region; the next op reduces them (the
+    one all-reduce). An op that cannot keep the sharding would gather it: its region's starts
+    are `broken` (the caller runs again with them replicated)."""
+
+    def __init__(self, d: int, t: int, replicated: Collection[int], loss: int | None) -> None:
+        self.d, self.t, self.replicated, self.loss = d, t, replicated, loss
+        self.regions: dict[Ref, frozenset[int]] = {}
+        """Sharded tensors of the input graph -> the starts of their regions."""
+        self.broken: set[int] = set()
+        self.stops: Counter[str] = Counter()
+        """The ops at which a region would have been gathered (why starts stay replicated)."""
+        self.at_loss: set[int] = set()
+        """Starts whose region was stopped by the loss (e.g. a cross-entropy over the classes)."""
+
+    def act(self, o: Operand, extra: dict[int, int] | None = None, copy: int = 1) -> TensorType | None:
+        """`o` data parallel d across the tensor-parallel groups, `extra` degrees within one."""
         assert o.logical is not None
         if not o.batched:
-            return with_degrees(o.logical, extra, copy * d)
-        shard = {0: d} if d > 1 else {}
+            return with_degrees(o.logical, extra, copy * self.d)
+        shard = {0: self.d} if self.d > 1 else {}
         shard.update(extra or {})
         return with_degrees(o.logical, shard, copy)
 
-    proposals: list[Proposal] = []
-    if node.op == "pcg.linear" and x is not None and x.logical is not None:
-        w, bias = operands[1], operands[2] if len(operands) > 2 else Operand(None, None, None)
-        assert w.logical is not None
-        last = x.logical.rank - 1
-        if sharded_last:  # row-parallel: partial sums, the bias added once
-            proposals.append(
-                (
-                    act(x, {last: t}),
-                    with_degrees(w.logical, {1: t}, d),
-                    None if bias.logical is None else with_degrees(bias.logical, copy=d * t),
+    def _source_forms(self, o: Operand) -> list[TensorType | None]:
+        """A weight, input or constant: sharded t ways on each dim it can be, then replicated."""
+        assert o.logical is not None
+        dims = [k for k in range(o.logical.rank) if o.logical.shape[k] > 1 and not (k == 0 and o.batched)]
+        forms = [self.act(o, {k: self.t}) for k in dims]
+        return [f for f in forms if f is not None] + [self.act(o, copy=self.t)]
+
+    def _choices(
+        self, node: Node, operands: Sequence[Operand], candidates: list[list[TensorType | None]]
+    ) -> Iterator[tuple[Proposal, tuple[TensorType, ...]]]:
+        """Every accepted combination of the candidates, in order, with its result types (a
+        candidate None for a present operand is a degree that does not divide, and one that
+        would drop copies cannot be had: both skipped)."""
+        present = [
+            [c for c in cs if (c is not None or o.logical is None) and reachable(o, c)]
+            for cs, o in zip(candidates, operands, strict=True)
+        ]
+        for proposal in itertools.product(*present):
+            types = result_types(node, proposal)
+            if types is not None:
+                yield proposal, types
+
+    def propose(self, nid: int, node: Node, operands: Sequence[Operand]) -> list[Proposal]:
+        regions = frozenset().union(*(self.regions.get(r, ()) for r in node.operand_refs()))
+        partial = any(o.current is not None and o.current.sum_degree > 1 for o in operands)
+        if regions:
+            kept = None if partial else self._keep(node, operands)
+            if kept is None:  # the sharding would be gathered
+                self.broken |= regions
+                self.stops[node.op] += 1
+                if nid == self.loss:
+                    self.at_loss |= regions
+                return self.fallback(operands)
+            proposal, types = kept
+            self.regions.update({(nid, i): regions for i, r in enumerate(types) if r.sum_degree == 1})
+            return [proposal]
+        if node.op == "pcg.attention":
+            return _complete([self._heads(operands), *self.fallback(operands)], operands)
+        started = self._start(nid, node, operands)
+        if started is None:
+            return self.fallback(operands)
+        proposal, types = started
+        if types[0].sum_degree == 1:
+            self.regions[(nid, 0)] = frozenset({nid})
+        return [proposal]
+
+    def _keep(
+        self, node: Node, operands: Sequence[Operand]
+    ) -> tuple[Proposal, tuple[TensorType, ...]] | None:
+        """The first form keeping every computed operand as it is (weights and constants free)."""
+        candidates: list[list[TensorType | None]] = []
+        for o in operands:
+            if o.logical is None:
+                candidates.append([None])
+            elif o.source is None:
+                assert o.current is not None
+                candidates.append([o.current])
+            else:
+                candidates.append(self._source_forms(o))
+        return next(self._choices(node, operands, candidates), None)
+
+    def _start(
+        self, nid: int, node: Node, operands: Sequence[Operand]
+    ) -> tuple[Proposal, tuple[TensorType, ...]] | None:
+        """A vocabulary-parallel form (partial sums) if the op has one, else a column-parallel
+        one (result sharded on its last dim) unless this start is to stay replicated."""
+        weights = [
+            o.source == "pcg.weight" and o.logical is not None and o.logical.rank == 2 for o in operands
+        ]
+        if self.t == 1 or sum(weights) != 1 or not any(o.batched for o in operands):
+            return None
+        candidates: list[list[TensorType | None]] = []
+        for o in operands:
+            if o.logical is None:
+                candidates.append([None])
+            elif o.source == "pcg.weight":
+                candidates.append(self._source_forms(o))
+            else:  # activations as they are, else replicated in the group (partial sums reduced)
+                whole = o.current is not None and o.current.sum_degree == 1
+                candidates.append(
+                    list(dict.fromkeys([o.current if whole else None, self.act(o, copy=self.t)]))
                 )
-            )
-        proposals.append(  # column-parallel
-            (
-                act(x, copy=t),
-                with_degrees(w.logical, {0: t}, d),
-                None if bias.logical is None else with_degrees(bias.logical, {0: t}, d),
-            )
-        )
-    elif node.op == "pcg.attention":
+        choices = list(self._choices(node, operands, candidates))
+        vocabulary = [c for c in choices if c[1][0].sum_degree == self.t]
+        column = [
+            c for c in choices
+            if nid not in self.replicated and c[1][0].sum_degree == 1 and c[1][0].shard[-1] == self.t
+        ]  # fmt: skip
+        return next(iter(vocabulary + column), None)
+
+    def _heads(self, operands: Sequence[Operand]) -> Proposal:
+        """`pcg.attention` split by heads: q/k/v projections column-parallel, the output
+        projection row-parallel (partial sums), its bias added once."""
         heads: list[TensorType | None] = []
         for i, o in enumerate(operands):
             if o.logical is None:
                 heads.append(None)
             elif i < 3:
-                heads.append(act(o, copy=t))
-            elif i in (3, 4, 5):
-                heads.append(with_degrees(o.logical, {0: t}, d))
+                heads.append(self.act(o, copy=self.t))
+            elif i in (3, 4, 5, 7, 8, 9):
+                heads.append(with_degrees(o.logical, {0: self.t}, self.d))
             elif i == 6:
-                heads.append(with_degrees(o.logical, {1: t}, d))
-            elif i in (7, 8, 9):
-                heads.append(with_degrees(o.logical, {0: t}, d))
+                heads.append(with_degrees(o.logical, {1: self.t}, self.d))
             elif i == 10:
-                heads.append(with_degrees(o.logical, copy=d * t))
+                heads.append(with_degrees(o.logical, copy=self.d * self.t))
             else:  # the mask: batch-sharded if it has a batch dim, else replicated
                 heads.append(
-                    act(o, copy=t) if o.logical.shape[0] > 1 else with_degrees(o.logical, copy=d * t)
+                    self.act(o, copy=self.t)
+                    if o.logical.shape[0] > 1
+                    else with_degrees(o.logical, copy=self.d * self.t)
                 )
-        proposals.append(tuple(heads))
-    elif node.op in ELEMENTWISE and sharded_last and x is not None:
-        proposals.append((act(x, {x.current.rank - 1: t}),))  # type: ignore[union-attr]
-    replicated: list[TensorType | None] = []
-    for o in operands:
-        if o.logical is None:
-            replicated.append(None)
-        elif o.batched or o.source is None:
-            replicated.append(act(o, copy=t))
-        else:
-            replicated.append(with_degrees(o.logical, copy=d * t))
-    proposals.append(tuple(replicated))
-    proposals.extend(_batch_forms(operands, d * t))
+        return tuple(heads)
+
+    def fallback(self, operands: Sequence[Operand]) -> list[Proposal]:
+        """Replicated in the tensor-parallel group (data parallel d), else data parallel d*t."""
+        replicated: list[TensorType | None] = []
+        for o in operands:
+            if o.logical is None:
+                replicated.append(None)
+            elif o.batched or o.source is None:
+                replicated.append(self.act(o, copy=self.t))
+            else:
+                replicated.append(with_degrees(o.logical, copy=self.d * self.t))
+        return _complete([tuple(replicated), *_batch_forms(operands, self.d * self.t)], operands)
+
+
+def _complete(proposals: Sequence[Proposal], operands: Sequence[Operand]) -> list[Proposal]:
+    """The proposals with a type for every present operand (None: a degree did not divide)."""
     return [
         p
         for p in proposals
@@ -133,9 +233,54 @@ def _megatron_forms(node: Node, operands: Sequence[Operand], d: int, t: int) -> 
     ]
 
 
+@dataclass(frozen=True)
+class MegatronLayout:
+    graph: Graph
+    stops: Counter[str]
+    """The ops at which a column-parallel region could not continue (those starts replicated)."""
+    gathered: int = 0
+    """Column-parallel starts whose result is gathered for the loss (or returned sharded)
+    instead of running replicated (0: none)."""
+
+
+def megatron_layouts(graph: Graph, d: int, t: int, keep: Collection[int] = ()) -> list[MegatronLayout]:
+    """Tensor parallel t x data parallel d (Megatron-LM), batch norms synchronized
+    (`sync_batch_norm`). Every start (`_Megatron`) begins column-parallel; a start whose sharding
+    some op would gather (or that reaches a graph output) is made replicated and the graph
+    rebuilt, until none is. Then, if some starts were stopped only by the loss or a graph output
+    (an output head before a cross-entropy that cannot take sharded classes, its logits
+    returned), a second layout keeps those column-parallel and gathers their result for the loss
+    (Megatron-LM's `gather_output`): less memory and compute than a replicated head, one
+    all-gather more; the caller prices both."""
+    base = sync_batch_norm(graph)
+    loss = base.outputs[0][0] if base.outputs else None
+    replicated: set[int] = set()
+    stops: Counter[str] = Counter()
+    at_loss: set[int] = set()
+    elsewhere: set[int] = set()
+    while True:
+        layout = _Megatron(d, t, frozenset(replicated), loss)
+        out = rebuild(base, layout.propose, keep)
+        stops += layout.stops
+        outputs = {s for r in base.outputs for s in layout.regions.get(r, ())}
+        stops["output"] += len(outputs - layout.broken)
+        broken = layout.broken | outputs
+        at_loss |= layout.at_loss | outputs
+        elsewhere |= layout.broken - layout.at_loss
+        if broken <= replicated:  # (always empty: a replicated start opens no region)
+            break
+        replicated |= broken
+    layouts = [MegatronLayout(out, +stops)]
+    gatherable = at_loss - elsewhere
+    if gatherable:
+        gathered = rebuild(base, _Megatron(d, t, frozenset(replicated - gatherable), loss).propose, keep)
+        layouts.append(MegatronLayout(gathered, +stops, len(gatherable)))
+    return layouts
+
+
 def megatron_graph(graph: Graph, d: int, t: int, keep: Collection[int] = ()) -> Graph:
-    """Tensor parallel t x data parallel d, batch norms synchronized (`sync_batch_norm`)."""
-    return rebuild(sync_batch_norm(graph), lambda node, operands: _megatron_forms(node, operands, d, t), keep)
+    """Tensor parallel t x data parallel d (the first of `megatron_layouts`)."""
+    return megatron_layouts(graph, d, t, keep)[0].graph
 
 
 def tensor_degrees(machine: Machine) -> list[int]:

@@ -56,7 +56,7 @@ from unityc.search.split import (
     shared_sources,
     with_boundary,
 )
-from unityc.search.strategies import data_parallel_graph, megatron_graph, tensor_degrees
+from unityc.search.strategies import data_parallel_graph, megatron_layouts, tensor_degrees
 from unityc.search.substitution import Candidate, SearchStats, SubstitutionOptions, best_first
 from unityc.search.views import big_degrees, canonical_view, task_degrees, to_attr
 
@@ -305,7 +305,8 @@ class _Run:
             return []
         n = self.machine.num_devices
         seeds = [data_parallel_graph(seg.graph, n, seg.keep)]
-        seeds += [megatron_graph(seg.graph, n // t, t, seg.keep) for t in tensor_degrees(self.machine)]
+        for t in tensor_degrees(self.machine):
+            seeds += [layout.graph for layout in megatron_layouts(seg.graph, n // t, t, seg.keep)]
         return seeds
 
     def _count(self, stats: SearchStats) -> None:
