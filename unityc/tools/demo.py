@@ -2,7 +2,7 @@
 
 1. `unityc-import` turns the zoo's two-tower MLP (widened so that parallelism pays on this CPU)
    into the `pcg` dialect;
-2. `unityc-opt --unity-search --machine cpu:2` searches rewrites and a machine mapping jointly
+2. `unityc-opt --unity-search --machine cpu:2 --budget 24` searches rewrites and a machine mapping jointly
    and prints its plan report (also written as JSON);
 3. the reference interpreter checks that the plan computes what the imported graph computes;
 4. `unityc-opt -t torch` emits the plan as a torch.distributed training program;
@@ -30,6 +30,7 @@ BIN = Path(sys.executable).parent
 CONFIG = {"in_features": "256", "hidden_dims": "[512,512,512,512,512,512,512,512]"}
 """The zoo MLP widened so that parallelism pays on this CPU (tests and benchmarks reuse it)."""
 BATCH = 256
+DEMO_BUDGET = 24
 MODEL = ["mlp", *(f"{k}={v}" for k, v in CONFIG.items()), "--batch", str(BATCH)]
 
 
@@ -76,7 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     graph, plan, program, report = (out / n for n in ("mlp.mlir", "plan.mlir", "train.py", "plan.json"))
 
     step("1. import the model", [tool("unityc-import"), *MODEL, "--stats", "-o", str(graph)])
-    search = ["--unity-search", "--machine", args.machine, "--report", str(report), "-o", str(plan)]
+    # Twice the default work budget: the default stops within the first expansion on this graph
+    # and settles for a point-to-point plan 0.5 % slower than Unity's sum_concat plan.
+    search = ["--unity-search", "--machine", args.machine, "--budget", str(DEMO_BUDGET)]
+    search += ["--report", str(report), "-o", str(plan)]
     step("2. search rewrites and a machine mapping jointly", [tool("unityc-opt"), str(graph), *search])
     print("\n== 3. the reference interpreter runs the plan piece by piece and the imported graph")
     try:
