@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
+from unityc.dialects.container import graph_function
 from unityc.dialects.pcg_types import FLOAT_TYPES, PcgOp, TensorType
 from unityc.dialects.view import MachineViewAttr
 from unityc.machine import Machine, MachineSpecError, load_machine
@@ -76,13 +77,6 @@ def placement(t: TensorType, view: MachineViewAttr, machine: Machine) -> dict[Co
         node, local = view.placement([c[i] for i in big])
         where[c] = machine.global_device(view.start, node, local)
     return where
-
-
-def graph_function(module: ModuleOp) -> func.FuncOp:
-    funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
-    if len(funcs) != 1:
-        raise CodegenError(f"expected exactly one func.func (the graph), found {len(funcs)}")
-    return funcs[0]
 
 
 def _machine(module: ModuleOp, override: str | None) -> tuple[str, Machine]:

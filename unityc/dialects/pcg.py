@@ -357,9 +357,12 @@ def _pair(values: Sequence[int] | None, default: int, what: str, cls: type[PcgOp
 
 
 def window_out(cls: type[PcgOp], size: int, kernel: int, stride: int, pad: int, dilation: int = 1) -> int:
+    window = f"window {kernel} (stride {stride}, padding {pad}{f', dilation {dilation}' * (dilation != 1)})"
+    if kernel < 1 or stride < 1 or dilation < 1 or pad < 0:
+        raise op_error(cls, f"{window}: kernel, stride and dilation must be positive, padding not negative")
     out = (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
-    if out < 1 or stride < 1:
-        raise op_error(cls, f"window {kernel} (stride {stride}, padding {pad}) does not fit size {size}")
+    if out < 1:
+        raise op_error(cls, f"{window} does not fit size {size}")
     return out
 
 
@@ -448,6 +451,8 @@ class Pool2dOp(PcgOp):
         sh, sw = _pair(attrs["stride"], 0, "stride", cls)
         ph, pw = _pair(attrs["padding"], 0, "padding", cls)
         sh, sw = sh or kh, sw or kw
+        if 2 * ph > kh or 2 * pw > kw:
+            raise op_error(cls, f"padding {[ph, pw]} is more than half the kernel {[kh, kw]}")
         out_shape = (
             *x.shape[:2],
             window_out(cls, x.shape[2], kh, sh, ph),

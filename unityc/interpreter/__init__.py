@@ -13,6 +13,7 @@ from xdsl.interpreters.func import FuncFunctions
 from xdsl.ir import SSAValue
 
 from unityc.dialects import parallel, pcg
+from unityc.dialects.container import graph_function
 from unityc.interpreter.functions import PcgFunctions, SourceValues
 from unityc.interpreter.pieces import CopiesDiffer, MicroBatches, Pieces, assemble, scatter
 
@@ -30,15 +31,8 @@ _PASS_THROUGH = (
 
 
 def entry_function(module: ModuleOp, name: str | None = None) -> func.FuncOp:
-    funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
-    if name is not None:
-        funcs = [f for f in funcs if f.sym_name.data == name]
-    if len(funcs) != 1:
-        wanted = f"named '{name}'" if name else "(the graph)"
-        raise ValueError(f"expected exactly one func.func {wanted}, found {len(funcs)}")
-    if funcs[0].args:
-        raise ValueError("the graph function must take no arguments: inputs are pcg.input ops")
-    return funcs[0]
+    """The graph function (a located error if the module does not hold one well-formed graph)."""
+    return graph_function(module, name)
 
 
 def _bound_from_use(value: SSAValue, seen: set[SSAValue]) -> int | None:

@@ -54,7 +54,8 @@ class Seed:
 
 def seeds(root: Path = ROOT) -> list[Seed]:
     """The examples and lit inputs, without lit directives, one seed per `// -----` chunk."""
-    files = sorted((root / "examples").glob("*.mlir")) + sorted((root / "tests" / "filecheck").rglob("*.mlir"))
+    lit = root / "tests" / "filecheck"
+    files = sorted((root / "examples").glob("*.mlir")) + sorted(lit.rglob("*.mlir"))
     found: list[Seed] = []
     for path in files:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -302,7 +303,7 @@ def _worker(conn: Connection, limit: float) -> None:
 
     warnings.simplefilter("ignore")
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
-    import unityc.tools.opt  # noqa: F401  (imported once, before the first input)
+    import unityc.tools.opt  # imported once, before the first input
     import unityc.tools.run  # noqa: F401
 
     with tempfile.TemporaryDirectory(prefix="unityc-fuzz-") as tmp:
@@ -429,8 +430,8 @@ def fuzz(
 
 def describe(mutant: Mutant, result: Result) -> str:
     return (
-        f"--- mutant {mutant.index} ({mutant.pipeline.name}) of {mutant.seed} by {', '.join(mutant.mutations)}: "
-        f"{result.outcome}\n{result.detail.strip()[-1500:] or result.stderr.strip()[:600]}"
+        f"--- mutant {mutant.index} ({mutant.pipeline.name}) of {mutant.seed} "
+        f"by {', '.join(mutant.mutations)}: {result.outcome}\n{result.detail.strip()[-1500:] or result.stderr.strip()[:600]}"
     )
 
 

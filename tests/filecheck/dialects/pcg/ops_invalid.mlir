@@ -651,3 +651,38 @@ func.func @use_before_def() -> !pcg.tensor<8x16xf32> {
   %x = pcg.input key "x" : !pcg.tensor<8x16xf32>
   func.return %r : !pcg.tensor<8x16xf32>
 }
+
+// -----
+
+// Windows the kernels cannot run are refused (a zero stride divided by zero in the verifier).
+%x = pcg.input key "x" : !pcg.tensor<2x4x8x8xf32>
+%w = pcg.weight key "w" : !pcg.tensor<6x4x3x3xf32>
+%s = pcg.conv2d %x, %w stride [0, 0] : !pcg.tensor<2x4x8x8xf32>, !pcg.tensor<6x4x3x3xf32> -> !pcg.tensor<2x6x6x6xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.conv2d: window 3 (stride 0, padding 0): kernel, stride and dilation must be positive, padding not negative
+
+// -----
+
+%x = pcg.input key "x" : !pcg.tensor<2x4x8x8xf32>
+%w = pcg.weight key "w" : !pcg.tensor<6x4x3x3xf32>
+%s = pcg.conv2d %x, %w padding [-1, -1] : !pcg.tensor<2x4x8x8xf32>, !pcg.tensor<6x4x3x3xf32> -> !pcg.tensor<2x6x4x4xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.conv2d: window 3 (stride 1, padding -1): kernel, stride and dilation must be positive, padding not negative
+
+// -----
+
+%x = pcg.input key "x" : !pcg.tensor<2x4x8x8xf32>
+%w = pcg.weight key "w" : !pcg.tensor<6x4x3x3xf32>
+%s = pcg.conv2d %x, %w dilation [0, 1] : !pcg.tensor<2x4x8x8xf32>, !pcg.tensor<6x4x3x3xf32> -> !pcg.tensor<2x6x6x6xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.conv2d: window 3 (stride 1, padding 0, dilation 0): kernel, stride and dilation must be positive, padding not negative
+
+// -----
+
+%x = pcg.input key "x" : !pcg.tensor<2x4x8x8xf32>
+%s = pcg.pool2d %x kind "max" kernel [0, 0] : !pcg.tensor<2x4x8x8xf32> -> !pcg.tensor<2x4x8x8xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.pool2d: window 0 (stride 0, padding 0): kernel, stride and dilation must be positive, padding not negative
+
+// -----
+
+// torch refuses pooling padded by more than half the kernel.
+%x = pcg.input key "x" : !pcg.tensor<2x4x8x8xf32>
+%s = pcg.pool2d %x kind "avg" kernel [2, 2] padding [2, 2] : !pcg.tensor<2x4x8x8xf32> -> !pcg.tensor<2x4x6x6xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.pool2d: padding [2, 2] is more than half the kernel [2, 2]
