@@ -429,9 +429,10 @@ def fuzz(
 
 
 def describe(mutant: Mutant, result: Result) -> str:
+    text = result.detail.strip()[-1500:] or result.stderr.strip()[:600]
     return (
         f"--- mutant {mutant.index} ({mutant.pipeline.name}) of {mutant.seed} "
-        f"by {', '.join(mutant.mutations)}: {result.outcome}\n{result.detail.strip()[-1500:] or result.stderr.strip()[:600]}"
+        f"by {', '.join(mutant.mutations)}: {result.outcome}\n{text}"
     )
 
 
