@@ -24,6 +24,7 @@ from xdsl.dialects import builtin, func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.parser import Parser
+from xdsl.traits import IsTerminator, NoTerminator
 from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Input, Span
 
@@ -147,6 +148,7 @@ def verify_located(module: ModuleOp, spans: dict[Operation, Span]) -> None:
     for op in module.walk():
         try:
             _check_defined_before_use(op)
+            _check_terminators(op)
             op.verify_()
         except VerifyException as e:
             message = str(e) if str(e).startswith(op.name) else f"{op.name}: {e}"
@@ -158,10 +160,24 @@ def verify_located(module: ModuleOp, spans: dict[Operation, Span]) -> None:
         if isinstance(op, func.FuncOp) and not op.is_declaration:
             for block in op.body.blocks:
                 check_sources(block)
-    try:  # structural checks (terminators, successors) that verify_ does not make
+    try:  # the remaining structural checks (successors, parent pointers), a safety net
         module.verify()
     except VerifyException as e:
         raise LocatedError(f"error: {str(e).splitlines()[-1]}") from None
+
+
+def _check_terminators(op: Operation) -> None:
+    """xDSL's structural checks of blocks and terminators, made op by op so they can be located."""
+    for region in op.regions:
+        if len(region.blocks) == 1 and not region.block.ops and not op.has_trait(NoTerminator):
+            raise VerifyException("its body is empty: it needs at least a terminator (func.return)")
+    block = op.parent_block()
+    region = block.parent if block is not None else None
+    parent = region.parent if region is not None else None
+    if block is None or parent is None or block.last_op is not op or op.has_trait(IsTerminator):
+        return
+    if len(region.blocks) > 1 or not parent.has_trait(NoTerminator):  # type: ignore[union-attr]
+        raise VerifyException(f"it ends the body of {parent.name} but is not a terminator (func.return)")
 
 
 def _check_defined_before_use(op: Operation) -> None:
