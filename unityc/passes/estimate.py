@@ -52,13 +52,16 @@ class EstimatePass(ModulePass):
     report: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from unityc.cost.estimate import estimate_module
+        from unityc.cost.estimate import compute_model, estimate_module
+        from unityc.cost.memory import check_optimizer
         from unityc.cost.profile import ProfileCache
         from unityc.cost.report import render
         from unityc.machine import load_machine
 
         machine = load_machine(self.machine)
         cache = ProfileCache.load(self.profile) if self.profile else None
+        check_optimizer(self.optimizer)  # options first, then the module against the machine
+        compute_model(self.cost, cache)
         check_views(op, machine)
         estimate = estimate_module(op, machine, self.cost, self.optimizer, cache)
         if self.report:
