@@ -16,6 +16,7 @@ from xdsl.ir import Block
 from unityc.dialects.diagnostics import located, where
 from unityc.dialects.pcg import InputOp, WeightOp
 from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.syntax import UnitycOp
 
 
 def graph_function(module: ModuleOp, name: str | None = None) -> func.FuncOp:
@@ -38,6 +39,9 @@ def graph_function(module: ModuleOp, name: str | None = None) -> func.FuncOp:
     last = fn.body.block.last_op
     if not isinstance(last, func.ReturnOp) or not last.operands:
         raise located(last or fn, "the graph has no outputs: func.return must list them, the loss first")
+    for op in fn.body.block.ops:
+        if not isinstance(op, UnitycOp | func.ReturnOp):
+            raise located(op, f"'{op.name}' is not a pcg or parallel op; the graph holds only those")
     return fn
 
 

@@ -18,28 +18,6 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from unityc.dialects.container import graph_function
-from unityc.dialects.diagnostics import located
-from unityc.dialects.pcg_types import TensorType
-from unityc.dialects.view import MachineViewAttr
-from unityc.machine.spec import Machine
-
-
-def check_views(module: ModuleOp, machine: Machine) -> None:
-    """Each machine view places its op's tasks on distinct devices of `machine` (located if not)."""
-    from unityc.cost.pricing import placement
-
-    for op in graph_function(module).body.block.ops:
-        view = op.attributes.get("view")
-        if not isinstance(view, MachineViewAttr) or not op.results:
-            continue
-        t = op.results[0].type
-        assert isinstance(t, TensorType)  # the op verified its view against this type
-        try:
-            placement(t, view, machine)
-        except ValueError as e:
-            raise located(op, str(e)) from None
-
 
 @dataclass(frozen=True)
 class EstimatePass(ModulePass):
@@ -54,6 +32,7 @@ class EstimatePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from unityc.cost.estimate import compute_model, estimate_module
         from unityc.cost.memory import check_optimizer
+        from unityc.cost.pricing import check_views
         from unityc.cost.profile import ProfileCache
         from unityc.cost.report import render
         from unityc.machine import load_machine

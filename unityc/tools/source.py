@@ -48,6 +48,8 @@ __all__ = [
     "read_module",
 ]
 
+INTERNAL = "internal error while reading this op (please report it)"
+
 MAX_NESTING = 48
 """Brackets (`( [ { <`) open at once: beyond this, input is refused before parsing (the
 parser and printer recurse per level)."""
@@ -223,6 +225,12 @@ def parse_source(
     except VerifyException as e:  # a type or attribute that failed its own check while parsing
         span = parser.failed_in or parser._current_token.span
         raise LocatedParseError(format_diagnostic(span, str(e))) from None
+    except (ValueError, ArithmeticError, RecursionError, MemoryError) as e:
+        # A safety net: each cause found (by the fuzzer) is fixed where it arises; this one still
+        # names the place, and says it is ours (the fuzzer counts these as "internal").
+        span = parser.failed_in or parser._current_token.span
+        msg = f"{INTERNAL}: {type(e).__name__}: {e}"
+        raise LocatedParseError(format_diagnostic(span, msg)) from None
     if module not in parser.op_spans:  # an implicit module: locate module-level errors at 1:1
         parser.op_spans[module] = Span(0, 1, Input(text, name), line_offset)
     record_spans(parser.op_spans)
