@@ -221,6 +221,8 @@ def parse_source(
         module = parser.parse_module()
     except ParseError as e:
         e.span = dataclasses.replace(e.span, line_offset=line_offset)
+        if e.msg == "End of file reached before closing string literal.":  # xDSL's words, wrong here
+            e.msg = "this string is not closed on its line"
         raise LocatedParseError(format_parse_error(e)) from None
     except VerifyException as e:  # a type or attribute that failed its own check while parsing
         span = parser.failed_in or parser._current_token.span
