@@ -686,3 +686,23 @@ func.func @use_before_def() -> !pcg.tensor<8x16xf32> {
 %x = pcg.input key "x" : !pcg.tensor<2x4x8x8xf32>
 %s = pcg.pool2d %x kind "avg" kernel [2, 2] padding [2, 2] : !pcg.tensor<2x4x8x8xf32> -> !pcg.tensor<2x4x6x6xf32>
 // CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.pool2d: padding [2, 2] is more than half the kernel [2, 2]
+
+// -----
+
+// Dropout takes a probability (torch refuses others).
+%x = pcg.input key "x" : !pcg.tensor<4x8xf32>
+%d = pcg.dropout %x p 5.0 : !pcg.tensor<4x8xf32> -> !pcg.tensor<4x8xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.dropout: p must be a probability in [0, 1), got 5.0
+
+// -----
+
+%x = pcg.input key "x" : !pcg.tensor<4x8xf32>
+%d = pcg.layer_norm %x dims 1 eps -1.0 : !pcg.tensor<4x8xf32> -> !pcg.tensor<4x8xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.layer_norm: eps must be a non-negative number, got -1.0
+
+// -----
+
+// Training-mode batch statistics of one value per channel are undefined (torch refuses them).
+%x = pcg.input key "x" : !pcg.tensor<1x3x1x1xf32>
+%b = pcg.batch_norm %x eps 1.0e-05 : !pcg.tensor<1x3x1x1xf32> -> !pcg.tensor<1x3x1x1xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.batch_norm: training statistics need more than 1 value per channel, got 1
