@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
+import os
 import sys
 from collections.abc import Callable, Sequence
 from io import StringIO
@@ -139,9 +140,12 @@ class UnitycOptMain(xDSLOptMain):
             return None
 
     def prepare_output(self) -> IO[str]:
-        # Buffer `-o` output: the file is written by `commit_output` only after a successful run.
+        # Buffer `-o` output: the file is written by `commit_output` only after a successful run,
+        # but a place it cannot be written to is refused before any work.
         if not self.args.output_file:
             return sys.stdout
+        if problem := output_problem(self.args.output_file):
+            raise ValueError(f"-o {self.args.output_file}: {problem}")
         self._buffer = _KeepOpen()
         return self._buffer
 
@@ -170,6 +174,18 @@ def check_options(flag: str, cls: type[ArgSpecConvertible], spec: ArgSpec) -> No
             wanted = _EXPECTED.get(expected, str(expected))
             option = name.replace("_", "-")
             raise ValueError(f"{flag} {spec.name}: option '{option}' expects {wanted}, got {given}") from None
+
+
+def output_problem(path: str) -> str | None:
+    """Why `path` cannot be written (checked before a run that may take minutes), or None."""
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        return "is a directory"
+    if not os.path.isdir(folder):
+        return f"the folder {folder} does not exist"
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        return "cannot be written (permission denied)"
+    return None
 
 
 class _KeepOpen(StringIO):

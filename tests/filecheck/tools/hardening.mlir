@@ -81,3 +81,8 @@
 // RUN: not unityc-opt %S/Inputs/not_scalar_loss.mlir -p 'estimate{machine="cpu:2"}' -t 'torch{machine=2}' 2>&1 | filecheck %s --check-prefix=TARGET
 // TARGET-NOT: estimate:
 // TARGET:     error: -t torch: option 'machine' expects a string in quotes ("..."), got 2
+
+// An -o file that cannot be written is refused before any pass runs (a search may take minutes).
+// RUN: not unityc-opt %S/Inputs/not_scalar_loss.mlir -p 'estimate{machine="cpu:2"}' -o %t.missing/plan.mlir 2>&1 | filecheck %s --check-prefix=OUT
+// OUT-NOT: estimate:
+// OUT:     error: -o {{.*}}missing/plan.mlir: the folder {{.*}}missing does not exist
