@@ -149,6 +149,17 @@ def drop_attributes(text: bytes, rng: random.Random) -> bytes:
     return text[:start] + text[end:]
 
 
+def duplicate_definition(text: bytes, rng: random.Random) -> bytes:
+    """An op line repeated under a new result name: a dead op, or a second source of one key."""
+    lines = _lines(text)
+    defs = [i for i, line in enumerate(lines) if re.match(rb"\s*%[\w.$-]+(:\d+)? = ", line)]
+    if not defs:
+        return text
+    i = rng.choice(defs)
+    lines.insert(i + 1, re.sub(rb"%([\w.$-]+)", rb"%\1_dup", lines[i], count=1))
+    return b"\n".join(lines)
+
+
 def truncate(text: bytes, rng: random.Random) -> bytes:
     return text[: rng.randrange(len(text) + 1)]
 
@@ -228,12 +239,13 @@ def replace_value(text: bytes, rng: random.Random) -> bytes:
 MUTATIONS: tuple[Callable[[bytes, random.Random], bytes], ...] = (
     delete_token, duplicate_token, swap_tokens, replace_number, replace_number, replace_number,
     truncate, unclose_quote, unclose_bracket, insert_junk, deep_nesting, delete_line,
-    duplicate_line, swap_lines, replace_op, replace_value,
+    duplicate_line, swap_lines, replace_op, replace_value, duplicate_definition,
 )  # fmt: skip
 
 
 MILD: tuple[Callable[[bytes, random.Random], bytes], ...] = (
     small_number, small_number, drop_attributes, replace_value, swap_lines, replace_op,
+    duplicate_definition,
 )  # fmt: skip
 
 
@@ -410,12 +422,14 @@ def mutants(count: int, seed: int, corpus: Sequence[Seed]) -> Iterator[Mutant]:
     """Mostly any mutations of any seed; a third are one mild mutation of a training graph, so
     that the search, codegen and the interpreter see input that gets past the verifier."""
     graphs = [s for s in corpus if is_training_graph(s)] or list(corpus)
+    plans = [s for s in graphs if b"unityc.model" in s.text] or graphs  # what -t torch takes whole
     for i in range(count):
         rng = random.Random(f"{seed}:{i}")
+        pipeline = PIPELINES[i % len(PIPELINES)]
         mild = rng.random() < 1 / 3
-        origin = rng.choice(graphs if mild else corpus)
+        origin = rng.choice((plans if pipeline.name == "torch" else graphs) if mild else corpus)
         text, applied = mutate(origin.text, rng, mild)
-        yield Mutant(i, origin.name, applied, PIPELINES[i % len(PIPELINES)], text)
+        yield Mutant(i, origin.name, applied, pipeline, text)
 
 
 @dataclass
