@@ -15,7 +15,7 @@ from xdsl.ir import Block
 
 from unityc.dialects.diagnostics import located, where
 from unityc.dialects.pcg import InputOp, WeightOp
-from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.pcg_types import FLOAT_TYPES, TensorType
 from unityc.dialects.syntax import UnitycOp
 
 
@@ -46,14 +46,19 @@ def graph_function(module: ModuleOp, name: str | None = None) -> func.FuncOp:
 
 
 def training_function(module: ModuleOp) -> func.FuncOp:
-    """The graph function of a graph to train: its first output, the loss, is a scalar."""
+    """The graph function of a graph to train: its first output, the loss, is a float scalar."""
     fn = graph_function(module)
+    check_loss(fn)
+    return fn
+
+
+def check_loss(fn: func.FuncOp) -> None:
+    """The first output of a graph function (see `graph_function`) is a float scalar: the loss."""
     ret = fn.body.block.last_op
     assert isinstance(ret, func.ReturnOp)  # graph_function checked it
     loss = ret.operands[0].type
-    if not isinstance(loss, TensorType) or loss.rank != 0:
-        raise located(ret, f"the first output is the loss and must be a scalar, got {loss}")
-    return fn
+    if not isinstance(loss, TensorType) or loss.rank != 0 or loss.element_type not in FLOAT_TYPES:
+        raise located(ret, f"the first output is the loss and must be a floating-point scalar, got {loss}")
 
 
 def check_sources(block: Block) -> None:

@@ -33,7 +33,7 @@
 // (it was accepted until -t torch).
 // RUN: not unityc-opt %S/Inputs/not_scalar_loss.mlir --unity-search --machine cpu:2 2>&1 | filecheck %s --check-prefix=LOSS
 // RUN: not unityc-opt %S/Inputs/not_scalar_loss.mlir -p 'data-parallel{machine="cpu:2"}' 2>&1 | filecheck %s --check-prefix=LOSS
-// LOSS:      not_scalar_loss.mlir:5:3: error: the first output is the loss and must be a scalar, got !pcg.tensor<16x32xf32>
+// LOSS:      not_scalar_loss.mlir:5:3: error: the first output is the loss and must be a floating-point scalar, got !pcg.tensor<16x32xf32>
 // LOSS-NEXT: func.return %h
 
 // Inputs and weights are fed by key: one key, one shape (it passed verification, estimate and search).
