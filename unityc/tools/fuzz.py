@@ -98,25 +98,29 @@ def _tokens(text: bytes) -> list[bytes]:
     return _TOKEN.findall(text)
 
 
+def _tokens_of(text: bytes) -> list[bytes]:
+    return _tokens(text) or [b" "]  # an empty input (truncated) has one blank token
+
+
 def _word_indices(tokens: list[bytes]) -> list[int]:
     return [i for i, t in enumerate(tokens) if not t.isspace()] or [0]
 
 
 def delete_token(text: bytes, rng: random.Random) -> bytes:
-    tokens = _tokens(text)
+    tokens = _tokens_of(text)
     del tokens[rng.choice(_word_indices(tokens))]
     return b"".join(tokens)
 
 
 def duplicate_token(text: bytes, rng: random.Random) -> bytes:
-    tokens = _tokens(text)
+    tokens = _tokens_of(text)
     i = rng.choice(_word_indices(tokens))
     tokens.insert(i, tokens[i] + b" ")
     return b"".join(tokens)
 
 
 def swap_tokens(text: bytes, rng: random.Random) -> bytes:
-    tokens = _tokens(text)
+    tokens = _tokens_of(text)
     words = _word_indices(tokens)
     i, j = rng.choice(words), rng.choice(words)
     tokens[i], tokens[j] = tokens[j], tokens[i]
@@ -188,7 +192,7 @@ def insert_junk(text: bytes, rng: random.Random) -> bytes:
 def deep_nesting(text: bytes, rng: random.Random) -> bytes:
     depth = rng.choice((50, 300, 1000, 5000))
     opener, closer = rng.choice(((b"[", b"]"), (b"<", b">"), (b"(", b")"), (b"{", b"}"), (b"tensor<", b">")))
-    tokens = _tokens(text)
+    tokens = _tokens_of(text)
     i = rng.choice(_word_indices(tokens))
     tokens[i] = opener * depth + tokens[i] + closer * depth * rng.randrange(2)
     return b"".join(tokens)
@@ -438,6 +442,7 @@ class Report:
     by_pipeline: dict[str, Counter[str]] = field(default_factory=dict)
     bad: list[tuple[Mutant, Result]] = field(default_factory=list)
     unlocated: list[tuple[Mutant, Result]] = field(default_factory=list)
+    retried: int = 0  # inputs past the time limit once, run again
 
     def add(self, mutant: Mutant, result: Result) -> None:
         self.counts[result.outcome] += 1
@@ -461,6 +466,7 @@ class Report:
             cells = " | ".join(str(counts[o]) for o in OUTCOMES)
             rows.append(f"| {name:<17} | {sum(counts.values())} | {cells} |")
         rows.append(f"\nlocated errors: {100 * self.located_share():.2f} % of {self.errors}")
+        rows.append(f"inputs past the time limit once and run again: {self.retried}")
         return "\n".join(rows)
 
 
@@ -474,7 +480,11 @@ def fuzz(
     runner = Runner(limit)
     try:
         for mutant in mutants(count, seed, seeds()):
-            report.add(mutant, runner.run(mutant.text, mutant.pipeline))
+            result = runner.run(mutant.text, mutant.pipeline)
+            if result.outcome == "hang":  # a hang is past the limit twice: a loaded machine is slow
+                report.retried += 1
+                result = runner.run(mutant.text, mutant.pipeline)
+            report.add(mutant, result)
             if progress is not None:
                 progress(mutant.index, report)
     finally:
@@ -499,7 +509,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--save", help="write each bad mutant to this directory")
     args = parser.parse_args(argv)
 
+    shown = 0
+
     def progress(i: int, report: Report) -> None:
+        nonlocal shown
+        for mutant, result in report.bad[shown:]:  # as they come, in case the run is cut short
+            print(describe(mutant, result), file=sys.stderr, flush=True)
+        shown = len(report.bad)
         if (i + 1) % 500 == 0:
             print(f"[{i + 1}/{args.count}] {dict(report.counts)}", file=sys.stderr, flush=True)
 
