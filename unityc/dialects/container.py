@@ -30,6 +30,11 @@ def graph_function(module: ModuleOp, name: str | None = None) -> func.FuncOp:
     if len(funcs) > 1:
         raise located(funcs[1], f"expected exactly one {wanted}, found {len(funcs)}")
     fn = funcs[0]
+    for op in module.ops:  # the function alone at the top (an op after `}` makes a module around it)
+        if op is not fn and not op.is_ancestor(fn):
+            raise located(op, f"'{op.name}' is outside the graph function: a module holds the graph alone")
+    if fn.parent_op() is not module:
+        raise located(fn, "the graph function must be at the top level of the module, not nested")
     if fn.is_declaration:
         raise located(fn, f"@{fn.sym_name.data} has no body: the graph lists its ops and ends in func.return")
     if fn.function_type.inputs.data:

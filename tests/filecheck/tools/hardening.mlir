@@ -86,3 +86,9 @@
 // RUN: not unityc-opt %S/Inputs/not_scalar_loss.mlir -p 'estimate{machine="cpu:2"}' -o %t.missing/plan.mlir 2>&1 | filecheck %s --check-prefix=OUT
 // OUT-NOT: estimate:
 // OUT:     error: -o {{.*}}missing/plan.mlir: the folder {{.*}}missing does not exist
+
+// An op after the module's closing brace makes the parser wrap both in a module: the graph
+// function is no longer at the top (unityc-run said "Could not find symbol main").
+// RUN: not unityc-run %S/Inputs/stray_op.mlir 2>&1 | filecheck %s --check-prefix=STRAY
+// RUN: not unityc-opt %S/Inputs/stray_op.mlir -t dot 2>&1 | filecheck %s --check-prefix=STRAY
+// STRAY: stray_op.mlir:7:1: error: 'pcg.input' is outside the graph function: a module holds the graph alone
