@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
+from unityc.dialects.container import check_loss, graph_function
 from unityc.dialects.pcg_types import FLOAT_TYPES, PcgOp, TensorType
 from unityc.dialects.view import MachineViewAttr
 from unityc.machine import Machine, MachineSpecError, load_machine
@@ -78,13 +79,6 @@ def placement(t: TensorType, view: MachineViewAttr, machine: Machine) -> dict[Co
     return where
 
 
-def graph_function(module: ModuleOp) -> func.FuncOp:
-    funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
-    if len(funcs) != 1:
-        raise CodegenError(f"expected exactly one func.func (the graph), found {len(funcs)}")
-    return funcs[0]
-
-
 def _machine(module: ModuleOp, override: str | None) -> tuple[str, Machine]:
     name = override
     if name is None:
@@ -109,13 +103,15 @@ def analyze(module: ModuleOp, machine_override: str | None = None) -> Analysis:
     """Checks the plan and places every piece; raises CodegenError at the first problem."""
     model = module.attributes.get(MODEL_ATTRIBUTE)
     if not isinstance(model, DictionaryAttr):
+        what = f"no {MODEL_ATTRIBUTE} attribute" if model is None else f"a {MODEL_ATTRIBUTE} of {model}"
         raise CodegenError(
-            f"the plan has no {MODEL_ATTRIBUTE} attribute: codegen needs the model spec (the importer "
-            "records it) to load weights and data and to rebuild the reference for --check",
+            f"the plan has {what}: codegen needs the model spec (a dictionary the importer records) "
+            "to load weights and data and to rebuild the reference for --check",
             module,
         )
     machine_name, machine = _machine(module, machine_override)
-    body = graph_function(module).body.block
+    fn = graph_function(module)
+    body = fn.body.block
     ops: list[PcgOp] = []
     outputs: list[SSAValue] = []
     for op in body.ops:
@@ -141,7 +137,7 @@ def analyze(module: ModuleOp, machine_override: str | None = None) -> Analysis:
         for r in op.results:
             assert isinstance(r.type, TensorType)
             a.values[r] = Value(_unique(_python_name(r, op, a), names), r.type, where, held)
-    _check_outputs(a, module)
+    check_loss(fn)
     _mark_gradients(a)
     return a
 
@@ -162,15 +158,6 @@ def _check_op(op: PcgOp) -> None:
         )
     if not isinstance(view, MachineViewAttr):
         raise CodegenError(f"{op.name}: 'view' must be a #pcg.view, got {view}", op)
-
-
-def _check_outputs(a: Analysis, module: ModuleOp) -> None:
-    if not a.outputs:
-        raise CodegenError("the graph returns nothing: its first output must be the loss", module)
-    loss = a.outputs[0].type
-    assert isinstance(loss, TensorType)
-    if loss.rank != 0 or loss.element_type not in FLOAT_TYPES:
-        raise CodegenError(f"the graph's first output must be the scalar float loss, got {loss}", module)
 
 
 def _mark_gradients(a: Analysis) -> None:

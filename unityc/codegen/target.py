@@ -14,7 +14,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.target import Target
 
 from unityc.codegen import CodegenError, emit_program
-from unityc.tools.source import LocatedError, format_diagnostic, op_span
+from unityc.dialects.diagnostics import LocatedError, format_diagnostic, op_span
 
 
 @dataclass(frozen=True)

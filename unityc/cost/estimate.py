@@ -58,6 +58,7 @@ from unityc.cost.pricing import (
 from unityc.cost.profile import ProfileCache, op_key, profiled_cost
 from unityc.cost.schedule import Step, simulate
 from unityc.cost.units import format_bytes
+from unityc.dialects.container import graph_function
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import PcgOp, TensorType, own_form
 from unityc.graph import Graph, Node, Ref, from_module, full_attrs
@@ -190,13 +191,6 @@ def compute_model(cost: str, profile: ProfileCache | None) -> ComputeModel:
     if cost == "profile" and profile is None:
         raise ValueError('cost="profile" needs a profile cache file (profile="cache.json")')
     return profile_model(profile) if cost == "profile" and profile is not None else roofline_model()
-
-
-def graph_function(module: ModuleOp) -> func.FuncOp:
-    funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
-    if len(funcs) != 1:
-        raise ValueError(f"estimate expects exactly one func.func (the graph), found {len(funcs)}")
-    return funcs[0]
 
 
 def node_attrs(node: Node) -> dict[str, Any]:

@@ -22,10 +22,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from xdsl.dialects.builtin import ModuleOp
+
 from unityc.cost.communication import PARALLEL_PATTERN, Coord, collective_time, parallel_groups, price_group
 from unityc.cost.compute import OpCost, Piece, kernel_time
 from unityc.cost.memory import optimizer_state_bytes, update_work
 from unityc.cost.schedule import Comm
+from unityc.dialects.container import graph_function
+from unityc.dialects.diagnostics import located
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.view import MachineViewAttr
@@ -115,6 +119,21 @@ def placement(t: TensorType, view: MachineViewAttr | None, machine: Machine) -> 
         device = next(d for d in where.values() if list(where.values()).count(d) > 1)
         raise ValueError(f"machine view {_view_text(view)} places two tasks on device {device}")
     return where
+
+
+def check_views(module: ModuleOp, machine: Machine) -> None:
+    """Each machine view of the module's graph places its op's tasks on distinct devices of
+    `machine`; a located error at the first that does not."""
+    for op in graph_function(module).body.block.ops:
+        view = op.attributes.get("view")
+        if not isinstance(view, MachineViewAttr) or not op.results:
+            continue
+        t = op.results[0].type
+        assert isinstance(t, TensorType)  # the op verified its view against this type
+        try:
+            placement(t, view, machine)
+        except ValueError as e:
+            raise located(op, str(e)) from None
 
 
 def _view_text(view: MachineViewAttr) -> str:

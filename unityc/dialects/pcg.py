@@ -139,8 +139,13 @@ class UnaryOp(PcgOp):
         return float_dtype(cls, x) if cls.FLOATING else x.element_type
 
     @classmethod
+    def check_props(cls, attrs: dict[str, Any]) -> None:
+        """Op-specific checks of the properties (dropout's probability)."""
+
+    @classmethod
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
         (x,) = operands
+        cls.check_props(attrs)
         b = form_builder(cls, ["input"], operands)
         shard = same_dims(b, 0, x.rank)
         sums = [b.operand_sum("s", 0)] if cls.LINEAR else []
@@ -172,12 +177,27 @@ ScalarAddOp = _unary(
     props=(("value", Kind.FLOAT, False),),
 )
 PowOp = _unary("pow", "x ** exponent.", props=(("exponent", Kind.FLOAT, False),))
-DropoutOp = _unary(
-    "dropout",
-    "Dropout with probability p. The reference interpreter and --check runs treat it as the "
-    "identity, so that parallel plans can be compared exactly.",
-    props=(("p", Kind.FLOAT, False),),
-)
+@op_definition
+class DropoutOp(UnaryOp):
+    """Dropout with probability p. The reference interpreter and --check runs treat it as the
+    identity, so that parallel plans can be compared exactly."""
+
+    name = "pcg.dropout"
+    PROPS = (("p", Kind.FLOAT, False),)
+
+    @classmethod
+    def check_props(cls, attrs: dict[str, Any]) -> None:
+        check_probability(cls, "p", attrs["p"])
+
+
+def check_probability(cls: type[PcgOp], name: str, p: float | None) -> None:
+    if p is not None and not 0.0 <= p < 1.0:
+        raise op_error(cls, f"{name} must be a probability in [0, 1), got {p}")
+
+
+def check_eps(cls: type[PcgOp], eps: float) -> None:
+    if not eps >= 0.0:  # also refuses nan
+        raise op_error(cls, f"eps must be a non-negative number, got {eps}")
 
 
 @op_definition
@@ -357,9 +377,12 @@ def _pair(values: Sequence[int] | None, default: int, what: str, cls: type[PcgOp
 
 
 def window_out(cls: type[PcgOp], size: int, kernel: int, stride: int, pad: int, dilation: int = 1) -> int:
+    window = f"window {kernel} (stride {stride}, padding {pad}{f', dilation {dilation}' * (dilation != 1)})"
+    if kernel < 1 or stride < 1 or dilation < 1 or pad < 0:
+        raise op_error(cls, f"{window}: kernel, stride and dilation must be positive, padding not negative")
     out = (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
-    if out < 1 or stride < 1:
-        raise op_error(cls, f"window {kernel} (stride {stride}, padding {pad}) does not fit size {size}")
+    if out < 1:
+        raise op_error(cls, f"{window} does not fit size {size}")
     return out
 
 
@@ -448,6 +471,8 @@ class Pool2dOp(PcgOp):
         sh, sw = _pair(attrs["stride"], 0, "stride", cls)
         ph, pw = _pair(attrs["padding"], 0, "padding", cls)
         sh, sw = sh or kh, sw or kw
+        if 2 * ph > kh or 2 * pw > kw:
+            raise op_error(cls, f"padding {[ph, pw]} is more than half the kernel {[kh, kw]}")
         out_shape = (
             *x.shape[:2],
             window_out(cls, x.shape[2], kh, sh, ph),
@@ -486,6 +511,9 @@ class BatchNormOp(PcgOp):
         x, w, bias = operands
         if x.rank < 2:
             raise op_error(cls, "input must have a channel dimension")
+        check_eps(cls, attrs["eps"])
+        if (values := x.shape[0] * math.prod(x.shape[2:])) < 2:
+            raise op_error(cls, f"training statistics need more than 1 value per channel, got {values}")
         for name, t in (("weight", w), ("bias", bias)):
             if t is not None and t.shape != (x.shape[1],):
                 raise op_error(cls, f"{name} shape {list(t.shape)} should be [{x.shape[1]}]")
@@ -513,6 +541,7 @@ class LayerNormOp(PcgOp):
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
         x, w, bias = operands
         n = attrs["dims"]
+        check_eps(cls, attrs["eps"])
         if not 1 <= n <= x.rank:
             raise op_error(cls, f"cannot normalize {n} dims of a rank-{x.rank} tensor")
         for name, t in (("weight", w), ("bias", bias)):
@@ -857,6 +886,7 @@ class AttentionOp(PcgOp):
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
         q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask = operands
         heads = attrs["heads"]
+        check_probability(cls, "dropout", attrs["dropout"])
         if q.rank != 3 or k.shape != v.shape or k.rank != 3 or k.shape[0] != q.shape[0]:
             raise op_error(cls, "query must be [B, Sq, E] and key, value [B, Sk, E]")
         batch, sq, e = q.shape

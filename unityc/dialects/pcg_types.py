@@ -41,6 +41,14 @@ from unityc.dialects.view import MachineViewAttr
 ELEMENT_TYPES: tuple[Attribute, ...] = (f16, bf16, f32, f64, i1, i32, i64)
 FLOAT_TYPES: tuple[Attribute, ...] = (f16, bf16, f32, f64)
 
+MAX_ELEMENTS = 1 << 48
+"""Elements of one tensor (256 Ti: 2 PiB in f64, more than any machine we model holds in
+total). Bounding it keeps byte counts exact in int64 and float64 throughout the cost model."""
+
+MAX_PIECES = 1 << 20
+"""Pieces of one tensor (shard degrees x sum x copy): more than one per device of any machine
+we model; the interpreter, the cost model and codegen enumerate pieces."""
+
 
 def degree_problem(shape: Sequence[int], shard: Sequence[int], sum_: int, copy: int) -> str | None:
     """Why these degrees are impossible for this shape, or None."""
@@ -57,6 +65,10 @@ def degree_problem(shape: Sequence[int], shard: Sequence[int], sum_: int, copy: 
             return f"shard degree {k} does not divide dimension {d} of size {size}"
     if sum_ < 1 or copy < 1:
         return "sum and copy degrees must be at least 1"
+    if (elements := math.prod(shape)) > MAX_ELEMENTS:
+        return f"{elements} elements are too many (at most 2^48 = {MAX_ELEMENTS})"
+    if (pieces := math.prod(shard) * sum_ * copy) > MAX_PIECES:
+        return f"{pieces} pieces (shard x sum x copy) are too many (at most 2^20 = {MAX_PIECES})"
     return None
 
 

@@ -314,13 +314,21 @@ def float_text(value: float) -> str:
     return mantissa + ("e" + exponent if exponent else "")
 
 
+def _parse_i64(parser: Parser) -> int:
+    start = parser.pos
+    value = parser.parse_integer()
+    if not -(1 << 63) <= value < 1 << 63:
+        parser.raise_error(f"{value} does not fit in a 64-bit integer", start, parser.pos)
+    return value
+
+
 def _parse_value(parser: Parser, kind: Kind) -> Attribute:
     match kind:
         case Kind.INT:
-            return to_attr(kind, parser.parse_integer())
+            return to_attr(kind, _parse_i64(parser))
         case Kind.INTS:
             return to_attr(
-                kind, parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
+                kind, parser.parse_comma_separated_list(parser.Delimiter.SQUARE, lambda: _parse_i64(parser))
             )
         case Kind.FLOAT:
             return to_attr(kind, parser.parse_number())

@@ -9,26 +9,15 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.irdl import OptOperandDef, VarOperandDef, VarResultDef
 
+from unityc.dialects.container import graph_function
 from unityc.dialects.syntax import Kind, UnitycOp, to_attr
 from unityc.dialects.view import MachineViewAttr
 from unityc.graph import Graph, Node, Ref, canonical_attrs, op_class
 
 
-def entry_function(module: ModuleOp, name: str | None = None) -> func.FuncOp:
-    funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
-    if name is not None:
-        funcs = [f for f in funcs if f.sym_name.data == name]
-    if len(funcs) != 1:
-        wanted = f"named '{name}'" if name else "(the graph)"
-        raise ValueError(f"expected exactly one func.func {wanted}, found {len(funcs)}")
-    if funcs[0].args:
-        raise ValueError("the graph function must take no arguments: inputs are pcg.input ops")
-    return funcs[0]
-
-
 def from_module(module: ModuleOp) -> Graph:
     """The graph of the module's single graph function."""
-    body = entry_function(module).body.block
+    body = graph_function(module).body.block
     graph = Graph(module_attrs=dict(module.attributes))
     refs: dict[SSAValue, Ref] = {}
     for op in body.ops:

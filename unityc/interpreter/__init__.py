@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Mapping
 from typing import Any
 
 import torch
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.interpreter import Interpreter
 from xdsl.interpreters.func import FuncFunctions
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from unityc.dialects import parallel, pcg
-from unityc.graph.convert import entry_function
+from unityc.dialects.container import graph_function as entry_function
+from unityc.dialects.diagnostics import located
+from unityc.dialects.pcg_types import TensorType
 from unityc.interpreter.functions import PcgFunctions, SourceValues
 from unityc.interpreter.pieces import CopiesDiffer, MicroBatches, Pieces, assemble, scatter
 
@@ -55,6 +60,46 @@ def int_bounds(module: ModuleOp) -> dict[str, int]:
     return bounds
 
 
+MAX_BYTES = 8 << 30
+"""What the interpreter may hold: the values of every op, counted at 8 bytes an element over all
+their pieces (it keeps every value until the end), at most this or half this machine's memory."""
+
+MAX_PIECES = 1 << 20
+"""Pieces, summed over every value: each is a tensor of its own."""
+
+
+def interpreter_limit() -> int:
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return MAX_BYTES
+    return min(MAX_BYTES, physical // 2)
+
+
+def check_size(graph: func.FuncOp, limit: int | None = None) -> None:
+    """Refuses, located at the largest value, a graph too big to interpret, before any work."""
+    limit = interpreter_limit() if limit is None else limit
+    total = pieces = 0
+    largest: tuple[int, Operation | None] = (0, None)
+    for op in graph.body.block.ops:
+        for t in op.result_types:
+            if not isinstance(t, TensorType):
+                continue
+            nbytes = 8 * math.prod(t.shape) * t.sum_degree * t.copy_degree
+            total, pieces = total + nbytes, pieces + t.num_pieces
+            largest = max(largest, (nbytes, op), key=lambda x: x[0])
+    gib = 1 << 30
+    if total > limit:
+        raise located(
+            largest[1],
+            f"the graph's values take {total / gib:.3g} GiB in the interpreter (8 bytes an element; this "
+            f"value {largest[0] / gib:.3g} GiB), more than it may hold ({limit / gib:.3g} GiB)",
+        )
+    if pieces > MAX_PIECES:
+        msg = f"the graph's values have {pieces} pieces, more than the interpreter runs ({MAX_PIECES})"
+        raise located(graph, msg)
+
+
 def run_graph(
     module: ModuleOp,
     seed: int = 0,
@@ -63,6 +108,7 @@ def run_graph(
 ) -> tuple[list[Pieces], SourceValues]:
     """Runs the graph; returns its outputs as pieces and the source values it used."""
     graph = entry_function(module)
+    check_size(graph)
     sources = SourceValues(seed, feeds, int_bounds(module), float_dtype)
     interpreter = Interpreter(module)
     interpreter.register_implementations(FuncFunctions())

@@ -18,6 +18,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, im
 from xdsl.utils.exceptions import InterpretationError
 
 from unityc.dialects import parallel, pcg
+from unityc.dialects.diagnostics import located
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import TensorType
 from unityc.interpreter.kernels import KERNELS, Task, torch_dtype
@@ -70,12 +71,14 @@ def _flat_operands(op: Any, args: PythonValues) -> list[Any]:
     return flat
 
 
-def _per_micro_batch(run: Callable[[list[Any]], tuple[Any, ...]], operands: list[Any]) -> tuple[Any, ...]:
+def _per_micro_batch(
+    op: Any, run: Callable[[list[Any]], tuple[Any, ...]], operands: list[Any]
+) -> tuple[Any, ...]:
     counts = {len(v.items) for v in operands if isinstance(v, MicroBatches)}
     if not counts:
         return run(operands)
     if len(counts) > 1:
-        raise InterpretationError(f"operands have different micro-batch counts {sorted(counts)}")
+        raise located(op, f"{op.name}: operands have different micro-batch counts {sorted(counts)}")
     n = counts.pop()
     runs = [run([v.items[m] if isinstance(v, MicroBatches) else v for v in operands]) for m in range(n)]
     return tuple(MicroBatches([r[i] for r in runs]) for i in range(len(runs[0])))
@@ -229,25 +232,29 @@ def _make_functions() -> type[InterpreterFunctions]:
         return run
 
     def pcg_impl(self: PcgFunctions, interpreter: Interpreter, op: Any, args: PythonValues) -> PythonValues:
-        return _per_micro_batch(
-            lambda ops: run_tasks(op, ops, self.sources.float_dtype), _flat_operands(op, args)
-        )
+        try:
+            return _per_micro_batch(
+                op,
+                lambda ops: run_tasks(op, ops, self.sources.float_dtype), _flat_operands(op, args)
+            )
+        except RuntimeError as e:  # a torch kernel refused what the verifier let through
+            raise located(op, f"{op.name}: the kernel failed: {str(e).splitlines()[0]}") from None
 
     def parallel_impl(
         self: PcgFunctions, interpreter: Interpreter, op: Any, args: PythonValues
     ) -> PythonValues:
         if isinstance(op, parallel.SumConcatOp):
-            return _per_micro_batch(lambda vs: (sum_concat(op.output.type, vs[0], vs[1]),), list(args))
+            return _per_micro_batch(op, lambda vs: (sum_concat(op.output.type, vs[0], vs[1]),), list(args))
         (value,) = args
         if isinstance(op, parallel.PipelineOp):
             if isinstance(value, MicroBatches):
-                raise InterpretationError("nested parallel.pipeline is not supported")
+                raise located(op, "nested parallel.pipeline is not supported")
             return (_pipeline(op, value),)
         if isinstance(op, parallel.BatchOp):
             if not isinstance(value, MicroBatches):
-                raise InterpretationError("parallel.batch of a value that is not micro-batched")
+                raise located(op, "parallel.batch of a value that is not micro-batched")
             return (_batch(op, value),)
-        return _per_micro_batch(lambda vs: (run_parallel(op, vs[0]),), [value])
+        return _per_micro_batch(op, lambda vs: (run_parallel(op, vs[0]),), [value])
 
     for op_type, kind in ((pcg.InputOp, "input"), (pcg.WeightOp, "weight"), (pcg.ConstantOp, "constant")):
         methods[f"run_{kind}"] = impl(op_type)(source_impl(kind))

@@ -36,11 +36,13 @@ class _BaselinePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from unityc.cost.profile import ProfileCache
         from unityc.cost.units import format_bytes, format_time
+        from unityc.dialects.container import training_function
         from unityc.graph import from_module, to_module
         from unityc.machine import load_machine
         from unityc.passes.unity_search import UnitySearchPass, load_rules, machine_reference, replace_module
         from unityc.search.baselines import run_baseline
 
+        training_function(op)  # one graph, its loss a scalar: located errors before any work
         machine = load_machine(self.machine)
         options = UnitySearchPass(
             machine=self.machine,

@@ -155,6 +155,7 @@ class UnitySearchPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from unityc.cost.profile import ProfileCache
+        from unityc.dialects.container import training_function
         from unityc.graph import from_module, to_module
         from unityc.machine import load_machine
         from unityc.search.baselines import BASELINES, run_baseline
@@ -162,6 +163,7 @@ class UnitySearchPass(ModulePass):
         from unityc.search.unity import unity_search
 
         started = process_started()
+        training_function(op)  # one graph, its loss a scalar: located errors before any work
         machine = load_machine(self.machine)
         options = self.options()
         profile = ProfileCache.load(self.profile) if self.profile else None

@@ -36,7 +36,8 @@ def _escape(text: str) -> str:
 
 
 def render_dot(module: ModuleOp, machine_name: str | None = None) -> str:
-    from unityc.cost.pricing import placement
+    from unityc.cost.pricing import check_views, placement
+    from unityc.dialects.diagnostics import located
     from unityc.graph import from_module
     from unityc.machine import load_machine
     from unityc.search.report import degrees_text
@@ -44,7 +45,13 @@ def render_dot(module: ModuleOp, machine_name: str | None = None) -> str:
     graph = from_module(module)
     attr = module.attributes.get("unityc.machine")
     name = machine_name or (attr.data if isinstance(attr, StringAttr) else None)
-    machine = load_machine(name) if name else None
+    machine = None
+    if name:
+        try:
+            machine = load_machine(name)
+        except ValueError as e:  # the plan's own unityc.machine: located at the module
+            raise e if machine_name else located(module, f"unityc.machine: {e}") from None
+        check_views(module, machine)
     groups: dict[tuple[int, ...], str] = {}
     lines = ["digraph plan {", "  rankdir=TB;", '  node [style=filled, fontname="Helvetica", fontsize=10];']
     for nid in graph.topological():

@@ -8,14 +8,19 @@ written only when the whole run succeeded.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import inspect
+import os
 import sys
 from collections.abc import Callable, Sequence
 from io import StringIO
-from typing import IO
+from typing import IO, get_type_hints
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import DiagnosticException, ParseError
+from xdsl.utils.arg_spec import ArgSpec, ArgSpecConvertible, parse_pipeline, parse_spec
+from xdsl.utils.arg_spec import _convert_arg_to_type as convert_option
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from unityc.tools.source import LocatedError, LocatedParseError, format_parse_error, parse_source
@@ -103,6 +108,15 @@ class UnitycOptMain(xDSLOptMain):
         from unityc.search.cli import search_pipeline
 
         search_pipeline(self.args)  # --unity-search: the search pass first
+        # Options are checked here, before any input is read: xDSL checks a target's options
+        # only when it writes the output, after every pass has run.
+        for spec in parse_pipeline(self.args.passes):
+            if spec.name in self.available_passes:
+                check_options("-p", self.available_passes[spec.name](), spec)
+        target = parse_spec(self.args.target)
+        factory = self.available_targets[target.name]
+        if not inspect.signature(factory).parameters:
+            check_options("-t", factory(), target)  # type: ignore[call-arg]
         super().setup_pipeline()
 
     def register_all_frontends(self) -> None:
@@ -126,9 +140,12 @@ class UnitycOptMain(xDSLOptMain):
             return None
 
     def prepare_output(self) -> IO[str]:
-        # Buffer `-o` output: the file is written by `commit_output` only after a successful run.
+        # Buffer `-o` output: the file is written by `commit_output` only after a successful run,
+        # but a place it cannot be written to is refused before any work.
         if not self.args.output_file:
             return sys.stdout
+        if problem := output_problem(self.args.output_file):
+            raise ValueError(f"-o {self.args.output_file}: {problem}")
         self._buffer = _KeepOpen()
         return self._buffer
 
@@ -136,6 +153,39 @@ class UnitycOptMain(xDSLOptMain):
         if self.args.output_file and self._buffer is not None:
             with open(self.args.output_file, "w") as f:
                 f.write(self._buffer.getvalue())
+
+
+_EXPECTED = {int: "an integer", float: "a number", str: 'a string in quotes ("...")', bool: "true or false"}
+
+
+def check_options(flag: str, cls: type[ArgSpecConvertible], spec: ArgSpec) -> None:
+    """Each option of `spec` is one `cls` has, of its type; else a ValueError naming both."""
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init and f.name != "name"}
+    hints = get_type_hints(cls)
+    for name, values in spec.normalize_parameter_names().parameters.items():
+        if name not in fields:
+            known = ", ".join(n.replace("_", "-") for n in fields) or "none"
+            raise ValueError(f"{flag} {spec.name}: unknown option '{name}' (options: {known})")
+        expected = hints[name]
+        try:
+            convert_option(values, expected)
+        except ValueError:
+            given = ",".join(repr(v) if isinstance(v, str) else str(v).lower() for v in values) or "nothing"
+            wanted = _EXPECTED.get(expected, str(expected))
+            option = name.replace("_", "-")
+            raise ValueError(f"{flag} {spec.name}: option '{option}' expects {wanted}, got {given}") from None
+
+
+def output_problem(path: str) -> str | None:
+    """Why `path` cannot be written (checked before a run that may take minutes), or None."""
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        return "is a directory"
+    if not os.path.isdir(folder):
+        return f"the folder {folder} does not exist"
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        return "cannot be written (permission denied)"
+    return None
 
 
 class _KeepOpen(StringIO):
@@ -155,6 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(format_parse_error(e), file=sys.stderr)
         return 1
     except (DiagnosticException, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except ArgSpecParseError as e:  # a malformed -p/-t spec (xDSL raises a BaseException)
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # outside a search (which returns its best plan so far)

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 import torch
+from xdsl.utils.exceptions import InterpretationError
 
 from unityc.interpreter import CopiesDiffer, assemble, run_graph
 from unityc.tools.source import LocatedError, read_module
@@ -43,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LocatedError as e:
         print(str(e), file=sys.stderr)
         return 1
-    except (CopiesDiffer, ValueError) as e:
+    except (CopiesDiffer, ValueError, InterpretationError) as e:
         print(f"{args.file}: error: {e}", file=sys.stderr)
         return 1
     return 0

@@ -16,7 +16,7 @@
 // PRESET: bad_machine.mlir:1:1: error: unknown machine 'tpu:8': expected a preset (summit:N, dgx-a100:N, dgx-h100:N, cpu:N) or a .toml spec file
 
 // RUN: not unityc-opt %S/Inputs/no_model.mlir -t torch 2>&1 | filecheck %s --check-prefix=MODEL
-// MODEL: no_model.mlir:1:1: error: the plan has no unityc.model attribute: codegen needs the model spec (the importer records it) to load weights and data and to rebuild the reference for --check
+// MODEL: no_model.mlir:1:1: error: the plan has no unityc.model attribute: codegen needs the model spec (a dictionary the importer records) to load weights and data and to rebuild the reference for --check
 
 // A view that reaches past the machine's devices.
 // RUN: not unityc-opt %S/Inputs/view_off_machine.mlir -t torch 2>&1 | filecheck %s --check-prefix=FIT

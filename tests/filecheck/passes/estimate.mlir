@@ -1,9 +1,10 @@
 // The estimate pass prints the cost model's report (per-op compute, communication and memory,
-// totals, the busiest device, the roofline bound) before the unchanged module.
+// totals, the busiest device, the roofline bound) on stderr, like the search's report, or to the
+// file its `report` option names; stdout holds the unchanged module alone.
 // On summit:1 the bundled 2-device tensor-parallel MLP is latency-bound: every kernel costs the
 // 4 us launch latency, NVLink2 collectives 2 us (alpha) plus bytes at 50 GB/s.
 
-// RUN: unityc-opt %examples/mlp_tensor_parallel.mlir -p 'estimate{machine="summit:1"}' | filecheck %s
+// RUN: unityc-opt %examples/mlp_tensor_parallel.mlir -p 'estimate{machine="summit:1"}' 2>&1 >/dev/null | filecheck %s
 
 // CHECK:      estimate: summit:1: 1 node, 6 devices (6x V100-SXM2-16GB)
 // CHECK-NEXT: cost model: roofline, optimizer: sgd
@@ -24,12 +25,26 @@
 // CHECK-NEXT: 0       V100-SXM2-16GB  48.09 us  10.07 us  58.16 us  5.41 KiB  5.41 KiB          -     4.75 KiB  2.00 KiB    17.58 KiB     0.00%
 // CHECK-NEXT: 1       V100-SXM2-16GB
 // CHECK-NEXT: 4 other device(s) idle
-// The module itself is printed unchanged.
-// CHECK:      builtin.module {
-// CHECK:        %partial = pcg.linear %a, %w2 bias %b2
+// CHECK-NOT:  builtin.module
+
+// With `report`, the report goes to that file and stderr stays empty.
+// RUN: unityc-opt %examples/mlp_tensor_parallel.mlir -p 'estimate{machine="summit:1" report="%t.report"}' 2>%t.err >/dev/null
+// RUN: filecheck %s --check-prefix=FILE --input-file %t.report
+// RUN: wc -c < %t.err | filecheck %s --check-prefix=EMPTY
+// FILE:  estimate: summit:1: 1 node, 6 devices (6x V100-SXM2-16GB)
+// FILE:  iteration time: 58.16 us
+// EMPTY: {{^ *0$}}
+
+// The module itself is printed unchanged, alone on stdout. (lit's built-in diff resets
+// PYTHONPATH for the commands after it, so it comes last.)
+// RUN: unityc-opt %examples/mlp_tensor_parallel.mlir -p 'estimate{machine="summit:1"}' 2>/dev/null | filecheck %s --check-prefix=MODULE
+// RUN: unityc-opt %examples/mlp_tensor_parallel.mlir > %t.plain.mlir
+// RUN: unityc-opt %examples/mlp_tensor_parallel.mlir -p 'estimate{machine="summit:1"}' 2>/dev/null | diff - %t.plain.mlir
+// MODULE:      {{^}}builtin.module {
+// MODULE:        %partial = pcg.linear %a, %w2 bias %b2
 
 // Adam keeps two state tensors per weight; the optimizer is a pass option.
-// RUN: unityc-opt %examples/mlp_tensor_parallel.mlir -p 'estimate{machine="cpu:2" optimizer="adam"}' | filecheck %s --check-prefix=CPU
+// RUN: unityc-opt %examples/mlp_tensor_parallel.mlir -p 'estimate{machine="cpu:2" optimizer="adam"}' 2>&1 | filecheck %s --check-prefix=CPU
 // CPU:      estimate: cpu:2: 1 node, 2 devices (2x cpu)
 // CPU-NEXT: cost model: roofline, optimizer: adam
 // gloo: alpha 68 us, 1.16 GB/s

@@ -20,7 +20,8 @@
 // The view places a task on device 2, but cpu:2 has devices 0 and 1.
 // RUN: not unityc-opt %s -p 'estimate{machine="cpu:2"}' 2>&1 | filecheck %s --check-prefix=VIEW
 // VIEW-NOT: Traceback
-// VIEW: error: a machine view reaches device 2 from device 1, but cpu:2 has 2 devices
+// VIEW: estimate_errors.mlir:[[# @LINE + 3]]:3: error: a machine view reaches device 2 from device 1, but cpu:2 has 2 devices
+// VIEW-NEXT: %x = pcg.input key "x"
 func.func @main() -> !pcg.tensor<4xf32, shard [2]> {
   %x = pcg.input key "x" {view = #pcg.view<start 1, [intra 1]>} : !pcg.tensor<4xf32, shard [2]>
   func.return %x : !pcg.tensor<4xf32, shard [2]>

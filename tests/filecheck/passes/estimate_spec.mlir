@@ -1,7 +1,7 @@
 // estimate on a machine spec file: 2 nodes x 2 devices with round numbers (1 TFLOP/s,
 // 100 GB/s memory; links 100 GB/s + 1 us within a node, 10 GB/s + 5 us between nodes).
 
-// RUN: unityc-opt %s -p 'estimate{machine="%S/Inputs/estimate_two_nodes.toml"}' | filecheck %s
+// RUN: unityc-opt %s -p 'estimate{machine="%S/Inputs/estimate_two_nodes.toml"}' 2>&1 | filecheck %s
 
 // Replicating 1 MB from device 0 to device 2 (node 1) broadcasts it across nodes:
 // 5 us + 1 MB / 10 GB/s = 105 us forward; its backward reduces the copies' gradients, the

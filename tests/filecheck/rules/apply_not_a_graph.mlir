@@ -2,7 +2,8 @@
 
 // apply-rules works on a graph: one func.func of pcg and parallel ops.
 // CHECK-NOT: Traceback
-// CHECK: error: apply-rules: 'test.op' is not a pcg or parallel op; the graph holds only those
+// CHECK:      apply_not_a_graph.mlir:8:3: error: 'test.op' is not a pcg or parallel op; the graph holds only those
+// CHECK-NEXT: %x = "test.op"()
 func.func @main() -> !pcg.tensor<4xf32> {
   %x = "test.op"() : () -> !pcg.tensor<4xf32>
   %r = pcg.relu %x : !pcg.tensor<4xf32> -> !pcg.tensor<4xf32>

@@ -42,7 +42,7 @@
 
 // The report's iteration time is what the estimate pass says of the emitted plan.
 // RUN: unityc-opt %examples/mlp.mlir --unity-search --machine %S/../../search/Inputs/slow_devices.toml --rules %S/../../search/Inputs/search.rules --baselines none -o %t.plan.mlir 2>%t.err
-// RUN: unityc-opt %t.plan.mlir -p 'estimate{machine="%S/../../search/Inputs/slow_devices.toml"}' > %t.est
+// RUN: unityc-opt %t.plan.mlir -p 'estimate{machine="%S/../../search/Inputs/slow_devices.toml"}' 2> %t.est
 // RUN: cat %t.err %t.est | filecheck %s --check-prefix=SAME
 // SAME: plan ({{.*}}): iteration time [[T:[0-9.]+ [a-z]+]] (
 // SAME: iteration time: [[T]] (

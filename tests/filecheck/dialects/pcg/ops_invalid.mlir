@@ -665,3 +665,58 @@ func.func @use_before_def() -> !pcg.tensor<8x16xf32> {
   %x = pcg.input key "x" : !pcg.tensor<8x16xf32>
   func.return %r : !pcg.tensor<8x16xf32>
 }
+
+// -----
+
+// Windows the kernels cannot run are refused (a zero stride divided by zero in the verifier).
+%x = pcg.input key "x" : !pcg.tensor<2x4x8x8xf32>
+%w = pcg.weight key "w" : !pcg.tensor<6x4x3x3xf32>
+%s = pcg.conv2d %x, %w stride [0, 0] : !pcg.tensor<2x4x8x8xf32>, !pcg.tensor<6x4x3x3xf32> -> !pcg.tensor<2x6x6x6xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.conv2d: window 3 (stride 0, padding 0): kernel, stride and dilation must be positive, padding not negative
+
+// -----
+
+%x = pcg.input key "x" : !pcg.tensor<2x4x8x8xf32>
+%w = pcg.weight key "w" : !pcg.tensor<6x4x3x3xf32>
+%s = pcg.conv2d %x, %w padding [-1, -1] : !pcg.tensor<2x4x8x8xf32>, !pcg.tensor<6x4x3x3xf32> -> !pcg.tensor<2x6x4x4xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.conv2d: window 3 (stride 1, padding -1): kernel, stride and dilation must be positive, padding not negative
+
+// -----
+
+%x = pcg.input key "x" : !pcg.tensor<2x4x8x8xf32>
+%w = pcg.weight key "w" : !pcg.tensor<6x4x3x3xf32>
+%s = pcg.conv2d %x, %w dilation [0, 1] : !pcg.tensor<2x4x8x8xf32>, !pcg.tensor<6x4x3x3xf32> -> !pcg.tensor<2x6x6x6xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.conv2d: window 3 (stride 1, padding 0, dilation 0): kernel, stride and dilation must be positive, padding not negative
+
+// -----
+
+%x = pcg.input key "x" : !pcg.tensor<2x4x8x8xf32>
+%s = pcg.pool2d %x kind "max" kernel [0, 0] : !pcg.tensor<2x4x8x8xf32> -> !pcg.tensor<2x4x8x8xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.pool2d: window 0 (stride 0, padding 0): kernel, stride and dilation must be positive, padding not negative
+
+// -----
+
+// torch refuses pooling padded by more than half the kernel.
+%x = pcg.input key "x" : !pcg.tensor<2x4x8x8xf32>
+%s = pcg.pool2d %x kind "avg" kernel [2, 2] padding [2, 2] : !pcg.tensor<2x4x8x8xf32> -> !pcg.tensor<2x4x6x6xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.pool2d: padding [2, 2] is more than half the kernel [2, 2]
+
+// -----
+
+// Dropout takes a probability (torch refuses others).
+%x = pcg.input key "x" : !pcg.tensor<4x8xf32>
+%d = pcg.dropout %x p 5.0 : !pcg.tensor<4x8xf32> -> !pcg.tensor<4x8xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.dropout: p must be a probability in [0, 1), got 5.0
+
+// -----
+
+%x = pcg.input key "x" : !pcg.tensor<4x8xf32>
+%d = pcg.layer_norm %x dims 1 eps -1.0 : !pcg.tensor<4x8xf32> -> !pcg.tensor<4x8xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.layer_norm: eps must be a non-negative number, got -1.0
+
+// -----
+
+// Training-mode batch statistics of one value per channel are undefined (torch refuses them).
+%x = pcg.input key "x" : !pcg.tensor<1x3x1x1xf32>
+%b = pcg.batch_norm %x eps 1.0e-05 : !pcg.tensor<1x3x1x1xf32> -> !pcg.tensor<1x3x1x1xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.batch_norm: training statistics need more than 1 value per channel, got 1

@@ -1,0 +1,3 @@
+func.func @main() -> !pcg.tensor<f32> {
+  %x = pcg.input key "x" : !pcg.tensor<f32>
+}
