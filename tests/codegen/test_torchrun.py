@@ -56,6 +56,9 @@ PARALLEL_SPECS = {
     "mlp_wide": ModelSpec("mlp", "small", batch=demo.BATCH, overrides=tuple(demo.CONFIG.items())),
     "bert_b512": ModelSpec("bert", "small", batch=512),
 }
+SEARCH_FLAGS = {"mlp_wide": ("--budget", str(demo.DEMO_BUDGET))}
+"""The demo's model is searched as the demo searches it (the default budget settles for a
+point-to-point placement of the towers, without parallel ops)."""
 SEARCHES = [(model, n) for n in (2, 4) for model in [*ZOO, *PARALLEL_SPECS]]
 # The `megatron` baseline's plans (tensor parallel 2 on cpu:2; data 2 x tensor 2 on cpu:4)
 LLAMA = str(Path(__file__).parent.parent / "search" / "Inputs" / "llama_like.py") + ":make"
@@ -130,7 +133,8 @@ def _search(directory: Path, model: str, nproc: int) -> tuple[Path | None, str]:
     """The program of the plan `--unity-search` finds, or None and the search's error."""
     source = directory / f"{model}.mlir"
     plan = directory / f"{model}-search-{nproc}.mlir"
-    done = _opt(str(source), "--unity-search", "--machine", f"cpu:{nproc}", "-o", str(plan))
+    flags = SEARCH_FLAGS.get(model, ())
+    done = _opt(str(source), "--unity-search", "--machine", f"cpu:{nproc}", *flags, "-o", str(plan))
     if done.returncode:
         return None, (done.stderr.strip().splitlines() or ["(no message)"])[-1]
     program = plan.with_suffix(".py")

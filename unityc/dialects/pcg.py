@@ -886,7 +886,7 @@ class AttentionOp(PcgOp):
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
         q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask = operands
         heads = attrs["heads"]
-        check_probability(cls, "dropout", attrs["dropout"])
+        check_probability(cls, "dropout", attrs.get("dropout"))
         if q.rank != 3 or k.shape != v.shape or k.rank != 3 or k.shape[0] != q.shape[0]:
             raise op_error(cls, "query must be [B, Sq, E] and key, value [B, Sk, E]")
         batch, sq, e = q.shape
