@@ -306,9 +306,7 @@ def _convolution(
     aten.flatten.using_ints,
 )
 def _view(im: FxImporter, node: fx.Node, x: Value, *_: Any) -> Value:
-    if isinstance(x, Expanded):
-        raise im.fail("reshaping a broadcast (expand) is not supported")
-    return reshape_to(im, im.tensor(x), im.meta_shape())
+    return reshape_to(im, im.tensor(x), im.meta_shape())  # a broadcast is materialized first
 
 
 @lowering(aten.permute.default)
