@@ -155,7 +155,8 @@ def _model_for(transformers: Any, config: Any, model_name: str, what: str) -> nn
     except Exception as e:
         raise ModelError(f"'{what}': building the model failed: {type(e).__name__}: {e}") from None
     raise ModelError(
-        f"'{what}': no causal or masked language-model or image-classification head for {type(config).__name__}"
+        f"'{what}': no causal or masked language-model or image-classification head for "
+        f"{type(config).__name__}"
     )
 
 

@@ -230,7 +230,7 @@ class FxImporter:
         base = tensor_type_of(value.value)
         dtype = next((d for d, t in ELEMENT_TYPES.items() if t == base.element_type), None)
         if dtype is None or not dtype.is_floating_point:
-            raise self.fail(f"{what} is a non-float broadcast by expand, which only elementwise ops may consume")
+            raise self.fail(f"{what} is a non-float broadcast (expand): only elementwise ops may consume it")
         offset = len(value.shape) - base.rank
         zeros_shape = [
             size if d < offset or base.shape[d - offset] != size else 1 for d, size in enumerate(value.shape)
