@@ -227,7 +227,7 @@ class FxImporter:
         repeated for its query group (`[B, KV, 1, S, D]` -> `[B, KV, R, S, D]`, then a reshape
         to `[B, KV*R, S, D]`) stays with that group when the KV dim is split; ViT's CLS token
         expanded over the batch splits with the batch."""
-        base = tensor_type_of(value.value)
+        base = tensor_type(value.value)
         dtype = next((d for d, t in ELEMENT_TYPES.items() if t == base.element_type), None)
         if dtype is None or not dtype.is_floating_point:
             raise self.fail(f"{what} is a non-float broadcast (expand): only elementwise ops may consume it")
@@ -270,7 +270,7 @@ class FxImporter:
         return tuple(int(s) for s in val.shape)
 
 
-def tensor_type_of(v: SSAValue) -> TensorType:
+def tensor_type(v: SSAValue) -> TensorType:
     assert isinstance(v.type, TensorType)
     return v.type
 
