@@ -96,6 +96,7 @@ class FxImporter:
         self.node: fx.Node | None = None
         self._constants: dict[tuple[int, tuple[int, ...] | None, torch.dtype | None], SSAValue] = {}
         self._weights: dict[str, SSAValue] = {}
+        self._zeros: dict[tuple[tuple[int, ...], torch.dtype], SSAValue] = {}
 
     # --- driving -------------------------------------------------------------------------
 
@@ -235,8 +236,10 @@ class FxImporter:
         zeros_shape = [
             size if d < offset or base.shape[d - offset] != size else 1 for d, size in enumerate(value.shape)
         ]
-        zeros = self.constant(torch.zeros(zeros_shape, dtype=dtype))
-        return self.op(pcg.AddOp, [value.value, zeros])
+        key = (tuple(zeros_shape), dtype)
+        if key not in self._zeros:  # one per shape: every layer's K and V share it
+            self._zeros[key] = self.builder.constant(torch.zeros(zeros_shape, dtype=dtype), "zeros")
+        return self.op(pcg.AddOp, [value.value, self._zeros[key]])
 
     def constant(
         self, value: torch.Tensor, partner: tuple[int, ...] | None = None, dtype: torch.dtype | None = None
