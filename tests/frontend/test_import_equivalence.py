@@ -13,7 +13,7 @@ import torch
 
 from unityc.dialects import pcg
 from unityc.frontend.check import check_import
-from unityc.frontend.models import ModelSpec, load_model
+from unityc.frontend.models import ModelError, ModelSpec, load_model
 from unityc.interpreter import kernels
 from unityc.models import zoo
 
@@ -181,3 +181,18 @@ def test_vit_classifies_images_with_a_cls_token() -> None:
     assert list(conv.attrs()["stride"]) == [8, 8]
     (concat,) = [op for op in module.walk() if isinstance(op, pcg.ConcatOp)]
     assert [tuple(o.type.shape) for o in concat.operands] == [(2, 1, 32), (2, 16, 32)]
+
+
+def test_kv_heads_follow_the_heads_unless_set() -> None:
+    """`hf:<ConfigClass>` with KV heads has one per query head unless `kv_heads` is given;
+    hf:llama keeps its 2 KV heads; an image model has no text settings."""
+
+    def heads(model: str, *overrides: tuple[str, str]) -> tuple[int, int]:
+        config = load_model(ModelSpec(model, overrides=overrides), weights=False).module.model.config
+        return config.num_attention_heads, config.num_key_value_heads
+
+    assert heads("hf:MistralConfig", ("heads", "8")) == (8, 8)
+    assert heads("hf:MistralConfig", ("kv_heads", "1")) == (4, 1)
+    assert heads("hf:llama", ("heads", "8")) == (8, 2)
+    with pytest.raises(ModelError, match="'hf:vit' has no setting 'seq'"):
+        load_model(ModelSpec("hf:vit", overrides=(("seq", "64"),)), weights=False)

@@ -65,9 +65,12 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     # lowers (OPT's positions are a cumsum of the mask), and they imported without it.
     sizes = {**SMALL, **ALIAS_SMALL.get(name, {})} if spec.config == "small" else PAPER
     defaults = {**_current(config), **sizes, "mask": name in ALIASES}
-    if "kv_heads" in defaults and "kv_heads" not in sizes:
-        defaults["kv_heads"] = defaults["heads"]  # one KV head per query head unless set
+    images = hasattr(config, "image_size") and not hasattr(config, "vocab_size")
+    for text_only in ("vocab", "seq", "mask") if images else ():
+        defaults.pop(text_only, None)
     settings = config_with_overrides(defaults, spec.overrides, f"'{spec.model}'")
+    if "kv_heads" in settings and "kv_heads" not in sizes and "kv_heads" not in dict(spec.overrides):
+        settings["kv_heads"] = settings["heads"]  # one KV head per query head unless set
     _apply(config, settings)
     config._attn_implementation = "eager"  # the bmm/softmax pattern the importer fuses into one op
     for flag in ("use_cache", "tie_word_embeddings"):
@@ -84,7 +87,7 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
             setattr(config, p, 0.1)
     model = _model_for(transformers, config, model_name, spec.model)
     batch = spec.batch or BATCH[spec.config]
-    if hasattr(config, "image_size") and not hasattr(config, "vocab_size"):
+    if images:
         return _ImageLossFirst(model), image_inputs(config, batch, generator)
     seq = settings["seq"]
     vocab = settings.get("vocab", getattr(config, "vocab_size", 2))
