@@ -7,7 +7,9 @@ BERT's word embedding has `padding_idx` (= pad_token_id) and every other sequenc
 inputs ends in pad tokens, so a program whose backward gives the pad row a gradient fails here
 (it did: relative error ~1e0 on the word embedding's gradient). The vocabulary-parallel plan puts
 the pad row (pad=100) in the second half of the table, so the shard holding it must apply it at
-its local row. All programs run in one torchrun (`unityc.runtime.batch`).
+its local row. Llama has grouped-query attention (4 query heads read 2 KV heads, each broadcast
+to its query group) and a pad token; ViT broadcasts its CLS token over the (split) batch. All
+programs run in one torchrun (`unityc.runtime.batch`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ PROGRAMS = [
     ("bert-search", "hf:bert", SEARCH_BATCH, "search"),
     ("gpt2-data", "hf:gpt2", SMALL_BATCH, 'data-parallel{machine="cpu:2"}'),
     ("gpt2-search", "hf:gpt2", SEARCH_BATCH, "search"),
+    ("llama-data", "hf:llama", SMALL_BATCH, 'data-parallel{machine="cpu:2"}'),
+    ("llama-search", "hf:llama", SEARCH_BATCH, "search"),
+    ("vit-data", "hf:vit", SMALL_BATCH, 'data-parallel{machine="cpu:2"}'),
+    ("vit-search", "hf:vit", SEARCH_BATCH, "search"),
     ("causal-data", CAUSAL, 4, 'data-parallel{machine="cpu:2"}'),
 ]
 NAMES = [p[0] for p in PROGRAMS]

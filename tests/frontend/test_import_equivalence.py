@@ -1,4 +1,5 @@
-"""The importer's contract: on every zoo model (small config) and on HuggingFace BERT and GPT-2,
+"""The importer's contract: on every zoo model (small config) and on HuggingFace BERT, GPT-2,
+Llama (grouped-query attention) and ViT,
 the reference interpreter's outputs on the imported graph equal the module's own outputs on the
 same inputs and weights (fp32, relative error <= 1e-5; dropout off on both sides), and so do the
 loss and the gradient of every weight (float64, autograd through the interpreter's kernels)."""
@@ -12,11 +13,11 @@ import torch
 
 from unityc.dialects import pcg
 from unityc.frontend.check import check_import
-from unityc.frontend.models import ModelSpec, load_model
+from unityc.frontend.models import ModelError, ModelSpec, load_model
 from unityc.interpreter import kernels
 from unityc.models import zoo
 
-HF = ["hf:bert", "hf:gpt2"]
+HF = ["hf:bert", "hf:gpt2", "hf:llama", "hf:vit"]
 
 
 def _failures(checks: list) -> list[str]:
@@ -144,3 +145,54 @@ def test_overrides_and_batch_reach_the_model() -> None:
     assert all(op.result.type.shape[0] == 3 for op in inputs)
     linears = [op for op in module.walk() if isinstance(op, pcg.LinearOp)]
     assert len(linears) == 4  # two towers of two layers
+
+
+def test_llama_reads_each_kv_head_from_its_query_group() -> None:
+    """hf:llama has 4 query heads and 2 KV heads: K and V are projected to 2 heads and
+    broadcast to 4 along a new group dim ([B, 2, 1, S, D] -> [B, 2, 2, S, D], by adding one
+    shared zero constant), so query head h reads KV head h // 2; the import is exact (loss and
+    every gradient)."""
+    loaded = load_model(ModelSpec("hf:llama"), weights=False)
+    config = loaded.module.model.config
+    assert (config.num_attention_heads, config.num_key_value_heads) == (4, 2)
+    module, checks = check_import(ModelSpec("hf:llama"))
+    assert not _failures(checks)
+    repeats = [
+        op
+        for op in module.walk()
+        if isinstance(op, pcg.AddOp) and isinstance(op.rhs.owner, pcg.ConstantOp) and op.rhs.type.rank == 5
+    ]
+    assert len(repeats) == 2 * 2  # K and V in each of the 2 layers
+    assert len({op.rhs for op in repeats}) == 1, "one zero constant, shared"
+    assert {(tuple(op.lhs.type.shape), tuple(op.output.type.shape)) for op in repeats} == {
+        ((2, 2, 1, 16, 8), (2, 2, 2, 16, 8))
+    }
+
+
+def test_vit_classifies_images_with_a_cls_token() -> None:
+    """hf:vit: 32x32 images of 8x8 patches (a stride-8 convolution), the CLS token broadcast
+    over the batch and put in front of the 16 patches, one label per image."""
+    loaded = load_model(ModelSpec("hf:vit"), weights=False)
+    assert loaded.inputs["pixel_values"].shape == (2, 3, 32, 32)
+    assert loaded.inputs["labels"].shape == (2,)
+    module, checks = check_import(ModelSpec("hf:vit"))
+    assert not _failures(checks)
+    (conv,) = [op for op in module.walk() if isinstance(op, pcg.Conv2dOp)]
+    assert list(conv.attrs()["stride"]) == [8, 8]
+    (concat,) = [op for op in module.walk() if isinstance(op, pcg.ConcatOp)]
+    assert [tuple(o.type.shape) for o in concat.operands] == [(2, 1, 32), (2, 16, 32)]
+
+
+def test_kv_heads_follow_the_heads_unless_set() -> None:
+    """`hf:<ConfigClass>` with KV heads has one per query head unless `kv_heads` is given;
+    hf:llama keeps its 2 KV heads; an image model has no text settings."""
+
+    def heads(model: str, *overrides: tuple[str, str]) -> tuple[int, int]:
+        config = load_model(ModelSpec(model, overrides=overrides), weights=False).module.model.config
+        return config.num_attention_heads, config.num_key_value_heads
+
+    assert heads("hf:MistralConfig", ("heads", "8")) == (8, 8)
+    assert heads("hf:MistralConfig", ("kv_heads", "1")) == (4, 1)
+    assert heads("hf:llama", ("heads", "8")) == (8, 2)
+    with pytest.raises(ModelError, match="'hf:vit' has no setting 'seq'"):
+        load_model(ModelSpec("hf:vit", overrides=(("seq", "64"),)), weights=False)

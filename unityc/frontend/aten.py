@@ -11,22 +11,17 @@ from torch import fx
 from xdsl.ir import SSAValue
 
 from unityc.dialects import pcg
-from unityc.dialects.pcg_types import TensorType
 from unityc.frontend.builder import element_type
 from unityc.frontend.importer import (
     Const,
     Expanded,
     FxImporter,
     lowering,
+    tensor_type,
 )
 
 aten = torch.ops.aten
 Value = Any
-
-
-def tensor_type(v: SSAValue) -> TensorType:
-    assert isinstance(v.type, TensorType)
-    return v.type
 
 
 def _scalar(v: Value) -> float | int | None:
@@ -306,9 +301,7 @@ def _convolution(
     aten.flatten.using_ints,
 )
 def _view(im: FxImporter, node: fx.Node, x: Value, *_: Any) -> Value:
-    if isinstance(x, Expanded):
-        raise im.fail("reshaping a broadcast (expand) is not supported")
-    return reshape_to(im, im.tensor(x), im.meta_shape())
+    return reshape_to(im, im.tensor(x), im.meta_shape())  # a broadcast is materialized first
 
 
 @lowering(aten.permute.default)

@@ -1,5 +1,6 @@
-"""`hf:bert`, `hf:gpt2`, `hf:<transformers config class>`: a HuggingFace model from a config,
-with random weights and no download, wrapped so that its forward returns the training loss."""
+"""`hf:bert`, `hf:gpt2`, `hf:llama`, `hf:vit`, `hf:<transformers config class>`: a HuggingFace model
+from a config, with random weights and no download, wrapped so that its forward returns the
+training loss."""
 
 from __future__ import annotations
 
@@ -11,23 +12,36 @@ from torch import nn
 
 from unityc.frontend.models import ModelError, ModelSpec, config_with_overrides
 
-# Alias -> (config class, model class). Language-model heads, so the loss covers every token.
+# Alias -> (config class, model class). Language-model heads, so the loss covers every token;
+# ViT classifies images (pixel_values, one label per image).
 ALIASES = {
     "bert": ("BertConfig", "BertForMaskedLM"),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
     "roberta": ("RobertaConfig", "RobertaForMaskedLM"),
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
+    "vit": ("ViTConfig", "ViTForImageClassification"),
 }
 
 # Settings every config gets, as (name in unityc, names a transformers config may use).
 SMALL = {"hidden": 32, "layers": 2, "heads": 4, "ffn": 64, "vocab": 128, "seq": 16}
 PAPER = {"seq": 512}
+# What the small configs of some aliases set beyond SMALL: grouped-query attention (4 query
+# heads read 2 KV heads) for Llama; 32x32 images of 8x8 patches and 10 classes for ViT.
+ALIAS_SMALL: dict[str, dict[str, Any]] = {
+    "llama": {"kv_heads": 2, "pad": 0},
+    "vit": {"image": 32, "patch": 8, "classes": 10},
+}
 CONFIG_NAMES = {
     "hidden": ("hidden_size", "n_embd"),
     "layers": ("num_hidden_layers", "n_layer"),
     "heads": ("num_attention_heads", "n_head"),
+    "kv_heads": ("num_key_value_heads",),
     "ffn": ("intermediate_size", "n_inner"),
     "vocab": ("vocab_size",),
     "pad": ("pad_token_id",),
+    "image": ("image_size",),
+    "patch": ("patch_size",),
+    "classes": ("num_labels",),
 }
 BATCH = {"small": 2, "paper": 4}
 
@@ -49,8 +63,14 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     # The example inputs hold an attention mask (0 at the padded tails) where the model takes
     # one; by default for the aliases only: some models compute more from it than the importer
     # lowers (OPT's positions are a cumsum of the mask), and they imported without it.
-    defaults = {**_current(config), **(SMALL if spec.config == "small" else PAPER), "mask": name in ALIASES}
+    sizes = {**SMALL, **ALIAS_SMALL.get(name, {})} if spec.config == "small" else PAPER
+    defaults = {**_current(config), **sizes, "mask": name in ALIASES}
+    images = hasattr(config, "image_size") and not hasattr(config, "vocab_size")
+    for text_only in ("vocab", "seq", "mask") if images else ():
+        defaults.pop(text_only, None)
     settings = config_with_overrides(defaults, spec.overrides, f"'{spec.model}'")
+    if "kv_heads" in settings and "kv_heads" not in sizes and "kv_heads" not in dict(spec.overrides):
+        settings["kv_heads"] = settings["heads"]  # one KV head per query head unless set
     _apply(config, settings)
     config._attn_implementation = "eager"  # the bmm/softmax pattern the importer fuses into one op
     for flag in ("use_cache", "tie_word_embeddings"):
@@ -67,6 +87,8 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
             setattr(config, p, 0.1)
     model = _model_for(transformers, config, model_name, spec.model)
     batch = spec.batch or BATCH[spec.config]
+    if images:
+        return _ImageLossFirst(model), image_inputs(config, batch, generator)
     seq = settings["seq"]
     vocab = settings.get("vocab", getattr(config, "vocab_size", 2))
     wrapped = _LossFirst(model)
@@ -94,6 +116,14 @@ def example_inputs(
     return inputs
 
 
+def image_inputs(config: Any, batch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """Random images (the config's channels and size) and one class label per image."""
+    size = config.image_size
+    pixels = torch.randn(batch, config.num_channels, size, size, generator=generator)
+    labels = torch.randint(0, config.num_labels, (batch,), generator=generator)
+    return {"pixel_values": pixels, "labels": labels}
+
+
 def _current(config: Any) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for ours, names in CONFIG_NAMES.items():
@@ -112,20 +142,25 @@ def _apply(config: Any, settings: dict[str, Any]) -> None:
     for n in ("max_position_embeddings", "n_positions"):
         if hasattr(config, n):
             setattr(config, n, max(getattr(config, n) or 0, settings["seq"]))
+    if getattr(config, "head_dim", None) and "hidden" in settings and "heads" in settings:
+        config.head_dim = settings["hidden"] // settings["heads"]  # Llama's default is 128
 
 
 def _model_for(transformers: Any, config: Any, model_name: str, what: str) -> nn.Module:
     try:
         if model_name:
             return getattr(transformers, model_name)(config)
-        for auto in ("AutoModelForCausalLM", "AutoModelForMaskedLM"):
+        for auto in ("AutoModelForCausalLM", "AutoModelForMaskedLM", "AutoModelForImageClassification"):
             try:
                 return getattr(transformers, auto).from_config(config)
             except ValueError:
                 continue
     except Exception as e:
         raise ModelError(f"'{what}': building the model failed: {type(e).__name__}: {e}") from None
-    raise ModelError(f"'{what}': no causal or masked language-model head for {type(config).__name__}")
+    raise ModelError(
+        f"'{what}': no causal or masked language-model or image-classification head for "
+        f"{type(config).__name__}"
+    )
 
 
 class _LossFirst(nn.Module):
@@ -146,3 +181,16 @@ class _LossFirst(nn.Module):
         scores, targets = (logits[:, :-1], labels[:, 1:]) if self.causal else (logits, labels)
         loss = nn.functional.cross_entropy(scores.reshape(-1, scores.shape[-1]), targets.reshape(-1))
         return loss, logits
+
+
+class _ImageLossFirst(nn.Module):
+    """Calls an HF image classifier and returns (loss, logits): cross-entropy of the logits
+    against one label per image."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.model(pixel_values=pixel_values).logits
+        return nn.functional.cross_entropy(logits, labels), logits

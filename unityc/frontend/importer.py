@@ -26,7 +26,8 @@ from xdsl.utils.exceptions import VerifyException
 
 from unityc.dialects import pcg
 from unityc.dialects.forms import FormError
-from unityc.frontend.builder import GraphBuilder
+from unityc.dialects.pcg_types import TensorType
+from unityc.frontend.builder import ELEMENT_TYPES, GraphBuilder
 from unityc.frontend.export import Exported
 
 
@@ -95,6 +96,7 @@ class FxImporter:
         self.node: fx.Node | None = None
         self._constants: dict[tuple[int, tuple[int, ...] | None, torch.dtype | None], SSAValue] = {}
         self._weights: dict[str, SSAValue] = {}
+        self._zeros: dict[tuple[tuple[int, ...], torch.dtype], SSAValue] = {}
 
     # --- driving -------------------------------------------------------------------------
 
@@ -211,12 +213,33 @@ class FxImporter:
         if isinstance(value, Const):
             return self.constant(value.value, partner, dtype)
         if isinstance(value, Expanded):
-            raise self.fail(f"{what} is broadcast by expand, which only elementwise ops may consume")
+            return self.materialize(value, what)
         if isinstance(value, LogSoftmax):
             raise self.fail(f"{what} is a log_softmax, supported only as the input of nll_loss")
         if isinstance(value, Unusable):
             raise self.fail(f"{what} is {value.what}, which unityc does not model")
         raise self.fail(f"{what} is not a tensor ({value!r})")
+
+    def materialize(self, value: Expanded, what: str = "operand") -> SSAValue:
+        """A broadcast (expand) as a tensor, for a consumer that is not elementwise: `pcg.add` of
+        the value and a zero constant that is size 1 except along the broadcast dims. Exact
+        (x + 0 == x; the gradient sums over the broadcast dims, as expand's does), and the add's
+        parallel forms keep every dim the value has at full size shardable: GQA's KV head
+        repeated for its query group (`[B, KV, 1, S, D]` -> `[B, KV, R, S, D]`, then a reshape
+        to `[B, KV*R, S, D]`) stays with that group when the KV dim is split; ViT's CLS token
+        expanded over the batch splits with the batch."""
+        base = tensor_type(value.value)
+        dtype = next((d for d, t in ELEMENT_TYPES.items() if t == base.element_type), None)
+        if dtype is None or not dtype.is_floating_point:
+            raise self.fail(f"{what} is a non-float broadcast (expand): only elementwise ops may consume it")
+        offset = len(value.shape) - base.rank
+        zeros_shape = [
+            size if d < offset or base.shape[d - offset] != size else 1 for d, size in enumerate(value.shape)
+        ]
+        key = (tuple(zeros_shape), dtype)
+        if key not in self._zeros:  # one per shape: every layer's K and V share it
+            self._zeros[key] = self.builder.constant(torch.zeros(zeros_shape, dtype=dtype), "zeros")
+        return self.op(pcg.AddOp, [value.value, self._zeros[key]])
 
     def constant(
         self, value: torch.Tensor, partner: tuple[int, ...] | None = None, dtype: torch.dtype | None = None
@@ -248,6 +271,11 @@ class FxImporter:
     def meta_shape(self, node: fx.Node | None = None) -> tuple[int, ...]:
         val = (node or self.node).meta["val"]  # type: ignore[union-attr]
         return tuple(int(s) for s in val.shape)
+
+
+def tensor_type(v: SSAValue) -> TensorType:
+    assert isinstance(v.type, TensorType)
+    return v.type
 
 
 def compact_constant(value: torch.Tensor, partner: tuple[int, ...]) -> torch.Tensor:

@@ -26,6 +26,7 @@ examples:
   unityc-import dlrm --batch 64 bottom_mlp=[13,64,16] -o d.mlir
   unityc-import my_model.py:make -o m.mlir           make(**overrides) returns (module, example inputs)
   unityc-import hf:bert --check                      HuggingFace BERT from a config; compare outputs
+  unityc-import hf:llama kv_heads=1 --check          Llama with one KV head for its 4 query heads
 """
 
 
@@ -41,7 +42,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "model",
         nargs="?",
-        help="zoo name (see --list), path/to/file.py:factory, hf:bert, hf:gpt2 or hf:<ConfigClass>",
+        help="zoo name (see --list), path/to/file.py:factory, hf:bert, hf:gpt2, hf:roberta, hf:llama, hf:vit "
+        "or hf:<ConfigClass>",
     )
     parser.add_argument("settings", nargs="*", metavar="key=value", help="override config settings")
     parser.add_argument("--config", default="small", help="small (default, for tests) or paper")

@@ -210,6 +210,55 @@ def broadcast():
     return Broadcast(), (_rand(4, 8), _rand(1, 8), _rand(4, 8))
 
 
+class RepeatKv(nn.Module):
+    """Grouped-query attention's K/V repeat (HF's `repeat_kv`): 2 KV heads, each read by 2 of
+    the 4 query heads."""
+
+    def forward(self, q: torch.Tensor, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        b, heads, s, d = kv.shape
+        repeated = kv[:, :, None, :, :].expand(b, heads, 2, s, d).reshape(b, heads * 2, s, d)
+        out = q @ repeated.transpose(2, 3)
+        return out.sum(), out
+
+
+def repeat_kv():
+    """expand then reshape (GQA): the broadcast is materialized, then reshaped."""
+    return RepeatKv(), (_rand(2, 4, 5, 3), _rand(2, 2, 5, 3))
+
+
+class ClsToken(nn.Module):
+    """ViT's CLS token: a [1, 1, D] weight expanded over the batch and concatenated in front of
+    the patch embeddings."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cls = nn.Parameter(torch.rand(1, 1, 6))
+
+    def forward(self, x: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.cat((self.cls.expand(x.shape[0], -1, -1), x), dim=1)
+        return F.mse_loss(h, target), h
+
+
+def cls_token():
+    """expand into a concat (ViT's CLS token over the batch)."""
+    return ClsToken(), (_rand(4, 3, 6), _rand(4, 4, 6))
+
+
+class ExpandIds(nn.Module):
+    """An integer tensor expanded into a non-elementwise op stays an error."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.emb(ids.expand(3, 5)).sum()
+
+
+def expand_ids():
+    return ExpandIds(), (_ids(10, 1, 5),)
+
+
 class Reductions(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         a = x.sum(dim=1)  # [2, 3, 4] -> [2, 4]
