@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import time
 import warnings
@@ -15,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
+
+from unityc.tools.source import output_problem
 
 if TYPE_CHECKING:
     from unityc.frontend.models import ModelSpec
@@ -71,16 +72,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def output_problem(path: str) -> str | None:
-    """Why `path` cannot be written, or None."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        return "is a directory"
-    if not os.path.isdir(directory):
-        return f"no such directory {directory}"
-    if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        return "permission denied"
-    return None
 
 
 def list_zoo() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
-import os
 import sys
 from collections.abc import Callable, Sequence
 from io import StringIO
@@ -23,7 +22,13 @@ from xdsl.utils.arg_spec import _convert_arg_to_type as convert_option
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from unityc.tools.source import LocatedError, LocatedParseError, format_parse_error, parse_source
+from unityc.tools.source import (
+    LocatedError,
+    LocatedParseError,
+    format_parse_error,
+    output_problem,
+    parse_source,
+)
 
 
 def unityc_passes() -> dict[str, Callable[[], type[ModulePass]]]:
@@ -176,16 +181,6 @@ def check_options(flag: str, cls: type[ArgSpecConvertible], spec: ArgSpec) -> No
             raise ValueError(f"{flag} {spec.name}: option '{option}' expects {wanted}, got {given}") from None
 
 
-def output_problem(path: str) -> str | None:
-    """Why `path` cannot be written (checked before a run that may take minutes), or None."""
-    folder = os.path.dirname(path) or "."
-    if os.path.isdir(path):
-        return "is a directory"
-    if not os.path.isdir(folder):
-        return f"the folder {folder} does not exist"
-    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        return "cannot be written (permission denied)"
-    return None
 
 
 class _KeepOpen(StringIO):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 
 from xdsl.context import Context
@@ -249,3 +250,14 @@ def read_module(path: str, ctx: Context | None = None) -> ModuleOp:
     except OSError as e:
         raise LocatedError(f"error: cannot read {path}: {e.strerror}") from None
     return parse_source(ctx or make_context(), text, path)
+
+def output_problem(path: str) -> str | None:
+    """Why `path` cannot be written (checked before a run that may take minutes), or None."""
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        return "is a directory"
+    if not os.path.isdir(folder):
+        return f"the folder {folder} does not exist"
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        return "cannot be written (permission denied)"
+    return None
