@@ -10,7 +10,7 @@
 // RUN: not unityc-import %S/Inputs/bad.py:raises -o %t.missing/x.mlir 2>&1 | filecheck %s --check-prefix=NO-DIR
 // NO-DIR-NOT: Traceback
 // NO-DIR-NOT: raises
-// NO-DIR:     {{^}}unityc-import: error: -o {{.*}}.missing/x.mlir: no such directory {{.*}}.missing
+// NO-DIR:     {{^}}unityc-import: error: -o {{.*}}.missing/x.mlir: the folder {{.*}}.missing does not exist
 // NO-DIR-NOT: Traceback
 
 // RUN: mkdir -p %t.dir
