@@ -25,7 +25,7 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 
 from unityc.codegen.analysis import CodegenError, analyze
 from unityc.codegen.emit import Writer, layout_text
-from unityc.frontend.models import ModelError, ModelSpec, absolute_model, factory_file
+from unityc.models.spec import ModelError, ModelSpec, absolute_model, factory_file
 
 __all__ = ["CodegenError", "emit_program"]
 

@@ -4,7 +4,7 @@ kernels and the training loop (`main`).
 
 The runtime is a leaf: it imports torch and nothing else of unityc (the reference model of a
 factory file is built here; zoo and `hf:` models are built by `unityc.models` and
-`unityc.frontend.huggingface` when a program starts). Names are loaded on first use, so the
+`unityc.models.huggingface` when a program starts). Names are loaded on first use, so the
 compiler can import `unityc.runtime.patterns` without importing torch.
 """
 

@@ -2,7 +2,7 @@
 
 The model is rebuilt from the spec the plan records (`unityc.model`: a factory file, a zoo
 name or a HuggingFace config, settings, seed). A factory file is loaded here (torch only); zoo
-and `hf:` models are built by `unityc.frontend.models.load_model`, imported when such a
+and `hf:` models are built by `unityc.models.spec.load_model`, imported when such a
 program starts (the zoo and the HuggingFace builder are part of unityc).
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from unityc.runtime.factory import ModelError, build_from_file, factory_file, say_if_not_training
+from unityc.models.factory import ModelError, build_from_file, factory_file, say_if_not_training
 from unityc.runtime.plan import Model, Plan
 
 
@@ -34,7 +34,7 @@ def load_reference(model: Model) -> Loaded:
     """The reference model with its seeded weights and example inputs."""
     try:
         if factory_file(model.name) is None:
-            from unityc.frontend.models import ModelSpec, load_model
+            from unityc.models.spec import ModelSpec, load_model
 
             spec = ModelSpec(model.name, model.config, model.batch, tuple(model.overrides), model.seed)
             loaded = load_model(spec, weights=True)

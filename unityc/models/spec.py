@@ -19,7 +19,7 @@ from torch import nn
 from xdsl.dialects.builtin import BytesAttr, DictionaryAttr, IntegerAttr, StringAttr, i64
 from xdsl.ir import Attribute
 
-from unityc.runtime.factory import (
+from unityc.models.factory import (
     ModelError,
     TrainingModeWarning,
     absolute_model,
@@ -138,7 +138,7 @@ def load_model(spec: ModelSpec, weights: bool = True) -> LoadedModel:
     context = parameters_on_meta() if not weights else contextlib.nullcontext()
     with context:
         if spec.model.startswith("hf:"):
-            from unityc.frontend.huggingface import build_hf
+            from unityc.models.huggingface import build_hf
 
             module, inputs = build_hf(spec, generator)
         elif factory_file(spec.model) is not None:
