@@ -96,6 +96,7 @@ def emit_program(module: ModuleOp, machine: str | None = None, source: str = "pl
         "",
         "import unityc.runtime as rt",
         "from unityc.runtime import Collective, Constant, Layout",
+        "from unityc.models.spec import build_reference",
         "",
         "PLAN = rt.Plan(",
         f"    source={source!r},",
@@ -116,7 +117,7 @@ def emit_program(module: ModuleOp, machine: str | None = None, source: str = "pl
         "",
         "",
         'if __name__ == "__main__":',
-        "    sys.exit(rt.main(PLAN, forward))",
+        "    sys.exit(rt.main(PLAN, forward, build=build_reference))",
         "",
     ]
     return "\n".join(lines)
