@@ -83,7 +83,7 @@ def test_a_daemon_process_does_the_work_itself() -> None:
     out = context.Queue()
     child = context.Process(target=_inside_a_daemon, args=(out,), daemon=True)
     child.start()
-    pids = out.get(timeout=600)
+    pids = out.get(timeout=120)
     child.join()
     assert isinstance(pids, list), pids
     assert len(set(pids)) == 1 and pids[0] == child.pid
