@@ -30,6 +30,7 @@ from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Input, Span
 
 from unityc.dialects.container import check_sources
+from unityc.dialects.pipeline import check_pipeline
 from unityc.dialects.diagnostics import (
     LocatedError,
     LocatedParseError,
@@ -163,6 +164,7 @@ def verify_located(module: ModuleOp, spans: dict[Operation, Span]) -> None:
         if isinstance(op, func.FuncOp) and not op.is_declaration:
             for block in op.body.blocks:
                 check_sources(block)
+            check_pipeline(op)
     try:  # the remaining structural checks (successors, parent pointers), a safety net
         module.verify()
     except VerifyException as e:
