@@ -63,7 +63,10 @@ class Pipeline:
         if self.microbatches < 1:
             return f"{MICROBATCHES} must be at least 1, got {self.microbatches}"
         if self.schedule == INTERLEAVED and self.virtual_stages < 2:
-            return f"the {INTERLEAVED} schedule needs {VIRTUAL_STAGES} = v : i64 with v >= 2 stages per rank group"
+            return (
+                f"the {INTERLEAVED} schedule needs {VIRTUAL_STAGES} = v : i64 with v >= 2 stages per "
+                "rank group"
+            )
         if self.schedule != INTERLEAVED and self.virtual_stages != 1:
             return f"{VIRTUAL_STAGES} is only for the {INTERLEAVED} schedule, not '{self.schedule}'"
         return None
@@ -196,7 +199,9 @@ def _check_batch(ops: list[UnitycOp], microbatches: int) -> None:
         t = op.result.type
         assert isinstance(t, TensorType)
         if t.rank == 0:
-            raise located(op, f"input '{op.attrs()['key']}' is a scalar: micro-batches split dim 0 of every input")
+            raise located(
+                op, f"input '{op.attrs()['key']}' is a scalar: micro-batches split dim 0 of every input"
+            )
         rows = t.shape[0] // t.shard[0]
         if rows % microbatches:
             raise located(
@@ -240,7 +245,7 @@ def microbatch_module(module: ModuleOp, microbatches: int) -> ModuleOp:
     inferred again. Raises MicrobatchError, located, at an op whose micro-batch result would not
     be its share of the whole batch's (an op mixing samples, a reshape moving the batch out of
     dim 0, a summed loss), or where the loss is not a mean over the batch."""
-    from unityc.dialects.container import graph_function  # noqa: PLC0415 (container imports this module)
+    from unityc.dialects.container import graph_function
 
     fn = graph_function(module)
     block = Block()
@@ -268,19 +273,30 @@ def microbatch_module(module: ModuleOp, microbatches: int) -> ModuleOp:
 
 def _micro_op(op: UnitycOp, values: dict[SSAValue, SSAValue], kind: dict[SSAValue, str], m: int) -> UnitycOp:
     operand_kinds = {kind.get(v) for v in op.operands} - {None}
-    groups = [[values[v] for v in g] for g in op._operand_groups()]  # noqa: SLF001 (the dialect's own helper)
+    groups = [[values[v] for v in g] for g in op._operand_groups()]
     props = dict(op.properties)
     if isinstance(op, pcg.InputOp):
         t = op.result.type
         assert isinstance(t, TensorType)
-        micro_t = TensorType((t.shape[0] // m, *t.shape[1:]), t.element_type, t.shard, t.sum_degree, t.copy_degree)
+        micro_t = TensorType(
+            (t.shape[0] // m, *t.shape[1:]), t.element_type, t.shard, t.sum_degree, t.copy_degree
+        )
         new = op.build(result_types=[micro_t], properties=props, attributes=dict(op.attributes))
         kind[op.result] = "batch"
         return new
-    if not operand_kinds:
-        return op.clone()
+    if not operand_kinds:  # weights, constants and what only they feed: as they are
+        result_types: list = [r.type for r in op.results]
+        if len(op.get_irdl_definition().results) == 1 and isinstance(
+            op.get_irdl_definition().results[0][1], VarResultDef
+        ):
+            result_types = [result_types]
+        return op.build(
+            operands=groups, result_types=result_types, properties=props, attributes=dict(op.attributes)
+        )
     if "mean" in operand_kinds and not isinstance(op, LINEAR_ON_MEANS + tuple(parallel.ALL_OPS)):
-        raise _refuse(op, "it reads a mean over the batch, and only linear ops commute with the mean over micro-batches")
+        raise _refuse(
+            op, "it reads a mean over the batch, and only linear ops commute with the mean over micro-batches"
+        )
     if "mean" in operand_kinds and "batch" in operand_kinds:
         raise _refuse(op, "it combines a mean over the batch with a batched value")
     _check_mixing(op, operand_kinds)
@@ -288,7 +304,9 @@ def _micro_op(op: UnitycOp, values: dict[SSAValue, SSAValue], kind: dict[SSAValu
     if isinstance(op, pcg.ReshapeOp) and "batch" in operand_kinds:
         shape = list(attrs["shape"])
         if not shape or shape[0] % m:
-            raise _refuse(op, f"its result dim 0 of size {shape[0] if shape else 1} is not split by {m} micro-batches")
+            raise _refuse(
+                op, f"its result dim 0 of size {shape[0] if shape else 1} is not split by {m} micro-batches"
+            )
         shape[0] //= m
         attrs["shape"] = shape
         props["shape"] = to_attr(Kind.INTS, shape)
@@ -328,14 +346,23 @@ def _check_mixing(op: UnitycOp, operand_kinds: set[str]) -> None:
     attrs = op.attrs()
     first = op.operands[0].type
     assert isinstance(first, TensorType)
-    if isinstance(op, pcg.SoftmaxOp | pcg.ConcatOp | pcg.SplitOp | pcg.GatherOp) and attrs["dim"] % max(first.rank, 1) == 0:
+    if (
+        isinstance(op, pcg.SoftmaxOp | pcg.ConcatOp | pcg.SplitOp | pcg.GatherOp)
+        and attrs["dim"] % max(first.rank, 1) == 0
+    ):
         raise _refuse(op, "it works along dim 0, the batch")
     if isinstance(op, pcg.LayerNormOp) and attrs["dims"] >= first.rank:
         raise _refuse(op, "it normalizes over dim 0, the batch")
-    if isinstance(op, pcg.ReduceOp) and 0 in [d % max(first.rank, 1) for d in attrs["dims"]] and attrs["kind"] != "mean":
+    if (
+        isinstance(op, pcg.ReduceOp)
+        and 0 in [d % max(first.rank, 1) for d in attrs["dims"]]
+        and attrs["kind"] != "mean"
+    ):
         raise _refuse(op, "it sums over dim 0, the batch (only a mean averages over micro-batches)")
     if isinstance(op, pcg.CrossEntropyOp | pcg.MseLossOp) and attrs["reduction"] != "mean":
-        raise _refuse(op, "its reduction is 'sum': the loss of a pipelined plan is the mean over micro-batches")
+        raise _refuse(
+            op, "its reduction is 'sum': the loss of a pipelined plan is the mean over micro-batches"
+        )
 
 
 def _result_kind(op: UnitycOp, old: TensorType, new: TensorType, operand_kinds: set[str], m: int) -> str:
@@ -360,15 +387,17 @@ def _batch_shards(fn: func.FuncOp) -> int:
     for op in fn.body.block.ops:
         if not isinstance(op, pcg.InputOp):
             continue
-        t, f = op.result.type, first.result.type if first else None
-        assert isinstance(t, TensorType)
-        if f is None:
+        if first is None:
             first = op
-        elif isinstance(f, TensorType) and t.shard[0] != f.shard[0]:
-            raise MicrobatchError(
-                str(located(op, f"input '{op.attrs()['key']}' has dim 0 in {t.shard[0]} shards but input "
-                f"'{first.attrs()['key']}' in {f.shard[0]}: micro-batches (chunk m of every piece) would "
-                "pair different samples"))
+            continue
+        t, f = op.result.type, first.result.type
+        assert isinstance(t, TensorType) and isinstance(f, TensorType)
+        if t.shard[0] != f.shard[0]:
+            raise _error(
+                op,
+                f"input '{op.attrs()['key']}' has dim 0 in {t.shard[0]} shards but input "
+                f"'{first.attrs()['key']}' in {f.shard[0]}: micro-batches (chunk m of every piece) "
+                "would pair different samples",
             )
     if first is None:
         return 1
@@ -381,21 +410,26 @@ def _check_outputs(ret: func.ReturnOp, kind: dict[SSAValue, str], shards: int) -
     for i, v in enumerate(ret.operands):
         t = v.type
         assert isinstance(t, TensorType)
-        if i > 0 and t.rank and t.shard[0] != shards:
-            raise MicrobatchError(
-                str(located(ret, f"output {i} has dim 0 in {t.shard[0]} shards, the inputs in {shards}: its "
-                "micro-batches would not come back in place"))
-            )
         got = kind.get(v)
         if i == 0 and got != "mean":
-            raise MicrobatchError(
-                str(located(ret, "the loss is not a mean over the batch: a pipelined plan averages the micro-batches' losses"))
+            raise _error(
+                ret, "the loss is not a mean over the batch: a pipelined plan averages micro-batch losses"
             )
         if i > 0 and got != "batch":
-            raise MicrobatchError(
-                str(located(ret, f"output {i} is not batched in dim 0: a pipelined plan concatenates each output's micro-batches"))
+            raise _error(
+                ret, f"output {i} is not batched in dim 0: a pipelined plan concatenates its micro-batches"
             )
+        if i > 0 and t.shard[0] != shards:
+            raise _error(
+                ret,
+                f"output {i} has dim 0 in {t.shard[0]} shards, the inputs in {shards}: its micro-batches "
+                "would not come back in place",
+            )
+
+
+def _error(at: Operation, message: str) -> MicrobatchError:
+    return MicrobatchError(str(located(at, message)))
 
 
 def _refuse(op: UnitycOp, why: str) -> MicrobatchError:
-    return MicrobatchError(str(located(op, f"{op.name} cannot run in micro-batches: {why}")))
+    return _error(op, f"{op.name} cannot run in micro-batches: {why}")

@@ -162,7 +162,8 @@ class Graph:
         return tuple((nid, i) for i in range(len(node.types)))
 
     def copy(self) -> Graph:
-        return Graph(dict(self.nodes), self.outputs, self.module_attrs, self.next_id, dict(self.function_attrs))
+        nodes = dict(self.nodes)
+        return Graph(nodes, self.outputs, self.module_attrs, self.next_id, dict(self.function_attrs))
 
     # --- reading ----------------------------------------------------------------------------
 

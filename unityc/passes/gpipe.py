@@ -42,7 +42,9 @@ class GpipePass(ModulePass):
 
         training_function(op)  # one graph, its loss a scalar: located errors before any work
         try:
-            pipeline = Pipeline(self.schedule, self.microbatches, self.virtual if self.schedule == INTERLEAVED else 1)
+            pipeline = Pipeline(
+                self.schedule, self.microbatches, self.virtual if self.schedule == INTERLEAVED else 1
+            )
         except ValueError as e:
             raise LocatedError(f"error: -p gpipe: {e}") from None
         machine = load_machine(self.machine)

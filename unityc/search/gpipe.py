@@ -42,7 +42,7 @@ class PipelinePlan:
     note: str
 
 
-def _piece(t) -> Piece:  # noqa: ANN001 (a TensorType)
+def _piece(t) -> Piece:
     return Piece(t.piece_shape, str(t.element_type))
 
 
@@ -76,7 +76,9 @@ def even_cuts(graph: Graph, stages: int) -> list[int]:
     for k in range(1, stages):
         high = len(cuts) - (stages - 1 - k)  # leave a cut for each later stage
         i = bisect_left(positions, k * total / stages, low, high)
-        if i > low and (i == high or abs(positions[i - 1] - k * total / stages) <= abs(positions[i] - k * total / stages)):
+        if i > low and (
+            i == high or abs(positions[i - 1] - k * total / stages) <= abs(positions[i] - k * total / stages)
+        ):
             i -= 1
         i = min(max(i, low), high - 1)
         chosen.append(cuts[i])
@@ -103,16 +105,22 @@ def assign_stages(graph: Graph, cuts: list[int]) -> dict[int, int]:
     return stage
 
 
-def gpipe_plan(graph: Graph, machine: Machine, pipeline: Pipeline, stages: int, optimizer: str = "sgd") -> PipelinePlan:
+def gpipe_plan(
+    graph: Graph, machine: Machine, pipeline: Pipeline, stages: int, optimizer: str = "sgd"
+) -> PipelinePlan:
     """GPipe's plan of `graph` (unparallelized) on `machine` (see the module docstring)."""
     if stages < 1:
         raise PipelineError(f"stages must be at least 1, got {stages}")
     if stages % pipeline.virtual_stages:
-        raise PipelineError(f"{pipeline.virtual_stages} virtual stages per rank group do not divide {stages} stages")
+        raise PipelineError(
+            f"{pipeline.virtual_stages} virtual stages per rank group do not divide {stages} stages"
+        )
     groups = pipeline.rank_groups(stages)
     devices = machine.num_devices
     if devices % groups:
-        raise PipelineError(f"{groups} rank groups do not divide the {devices} devices of the machine into equal groups")
+        raise PipelineError(
+            f"{groups} rank groups do not divide the {devices} devices of the machine into equal groups"
+        )
     width = devices // groups
     plan = strip_views(graph)
     if width > 1:

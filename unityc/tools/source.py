@@ -30,7 +30,6 @@ from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Input, Span
 
 from unityc.dialects.container import check_sources
-from unityc.dialects.pipeline import check_pipeline
 from unityc.dialects.diagnostics import (
     LocatedError,
     LocatedParseError,
@@ -38,6 +37,7 @@ from unityc.dialects.diagnostics import (
     op_span,
     record_spans,
 )
+from unityc.dialects.pipeline import check_pipeline
 
 __all__ = [
     "LocatedError",
