@@ -119,7 +119,8 @@ def main(plan: Plan, forward: Forward, argv: Sequence[str] | None = None) -> int
     backend, device = pick_device()
     heartbeat = start(backend, args.timeout)
     try:
-        status = Trainer(plan, forward, args, backend, device, heartbeat).run()
+        trainer = getattr(forward, "trainer", Trainer)  # a pipelined program brings its own
+        status = trainer(plan, forward, args, backend, device, heartbeat).run()
     except (RunError, SourceError) as e:
         if dist.get_rank() == 0:
             print(f"error: {e}", flush=True)
