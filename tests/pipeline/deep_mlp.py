@@ -1,5 +1,5 @@
 """The MLP of examples/mlp.mlir (32 features, hidden 64, 10 classes, cross-entropy) with more
-hidden layers, so that it has enough sequential cuts for 8 pipeline stages; it also returns its
+hidden layers (5 linears: 8 sequential cuts, enough for 9 pipeline stages); it also returns its
 logits, so that a pipelined program must put every micro-batch's outputs back in place."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class DeepMLP(nn.Module):
         return F.cross_entropy(x, label), x
 
 
-def make(batch: int = 16, layers: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+def make(batch: int = 16, layers: int = 5) -> tuple[nn.Module, dict[str, torch.Tensor]]:
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(batch, 32, generator=generator)
     label = torch.randint(0, 10, (batch,), generator=generator)

@@ -14,6 +14,7 @@ needing a collective or a transfer is refused, located at the op.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from xdsl.dialects.builtin import ModuleOp
@@ -23,7 +24,14 @@ from unityc.codegen.analysis import Analysis, CodegenError, analyze
 from unityc.codegen.emit import INDENT, Writer
 from unityc.dialects.container import graph_function
 from unityc.dialects.pcg_types import PcgOp
-from unityc.dialects.pipeline import Pipeline, check_pipeline, graph_ops, microbatch_module, pipeline_of, stage_of
+from unityc.dialects.pipeline import (
+    Pipeline,
+    check_pipeline,
+    graph_ops,
+    microbatch_module,
+    pipeline_of,
+    stage_of,
+)
 
 
 def is_pipelined(module: ModuleOp) -> bool:
@@ -32,10 +40,12 @@ def is_pipelined(module: ModuleOp) -> bool:
 
 def emit_pipelined(module: ModuleOp, a: Analysis, machine: str | None, source: str) -> str:
     """The program of a pipelined plan (`a`: its analysis for the whole batch)."""
-    from unityc.codegen import program_head  # noqa: PLC0415 (the package imports this module)
+    from unityc.codegen import program_head  # the package imports this module
 
     fn = graph_function(module)
-    checked = check_pipeline(fn, lambda op: set(a.value(op.results[0]).where.values()) if op.results else None)
+    checked = check_pipeline(
+        fn, lambda op: set(a.value(op.results[0]).where.values()) if op.results else None
+    )
     assert checked is not None
     pipeline, count = checked
     micro = microbatch_module(module, pipeline.microbatches)
@@ -46,7 +56,14 @@ def emit_pipelined(module: ModuleOp, a: Analysis, machine: str | None, source: s
         raise CodegenError(str(e), origin.get(e.op, e.op) if e.op is not None else None) from None  # type: ignore[arg-type]
 
 
-def _emit(a: Analysis, m: Analysis, pipeline: Pipeline, count: int, source: str, program_head) -> str:  # noqa: ANN001
+def _emit(
+    a: Analysis,
+    m: Analysis,
+    pipeline: Pipeline,
+    count: int,
+    source: str,
+    program_head: Callable[..., list[str]],
+) -> str:
     stage = {op: stage_of(op) for op in m.ops}
     groups = _rank_groups(m, stage, pipeline.rank_groups(count))
     crossing = _crossings(m, stage, count)
@@ -86,8 +103,10 @@ def _emit(a: Analysis, m: Analysis, pipeline: Pipeline, count: int, source: str,
             "",
             "",
             *functions,
+            f"PROGRAM = rt.Pipelined(PIPELINE, ({names}))",
+            "",
             'if __name__ == "__main__":',
-            f"    sys.exit(rt.main(PLAN, rt.Pipelined(PIPELINE, ({names}))))",
+            "    sys.exit(rt.main(PLAN, PROGRAM))",
             "",
         ]
     )
@@ -146,9 +165,9 @@ def _check_held(
             held = tuple(sorted(m.value(v).held))
             if held != group:
                 raise CodegenError(
-                    f"{op.name} of stage {stage[op]}: its result crosses to a later stage but is held on ranks "
-                    f"{list(held)}, not on every rank of its group {list(group)}: each rank of a stage sends "
-                    "its own piece down its pipeline",
+                    f"{op.name} of stage {stage[op]}: its result crosses to a later stage but is held on "
+                    f"ranks {list(held)}, not on every rank of its group {list(group)}: each rank of a stage "
+                    "sends its own piece down its pipeline",
                     op,
                 )
 
@@ -197,7 +216,8 @@ def _function(
     results = ", ".join(m.value(v).var for v in sent) + ("," if len(sent) == 1 else "")
     what = "the outputs, the loss first" if last else "what the next stage receives"
     return [
-        f"def stage_{k}(ctx: rt.Context, w: dict[str, torch.Tensor], x: dict[str, torch.Tensor]{params}) -> tuple:",
+        f"def stage_{k}(ctx: rt.Context, w: dict[str, torch.Tensor], x: dict[str, torch.Tensor]{params}) "
+        "-> tuple:",
         f'{INDENT}"""Stage {k} on ranks {", ".join(map(str, ranks))}, one micro-batch; returns {what}."""',
         f"{INDENT}rank = ctx.rank",
         *lines,

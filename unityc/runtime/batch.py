@@ -59,7 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         program = load_program(entry["program"], name)
         args = parse_args(program.PLAN, [*entry["args"], "--timeout", str(options.timeout)])
         try:
-            status = Trainer(program.PLAN, program.forward, args, backend, device, heartbeat).run()
+            forward = getattr(program, "PROGRAM", None) or program.forward  # PROGRAM: a pipelined program
+            trainer = getattr(forward, "trainer", Trainer)
+            status = trainer(program.PLAN, forward, args, backend, device, heartbeat).run()
         except (RunError, SourceError) as e:
             if rank == 0:
                 print(f"error: {e}", flush=True)

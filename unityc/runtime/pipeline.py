@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
@@ -89,14 +88,19 @@ class StageModule(nn.Module):
     micro-batch's inputs (keyword arguments) and constants, and what the previous stage sent.
     The last stage keeps each micro-batch's outputs (detached) for the step's results."""
 
-    def __init__(self, fn: StageFunction, ctx: Context, weights: dict[str, torch.Tensor], constants: dict[str, Any]):
+    def __init__(
+        self, fn: StageFunction, ctx: Context, weights: dict[str, torch.Tensor], constants: dict[str, Any]
+    ):
         super().__init__()
         self.fn, self.ctx, self.weights, self.constants = fn, ctx, weights, constants
         self.outputs: list[tuple[Any, ...]] = []
         self.calls = 0
 
     def forward(self, *received: torch.Tensor, **inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        step, self.ctx.step = self.ctx.step, self.ctx.step * 1_000_003 + self.calls  # dropout differs per micro-batch
+        step, self.ctx.step = (
+            self.ctx.step,
+            self.ctx.step * 1_000_003 + self.calls,
+        )  # dropout differs per micro-batch
         try:
             out = self.fn(self.ctx, self.weights, {**self.constants, **inputs}, *received)
         finally:
@@ -113,7 +117,8 @@ class PipelineTrainer(Trainer):
         super().__init__(plan, program.stages[0], args, *rest)
         self.pipeline = pipeline = program.pipeline
         self.agree(
-            pipeline.stages == len(program.stages), f"{len(program.stages)} stage functions for {pipeline.stages} stages"
+            pipeline.stages == len(program.stages),
+            f"{len(program.stages)} stage functions for {pipeline.stages} stages",
         )
         chains = pipeline.chains()
         groups = self.comm.new_groups(chains)  # a collective: every rank creates every group
@@ -121,7 +126,8 @@ class PipelineTrainer(Trainer):
         constants = {k: v for k, v in self.data.items() if k not in plan.inputs}
         self.inputs = {k: v for k, v in self.data.items() if k in plan.inputs}
         self.modules = [
-            StageModule(program.stages[k], self.ctx, self.weights, constants) for k in pipeline.stages_of(self.rank)
+            StageModule(program.stages[k], self.ctx, self.weights, constants)
+            for k in pipeline.stages_of(self.rank)
         ]
         stages = [
             PipelineStage(module, k, pipeline.stages, self.device, group=groups[mine])
@@ -160,7 +166,9 @@ class PipelineTrainer(Trainer):
         count = len(self.plan.outputs)
         if not self.is_last:
             return [None] * count
-        last = self.modules[-1].outputs[-self.pipeline.microbatches :]  # the first step runs a warm-up forward
+        last = self.modules[-1].outputs[
+            -self.pipeline.microbatches :
+        ]  # the first step runs a warm-up forward
         loss = torch.stack([x.detach() for x in losses]).sum() if losses else None
         rest = [_concat([mb[i] for mb in last]) for i in range(1, count)]
         return [loss, *rest]
