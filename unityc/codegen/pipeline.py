@@ -74,7 +74,7 @@ def _emit(
         received = crossing[k - 1] if k else []
         sent = crossing[k] if k < count - 1 else list(m.outputs)
         writer = Writer(_stage_view(m, stage, groups, k, received))
-        lines = _stage_code(writer, [op for op in m.ops if stage[op] == k])
+        lines = _stage_code(writer, [op for op in m.ops if stage[op] == k], k)
         tables.update(writer.tables)
         functions += _function(m, k, groups[k % len(groups)], received, sent, lines, k == count - 1)
     sources = Writer(a)  # PLAN's tables: the whole batch's pieces of every weight, input, constant
@@ -189,17 +189,19 @@ def _stage_view(
     return replace(m, values=values)
 
 
-def _stage_code(writer: Writer, ops: list[PcgOp]) -> list[str]:
+def _stage_code(writer: Writer, ops: list[PcgOp], k: int) -> list[str]:
     for op in ops:
-        before = (writer.collectives, writer.transfers)
+        collectives, transfers = writer.collectives, writer.transfers
         writer.op(op)
-        if (writer.collectives, writer.transfers) != before:
-            raise CodegenError(
-                f"{op.name} needs data moved between ranks of its stage ({writer.lines[-1].strip()[:80]}): "
-                "-t torch runs pipeline stages without communication inside a stage (data parallelism "
-                "inside a stage), and each task must read the pieces its own pipeline brings",
-                op,
-            )
+        if (writer.collectives, writer.transfers) == (collectives, transfers):
+            continue
+        what = "a collective" if writer.collectives != collectives else "a piece another rank holds"
+        raise CodegenError(
+            f"{op.name} of stage {k} needs {what}: -t torch runs each pipeline stage without "
+            "communication between its ranks (data parallelism inside a stage: each task reads the "
+            "pieces its own pipeline brings)",
+            op,
+        )
     return writer.lines
 
 
