@@ -19,9 +19,9 @@ import pytest
 from test_torchrun import _sections
 from torchrun import torchrun, write_program
 
+from unityc.dialects.source import make_context, parse_source
 from unityc.frontend import ModelSpec, import_model
 from unityc.passes.gpipe import GpipePass
-from unityc.tools.source import make_context, parse_source
 
 pytestmark = pytest.mark.torchrun
 

@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 from unityc.codegen.analysis import Analysis, CodegenError, analyze
 from unityc.codegen.emit import Writer, layout_text
 from unityc.codegen.pipeline import emit_pipelined, is_pipelined
-from unityc.frontend.models import ModelError, ModelSpec, absolute_model, factory_file
+from unityc.models.spec import ModelError, ModelSpec, absolute_model, factory_file
 
 __all__ = ["CodegenError", "emit_program"]
 
@@ -89,7 +89,7 @@ def emit_program(module: ModuleOp, machine: str | None = None, source: str = "pl
             "",
             "",
             'if __name__ == "__main__":',
-            "    sys.exit(rt.main(PLAN, forward))",
+            "    sys.exit(rt.main(PLAN, forward, build=build_reference))",
             "",
         ]
     )
@@ -118,6 +118,7 @@ def program_head(a: Analysis, writer: Writer, source: str, about: list[str]) -> 
         "",
         "import unityc.runtime as rt",
         "from unityc.runtime import Collective, Constant, Layout",
+        "from unityc.models.spec import build_reference",
         "",
         "PLAN = rt.Plan(",
         f"    source={source!r},",

@@ -106,7 +106,7 @@ def _emit(
             f"PROGRAM = rt.Pipelined(PIPELINE, ({names}))",
             "",
             'if __name__ == "__main__":',
-            "    sys.exit(rt.main(PLAN, PROGRAM))",
+            "    sys.exit(rt.main(PLAN, PROGRAM, build=build_reference))",
             "",
         ]
     )

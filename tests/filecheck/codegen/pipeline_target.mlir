@@ -25,7 +25,7 @@
 // CHECK-NEXT:     return (loss, sum_1)
 
 // CHECK:      PROGRAM = rt.Pipelined(PIPELINE, (stage_0, stage_1))
-// CHECK:          sys.exit(rt.main(PLAN, PROGRAM))
+// CHECK:          sys.exit(rt.main(PLAN, PROGRAM, build=build_reference))
 
 // A stage that needs communication between its ranks (here tensor parallel) is refused, located.
 // RUN: not unityc-opt %S/Inputs/pipeline_tensor_parallel.mlir -t torch 2>&1 | filecheck %s --check-prefix=TP
