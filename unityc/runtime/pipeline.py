@@ -154,13 +154,7 @@ class PipelineTrainer(Trainer):
         losses: list[torch.Tensor] = []
         target = torch.zeros(self.pipeline.microbatches, device=self.device)  # the loss is the stage's own
         self.schedule.step(target=target, losses=losses, return_outputs=False, **self.inputs)
-        outputs = self._outputs(losses)
-        self.at(f"step {step + 1}: gradient sync")
-        self.sync.run()
-        grads = [p.grad for p in self.params]
-        if self.optimizer is not None:
-            self.optimizer.step()
-        return outputs, grads
+        return self._outputs(losses), self.update(step)
 
     def _outputs(self, losses: list[torch.Tensor]) -> list[Any]:
         count = len(self.plan.outputs)
