@@ -71,6 +71,24 @@ class Pipeline:
             return f"{VIRTUAL_STAGES} is only for the {INTERLEAVED} schedule, not '{self.schedule}'"
         return None
 
+    def problem_with(self, stages: int) -> str | None:
+        """Why this schedule cannot run `stages` stages (torch.distributed.pipelining's limits)."""
+        if stages % self.virtual_stages:
+            return (
+                f"{VIRTUAL_STAGES} = {self.virtual_stages} does not divide the {stages} stages: each rank "
+                "group holds the same number of stages"
+            )
+        if self.schedule == "1f1b" and self.microbatches < stages:
+            return f"1f1b needs at least as many micro-batches as stages: {self.microbatches} < {stages}"
+        groups = self.rank_groups(stages)
+        rounds = max(1, self.microbatches // groups)
+        if self.schedule == INTERLEAVED and self.microbatches % rounds:
+            return (
+                f"{INTERLEAVED} runs micro-batches in rounds of the {groups} rank groups: {self.microbatches} "
+                f"micro-batches do not split into {rounds} equal rounds"
+            )
+        return None
+
     def rank_groups(self, stages: int) -> int:
         """Rank groups of a plan of `stages` stages (stage k runs on group k mod this)."""
         return stages // self.virtual_stages
@@ -168,12 +186,8 @@ def check_pipeline(fn: func.FuncOp, devices: Devices = intra_devices) -> tuple[P
     missing = sorted(set(range(count)) - set(staged.values()))
     if missing:
         raise located(fn, f"stage {missing[0]} holds no op: the stages of {count} are 0 to {count - 1}")
-    if count % pipeline.virtual_stages:
-        raise located(
-            fn,
-            f"{VIRTUAL_STAGES} = {pipeline.virtual_stages} does not divide the {count} stages: each rank "
-            "group holds the same number of stages",
-        )
+    if (problem := pipeline.problem_with(count)) is not None:
+        raise located(fn, problem)
     _check_order(ops, staged)
     _check_batch(ops, pipeline.microbatches)
     _check_groups(ops, staged, pipeline.rank_groups(count), devices)

@@ -111,10 +111,8 @@ def gpipe_plan(
     """GPipe's plan of `graph` (unparallelized) on `machine` (see the module docstring)."""
     if stages < 1:
         raise PipelineError(f"stages must be at least 1, got {stages}")
-    if stages % pipeline.virtual_stages:
-        raise PipelineError(
-            f"{pipeline.virtual_stages} virtual stages per rank group do not divide {stages} stages"
-        )
+    if (problem := pipeline.problem_with(stages)) is not None:
+        raise PipelineError(problem)
     groups = pipeline.rank_groups(stages)
     devices = machine.num_devices
     if devices % groups:

@@ -40,3 +40,5 @@
 // GROUPS: error: -p gpipe: 2 rank groups do not divide the 3 devices of the machine into equal groups
 // RUN: not unityc-opt %examples/mlp.mlir -p 'gpipe{machine="cpu:2" schedule="zb"}' 2>&1 | filecheck %s --check-prefix=SCHEDULE
 // SCHEDULE: error: -p gpipe: unknown schedule 'zb' (known: gpipe, 1f1b, interleaved-1f1b)
+// RUN: not unityc-opt %examples/mlp.mlir -p 'gpipe{machine="cpu:2" stages=4 microbatches=2 schedule="1f1b"}' 2>&1 | filecheck %s --check-prefix=ONEFONEB
+// ONEFONEB: error: -p gpipe: 1f1b needs at least as many micro-batches as stages: 2 < 4

@@ -103,3 +103,13 @@ func.func @main() -> !pcg.tensor<f32> attributes {unityc.schedule = "gpipe", uni
   func.return %l : !pcg.tensor<f32>
 }
 // CHECK: pipeline_invalid.mlir:[[# @LINE - 5]]:1: error: 'unityc.microbatches' must be an integer (unityc.microbatches = N : i64), got "2"
+
+// -----
+
+// 1F1B runs at least as many micro-batches as stages (torch.distributed.pipelining's limit).
+func.func @main() -> !pcg.tensor<f32> attributes {unityc.schedule = "1f1b", unityc.microbatches = 1 : i64} {
+  %x = pcg.input key "x" {stage = 0 : i64} : !pcg.tensor<8x4xf32>
+  %l = pcg.reduce %x kind "mean" dims [0, 1] {stage = 1 : i64} : !pcg.tensor<8x4xf32> -> !pcg.tensor<f32>
+  func.return %l : !pcg.tensor<f32>
+}
+// CHECK: pipeline_invalid.mlir:[[# @LINE - 5]]:1: error: 1f1b needs at least as many micro-batches as stages: 1 < 2
