@@ -84,8 +84,8 @@ class Pipeline:
         rounds = max(1, self.microbatches // groups)
         if self.schedule == INTERLEAVED and self.microbatches % rounds:
             return (
-                f"{INTERLEAVED} runs micro-batches in rounds of the {groups} rank groups: {self.microbatches} "
-                f"micro-batches do not split into {rounds} equal rounds"
+                f"{INTERLEAVED} runs micro-batches in rounds of the {groups} rank groups: "
+                f"{self.microbatches} micro-batches do not split into {rounds} equal rounds"
             )
         return None
 
