@@ -182,10 +182,11 @@ def check_pipeline(fn: func.FuncOp, devices: Devices = intra_devices) -> tuple[P
             raise located(op, f"{op.name} has no stage: every op of a pipelined plan needs 'stage = k : i64'")
         if isinstance(op, parallel.PipelineOp | parallel.BatchOp):
             raise located(op, f"{op.name} in a plan pipelined by stages: micro-batches are the schedule's")
-    count = max(staged.values()) + 1
-    missing = sorted(set(range(count)) - set(staged.values()))
-    if missing:
-        raise located(fn, f"stage {missing[0]} holds no op: the stages of {count} are 0 to {count - 1}")
+    present = sorted(set(staged.values()))
+    count = present[-1] + 1
+    if len(present) != count:  # a gap (never a range over the largest stage: it may be huge)
+        gap = next(k for k, s in enumerate(present) if k != s)
+        raise located(fn, f"stage {gap} holds no op: the stages of {count} are 0 to {count - 1}")
     if (problem := pipeline.problem_with(count)) is not None:
         raise located(fn, problem)
     _check_order(ops, staged)

@@ -113,3 +113,13 @@ func.func @main() -> !pcg.tensor<f32> attributes {unityc.schedule = "1f1b", unit
   func.return %l : !pcg.tensor<f32>
 }
 // CHECK: pipeline_invalid.mlir:[[# @LINE - 5]]:1: error: 1f1b needs at least as many micro-batches as stages: 1 < 2
+
+// -----
+
+// Every stage below the last holds an op (a huge stage number is no problem to check).
+func.func @main() -> !pcg.tensor<f32> attributes {unityc.schedule = "gpipe", unityc.microbatches = 2 : i64} {
+  %x = pcg.input key "x" {stage = 0 : i64} : !pcg.tensor<8x4xf32>
+  %l = pcg.reduce %x kind "mean" dims [0, 1] {stage = 9223372036854775807 : i64} : !pcg.tensor<8x4xf32> -> !pcg.tensor<f32>
+  func.return %l : !pcg.tensor<f32>
+}
+// CHECK: pipeline_invalid.mlir:[[# @LINE - 5]]:1: error: stage 1 holds no op: the stages of 9223372036854775808 are 0 to 9223372036854775807
