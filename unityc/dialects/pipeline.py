@@ -300,14 +300,7 @@ def _micro_op(op: UnitycOp, values: dict[SSAValue, SSAValue], kind: dict[SSAValu
         kind[op.result] = "batch"
         return new
     if not operand_kinds:  # weights, constants and what only they feed: as they are
-        result_types: list = [r.type for r in op.results]
-        if len(op.get_irdl_definition().results) == 1 and isinstance(
-            op.get_irdl_definition().results[0][1], VarResultDef
-        ):
-            result_types = [result_types]
-        return op.build(
-            operands=groups, result_types=result_types, properties=props, attributes=dict(op.attributes)
-        )
+        return _rebuilt(op, groups, [r.type for r in op.results], props)
     if "mean" in operand_kinds and not isinstance(op, LINEAR_ON_MEANS + tuple(parallel.ALL_OPS)):
         raise _refuse(
             op, "it reads a mean over the batch, and only linear ops commute with the mean over micro-batches"
@@ -330,14 +323,19 @@ def _micro_op(op: UnitycOp, values: dict[SSAValue, SSAValue], kind: dict[SSAValu
         _, types = op.infer(typed, attrs)
     except FormError as e:
         raise _refuse(op, str(e)) from None
-    result_defs = op.get_irdl_definition().results
-    grouped: list = list(types)
-    if len(result_defs) == 1 and isinstance(result_defs[0][1], VarResultDef):
-        grouped = [grouped]
-    new = op.build(operands=groups, result_types=grouped, properties=props, attributes=dict(op.attributes))
+    new = _rebuilt(op, groups, list(types), props)
     for old, result in zip(op.results, new.results, strict=True):
         kind[old] = _result_kind(op, old.type, result.type, operand_kinds, m)  # type: ignore[arg-type]
     return new
+
+
+def _rebuilt(op: UnitycOp, groups: list[list[SSAValue]], types: list[Attribute], props: dict) -> UnitycOp:
+    """`op` again on these operands, with these result types and properties (its attributes kept)."""
+    result_defs = op.get_irdl_definition().results
+    grouped: list = (
+        [types] if len(result_defs) == 1 and isinstance(result_defs[0][1], VarResultDef) else types
+    )
+    return op.build(operands=groups, result_types=grouped, properties=props, attributes=dict(op.attributes))
 
 
 def _typed(op: UnitycOp, groups: list[list[SSAValue]]) -> list:
