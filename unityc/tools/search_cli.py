@@ -50,7 +50,12 @@ def search_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return factory
 
-    passes = {"unity-search": unity_search}
+    def gpipe() -> type[ModulePass]:
+        from unityc.passes.gpipe import GpipePass
+
+        return GpipePass
+
+    passes = {"unity-search": unity_search, "gpipe": gpipe}
     for name in ("data-parallel", "megatron", "sequential", "exhaustive"):
         passes[name] = baseline(name)
     return passes
