@@ -64,7 +64,7 @@ SLOT_RANKS: dict[tuple[str, str], tuple[int, ...]] = {
     **{("pcg.attention", s): (3,) for s in ("query", "key", "value")},
     **{("pcg.attention", s): (2,) for s in ("wq", "wk", "wv", "wo")},
     **{("pcg.attention", s): (1,) for s in ("bq", "bk", "bv", "bo")},
-    ("pcg.attention", "mask"): (4,),
+    **{("pcg.attention", s): (4,) for s in ("mask", "cos", "sin")},
 }
 INDEX_SLOTS = {
     ("pcg.embedding", "indices"),
