@@ -177,6 +177,8 @@ ScalarAddOp = _unary(
     props=(("value", Kind.FLOAT, False),),
 )
 PowOp = _unary("pow", "x ** exponent.", props=(("exponent", Kind.FLOAT, False),))
+
+
 @op_definition
 class DropoutOp(UnaryOp):
     """Dropout with probability p. The reference interpreter and --check runs treat it as the

@@ -271,7 +271,8 @@ def _where_allowed(im: FxImporter, mask: Value) -> SSAValue:
 
 def _additive_mask(im: FxImporter, mask: Value, causal: bool, shape: tuple[int, ...]) -> Value:
     if mask is not None and not isinstance(mask, Const):
-        return mask if tensor_type(im.tensor(mask)).element_type != element_type(torch.bool) else _where_allowed(im, mask)
+        boolean = tensor_type(im.tensor(mask)).element_type == element_type(torch.bool)
+        return _where_allowed(im, mask) if boolean else mask
     sq, sk = shape[-2:]
     value = torch.zeros(sq, sk)
     if causal:

@@ -418,7 +418,7 @@ def _fuse(root: Operation) -> list[Operation] | None:
     if query.repeat != 1 or query.heads * width != _shape(root.results[0])[2]:
         return None
     for kv in (key, value):
-        if kv.width != width or kv.heads * kv.repeat != heads or kv.rotary is not None and kv is value:
+        if kv.width != width or kv.heads * kv.repeat != heads or (kv.rotary is not None and kv is value):
             return None
     if key.heads != value.heads or query.rotary != key.rotary:
         return None
@@ -428,7 +428,8 @@ def _fuse(root: Operation) -> list[Operation] | None:
     new_ops: list[Operation] = []
     if mask is not None and len(_shape(mask)) < 4:  # e.g. a causal [Sq, Sk] mask
         try:
-            shaped = pcg.ReshapeOp.build_inferred([mask], shape=[1] * (4 - len(_shape(mask))) + list(_shape(mask)))
+            shape = [1] * (4 - len(_shape(mask))) + list(_shape(mask))
+            shaped = pcg.ReshapeOp.build_inferred([mask], shape=shape)
         except FormError:
             return None
         shaped.output.name_hint = "mask"
