@@ -893,6 +893,7 @@ class AttentionOp(PcgOp):
 
     @classmethod
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
+        operands = [*operands, *[None] * (len(cls.NAMES) - len(operands))]  # cos, sin may be left out
         q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, cos, sin = operands
         heads = attrs["heads"]
         groups = attrs.get("kv_heads") or heads
