@@ -950,7 +950,8 @@ class AttentionOp(PcgOp):
         shard = [[b.shared_dim("b", batch_uses)], seq, []]
         h = b.shared_dim("h", [(3, 0), (4, 0), (5, 0), (6, 1), (7, 0), (8, 0), (9, 0)])
         if groups % b.degrees[h]:
-            raise op_error(cls, f"head shard degree {b.degrees[h]} does not divide {groups} KV heads")
+            what = "heads" if groups == heads else "KV heads"
+            raise op_error(cls, f"head shard degree {b.degrees[h]} does not divide {groups} {what}")
         b.forbid(6, 0, "the output projection's rows are the embedding, not heads")
         form = b.build([(shard, [h])])
         return form, [result_type(form, 0, q.shape, float_dtype(cls, q))]

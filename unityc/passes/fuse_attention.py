@@ -440,6 +440,9 @@ def _fuse(root: Operation) -> list[Operation] | None:
     operands = [p.x for p in projections] + [weights.part(p, False) for p in projections] + [wo]
     operands += [weights.part(p, True) for p in projections] + [out.bias, mask]
     operands += list(query.rotary or (None, None))
+    for table, name in zip(query.rotary or (), ("cos", "sin"), strict=False):
+        if isinstance(table.owner, pcg.ConstantOp):
+            table.name_hint = name  # the folded rotary tables, shared by every layer
     attrs: dict[str, Any] = {"heads": heads, "dropout": probs[1] or None}
     if key.heads != heads:
         attrs["kv_heads"] = key.heads
