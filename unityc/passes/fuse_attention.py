@@ -91,22 +91,31 @@ def _conv1d(value: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue | None, list[
     r = _owner(value, pcg.ReshapeOp)
     if r is None or len(_shape(r.output)) != 3:
         return None
-    ops: list[Operation] = [r]
-    bias, inner = None, r.input
-    add = _owner(inner, pcg.AddOp)
+    found = _matmul_bias(r.input)
+    if found is None:
+        return None
+    mm, bias, ops = found
+    flat = _owner(mm.lhs, pcg.ReshapeOp)
+    if flat is None or _shape(flat.input)[:2] != _shape(r.output)[:2] or len(_shape(flat.input)) != 3:
+        return None
+    return flat.input, mm.rhs, bias, [r, *ops, flat]
+
+
+def _matmul_bias(value: SSAValue) -> tuple[Any, SSAValue | None, list[Operation]] | None:
+    """Matches matmul(x, W) [+ b] with a 1-D bias b (Conv1D's addmm): (matmul, b, ops)."""
+    ops: list[Operation] = []
+    bias = None
+    add = _owner(value, pcg.AddOp)
     if add is not None:
         for a, b in _pairs(add):
             if _owner(a, pcg.MatmulOp) is not None and len(_shape(b)) == 1:
-                inner, bias = a, b
+                value, bias = a, b
                 ops.append(add)
                 break
         else:
             return None
-    mm = _owner(inner, pcg.MatmulOp)
-    flat = _owner(mm.lhs, pcg.ReshapeOp) if mm is not None else None
-    if flat is None or _shape(flat.input)[:2] != _shape(r.output)[:2] or len(_shape(flat.input)) != 3:
-        return None
-    return flat.input, mm.rhs, bias, [*ops, mm, flat]
+    mm = _owner(value, pcg.MatmulOp)
+    return (mm, bias, [*ops, mm]) if mm is not None else None
 
 
 def _projection(value: SSAValue) -> tuple[_Proj, list[Operation]] | None:
@@ -311,20 +320,11 @@ def _output(root: Operation) -> _Output | None:
     lin = _owner(root.input, pcg.LinearOp)
     if lin is not None and len(_shape(lin.input)) == 2:
         return _Output(lin.input, lin.weight, lin.bias, False, [root, lin])
-    inner, bias, ops = root.input, None, [root]
-    add = _owner(inner, pcg.AddOp)
-    if add is not None:
-        for a, b in _pairs(add):
-            if _owner(a, pcg.MatmulOp) is not None and len(_shape(b)) == 1:
-                inner, bias = a, b
-                ops.append(add)
-                break
-        else:
-            return None
-    mm = _owner(inner, pcg.MatmulOp)
-    if mm is None:
+    found = _matmul_bias(root.input)
+    if found is None:
         return None
-    return _Output(mm.lhs, mm.rhs, bias, True, [*ops, mm])
+    mm, bias, ops = found
+    return _Output(mm.lhs, mm.rhs, bias, True, [root, *ops])
 
 
 def _context(value: SSAValue) -> tuple[Any, SSAValue, SSAValue, list[Operation]] | None:
