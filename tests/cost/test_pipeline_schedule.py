@@ -51,7 +51,8 @@ def test_transfers_and_sync_by_hand() -> None:
     # S=2, M=1, f=1, b=1, send 0.5 each way, stage 0 syncs 2 s and updates 1 s
     costs = [StageCost(1, 1, send_s=0.5, sync_s=2.0, update_s=1.0), StageCost(1, 1, send_back_s=0.5)]
     run = simulate_pipeline(costs, "1f1b", 1)
-    # F0 [0,1], send [1,1.5], F1 [1.5,2.5], B1 [2.5,3.5], send back [3.5,4], B0 [4,5], sync [5,7], update [7,8]
+    # F0 [0,1], send [1,1.5],
+    # F1 [1.5,2.5], B1 [2.5,3.5], send back [3.5,4], B0 [4,5], sync [5,7], update [7,8]
     assert run.iteration_s == pytest.approx(8.0)
     assert run.backward_s == pytest.approx(5.0)
 

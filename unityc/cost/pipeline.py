@@ -329,7 +329,7 @@ def _two_buffered(costs: Sequence[StageCost], microbatches: int) -> PipelineRun:
                 max(0.0, 1.0 - busy / iteration) if iteration > 0 else 0.0,
                 row.inflight,
                 row.inflight_bytes,
-            )  # fmt: skip
+            )
         )
     fwd = max((e.end for e in shown if e.what == "F"), default=0.0)
     bwd = max((e.end for e in shown if e.what == "B"), default=0.0)
@@ -341,9 +341,17 @@ def chrome_trace(run: PipelineRun, label: str = "pipeline") -> dict:
     chrome://tracing): one process per rank group, a compute and a link thread each."""
     trace = []
     for g in run.groups:
-        trace.append({"ph": "M", "name": "process_name", "pid": g.group,
-                      "args": {"name": f"group {g.group} (stage{'s' if len(g.stages) > 1 else ''} "
-                                       f"{','.join(map(str, g.stages))})"}})  # fmt: skip
+        trace.append(
+            {
+                "ph": "M",
+                "name": "process_name",
+                "pid": g.group,
+                "args": {
+                    "name": f"group {g.group} (stage{'s' if len(g.stages) > 1 else ''} "
+                    f"{','.join(map(str, g.stages))})"
+                },
+            }
+        )
         for tid, name in ((0, "compute"), (1, "send"), (2, "sync")):
             trace.append(
                 {"ph": "M", "name": "thread_name", "pid": g.group, "tid": tid, "args": {"name": name}}
@@ -351,11 +359,18 @@ def chrome_trace(run: PipelineRun, label: str = "pipeline") -> dict:
     tids = {"F": 0, "B": 0, "update": 0, "send": 1, "send_back": 1, "sync": 2}
     for e in run.events:
         name = e.what if e.microbatch < 0 else f"{e.what} mb{e.microbatch} s{e.stage}"
-        trace.append({
-            "ph": "X", "name": name, "cat": e.what, "pid": e.group, "tid": tids[e.what],
-            "ts": e.start * 1e6, "dur": (e.end - e.start) * 1e6,
-            "args": {"stage": e.stage, "microbatch": e.microbatch},
-        })  # fmt: skip
+        trace.append(
+            {
+                "ph": "X",
+                "name": name,
+                "cat": e.what,
+                "pid": e.group,
+                "tid": tids[e.what],
+                "ts": e.start * 1e6,
+                "dur": (e.end - e.start) * 1e6,
+                "args": {"stage": e.stage, "microbatch": e.microbatch},
+            }
+        )
     return {
         "traceEvents": trace,
         "displayTimeUnit": "ms",
