@@ -43,6 +43,7 @@ from unityc.cost.compute import (
     op_cost,
 )
 from unityc.cost.memory import DeviceMemory, attention_saved_bytes, check_optimizer, saves
+from unityc.cost.pipeline import PipelineRun
 from unityc.cost.pricing import (
     ComputeModel,
     compute_parts,
@@ -56,7 +57,6 @@ from unityc.cost.pricing import (
     weight_parts,
 )
 from unityc.cost.profile import ProfileCache, op_key, profiled_cost
-from unityc.cost.pipeline import PipelineRun
 from unityc.cost.schedule import Step, simulate
 from unityc.cost.units import format_bytes
 from unityc.dialects.container import graph_function
@@ -561,7 +561,7 @@ def estimate_graph(
     if is_pipelined(graph):
         return estimate_pipelined(graph, machine, cost, optimizer, profile)
     check_optimizer(optimizer)
-    b, order, steps, rows = build_steps(graph, machine, compute_model(cost, profile), optimizer)
+    b, _, steps, rows = build_steps(graph, machine, compute_model(cost, profile), optimizer)
     loss = graph.outputs[0] if graph.outputs else None
     schedule = simulate(steps, b.mult, b.vid(loss) if loss is not None and loss in b.ids else None)
     for s in steps:

@@ -32,7 +32,7 @@ from unityc.cost.profile import ProfileCache
 from unityc.cost.schedule import Comm, Step
 from unityc.cost.units import format_bytes
 from unityc.dialects.pcg_types import TensorType
-from unityc.graph import Graph, Ref, infer_types
+from unityc.graph import Graph, infer_types
 from unityc.machine.spec import Machine
 
 SCHEDULE = "unityc.schedule"
@@ -103,7 +103,7 @@ def microbatch_graph(graph: Graph, microbatches: int) -> Graph:
         operand_types = tuple(None if r is None else out.type_of(r) for r in node.operands)
         try:
             types = infer_types(node.op, attrs, operand_types)
-        except Exception as e:  # noqa: BLE001 - named below, with the op
+        except (ValueError, TypeError, KeyError, IndexError) as e:
             raise ValueError(f"{node.op} (node {nid}) has no micro-batch form: {e}") from None
         out.nodes[nid] = replace(node, attrs=attrs, types=types)
         batched.add(nid)
@@ -277,7 +277,8 @@ def _assemble(
     for row in devices:
         if row.memory.total > row.capacity:
             notes.append(
-                f"device {row.device} needs {format_bytes(row.memory.total)}, more than its {format_bytes(row.capacity)}"
+                f"device {row.device} needs {format_bytes(row.memory.total)}, "
+                f"more than its {format_bytes(row.capacity)}"
             )
     flops = b.model_flops - b.update_flops
     return Estimate(
@@ -298,5 +299,3 @@ def _assemble(
 
 
 __all__ = ["estimate_pipelined", "graph_schedule", "is_pipelined", "microbatch_graph", "stages_of"]
-
-_ = Ref  # re-exported type for callers' annotations
