@@ -1,0 +1,434 @@
+"""Pipeline plans: stage partitioning (PipeDream's dynamic program), per-stage device groups,
+micro-batch choice, and the plans of `pipedream`, `hetero-gpipe` and the joint search.
+
+*Layers.* The graph's sequential split points (`split.cut_points`: ops after which one tensor
+crosses) cut it into L layers; a stage is a run of consecutive layers.
+
+*Profiles.* A stage of layers i..j on a group of w consecutive devices runs them data parallel
+(stage replication): each device computes a micro-batch of B/(M w) rows. Each layer's forward and
+backward time is priced by the cost model's per-op pricing (`estimate.build_steps`) on the graph
+of one such micro-batch placed on one device of each kind the machine has (`LayerCosts`); the
+group runs at its slowest device's pace. Its weights' gradients are all-reduced over the group
+once per iteration, the optimizer steps its weights once; the tensor leaving its last layer goes
+point to point to the next group (B/(M w) rows from each device, over the link between them).
+
+*Partition DP* (`partition`, PipeDream §3.1): A(j, d) = the best pipeline of layers [0, j) on
+devices [0, d): min over the last stage (layers [i, j) on devices [c, d)) of max(A(i, c),
+stage time, transfer time into it), the stage time being M x (forward + backward) + sync + update
+(the slowest stage bounds the pipeline in steady state). A stage's memory (weights, gradients,
+optimizer state, and its activations times the micro-batches in flight, at most min(M, 1 + the
+devices after it) under 1F1B) must fit its devices. Devices are taken in machine order; stages
+may use fewer than all devices. `exhaustive_partition` enumerates the same space (tests).
+
+*Plans.* `materialize` turns a partition into a pipelined plan: every op data parallel over its
+stage's group (`rebuild` with the stage's width, so a tensor crossing to a stage of another width
+is re-partitioned there), `stage` on every op, views on the group's devices, the schedule and
+micro-batch count on the graph function; `estimate` then prices it by simulating the schedule.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
+
+from unityc.cost.communication import collective_time
+from unityc.cost.estimate import Estimate, build_steps, compute_model, estimate_graph, saved_values
+from unityc.cost.pipeline import StageCost
+from unityc.cost.pricing import phase, piece
+from unityc.cost.profile import ProfileCache
+from unityc.cost.staged import MICROBATCHES, SCHEDULE, VIRTUAL_STAGES, microbatch_graph
+from unityc.graph import Graph
+from unityc.machine.spec import Machine
+from unityc.search.rebuild import rebuild
+from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
+from unityc.search.split import cut_points
+from unityc.search.strategies import _batch_forms, sync_batch_norm
+from unityc.search.views import canonical_view, task_degrees, to_attr
+
+STAGE = "stage"
+
+
+class PipelineError(ValueError):
+    """A pipeline the graph or the machine cannot have."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Layers [first, last) on devices [start, start + width)."""
+
+    first: int
+    last: int
+    start: int
+    width: int
+
+
+@dataclass(frozen=True)
+class Partition:
+    stages: tuple[Stage, ...]
+    objective: float
+    """The DP's objective: the slowest stage's (or link's) time per iteration."""
+
+
+def layer_of(graph: Graph) -> tuple[list[int], dict[int, int]]:
+    """The graph's cut ops and each non-source op's layer (a cut op ends its layer)."""
+    cuts = cut_points(graph)
+    marks = set(cuts)
+    layer: dict[int, int] = {}
+    k = 0
+    for nid in graph.topological():
+        if graph.nodes[nid].is_source:
+            continue
+        layer[nid] = k
+        if nid in marks:
+            k += 1
+    return cuts, layer
+
+
+def batch_size(graph: Graph) -> int:
+    sizes = {n.types[0].shape[0] for n in graph.nodes.values() if n.op == "pcg.input" and n.types[0].rank}
+    if not sizes:
+        raise PipelineError("the graph has no batched input: nothing to pipeline")
+    return math.gcd(*sizes)
+
+
+@dataclass
+class LayerCosts:
+    """Per-layer costs of `graph` on one device of each kind, per micro-batch of `rows` rows."""
+
+    graph: Graph
+    machine: Machine
+    cost: str = "roofline"
+    optimizer: str = "sgd"
+    profile: ProfileCache | None = None
+    _cache: dict[tuple[int, int], dict[str, list[float]]] = field(default_factory=dict)
+
+    @cached_property
+    def layers(self) -> tuple[list[int], dict[int, int]]:
+        return layer_of(self.graph)
+
+    @property
+    def count(self) -> int:
+        return len(self.layers[0]) + 1
+
+    @cached_property
+    def batch(self) -> int:
+        return batch_size(self.graph)
+
+    def kind_device(self, kind_name: str) -> int:
+        return next(d.index for d in self.machine.devices if d.kind.name == kind_name)
+
+    def of(self, device: int, rows: int) -> dict[str, list[float]]:
+        """{"fwd", "bwd", "saved", "weights", "update", "out"}: per layer, on `device`'s kind."""
+        device = self.kind_device(self.machine.kind_of(device).name)
+        key = (device, rows)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        if self.batch % rows:
+            raise PipelineError(f"{rows} rows do not divide the batch of {self.batch}")
+        micro = microbatch_graph(self.graph, self.batch // rows)
+        for nid, node in micro.nodes.items():
+            micro.with_view(nid, to_attr(canonical_view(task_degrees(node.types[0]), device), self.machine))
+        b, order, steps, _ = build_steps(
+            micro, self.machine, compute_model(self.cost, self.profile), self.optimizer
+        )
+        cuts, layer = self.layers
+        users = self.graph.users()
+        L = len(cuts) + 1
+        out = {k: [0.0] * L for k in ("fwd", "bwd", "saved", "weights", "update", "out")}
+        for nid, step in zip(order, steps, strict=True):
+            node = micro.nodes[nid]
+            k = layer.get(nid)
+            if k is None:  # a source: its first reader's layer
+                k = min((layer[u] for u in users[nid] if u in layer), default=0)
+            out["fwd"][k] += max((s for _, s in step.fwd_compute), default=0.0) + phase(step.fwd_comm)
+            out["bwd"][k] += max((s for _, s in step.bwd_compute), default=0.0) + phase(step.bwd_comm)
+            out["update"][k] += max((s for _, s in step.update), default=0.0)
+            if node.op == "pcg.weight" and (nid, 0) in b.gets_grad:
+                out["weights"][k] += piece(node.types[0]).nbytes  # type: ignore[union-attr]
+        for v in saved_values(micro, order, b.gets_grad):
+            k = layer.get(v[0], 0)
+            out["saved"][k] += piece(micro.type_of(v)).nbytes  # type: ignore[union-attr]
+        for i, c in enumerate(cuts):
+            out["out"][i] = piece(micro.nodes[c].types[0]).nbytes  # type: ignore[union-attr]
+        self._cache[key] = out
+        return out
+
+    def state_bytes(self, weights: float) -> float:
+        """Weights + gradients + optimizer state for `weights` bytes of weights."""
+        return weights * (2 + (2 if self.optimizer == "adam" else 0))
+
+
+@dataclass
+class StageModel:
+    """Stage costs for the partition DP and for pricing partitions without building plans."""
+
+    costs: LayerCosts
+    microbatches: int
+    schedule: str = "1f1b"
+
+    @property
+    def machine(self) -> Machine:
+        return self.costs.machine
+
+    def rows(self, width: int) -> int | None:
+        r, rest = divmod(self.costs.batch, self.microbatches * width)
+        return r if r >= 1 and not rest else None
+
+    def cost(
+        self, first: int, last: int, start: int, width: int, next_start: int | None = None
+    ) -> StageCost | None:
+        """Layers [first, last) on devices [start, start + width); None if the batch does not split."""
+        rows = self.rows(width)
+        if rows is None:
+            return None
+        devices = list(range(start, start + width))
+        per_kind = [
+            self.costs.of(d, rows) for d in {self.machine.kind_of(d).name: d for d in devices}.values()
+        ]
+        fwd = max(sum(p["fwd"][first:last]) for p in per_kind)
+        bwd = max(sum(p["bwd"][first:last]) for p in per_kind)
+        p = per_kind[0]
+        weights = sum(p["weights"][first:last])
+        sync = collective_time("all_reduce", weights, devices, self.machine) if width > 1 else 0.0
+        update = max(sum(q["update"][first:last]) for q in per_kind)
+        send = 0.0
+        if next_start is not None and last - 1 < len(p["out"]):
+            link = self.machine.link(start + width - 1, next_start)
+            if link is not None:
+                send = link.latency + p["out"][last - 1] / link.bandwidth
+        return StageCost(fwd, bwd, send, send, sync, update, sum(p["saved"][first:last]))
+
+    def memory(self, first: int, last: int, width: int, inflight: int) -> float:
+        rows = self.rows(width)
+        assert rows is not None
+        p = self.costs.of(0, rows)
+        return self.costs.state_bytes(sum(p["weights"][first:last])) + inflight * sum(p["saved"][first:last])
+
+    def capacity(self, start: int, width: int) -> float:
+        return min(self.machine.kind_of(d).memory for d in range(start, start + width))
+
+    def stage_time(self, c: StageCost) -> float:
+        return self.microbatches * (c.forward_s + c.backward_s) + c.sync_s + c.update_s
+
+    def inflight(self, devices_after: int) -> int:
+        if self.schedule == "gpipe":
+            return self.microbatches
+        return min(self.microbatches, 1 + devices_after)
+
+
+def partition(
+    model: StageModel,
+    devices: int | None = None,
+    max_stages: int | None = None,
+    widths: Sequence[int] | None = None,
+) -> Partition | None:
+    """PipeDream's DP (see the module docstring); None when nothing fits. `widths` limits the
+    replication of a stage (default: any)."""
+    L = model.costs.count
+    D = devices or model.machine.num_devices
+    S_max = max_stages or L
+    allowed = set(widths) if widths is not None else set(range(1, D + 1))
+    INF = (math.inf, ())
+    # best[(j, d, s)]: layers [0, j) on devices [0, d) in s stages -> (objective, stages)
+    best: dict[tuple[int, int, int], tuple[float, tuple[Stage, ...]]] = {(0, 0, 0): (0.0, ())}
+    for s in range(1, S_max + 1):
+        for j in range(1, L + 1):
+            for d in range(1, D + 1):
+                found = INF
+                for i in range(0, j):
+                    for c in range(0, d):
+                        prev = best.get((i, c, s - 1))
+                        if prev is None or (i == 0) != (s == 1) or (c == 0) != (s == 1):
+                            continue
+                        w = d - c
+                        if w not in allowed:
+                            continue
+                        value = _stage_value(model, i, j, c, w, D - d, prev[1])
+                        if value is None:
+                            continue
+                        total = max(prev[0], value)
+                        if total < found[0]:
+                            found = (total, (*prev[1], Stage(i, j, c, w)))
+                if found[0] < math.inf:
+                    best[(j, d, s)] = found
+    finals = [v for (j, _, _), v in best.items() if j == L and v[1]]
+    if not finals:
+        return None
+    objective, stages = min(finals, key=lambda v: (v[0], len(v[1])))
+    return Partition(stages, objective)
+
+
+def _stage_value(
+    model: StageModel, i: int, j: int, c: int, w: int, after: int, before: tuple[Stage, ...]
+) -> float | None:
+    cost = model.cost(i, j, c, w)
+    if cost is None:
+        return None
+    if model.memory(i, j, w, model.inflight(after)) > model.capacity(c, w):
+        return None
+    value = model.stage_time(cost)
+    if before:
+        prev = before[-1]
+        into = model.cost(prev.first, prev.last, prev.start, prev.width, c)
+        if into is None:
+            return None
+        value = max(value, model.microbatches * 2 * into.send_s)  # activations in, gradients out
+    return value
+
+
+def partition_value(model: StageModel, stages: Sequence[Stage]) -> float | None:
+    """The DP's objective for a given partition (what `exhaustive_partition` minimizes)."""
+    total = 0.0
+    D = model.machine.num_devices
+    for k, st in enumerate(stages):
+        end = st.start + st.width
+        value = _stage_value(model, st.first, st.last, st.start, st.width, D - end, tuple(stages[:k]))
+        if value is None:
+            return None
+        total = max(total, value)
+    return total
+
+
+def exhaustive_partition(model: StageModel, devices: int | None = None) -> Partition | None:
+    """Every partition of the layers into stages on consecutive device groups (small graphs)."""
+    L = model.costs.count
+    D = devices or model.machine.num_devices
+    best: Partition | None = None
+    for s in range(1, min(L, D) + 1):
+        for cuts in itertools.combinations(range(1, L), s - 1):
+            bounds = (0, *cuts, L)
+            for widths in itertools.product(range(1, D + 1), repeat=s):
+                if sum(widths) > D:
+                    continue
+                starts = [sum(widths[:k]) for k in range(s)]
+                stages = tuple(Stage(bounds[k], bounds[k + 1], starts[k], widths[k]) for k in range(s))
+                value = partition_value(model, stages)
+                if value is not None and (best is None or value < best.objective):
+                    best = Partition(stages, value)
+    return best
+
+
+def stage_costs(model: StageModel, stages: Sequence[Stage]) -> list[StageCost]:
+    """The `StageCost`s of a partition (what the schedule simulation takes)."""
+    out = []
+    for k, st in enumerate(stages):
+        nxt = stages[k + 1].start if k + 1 < len(stages) else None
+        c = model.cost(st.first, st.last, st.start, st.width, nxt)
+        if c is None:
+            raise PipelineError(f"stage {k}: the batch does not split into {model.microbatches} x {st.width}")
+        back = 0.0
+        if k > 0:
+            prev = model.cost(
+                stages[k - 1].first, stages[k - 1].last, stages[k - 1].start, stages[k - 1].width, st.start
+            )
+            back = prev.send_s if prev is not None else 0.0
+        out.append(
+            StageCost(c.forward_s, c.backward_s, c.send_s, back, c.sync_s, c.update_s, c.activation_bytes)
+        )
+    return out
+
+
+# --- plans ------------------------------------------------------------------------------------
+
+
+def materialize(
+    graph: Graph,
+    machine: Machine,
+    stages: Sequence[Stage],
+    schedule: str,
+    microbatches: int,
+    virtual: int = 1,
+) -> Graph:
+    """The pipelined plan of a partition (see the module docstring); `graph` unparallelized.
+    With `virtual` > 1, stage k runs on the group of stage k mod (S / virtual)."""
+    _, layer = layer_of(graph)
+    stage_of_layer = {}
+    for k, st in enumerate(stages):
+        for i in range(st.first, st.last):
+            stage_of_layer[i] = k
+    groups = len(stages) // virtual
+    width = [stages[k % groups].width for k in range(len(stages))]
+    start = [stages[k % groups].start for k in range(len(stages))]
+    users = graph.users()
+
+    def stage_of(nid: int) -> int:
+        if nid in layer:
+            return stage_of_layer[layer[nid]]
+        return min((stage_of_layer[layer[u]] for u in users[nid] if u in layer), default=0)
+
+    base = sync_batch_norm(graph)
+    order = [
+        nid
+        for nid in base.topological()
+        if not base.nodes[nid].is_source and not base.nodes[nid].op.startswith("parallel.")
+    ]
+    original_stage = {nid: stage_of(nid) for nid in graph.nodes}
+    # sync_batch_norm may add ops; they take the stage of the op before them in order
+    stage_seq: list[int] = []
+    k = 0
+    for nid in order:
+        k = original_stage.get(nid, k)
+        stage_seq.append(k)
+
+    by_node = dict(zip(order, stage_seq, strict=True))
+
+    def propose(nid, node, operands):  # type: ignore[no-untyped-def]
+        k = by_node.get(nid, 0)
+        return _batch_forms(operands, width[k]) if width[k] > 1 else []
+
+    plan = fuse_collectives(reduce_loss(simplify(rebuild(base, propose))))
+    new_order = [
+        nid
+        for nid in plan.topological()
+        if not plan.nodes[nid].is_source and not plan.nodes[nid].op.startswith("parallel.")
+    ]
+    if [plan.nodes[n].op for n in new_order] != [base.nodes[n].op for n in order]:
+        raise PipelineError("the data-parallel rebuild changed the graph's ops: cannot carry the stages over")
+    stage: dict[int, int] = dict(zip(new_order, stage_seq, strict=True))
+    plan_users = plan.users()
+    for nid in reversed(plan.topological()):  # parallel ops and sources: their first reader's stage
+        if nid in stage:
+            continue
+        readers = [stage[u] for u in plan_users[nid] if u in stage]
+        if readers:
+            stage[nid] = min(readers)
+        else:  # an output that is a parallel op: its producer's
+            producers = [stage[r[0]] for r in plan.nodes[nid].operand_refs() if r[0] in stage]
+            stage[nid] = max(producers, default=0)
+    for nid, node in list(plan.nodes.items()):
+        k = stage[nid]
+        view = to_attr(canonical_view(task_degrees(node.types[0]), start[k]), machine)
+        plan.nodes[nid] = node.with_plan(**{STAGE: IntegerAttr(k, i64)})
+        plan.with_view(nid, view)
+    plan.function_attrs = {SCHEDULE: StringAttr(schedule), MICROBATCHES: IntegerAttr(microbatches, i64)}
+    if virtual > 1:
+        plan.function_attrs[VIRTUAL_STAGES] = IntegerAttr(virtual, i64)
+    return plan
+
+
+@dataclass
+class PipelinePlan:
+    name: str
+    graph: Graph
+    estimate: Estimate
+    note: str
+    partition: Partition | None = None
+
+
+def price_plan(name: str, graph: Graph, machine: Machine, note: str, cost: str, optimizer: str,
+               profile: ProfileCache | None, part: Partition | None = None) -> PipelinePlan:  # fmt: skip
+    return PipelinePlan(name, graph, estimate_graph(graph, machine, cost, optimizer, profile), note, part)
+
+
+def microbatch_choices(batch: int, width: int, stages: int, limit: int = 64) -> list[int]:
+    """Micro-batch counts worth trying: those dividing the batch per group, from S to 8 S."""
+    per = batch // width if batch % width == 0 else 0
+    counts = [m for m in range(1, min(per, limit) + 1) if per % m == 0]
+    wanted = [m for m in counts if stages <= m <= 8 * stages]
+    return wanted or counts[-1:]
