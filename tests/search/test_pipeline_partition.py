@@ -41,6 +41,7 @@ def test_dp_equals_exhaustive(machine: str, devices: int, micro: int) -> None:
     model = StageModel(LayerCosts(deep_mlp(3, 64), load_machine(machine)), micro)
     assert model.costs.count >= 5
     dp = partition(model, devices)
+    assert partition(model, devices, stages=len(dp.stages)).objective == pytest.approx(dp.objective)
     full = exhaustive_partition(model, devices)
     assert dp is not None and full is not None
     assert dp.objective == pytest.approx(full.objective)

@@ -44,6 +44,7 @@ from unityc.cost.profile import ProfileCache
 from unityc.cost.staged import MICROBATCHES, SCHEDULE, VIRTUAL_STAGES, microbatch_graph
 from unityc.graph import Graph
 from unityc.machine.spec import Machine
+from unityc.search.gpipe import even_cuts
 from unityc.search.rebuild import rebuild
 from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.search.split import cut_points
@@ -74,9 +75,12 @@ class Partition:
     """The DP's objective: the slowest stage's (or link's) time per iteration."""
 
 
-def layer_of(graph: Graph) -> tuple[list[int], dict[int, int]]:
-    """The graph's cut ops and each non-source op's layer (a cut op ends its layer)."""
+def layer_of(graph: Graph, max_layers: int | None = None) -> tuple[list[int], dict[int, int]]:
+    """The graph's cut ops and each non-source op's layer (a cut op ends its layer); with
+    `max_layers`, only that many layers, cut where forward FLOPs are most even (`even_cuts`)."""
     cuts = cut_points(graph)
+    if max_layers is not None and len(cuts) + 1 > max_layers:
+        cuts = even_cuts(graph, max_layers)
     marks = set(cuts)
     layer: dict[int, int] = {}
     k = 0
@@ -105,11 +109,13 @@ class LayerCosts:
     cost: str = "roofline"
     optimizer: str = "sgd"
     profile: ProfileCache | None = None
+    max_layers: int | None = None
+    """Coarsen the split points to at most this many layers (big graphs)."""
     _cache: dict[tuple[int, int], dict[str, list[float]]] = field(default_factory=dict)
 
     @cached_property
     def layers(self) -> tuple[list[int], dict[int, int]]:
-        return layer_of(self.graph)
+        return layer_of(self.graph, self.max_layers)
 
     @property
     def count(self) -> int:
@@ -156,8 +162,15 @@ class LayerCosts:
             out["saved"][k] += piece(micro.type_of(v)).nbytes  # type: ignore[union-attr]
         for i, c in enumerate(cuts):
             out["out"][i] = piece(micro.nodes[c].types[0]).nbytes  # type: ignore[union-attr]
+        for name in ("fwd", "bwd", "saved", "weights", "update"):
+            out["sum_" + name] = list(itertools.accumulate(out[name], initial=0.0))
         self._cache[key] = out
         return out
+
+    def total(self, device: int, rows: int, what: str, first: int, last: int) -> float:
+        """Layers [first, last) of one entry of `of`."""
+        pre = self.of(device, rows)["sum_" + what]
+        return pre[last] - pre[first]
 
     def state_bytes(self, weights: float) -> float:
         """Weights + gradients + optimizer state for `weights` bytes of weights."""
@@ -181,34 +194,39 @@ class StageModel:
         return r if r >= 1 and not rest else None
 
     def cost(
-        self, first: int, last: int, start: int, width: int, next_start: int | None = None
+        self, first: int, last: int, start: int, width: int, next_width: int | None = None
     ) -> StageCost | None:
-        """Layers [first, last) on devices [start, start + width); None if the batch does not split."""
+        """Layers [first, last) on devices [start, start + width); None if the batch does not split.
+        With `next_width`, its send to the next stage (on the devices right after it)."""
         rows = self.rows(width)
         if rows is None:
             return None
         devices = list(range(start, start + width))
-        per_kind = [
-            self.costs.of(d, rows) for d in {self.machine.kind_of(d).name: d for d in devices}.values()
-        ]
-        fwd = max(sum(p["fwd"][first:last]) for p in per_kind)
-        bwd = max(sum(p["bwd"][first:last]) for p in per_kind)
-        p = per_kind[0]
-        weights = sum(p["weights"][first:last])
+        kinds = list({self.machine.kind_of(d).name: d for d in devices}.values())
+        total = self.costs.total
+        fwd = max(total(d, rows, "fwd", first, last) for d in kinds)
+        bwd = max(total(d, rows, "bwd", first, last) for d in kinds)
+        weights = total(kinds[0], rows, "weights", first, last)
         sync = collective_time("all_reduce", weights, devices, self.machine) if width > 1 else 0.0
-        update = max(sum(q["update"][first:last]) for q in per_kind)
-        send = 0.0
-        if next_start is not None and last - 1 < len(p["out"]):
-            link = self.machine.link(start + width - 1, next_start)
-            if link is not None:
-                send = link.latency + p["out"][last - 1] / link.bandwidth
-        return StageCost(fwd, bwd, send, send, sync, update, sum(p["saved"][first:last]))
+        update = max(total(d, rows, "update", first, last) for d in kinds)
+        send = 0.0 if next_width is None else self.transfer(last, start + width, next_width)
+        return StageCost(fwd, bwd, send, 0.0, sync, update, total(kinds[0], rows, "saved", first, last))
+
+    def transfer(self, boundary: int, start: int, width: int) -> float:
+        """The activation after layer `boundary` - 1 into a stage on devices [start, start +
+        width): each of its devices receives its B/(M w) rows over the link from the device before."""
+        rows = self.rows(width)
+        link = self.machine.link(start - 1, start)
+        if rows is None or link is None or boundary < 1:
+            return 0.0
+        return link.latency + self.costs.of(start, rows)["out"][boundary - 1] / link.bandwidth
 
     def memory(self, first: int, last: int, width: int, inflight: int) -> float:
         rows = self.rows(width)
         assert rows is not None
-        p = self.costs.of(0, rows)
-        return self.costs.state_bytes(sum(p["weights"][first:last])) + inflight * sum(p["saved"][first:last])
+        total = self.costs.total
+        weights = total(0, rows, "weights", first, last)
+        return self.costs.state_bytes(weights) + inflight * total(0, rows, "saved", first, last)
 
     def capacity(self, start: int, width: int) -> float:
         return min(self.machine.kind_of(d).memory for d in range(start, start + width))
@@ -225,43 +243,50 @@ class StageModel:
 def partition(
     model: StageModel,
     devices: int | None = None,
-    max_stages: int | None = None,
+    stages: int | None = None,
     widths: Sequence[int] | None = None,
 ) -> Partition | None:
-    """PipeDream's DP (see the module docstring); None when nothing fits. `widths` limits the
-    replication of a stage (default: any)."""
+    """PipeDream's DP (see the module docstring); None when nothing fits. `stages`: exactly that
+    many stages (default: any); `widths`: the replications a stage may have (default: any)."""
     L = model.costs.count
     D = devices or model.machine.num_devices
-    S_max = max_stages or L
-    allowed = set(widths) if widths is not None else set(range(1, D + 1))
-    INF = (math.inf, ())
-    # best[(j, d, s)]: layers [0, j) on devices [0, d) in s stages -> (objective, stages)
-    best: dict[tuple[int, int, int], tuple[float, tuple[Stage, ...]]] = {(0, 0, 0): (0.0, ())}
-    for s in range(1, S_max + 1):
+    allowed = sorted(set(widths) if widths is not None else set(range(1, D + 1)))
+    counts = [stages] if stages is not None else [None]
+    # best[(j, d, s)]: layers [0, j) on devices [0, d) (in s stages, or any: s = None)
+    best: dict[tuple[int, int, int | None], tuple[float, tuple[Stage, ...]]] = {}
+    levels = range(1, (stages or 1) + 1) if stages is not None else [None]
+    for s in levels:
         for j in range(1, L + 1):
             for d in range(1, D + 1):
-                found = INF
-                for i in range(0, j):
-                    for c in range(0, d):
-                        prev = best.get((i, c, s - 1))
-                        if prev is None or (i == 0) != (s == 1) or (c == 0) != (s == 1):
+                found: tuple[float, tuple[Stage, ...]] = (math.inf, ())
+                for w in allowed:
+                    c = d - w
+                    if c < 0:
+                        break
+                    for i in range(0, j):
+                        if (i == 0) != (c == 0):
                             continue
-                        w = d - c
-                        if w not in allowed:
+                        if i == 0:
+                            if s not in (None, 1):
+                                continue
+                            prev: tuple[float, tuple[Stage, ...]] | None = (0.0, ())
+                        else:
+                            prev = best.get((i, c, None if s is None else s - 1))
+                        if prev is None or prev[0] >= found[0]:
                             continue
                         value = _stage_value(model, i, j, c, w, D - d, prev[1])
                         if value is None:
                             continue
                         total = max(prev[0], value)
-                        if total < found[0]:
+                        if total < found[0] or (total == found[0] and len(prev[1]) + 1 < len(found[1])):
                             found = (total, (*prev[1], Stage(i, j, c, w)))
-                if found[0] < math.inf:
+                if found[1]:
                     best[(j, d, s)] = found
-    finals = [v for (j, _, _), v in best.items() if j == L and v[1]]
+    finals = [v for (j, _, s), v in best.items() if j == L and s == counts[0]]
     if not finals:
         return None
-    objective, stages = min(finals, key=lambda v: (v[0], len(v[1])))
-    return Partition(stages, objective)
+    objective, chosen = min(finals, key=lambda v: (v[0], len(v[1])))
+    return Partition(chosen, objective)
 
 
 def _stage_value(
@@ -273,12 +298,8 @@ def _stage_value(
     if model.memory(i, j, w, model.inflight(after)) > model.capacity(c, w):
         return None
     value = model.stage_time(cost)
-    if before:
-        prev = before[-1]
-        into = model.cost(prev.first, prev.last, prev.start, prev.width, c)
-        if into is None:
-            return None
-        value = max(value, model.microbatches * 2 * into.send_s)  # activations in, gradients out
+    if before:  # activations in, gradients back, on the link into it
+        value = max(value, model.microbatches * 2 * model.transfer(i, c, w))
     return value
 
 
@@ -318,16 +339,11 @@ def stage_costs(model: StageModel, stages: Sequence[Stage]) -> list[StageCost]:
     """The `StageCost`s of a partition (what the schedule simulation takes)."""
     out = []
     for k, st in enumerate(stages):
-        nxt = stages[k + 1].start if k + 1 < len(stages) else None
+        nxt = stages[k + 1].width if k + 1 < len(stages) else None
         c = model.cost(st.first, st.last, st.start, st.width, nxt)
         if c is None:
             raise PipelineError(f"stage {k}: the batch does not split into {model.microbatches} x {st.width}")
-        back = 0.0
-        if k > 0:
-            prev = model.cost(
-                stages[k - 1].first, stages[k - 1].last, stages[k - 1].start, stages[k - 1].width, st.start
-            )
-            back = prev.send_s if prev is not None else 0.0
+        back = model.transfer(st.first, st.start, st.width) if k > 0 else 0.0
         out.append(
             StageCost(c.forward_s, c.backward_s, c.send_s, back, c.sync_s, c.update_s, c.activation_bytes)
         )
