@@ -55,7 +55,17 @@ def search_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return GpipePass
 
+    def pipelines(name: str) -> Callable[[], type[ModulePass]]:
+        def factory() -> type[ModulePass]:
+            from unityc.passes.pipelines import HeteroGpipePass, PipedreamPass
+
+            return PipedreamPass if name == "pipedream" else HeteroGpipePass
+
+        return factory
+
     passes = {"unity-search": unity_search, "gpipe": gpipe}
+    passes["pipedream"] = pipelines("pipedream")
+    passes["hetero-gpipe"] = pipelines("hetero-gpipe")
     for name in ("data-parallel", "megatron", "sequential", "exhaustive"):
         passes[name] = baseline(name)
     return passes

@@ -137,7 +137,10 @@ class LayerCosts:
             return hit
         if self.batch % rows:
             raise PipelineError(f"{rows} rows do not divide the batch of {self.batch}")
-        micro = microbatch_graph(self.graph, self.batch // rows)
+        try:
+            micro = microbatch_graph(self.graph, self.batch // rows)
+        except ValueError as e:
+            raise PipelineError(f"micro-batches of {rows} rows: {e}") from None
         for nid, node in micro.nodes.items():
             micro.with_view(nid, to_attr(canonical_view(task_degrees(node.types[0]), device), self.machine))
         b, order, steps, _ = build_steps(
@@ -166,6 +169,14 @@ class LayerCosts:
             out["sum_" + name] = list(itertools.accumulate(out[name], initial=0.0))
         self._cache[key] = out
         return out
+
+    def feasible(self, device: int, rows: int) -> bool:
+        """Whether the graph has a micro-batch of `rows` rows (batch norm needs 2 values)."""
+        try:
+            self.of(device, rows)
+        except PipelineError:
+            return False
+        return True
 
     def total(self, device: int, rows: int, what: str, first: int, last: int) -> float:
         """Layers [first, last) of one entry of `of`."""
@@ -199,7 +210,7 @@ class StageModel:
         """Layers [first, last) on devices [start, start + width); None if the batch does not split.
         With `next_width`, its send to the next stage (on the devices right after it)."""
         rows = self.rows(width)
-        if rows is None:
+        if rows is None or not self.costs.feasible(start, rows):
             return None
         devices = list(range(start, start + width))
         kinds = list({self.machine.kind_of(d).name: d for d in devices}.values())
@@ -223,7 +234,7 @@ class StageModel:
 
     def memory(self, first: int, last: int, width: int, inflight: int) -> float:
         rows = self.rows(width)
-        assert rows is not None
+        assert rows is not None and self.costs.feasible(0, rows)
         total = self.costs.total
         weights = total(0, rows, "weights", first, last)
         return self.costs.state_bytes(weights) + inflight * total(0, rows, "saved", first, last)
@@ -448,3 +459,260 @@ def microbatch_choices(batch: int, width: int, stages: int, limit: int = 64) -> 
     counts = [m for m in range(1, min(per, limit) + 1) if per % m == 0]
     wanted = [m for m in counts if stages <= m <= 8 * stages]
     return wanted or counts[-1:]
+
+
+# --- baselines and the search's pipeline candidates ---------------------------------------------
+
+MAX_LAYERS = 24
+"""Layers the partition DP works on for big graphs (split points merged evenly beyond that)."""
+
+
+def allowed_widths(machine: Machine) -> list[int]:
+    """Stage replications worth trying: every width on up to 8 devices; beyond, the divisors of
+    a node and multiples of a node dividing the machine (groups that tile it)."""
+    D = machine.num_devices
+    if D <= 8:
+        return list(range(1, D + 1))
+    node = machine.nodes[0].num_devices
+    return sorted(
+        {w for w in range(1, node + 1) if node % w == 0} | {w for w in range(node, D + 1, node) if D % w == 0}
+    )
+
+
+def microbatch_counts(batch: int, limit: int = 32) -> list[int]:
+    """Powers of two dividing the batch, up to `limit`."""
+    return [m for m in (2**k for k in range(6)) if m <= limit and batch % m == 0]
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    cost: str = "roofline"
+    optimizer: str = "sgd"
+    profile: ProfileCache | None = None
+    max_layers: int = MAX_LAYERS
+
+    def layer_costs(self, graph: Graph, machine: Machine) -> LayerCosts:
+        return LayerCosts(graph, machine, self.cost, self.optimizer, self.profile, self.max_layers)
+
+
+def _finish(name: str, graph: Graph, machine: Machine, part: Partition, schedule: str, M: int,
+            options: PipelineOptions, note: str) -> PipelinePlan:  # fmt: skip
+    plan = materialize(graph, machine, part.stages, schedule, M)
+    e = estimate_graph(plan, machine, options.cost, options.optimizer, options.profile)
+    return PipelinePlan(name, plan, e, note, part)
+
+
+def describe(part: Partition, schedule: str, M: int) -> str:
+    groups = " | ".join(
+        f"layers {st.first}-{st.last - 1} on {st.start}"
+        + (f"-{st.start + st.width - 1}" if st.width > 1 else "")
+        for st in part.stages
+    )
+    return f"{len(part.stages)} stages ({groups}), {schedule}, {M} micro-batches"
+
+
+def best_partition(
+    graph: Graph,
+    machine: Machine,
+    options: PipelineOptions,
+    schedule: str = "1f1b",
+    stages: int | None = None,
+    costs: LayerCosts | None = None,
+) -> tuple[Partition, int] | None:
+    """PipeDream's DP for each micro-batch count; the partition whose simulated schedule is
+    fastest, with its micro-batch count (None if none fits)."""
+    from unityc.cost.pipeline import simulate_pipeline
+
+    costs = costs or options.layer_costs(graph, machine)
+    widths = allowed_widths(machine)
+    found: tuple[float, Partition, int] | None = None
+    for M in microbatch_counts(costs.batch):
+        model = StageModel(costs, M, schedule)
+        part = partition(model, stages=stages, widths=widths)
+        if part is None:
+            continue
+        run = simulate_pipeline(stage_costs(model, part.stages), schedule, M)
+        if found is None or run.iteration_s < found[0]:
+            found = (run.iteration_s, part, M)
+    return None if found is None else (found[1], found[2])
+
+
+def pipedream_plan(
+    graph: Graph, machine: Machine, options: PipelineOptions | None = None, stages: int | None = None
+) -> PipelinePlan:
+    """PipeDream: its partition DP (stage replication, per-stage device groups), the 1F1B
+    schedule (flushed, as the IR's plans are; `estimate{schedule="2bw"}` prices 2BW), the
+    micro-batch count whose simulated iteration is fastest."""
+    options = options or PipelineOptions()
+    graph = _plain(graph)
+    found = best_partition(graph, machine, options, "1f1b", stages)
+    if found is None:
+        raise PipelineError("pipedream: no partition fits the machine's memory")
+    part, M = found
+    return _finish("pipedream", graph, machine, part, "1f1b", M, options, describe(part, "1f1b", M))
+
+
+# --- the 002 method ---------------------------------------------------------------------------
+
+
+def device_speed(machine: Machine, device: int, dtype: str = "f32") -> float:
+    kind = machine.kind_of(device)
+    return kind.peak_flops(dtype, True) * kind.compute_efficiency
+
+
+def merge_devices(speeds: Sequence[float]) -> list[list[int]]:
+    """002's Algorithm 1: merge the two slowest (merged) devices while that makes the speeds
+    more even (smaller mean absolute deviation) and the merged device is no faster than the
+    fastest; returns groups of device indices, in device order."""
+    groups = [[i] for i in range(len(speeds))]
+
+    def speed(g: list[int]) -> float:
+        return sum(speeds[i] for i in g)
+
+    def spread(gs: list[list[int]]) -> float:
+        values = [speed(g) for g in gs]
+        mean = sum(values) / len(values)
+        return sum(abs(v - mean) for v in values) / len(values)
+
+    while len(groups) > 1:
+        ranked = sorted(groups, key=speed)
+        a, b = ranked[0], ranked[1]
+        merged = sorted(a + b)
+        candidate = [g for g in groups if g is not a and g is not b] + [merged]
+        if speed(merged) > max(speed(g) for g in groups) or spread(candidate) >= spread(groups):
+            break
+        groups = sorted(candidate, key=min)
+    return groups
+
+
+def proportional_split(work: Sequence[float], shares: Sequence[float]) -> list[int]:
+    """Layer boundaries giving stage k about share k of the work (each stage one layer at least)."""
+    total = sum(work)
+    prefix = list(itertools.accumulate(work, initial=0.0))
+    bounds = [0]
+    target = 0.0
+    S = len(shares)
+    for k, share in enumerate(shares[:-1]):
+        target += share / sum(shares) * total
+        lo, hi = bounds[-1] + 1, len(work) - (S - 1 - k)
+        best = min(range(lo, hi + 1), key=lambda j: abs(prefix[j] - target))
+        bounds.append(best)
+    return [*bounds, len(work)]
+
+
+def bubble_and_underuse(costs: LayerCosts, stages: int, width: int, counts: Sequence[int]) -> int:
+    """002's micro-batch criterion: the count n minimizing bubble (S - 1)/(n + S - 1) plus the
+    under-use of a device at B/n rows (1 - its throughput there / at the whole batch), over the
+    counts that split the batch (a scan of the same objective the paper bisects)."""
+    B = costs.batch
+
+    def per_row(rows: int) -> float:
+        p = costs.of(0, rows)
+        return (p["sum_fwd"][-1] + p["sum_bwd"][-1]) / rows
+
+    full = per_row(B // width)
+    best = min(
+        [n for n in counts if costs.feasible(0, B // (n * width))],
+        key=lambda n: (stages - 1) / (n + stages - 1) + max(0.0, 1.0 - full / per_row(B // (n * width))),
+    )
+    return best
+
+
+def hetero_gpipe_plan(graph: Graph, machine: Machine, options: PipelineOptions | None = None) -> PipelinePlan:
+    """002's method: merge the slowest devices until speeds are even, one stage per (merged)
+    device with layers split in proportion to its speed, the batch split inside a merged device
+    (its devices are equal in 002; the paper splits channels, which costs the same compute here
+    and an all-gather more), GPipe's schedule with the micro-batch count of its criterion."""
+    options = options or PipelineOptions()
+    graph = _plain(graph)
+    costs = options.layer_costs(graph, machine)
+    groups = merge_devices([device_speed(machine, d) for d in range(machine.num_devices)])
+    for g in groups:
+        if g != list(range(g[0], g[0] + len(g))):
+            raise PipelineError(f"hetero-gpipe: merged devices {g} are not adjacent in the machine")
+    S = min(len(groups), costs.count)
+    groups = groups[:S]
+    width = max(len(g) for g in groups)
+    counts = [
+        n
+        for n in microbatch_counts(costs.batch)
+        if costs.batch % (n * width) == 0 and costs.feasible(0, costs.batch // (n * width))
+    ]
+    if not counts:
+        raise PipelineError(f"hetero-gpipe: the batch of {costs.batch} does not split over {width} devices")
+    p = costs.of(0, costs.batch // counts[0] // width)
+    work = [f + b for f, b in zip(p["fwd"], p["bwd"], strict=True)]
+    shares = [sum(device_speed(machine, d) for d in g) for g in groups]
+    bounds = proportional_split(work, shares)
+    stages = tuple(Stage(bounds[k], bounds[k + 1], g[0], len(g)) for k, g in enumerate(groups))
+    M = bubble_and_underuse(costs, S, width, counts)
+    model = StageModel(costs, M, "gpipe")
+    part = Partition(stages, partition_value(model, stages) or math.inf)
+    merged = [g for g in groups if len(g) > 1]
+    note = describe(part, "gpipe", M) + (f"; merged devices {merged}" if merged else "")
+    return _finish("hetero-gpipe", graph, machine, part, "gpipe", M, options, note)
+
+
+def even_split_plan(
+    graph: Graph, machine: Machine, options: PipelineOptions | None = None, stages: int | None = None,
+    microbatches: int | None = None, schedule: str = "gpipe",
+) -> PipelinePlan:  # fmt: skip
+    """GPipe's even split (pipeprog's `gpipe_plan`: FLOPs split evenly over S stages of equal
+    device groups), with S = the devices and M = 4 S unless given (what the comparisons use)."""
+    from unityc.dialects.pipeline import Pipeline
+    from unityc.search.gpipe import gpipe_plan
+
+    options = options or PipelineOptions()
+    graph = _plain(graph)
+    S = stages or machine.num_devices
+    batch = batch_size(graph)
+    M = microbatches or max([m for m in microbatch_counts(batch) if m <= 4 * S] or [1])
+    result = gpipe_plan(graph, machine, Pipeline(schedule, M), S, options.optimizer)
+    e = estimate_graph(result.graph, machine, options.cost, options.optimizer, options.profile)
+    return PipelinePlan("gpipe", result.graph, e, result.note)
+
+
+def pipeline_candidates(
+    graph: Graph, machine: Machine, options: PipelineOptions | None = None
+) -> list[PipelinePlan]:
+    """The joint search's pipeline plans: the partition DP with each flush schedule's simulation
+    choosing the micro-batch count, plus the baselines (`pipedream`, `hetero-gpipe`, `gpipe`)
+    so that the search never returns a plan slower than they are. Plans the machine or graph
+    cannot have are left out."""
+    options = options or PipelineOptions()
+    graph = _plain(graph)
+    if machine.num_devices < 2:
+        return []
+    plans: list[PipelinePlan] = []
+    costs = options.layer_costs(graph, machine)
+    for schedule in ("1f1b", "gpipe"):
+        try:
+            found = best_partition(graph, machine, options, schedule, costs=costs)
+        except (PipelineError, ValueError):
+            continue
+        if found is not None and len(found[0].stages) > 1:
+            part, M = found
+            plans.append(
+                _finish("pipeline", graph, machine, part, schedule, M, options, describe(part, schedule, M))
+            )
+    for build in (
+        lambda: pipedream_plan(graph, machine, options),
+        lambda: hetero_gpipe_plan(graph, machine, options),
+        lambda: even_split_plan(graph, machine, options, min(machine.num_devices, costs.count)),
+    ):
+        try:
+            plans.append(build())
+        except (PipelineError, ValueError):
+            continue
+    return plans
+
+
+def _plain(graph: Graph) -> Graph:
+    from unityc.search.unity import strip_views
+
+    out = strip_views(graph)
+    out.function_attrs = {}
+    for nid, node in list(out.nodes.items()):
+        if node.plan:
+            out.nodes[nid] = node.with_plan(**{k: None for k, _ in node.plan})
+    return out
