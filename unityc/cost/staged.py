@@ -31,6 +31,7 @@ from unityc.cost.pricing import phase, piece
 from unityc.cost.profile import ProfileCache
 from unityc.cost.schedule import Comm, Step
 from unityc.cost.units import format_bytes
+from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, infer_types
 from unityc.machine.spec import Machine
@@ -103,7 +104,7 @@ def microbatch_graph(graph: Graph, microbatches: int) -> Graph:
         operand_types = tuple(None if r is None else out.type_of(r) for r in node.operands)
         try:
             types = infer_types(node.op, attrs, operand_types)
-        except (ValueError, TypeError, KeyError, IndexError) as e:
+        except (FormError, ValueError, TypeError, KeyError, IndexError) as e:
             raise ValueError(f"{node.op} (node {nid}) has no micro-batch form: {e}") from None
         out.nodes[nid] = replace(node, attrs=attrs, types=types)
         batched.add(nid)

@@ -33,6 +33,7 @@ SEARCH_FLAGS = (
     ("degrees", str, "comma-separated parallel degrees to try (default: from the machine)"),
     ("baselines", str, "baselines to compare in the report (default data-parallel,megatron; none)"),
     ("report", str, "also write the plan report as JSON to this file"),
+    ("pipelines", str, "on: pipelined plans compete (partition DP, schedules, micro-batches); off: not"),
 )
 
 
@@ -103,9 +104,9 @@ def search_pipeline(args: argparse.Namespace) -> None:
         return
     options: list[tuple[str, Any]] = []
     for flag, value in given:
-        if flag == "memory-check":
+        if flag in ("memory-check", "pipelines"):
             if value not in ("on", "off"):
-                raise ValueError(f"--memory-check: expected on or off, got '{value}'")
+                raise ValueError(f"--{flag}: expected on or off, got '{value}'")
             value = value == "on"
         options.append((flag.replace("-", "_"), value))
     from unityc.passes.unity_search import spec

@@ -90,6 +90,10 @@ class UnityOptions:
     most `beam` x the best way to reach the cut (inf: all of them)."""
     whole_graph: bool = True
     """Whether the result is compared with whole-graph data-parallel and Megatron plans."""
+    pipelines: bool = True
+    """Whether pipelined plans compete (`search/pipeline.py`: the partition DP over the graph's
+    split points with stage replication and device groups, each flush schedule, the micro-batch
+    count; and the pipedream, hetero-gpipe and gpipe plans), the fastest plan winning."""
 
 
 def default_degrees(machine: Machine) -> tuple[int, ...]:
@@ -154,7 +158,8 @@ class UnityResult:
     plan: Graph
     """The mapped plan: every node carries a machine view."""
     estimate: Estimate
-    mapped: Mapped
+    mapped: Mapped | None
+    """The DP's mapping (None for a pipelined plan: its stages place it)."""
     fits: bool
     report: SearchReport
     source: str = "search"
@@ -440,6 +445,10 @@ def unity_search(
                 for plan in _whole_graph_plans(start, machine, pricing):
                     alternatives.append(plan)
                     done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
+            if options.pipelines:
+                for plan in pipeline_plans(start, machine, pricing):
+                    alternatives.append(plan)
+                    done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
     except Stopped:
         report.stopped_early = "time limit"
     except KeyboardInterrupt:
@@ -511,6 +520,16 @@ def _whole_graph_plans(graph: Graph, machine: Machine, pricing: Pricing) -> Iter
             yield from build()
         except ValueError:  # a plan with no feasible mapping is no alternative
             continue
+
+
+def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[Plan]:
+    """The pipelined plans the search considers (`pipeline.pipeline_candidates`), as plans."""
+    from unityc.search.pipeline import PipelineOptions, pipeline_candidates
+
+    options = PipelineOptions(pricing.cost, pricing.optimizer, pricing.profile)
+    return [
+        Plan(p.name, p.graph, p.estimate, None, p.note) for p in pipeline_candidates(graph, machine, options)
+    ]
 
 
 def _result(plan: Plan, report: SearchReport, source: str, alternatives: list[Plan]) -> UnityResult:
