@@ -44,10 +44,9 @@ from unityc.cost.profile import ProfileCache
 from unityc.cost.staged import MICROBATCHES, SCHEDULE, VIRTUAL_STAGES, microbatch_graph
 from unityc.graph import Graph
 from unityc.machine.spec import Machine
-from unityc.search.gpipe import even_cuts
+from unityc.search.gpipe import forward_flops
 from unityc.search.rebuild import rebuild
 from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
-from unityc.search.split import cut_points
 from unityc.search.strategies import _batch_forms, sync_batch_norm
 from unityc.search.views import canonical_view, task_degrees, to_attr
 
@@ -75,12 +74,42 @@ class Partition:
     """The DP's objective: the slowest stage's (or link's) time per iteration."""
 
 
+def pipeline_cuts(graph: Graph) -> list[int]:
+    """Ops after which the pipeline may be cut: in topological order, the values made up to the
+    op and read after it are one activation (a value that depends on a weight) and any number of
+    values computed from inputs and constants alone (an attention mask, position ids), which the
+    later stages read as well. `split.cut_points` (one tensor crossing) is the strict case."""
+    order = [nid for nid in graph.topological() if not graph.nodes[nid].is_source]
+    pos = {nid: i for i, nid in enumerate(order)}
+    weighted: set[int] = set()
+    last_use: dict[int, int] = {}
+    for nid in order:
+        node = graph.nodes[nid]
+        for r in node.operand_refs():
+            src = graph.nodes[r[0]]
+            if src.op == "pcg.weight" or r[0] in weighted:
+                weighted.add(nid)
+            if r[0] in pos:
+                last_use[r[0]] = max(last_use.get(r[0], -1), pos[nid])
+    outputs = {r[0] for r in graph.outputs}
+    cuts: list[int] = []
+    live: set[int] = set()
+    for i, nid in enumerate(order[:-1]):
+        live.add(nid)
+        live = {v for v in live if last_use.get(v, -1) > i}
+        heavy = [v for v in live if v in weighted]
+        node = graph.nodes[nid]
+        if len(heavy) == 1 and heavy[0] == nid and len(node.types) == 1 and nid not in outputs:
+            cuts.append(nid)
+    return cuts
+
+
 def layer_of(graph: Graph, max_layers: int | None = None) -> tuple[list[int], dict[int, int]]:
-    """The graph's cut ops and each non-source op's layer (a cut op ends its layer); with
-    `max_layers`, only that many layers, cut where forward FLOPs are most even (`even_cuts`)."""
-    cuts = cut_points(graph)
+    """The graph's cut ops (`pipeline_cuts`) and each non-source op's layer (a cut op ends its
+    layer); with `max_layers`, only that many layers, cut where forward FLOPs are most even."""
+    cuts = pipeline_cuts(graph)
     if max_layers is not None and len(cuts) + 1 > max_layers:
-        cuts = even_cuts(graph, max_layers)
+        cuts = _even(graph, cuts, max_layers)
     marks = set(cuts)
     layer: dict[int, int] = {}
     k = 0
@@ -91,6 +120,25 @@ def layer_of(graph: Graph, max_layers: int | None = None) -> tuple[list[int], di
         if nid in marks:
             k += 1
     return cuts, layer
+
+
+def _even(graph: Graph, cuts: list[int], layers: int) -> list[int]:
+    """`layers` - 1 of `cuts`, spreading forward FLOPs evenly."""
+    running: dict[int, float] = {}
+    total = 0.0
+    for nid in graph.topological():
+        if not graph.nodes[nid].is_source:
+            total += forward_flops(graph, nid) + 1.0
+            running[nid] = total
+    chosen: list[int] = []
+    low = 0
+    for k in range(1, layers):
+        high = len(cuts) - (layers - 1 - k)
+        target = k * total / layers
+        i = min(range(low, high), key=lambda j: abs(running[cuts[j]] - target))
+        chosen.append(cuts[i])
+        low = i + 1
+    return chosen
 
 
 def batch_size(graph: Graph) -> int:
@@ -371,10 +419,12 @@ def materialize(
     schedule: str,
     microbatches: int,
     virtual: int = 1,
+    max_layers: int | None = None,
 ) -> Graph:
     """The pipelined plan of a partition (see the module docstring); `graph` unparallelized.
-    With `virtual` > 1, stage k runs on the group of stage k mod (S / virtual)."""
-    _, layer = layer_of(graph)
+    With `virtual` > 1, stage k runs on the group of stage k mod (S / virtual); `max_layers` as
+    the partition's `LayerCosts` had it (its layers are those of `layer_of`)."""
+    _, layer = layer_of(graph, max_layers)
     stage_of_layer = {}
     for k, st in enumerate(stages):
         for i in range(st.first, st.last):
@@ -453,14 +503,6 @@ def price_plan(name: str, graph: Graph, machine: Machine, note: str, cost: str, 
     return PipelinePlan(name, graph, estimate_graph(graph, machine, cost, optimizer, profile), note, part)
 
 
-def microbatch_choices(batch: int, width: int, stages: int, limit: int = 64) -> list[int]:
-    """Micro-batch counts worth trying: those dividing the batch per group, from S to 8 S."""
-    per = batch // width if batch % width == 0 else 0
-    counts = [m for m in range(1, min(per, limit) + 1) if per % m == 0]
-    wanted = [m for m in counts if stages <= m <= 8 * stages]
-    return wanted or counts[-1:]
-
-
 # --- baselines and the search's pipeline candidates ---------------------------------------------
 
 MAX_LAYERS = 24
@@ -481,7 +523,7 @@ def allowed_widths(machine: Machine) -> list[int]:
 
 def microbatch_counts(batch: int, limit: int = 32) -> list[int]:
     """Powers of two dividing the batch, up to `limit`."""
-    return [m for m in (2**k for k in range(6)) if m <= limit and batch % m == 0]
+    return [m for m in (2**k for k in range(7)) if m <= limit and batch % m == 0]
 
 
 @dataclass(frozen=True)
@@ -497,7 +539,7 @@ class PipelineOptions:
 
 def _finish(name: str, graph: Graph, machine: Machine, part: Partition, schedule: str, M: int,
             options: PipelineOptions, note: str) -> PipelinePlan:  # fmt: skip
-    plan = materialize(graph, machine, part.stages, schedule, M)
+    plan = materialize(graph, machine, part.stages, schedule, M, max_layers=options.max_layers)
     e = estimate_graph(plan, machine, options.cost, options.optimizer, options.profile)
     return PipelinePlan(name, plan, e, note, part)
 
@@ -657,19 +699,29 @@ def even_split_plan(
     graph: Graph, machine: Machine, options: PipelineOptions | None = None, stages: int | None = None,
     microbatches: int | None = None, schedule: str = "gpipe",
 ) -> PipelinePlan:  # fmt: skip
-    """GPipe's even split (pipeprog's `gpipe_plan`: FLOPs split evenly over S stages of equal
-    device groups), with S = the devices and M = 4 S unless given (what the comparisons use)."""
-    from unityc.dialects.pipeline import Pipeline
-    from unityc.search.gpipe import gpipe_plan
-
+    """GPipe's even split, for comparisons: S stages (default: as many as devices and layers
+    allow) of equal device groups, the layers split so that each stage gets an equal share of
+    the compute, the GPipe schedule with M = 4 S micro-batches where the batch allows (GPipe's
+    advice M >= 4 S). (The `gpipe` pass of `search/gpipe.py` splits FLOPs evenly at the strict
+    cut points; this one uses `pipeline_cuts`, so it also splits models with an attention mask.)"""
     options = options or PipelineOptions()
     graph = _plain(graph)
-    S = stages or machine.num_devices
-    batch = batch_size(graph)
-    M = microbatches or max([m for m in microbatch_counts(batch) if m <= 4 * S] or [1])
-    result = gpipe_plan(graph, machine, Pipeline(schedule, M), S, options.optimizer)
-    e = estimate_graph(result.graph, machine, options.cost, options.optimizer, options.profile)
-    return PipelinePlan("gpipe", result.graph, e, result.note)
+    costs = options.layer_costs(graph, machine)
+    D = machine.num_devices
+    S = stages or max(s for s in range(1, min(D, costs.count) + 1) if D % s == 0)
+    if D % S:
+        raise PipelineError(f"gpipe: {S} stages do not divide the {D} devices into equal groups")
+    width = D // S
+    counts = [m for m in microbatch_counts(costs.batch, 64) if costs.batch % (m * width) == 0]
+    counts = [m for m in counts if costs.feasible(0, costs.batch // (m * width))]
+    if not counts:
+        raise PipelineError(f"gpipe: the batch of {costs.batch} does not split over {width} devices")
+    M = microbatches or max([m for m in counts if m <= 4 * S] or counts[:1])
+    p = costs.of(0, costs.batch // (M * width))
+    work = [f + b for f, b in zip(p["fwd"], p["bwd"], strict=True)]
+    bounds = proportional_split(work, [1.0] * S)
+    part = Partition(tuple(Stage(bounds[k], bounds[k + 1], k * width, width) for k in range(S)), math.inf)
+    return _finish("gpipe", graph, machine, part, schedule, M, options, describe(part, schedule, M))
 
 
 def pipeline_candidates(
@@ -698,7 +750,7 @@ def pipeline_candidates(
     for build in (
         lambda: pipedream_plan(graph, machine, options),
         lambda: hetero_gpipe_plan(graph, machine, options),
-        lambda: even_split_plan(graph, machine, options, min(machine.num_devices, costs.count)),
+        lambda: even_split_plan(graph, machine, options),
     ):
         try:
             plans.append(build())
