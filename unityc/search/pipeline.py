@@ -545,7 +545,7 @@ def _finish(name: str, graph: Graph, machine: Machine, part: Partition, schedule
 
 
 def describe(part: Partition, schedule: str, M: int) -> str:
-    groups = " | ".join(
+    groups = "; ".join(
         f"layers {st.first}-{st.last - 1} on {st.start}"
         + (f"-{st.start + st.width - 1}" if st.width > 1 else "")
         for st in part.stages
