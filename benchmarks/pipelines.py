@@ -47,7 +47,7 @@ EQUAL = os.path.join(ROOT, "examples", "machines", "v100x4_pcie.toml")
 
 
 def load(spec: ModelSpec, cache: str, tag: str) -> Graph:
-    from unityc.tools.source import make_context, parse_source
+    from unityc.dialects.source import make_context, parse_source
 
     path = os.path.join(cache, f"{tag}.mlir")
     if not os.path.exists(path):

@@ -23,7 +23,7 @@ from unityc.interpreter.functions import SourceValues
 from unityc.interpreter.pipeline import run_pipelined
 from unityc.machine import load_machine
 from unityc.search.gpipe import PipelineError, gpipe_plan
-from unityc.tools.source import make_context, parse_source, read_module
+from unityc.dialects.source import make_context, parse_source, read_module
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
 

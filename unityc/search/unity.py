@@ -39,6 +39,7 @@ from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
+from unityc.search.background import Background
 from unityc.search.bounds import Bound
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
@@ -435,26 +436,31 @@ def unity_search(
     if not any(big_degrees(task_degrees(node.types[0])) for node in start.nodes.values()):
         one = one_device_plan(start, machine, pricing)
         fallback = _result(one, report, f"{one.name} ({one.note})", alternatives)
+    # the whole-graph and pipelined plans do not depend on the segment search: priced beside it
+    # (background.py)
+    wholes = (
+        Background(lambda: _alternative_plans(start, machine, pricing, options))
+        if options.whole_graph or options.pipelines
+        else None
+    )
     try:
         with hard_deadline(None if limit is None else limit - tail_seconds(options.time_limit, start)):
             soft = None if limit is None else began + (limit - began) / 2
             found = _search(start, machine, rules, options, profile, progress, report, soft)
             found.alternatives = alternatives
             done.append(found)
-            if options.whole_graph:
-                for plan in _whole_graph_plans(start, machine, pricing):
-                    alternatives.append(plan)
-                    done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
-            if options.pipelines:
-                for plan in pipeline_plans(start, machine, pricing):
-                    alternatives.append(plan)
-                    done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
+            for plan in wholes.items() if wholes is not None else ():
+                alternatives.append(plan)
+                done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
     except Stopped:
         report.stopped_early = "time limit"
     except KeyboardInterrupt:
         report.stopped_early = "interrupted"
         if fallback is None and not done:
             raise
+    finally:
+        if wholes is not None:
+            wholes.close()
     if report.stopped_early is not None and fallback is not None:
         done.append(fallback)
     if not done:
@@ -520,6 +526,17 @@ def _whole_graph_plans(graph: Graph, machine: Machine, pricing: Pricing) -> Iter
             yield from build()
         except ValueError:  # a plan with no feasible mapping is no alternative
             continue
+
+
+def _alternative_plans(
+    graph: Graph, machine: Machine, pricing: Pricing, options: UnityOptions
+) -> Iterator[Plan]:
+    """The plans the search's result is compared with: whole-graph data-parallel and Megatron
+    plans (`whole_graph`), pipelined plans (`pipelines`)."""
+    if options.whole_graph:
+        yield from _whole_graph_plans(graph, machine, pricing)
+    if options.pipelines:
+        yield from pipeline_plans(graph, machine, pricing)
 
 
 def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[Plan]:
