@@ -16,6 +16,7 @@ from unityc.dialects.diagnostics import LocatedError
 from unityc.dialects.pcg import InputOp, WeightOp
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.pipeline import Pipeline, check_pipeline, microbatch_module
+from unityc.dialects.source import make_context, parse_source, read_module
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import from_module, to_module
 from unityc.interpreter import assemble, int_bounds, run_graph
@@ -23,7 +24,6 @@ from unityc.interpreter.functions import SourceValues
 from unityc.interpreter.pipeline import run_pipelined
 from unityc.machine import load_machine
 from unityc.search.gpipe import PipelineError, gpipe_plan
-from unityc.dialects.source import make_context, parse_source, read_module
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
 
