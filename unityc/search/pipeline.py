@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
@@ -47,8 +47,8 @@ from unityc.machine.spec import Machine
 from unityc.search.gpipe import forward_flops
 from unityc.search.rebuild import rebuild
 from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
-from unityc.search.strategies import _batch_forms, sync_batch_norm
-from unityc.search.views import canonical_view, task_degrees, to_attr
+from unityc.search.strategies import _batch_forms, megatron_layouts, sync_batch_norm, tensor_degrees
+from unityc.search.views import Block, View, canonical_view, task_degrees, to_attr
 
 STAGE = "stage"
 
@@ -72,6 +72,8 @@ class Partition:
     stages: tuple[Stage, ...]
     objective: float
     """The DP's objective: the slowest stage's (or link's) time per iteration."""
+    tensor: int = 1
+    """Tensor-parallel degree inside every stage (Megatron layout; 1: data parallel only)."""
 
 
 def pipeline_cuts(graph: Graph) -> list[int]:
@@ -218,6 +220,63 @@ class LayerCosts:
         self._cache[key] = out
         return out
 
+    def of_tensor(self, width: int, tensor: int, rows: int) -> dict[str, list[float]]:
+        """As `of`, for a stage group of `width` devices running the Megatron layout (tensor
+        parallel `tensor` x data parallel width / tensor) on a micro-batch of `rows` rows (the
+        group's), mapped by the mapping DP; per layer on the group's busiest device, with the
+        group's gradient syncs ("sync")."""
+        key = (-width, tensor * 1_000_000 + rows)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        if self.batch % rows or rows % (width // tensor):
+            raise PipelineError(f"{rows} rows per micro-batch do not split over {width // tensor} replicas")
+        try:
+            micro = microbatch_graph(self.graph, self.batch // rows)
+        except ValueError as e:
+            raise PipelineError(f"micro-batches of {rows} rows: {e}") from None
+        _, layer = self.layers
+        base = sync_batch_norm(micro)
+        order = [
+            n
+            for n in base.topological()
+            if not base.nodes[n].is_source and not base.nodes[n].op.startswith("parallel.")
+        ]
+        seq, k = [], 0
+        for nid in order:
+            k = layer.get(nid, k)
+            seq.append(k)
+        plan = fuse_collectives(
+            reduce_loss(simplify(megatron_layouts(micro, width // tensor, tensor)[0].graph))
+        )
+        where = carry_stages(plan, [base.nodes[n].op for n in order], seq)
+        for nid, view in _block_views(plan, self.machine, width).items():
+            plan.with_view(nid, to_attr(view, self.machine))
+        b, steps_order, steps, _ = build_steps(
+            plan, self.machine, compute_model(self.cost, self.profile), self.optimizer
+        )
+        cuts = self.layers[0]
+        out = {
+            k: [0.0] * (len(cuts) + 1) for k in ("fwd", "bwd", "saved", "weights", "update", "out", "sync")
+        }
+        for nid, step in zip(steps_order, steps, strict=True):
+            node = plan.nodes[nid]
+            k = where[nid]
+            out["fwd"][k] += max((s for _, s in step.fwd_compute), default=0.0) + phase(step.fwd_comm)
+            out["bwd"][k] += max((s for _, s in step.bwd_compute), default=0.0) + phase(step.bwd_comm)
+            out["update"][k] += max((s for _, s in step.update), default=0.0)
+            out["sync"][k] += phase(step.grad_sync)
+            if node.op == "pcg.weight" and (nid, 0) in b.gets_grad:
+                out["weights"][k] += piece(node.types[0]).nbytes  # type: ignore[union-attr]
+        for v in saved_values(plan, steps_order, b.gets_grad):
+            out["saved"][where[v[0]]] += piece(plan.type_of(v)).nbytes  # type: ignore[union-attr]
+        for i, c in enumerate(cuts):
+            out["out"][i] = piece(micro.nodes[c].types[0]).nbytes  # type: ignore[union-attr]
+        for name in ("fwd", "bwd", "saved", "weights", "update", "sync"):
+            out["sum_" + name] = list(itertools.accumulate(out[name], initial=0.0))
+        self._cache[key] = out
+        return out
+
     def feasible(self, device: int, rows: int) -> bool:
         """Whether the graph has a micro-batch of `rows` rows (batch norm needs 2 values)."""
         try:
@@ -243,6 +302,8 @@ class StageModel:
     costs: LayerCosts
     microbatches: int
     schedule: str = "1f1b"
+    tensor: int = 1
+    """Tensor-parallel degree inside every stage (Megatron layout); 1: data parallel."""
 
     @property
     def machine(self) -> Machine:
@@ -257,6 +318,8 @@ class StageModel:
     ) -> StageCost | None:
         """Layers [first, last) on devices [start, start + width); None if the batch does not split.
         With `next_width`, its send to the next stage (on the devices right after it)."""
+        if self.tensor > 1:
+            return self._tensor_cost(first, last, start, width, next_width)
         rows = self.rows(width)
         if rows is None or not self.costs.feasible(start, rows):
             return None
@@ -271,16 +334,50 @@ class StageModel:
         send = 0.0 if next_width is None else self.transfer(last, start + width, next_width)
         return StageCost(fwd, bwd, send, 0.0, sync, update, total(kinds[0], rows, "saved", first, last))
 
+    def _tensor_profile(self, width: int) -> dict[str, list[float]] | None:
+        rows, rest = divmod(self.costs.batch, self.microbatches)
+        if rest or width % self.tensor:
+            return None
+        try:
+            return self.costs.of_tensor(width, self.tensor, rows)
+        except PipelineError:
+            return None
+
+    def _tensor_cost(
+        self, first: int, last: int, start: int, width: int, next_width: int | None
+    ) -> StageCost | None:
+        p = self._tensor_profile(width)
+        if p is None:
+            return None
+
+        def total(what: str) -> float:
+            return p["sum_" + what][last] - p["sum_" + what][first]
+
+        send = 0.0 if next_width is None else self.transfer(last, start + width, next_width)
+        return StageCost(
+            total("fwd"), total("bwd"), send, 0.0, total("sync"), total("update"), total("saved")
+        )
+
     def transfer(self, boundary: int, start: int, width: int) -> float:
         """The activation after layer `boundary` - 1 into a stage on devices [start, start +
         width): each of its devices receives its B/(M w) rows over the link from the device before."""
+        link = self.machine.link(start - 1, start) if start > 0 else None
+        if link is None or boundary < 1:
+            return 0.0
+        if self.tensor > 1:  # the activation is whole on each device of the group: sent once
+            p = self._tensor_profile(width)
+            return 0.0 if p is None else link.latency + p["out"][boundary - 1] / link.bandwidth
         rows = self.rows(width)
-        link = self.machine.link(start - 1, start)
-        if rows is None or link is None or boundary < 1:
+        if rows is None:
             return 0.0
         return link.latency + self.costs.of(start, rows)["out"][boundary - 1] / link.bandwidth
 
     def memory(self, first: int, last: int, width: int, inflight: int) -> float:
+        if self.tensor > 1:
+            p = self._tensor_profile(width)
+            assert p is not None
+            weights = p["sum_weights"][last] - p["sum_weights"][first]
+            return self.costs.state_bytes(weights) + inflight * (p["sum_saved"][last] - p["sum_saved"][first])
         rows = self.rows(width)
         assert rows is not None and self.costs.feasible(0, rows)
         total = self.costs.total
@@ -420,10 +517,14 @@ def materialize(
     microbatches: int,
     virtual: int = 1,
     max_layers: int | None = None,
+    tensor: int = 1,
 ) -> Graph:
     """The pipelined plan of a partition (see the module docstring); `graph` unparallelized.
     With `virtual` > 1, stage k runs on the group of stage k mod (S / virtual); `max_layers` as
-    the partition's `LayerCosts` had it (its layers are those of `layer_of`)."""
+    the partition's `LayerCosts` had it (its layers are those of `layer_of`). With `tensor` > 1
+    every stage runs the Megatron layout (`strategies.megatron_layouts`, tensor parallel
+    `tensor` x data parallel width / `tensor`) on its group, views chosen by the mapping DP on
+    the first group and shifted to each stage's."""
     _, layer = layer_of(graph, max_layers)
     stage_of_layer = {}
     for k, st in enumerate(stages):
@@ -459,34 +560,62 @@ def materialize(
         k = by_node.get(nid, 0)
         return _batch_forms(operands, width[k]) if width[k] > 1 else []
 
-    plan = fuse_collectives(reduce_loss(simplify(rebuild(base, propose))))
-    new_order = [
-        nid
-        for nid in plan.topological()
-        if not plan.nodes[nid].is_source and not plan.nodes[nid].op.startswith("parallel.")
-    ]
-    if [plan.nodes[n].op for n in new_order] != [base.nodes[n].op for n in order]:
-        raise PipelineError("the data-parallel rebuild changed the graph's ops: cannot carry the stages over")
-    stage: dict[int, int] = dict(zip(new_order, stage_seq, strict=True))
-    plan_users = plan.users()
-    for nid in reversed(plan.topological()):  # parallel ops and sources: their first reader's stage
-        if nid in stage:
-            continue
-        readers = [stage[u] for u in plan_users[nid] if u in stage]
-        if readers:
-            stage[nid] = min(readers)
-        else:  # an output that is a parallel op: its producer's
-            producers = [stage[r[0]] for r in plan.nodes[nid].operand_refs() if r[0] in stage]
-            stage[nid] = max(producers, default=0)
+    if tensor > 1:
+        if len(set(width)) != 1 or width[0] % tensor:
+            raise PipelineError(f"tensor-parallel stages need one width, a multiple of {tensor}: got {width}")
+        layout = megatron_layouts(graph, width[0] // tensor, tensor)[0].graph
+        plan = fuse_collectives(reduce_loss(simplify(layout)))
+    else:
+        plan = fuse_collectives(reduce_loss(simplify(rebuild(base, propose))))
+    stage = carry_stages(plan, [base.nodes[n].op for n in order], stage_seq)
+    views = _block_views(plan, machine, width[0]) if tensor > 1 else None
     for nid, node in list(plan.nodes.items()):
         k = stage[nid]
-        view = to_attr(canonical_view(task_degrees(node.types[0]), start[k]), machine)
+        if views is not None:
+            view = to_attr(views[nid]._replace(start=views[nid].start + start[k]), machine)
+        else:
+            view = to_attr(canonical_view(task_degrees(node.types[0]), start[k]), machine)
         plan.nodes[nid] = node.with_plan(**{STAGE: IntegerAttr(k, i64)})
         plan.with_view(nid, view)
     plan.function_attrs = {SCHEDULE: StringAttr(schedule), MICROBATCHES: IntegerAttr(microbatches, i64)}
     if virtual > 1:
         plan.function_attrs[VIRTUAL_STAGES] = IntegerAttr(virtual, i64)
     return plan
+
+
+def carry_stages(plan: Graph, ops: Sequence[str], stages: Sequence[int]) -> dict[int, int]:
+    """Each node's stage in `plan`, a rebuild of a graph whose compute ops (non-source,
+    non-parallel, in topological order) were `ops` with `stages`: the rebuild keeps those ops in
+    order; parallel ops and sources take their first reader's stage (an output its producer's)."""
+    order = [
+        nid
+        for nid in plan.topological()
+        if not plan.nodes[nid].is_source and not plan.nodes[nid].op.startswith("parallel.")
+    ]
+    if [plan.nodes[n].op for n in order] != list(ops):
+        raise PipelineError("the rebuilt plan changed the graph's ops: cannot carry the stages over")
+    stage: dict[int, int] = dict(zip(order, stages, strict=True))
+    users = plan.users()
+    for nid in reversed(plan.topological()):
+        if nid in stage:
+            continue
+        readers = [stage[u] for u in users[nid] if u in stage]
+        if readers:
+            stage[nid] = min(readers)
+        else:
+            producers = [stage[r[0]] for r in plan.nodes[nid].operand_refs() if r[0] in stage]
+            stage[nid] = max(producers, default=0)
+    return stage
+
+
+def _block_views(plan: Graph, machine: Machine, width: int) -> dict[int, View]:
+    """Views of every node on devices [0, width) by the mapping DP."""
+    from unityc.search.plans import Pricing
+
+    mapped = Pricing().mapper(machine).map(plan, block=Block(0, width))
+    if not mapped.feasible:
+        raise PipelineError(f"the stage layout has no feasible mapping on {width} devices")
+    return mapped.views
 
 
 @dataclass
@@ -539,7 +668,9 @@ class PipelineOptions:
 
 def _finish(name: str, graph: Graph, machine: Machine, part: Partition, schedule: str, M: int,
             options: PipelineOptions, note: str) -> PipelinePlan:  # fmt: skip
-    plan = materialize(graph, machine, part.stages, schedule, M, max_layers=options.max_layers)
+    plan = materialize(
+        graph, machine, part.stages, schedule, M, max_layers=options.max_layers, tensor=part.tensor
+    )
     e = estimate_graph(plan, machine, options.cost, options.optimizer, options.profile)
     return PipelinePlan(name, plan, e, note, part)
 
@@ -550,7 +681,8 @@ def describe(part: Partition, schedule: str, M: int) -> str:
         + (f"-{st.start + st.width - 1}" if st.width > 1 else "")
         for st in part.stages
     )
-    return f"{len(part.stages)} stages ({groups}), {schedule}, {M} micro-batches"
+    tensor = f", tensor parallel {part.tensor} in each stage" if part.tensor > 1 else ""
+    return f"{len(part.stages)} stages ({groups}){tensor}, {schedule}, {M} micro-batches"
 
 
 def best_partition(
@@ -560,22 +692,28 @@ def best_partition(
     schedule: str = "1f1b",
     stages: int | None = None,
     costs: LayerCosts | None = None,
+    tensor: bool = False,
 ) -> tuple[Partition, int] | None:
     """PipeDream's DP for each micro-batch count; the partition whose simulated schedule is
-    fastest, with its micro-batch count (None if none fits)."""
+    fastest, with its micro-batch count (None if none fits). With `tensor`, also partitions
+    whose stages each run the Megatron layout on a group of t devices, for every
+    tensor-parallel degree t dividing a node (the joint search's per-stage parallelism)."""
     from unityc.cost.pipeline import simulate_pipeline
 
     costs = costs or options.layer_costs(graph, machine)
-    widths = allowed_widths(machine)
+    layouts: list[tuple[int, list[int]]] = [(1, allowed_widths(machine))]
+    if tensor:
+        layouts += [(t, [t]) for t in tensor_degrees(machine)]
     found: tuple[float, Partition, int] | None = None
-    for M in microbatch_counts(costs.batch):
-        model = StageModel(costs, M, schedule)
-        part = partition(model, stages=stages, widths=widths)
-        if part is None:
-            continue
-        run = simulate_pipeline(stage_costs(model, part.stages), schedule, M)
-        if found is None or run.iteration_s < found[0]:
-            found = (run.iteration_s, part, M)
+    for t, widths in layouts:
+        for M in microbatch_counts(costs.batch):
+            model = StageModel(costs, M, schedule, t)
+            part = partition(model, stages=stages, widths=widths)
+            if part is None:
+                continue
+            run = simulate_pipeline(stage_costs(model, part.stages), schedule, M)
+            if found is None or run.iteration_s < found[0]:
+                found = (run.iteration_s, replace(part, tensor=t), M)
     return None if found is None else (found[1], found[2])
 
 
@@ -739,7 +877,7 @@ def pipeline_candidates(
     costs = options.layer_costs(graph, machine)
     for schedule in ("1f1b", "gpipe"):
         try:
-            found = best_partition(graph, machine, options, schedule, costs=costs)
+            found = best_partition(graph, machine, options, schedule, costs=costs, tensor=True)
         except (PipelineError, ValueError):
             continue
         if found is not None and len(found[0].stages) > 1:
