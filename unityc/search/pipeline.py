@@ -28,6 +28,7 @@ micro-batch count on the graph function; `estimate` then prices it by simulating
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections.abc import Sequence
@@ -862,12 +863,48 @@ def even_split_plan(
     return _finish("gpipe", graph, machine, part, schedule, M, options, describe(part, schedule, M))
 
 
+def interleaved_plan(
+    graph: Graph, machine: Machine, part: Partition, M: int, costs: LayerCosts, options: PipelineOptions,
+    virtual: int = 2,
+) -> PipelinePlan:  # fmt: skip
+    """The interleaved 1F1B version of a partition whose stages have one width: its groups each
+    hold `virtual` model chunks (the layers cut into `virtual` x S blocks of equal compute, block
+    j on group j mod S), with the smallest multiple of S micro-batches at least M."""
+    G = len(part.stages)
+    widths = {st.width for st in part.stages}
+    if len(widths) != 1 or costs.count < virtual * G:
+        raise PipelineError("interleaving needs stages of one width and enough layers")
+    width = widths.pop()
+    counts = [m for m in microbatch_counts(costs.batch, 64) if m % G == 0 and m >= M]
+    if not counts:
+        raise PipelineError(f"no micro-batch count that is a multiple of {G} divides the batch")
+    micro = counts[0]
+    p = (
+        costs.of(0, costs.batch // (micro * width))
+        if part.tensor == 1
+        else costs.of_tensor(width, part.tensor, costs.batch // micro)
+    )
+    work = [f + b for f, b in zip(p["fwd"], p["bwd"], strict=True)]
+    bounds = proportional_split(work, [1.0] * (virtual * G))
+    stages = tuple(
+        Stage(bounds[j], bounds[j + 1], part.stages[j % G].start, width) for j in range(virtual * G)
+    )
+    chunks = Partition(stages, math.inf, part.tensor)
+    plan = materialize(
+        graph, machine, stages, "interleaved-1f1b", micro, virtual, options.max_layers, part.tensor
+    )
+    e = estimate_graph(plan, machine, options.cost, options.optimizer, options.profile)
+    note = describe(chunks, "interleaved-1f1b", micro) + f", {virtual} chunks per group"
+    return PipelinePlan("pipeline", plan, e, note, chunks)
+
+
 def pipeline_candidates(
     graph: Graph, machine: Machine, options: PipelineOptions | None = None
 ) -> list[PipelinePlan]:
     """The joint search's pipeline plans: the partition DP with each flush schedule's simulation
-    choosing the micro-batch count, plus the baselines (`pipedream`, `hetero-gpipe`, `gpipe`)
-    so that the search never returns a plan slower than they are. Plans the machine or graph
+    choosing the micro-batch count (and the 1F1B partition interleaved), plus the baselines
+    (`pipedream`, `hetero-gpipe`, `gpipe`) so that the search never returns a plan slower than
+    they are. Plans the machine or graph
     cannot have are left out."""
     options = options or PipelineOptions()
     graph = _plain(graph)
@@ -885,6 +922,9 @@ def pipeline_candidates(
             plans.append(
                 _finish("pipeline", graph, machine, part, schedule, M, options, describe(part, schedule, M))
             )
+            if schedule == "1f1b":
+                with contextlib.suppress(PipelineError, ValueError):
+                    plans.append(interleaved_plan(graph, machine, part, M, costs, options))
     for build in (
         lambda: pipedream_plan(graph, machine, options),
         lambda: hetero_gpipe_plan(graph, machine, options),
