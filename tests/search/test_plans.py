@@ -27,7 +27,9 @@ def parallel_ops(plan) -> int:  # type: ignore[no-untyped-def]
 )
 def test_searched_plans_compute_the_same_values(model: str, m_name: str) -> None:
     graph = from_module(import_model(ModelSpec(model, "small")))
-    options = UnityOptions(budget=2 if model != "inception_v3" else 1, split_size=10, whole_graph=False)
+    options = UnityOptions(
+        budget=2 if model != "inception_v3" else 1, split_size=10, whole_graph=False, pipelines=False
+    )
     result = unity_search(graph, machine(m_name), rules(), options)  # the search's own plan
     assert result.source == "search"
     to_module(result.plan).verify()
