@@ -934,7 +934,8 @@ def pipeline_candidates(
             plans.append(build())
         except (PipelineError, ValueError):
             continue
-    return plans
+    # a one-stage "pipeline" is the graph on one group: no pipeline (the search has those plans)
+    return [p for p in plans if p.partition is None or len(p.partition.stages) > 1]
 
 
 def _plain(graph: Graph) -> Graph:
