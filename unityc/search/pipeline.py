@@ -696,15 +696,15 @@ def best_partition(
     tensor: bool = False,
 ) -> tuple[Partition, int] | None:
     """PipeDream's DP for each micro-batch count; the partition whose simulated schedule is
-    fastest, with its micro-batch count (None if none fits). With `tensor`, also partitions
+    fastest, with its micro-batch count (None if none fits). With `tensor`, instead partitions
     whose stages each run the Megatron layout on a group of t devices, for every
     tensor-parallel degree t dividing a node (the joint search's per-stage parallelism)."""
     from unityc.cost.pipeline import simulate_pipeline
 
     costs = costs or options.layer_costs(graph, machine)
-    layouts: list[tuple[int, list[int]]] = [(1, allowed_widths(machine))]
-    if tensor:
-        layouts += [(t, [t]) for t in tensor_degrees(machine)]
+    layouts: list[tuple[int, list[int]]] = [(t, [t]) for t in tensor_degrees(machine)] if tensor else []
+    if not tensor:
+        layouts = [(1, allowed_widths(machine))]
     found: tuple[float, Partition, int] | None = None
     for t, widths in layouts:
         for M in microbatch_counts(costs.batch):
@@ -912,9 +912,9 @@ def pipeline_candidates(
         return []
     plans: list[PipelinePlan] = []
     costs = options.layer_costs(graph, machine)
-    for schedule in ("1f1b", "gpipe"):
+    for schedule, tensor in itertools.product(("1f1b", "gpipe"), (False, True)):
         try:
-            found = best_partition(graph, machine, options, schedule, costs=costs, tensor=True)
+            found = best_partition(graph, machine, options, schedule, costs=costs, tensor=tensor)
         except (PipelineError, ValueError):
             continue
         if found is not None and len(found[0].stages) > 1:
