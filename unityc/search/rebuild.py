@@ -124,12 +124,12 @@ def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph
         if node.is_source:
             continue
         if node.op.startswith("parallel.") and node.op not in RESHAPING:  # same value: readers convert
-            (r,) = node.operand_refs()
-            if r not in refs:
-                source = graph.nodes[r[0]]
-                out.nodes[r[0]] = Node(source.op, (), source.attrs, source.types, None, source.hint)
-                refs[r] = r
-            refs[(nid, 0)] = refs[r]
+            (read,) = node.operand_refs()
+            if read not in refs:
+                source = graph.nodes[read[0]]
+                out.nodes[read[0]] = Node(source.op, (), source.attrs, source.types, None, source.hint)
+                refs[read] = read
+            refs[(nid, 0)] = refs[read]
             continue
         operands = [_operand(graph, out, refs, r, batched, keep) for r in node.operands]
         chosen: Proposal | None = None

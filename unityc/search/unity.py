@@ -431,7 +431,7 @@ def unity_search(
         one = one_device_plan(start, machine, pricing)
         fallback = _result(one, report, f"{one.name} ({one.note})", alternatives)
     try:
-        with hard_deadline(None if limit is None else limit - tail_seconds(options.time_limit, start)):
+        with hard_deadline(None if limit is None else limit - tail_seconds(options.time_limit or 0.0, start)):
             soft = None if limit is None else began + (limit - began) / 2
             found = _search(start, machine, rules, options, profile, progress, report, soft)
             found.alternatives = alternatives
