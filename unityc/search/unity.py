@@ -39,6 +39,7 @@ from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
+from unityc.search.background import Background
 from unityc.search.bounds import Bound
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
@@ -430,22 +431,26 @@ def unity_search(
     if not any(big_degrees(task_degrees(node.types[0])) for node in start.nodes.values()):
         one = one_device_plan(start, machine, pricing)
         fallback = _result(one, report, f"{one.name} ({one.note})", alternatives)
+    # the whole-graph plans do not depend on the segment search: priced beside it (background.py)
+    wholes = Background(lambda: _whole_graph_plans(start, machine, pricing)) if options.whole_graph else None
     try:
         with hard_deadline(None if limit is None else limit - tail_seconds(options.time_limit or 0.0, start)):
             soft = None if limit is None else began + (limit - began) / 2
             found = _search(start, machine, rules, options, profile, progress, report, soft)
             found.alternatives = alternatives
             done.append(found)
-            if options.whole_graph:
-                for plan in _whole_graph_plans(start, machine, pricing):
-                    alternatives.append(plan)
-                    done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
+            for plan in wholes.items() if wholes is not None else ():
+                alternatives.append(plan)
+                done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
     except Stopped:
         report.stopped_early = "time limit"
     except KeyboardInterrupt:
         report.stopped_early = "interrupted"
         if fallback is None and not done:
             raise
+    finally:
+        if wholes is not None:
+            wholes.close()
     if report.stopped_early is not None and fallback is not None:
         done.append(fallback)
     if not done:
