@@ -34,7 +34,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from unityc.dialects.forms import COPY, Form, FormBuilder, FormError, Layout
+from unityc.dialects.forms import COPY, Form, FormBuilder, FormError, FormLayout
 from unityc.dialects.syntax import UnitycOp
 from unityc.dialects.view import MachineViewAttr
 
@@ -251,4 +251,4 @@ def own_form(t: TensorType) -> Form:
     """The form whose tasks are exactly the pieces of `t` (sources and parallel ops)."""
     shard = tuple((f"d{i}",) for i in range(t.rank))
     factors = (*((f"d{i}", k) for i, k in enumerate(t.shard)), ("s", t.sum_degree), (COPY, t.copy_degree))
-    return Form(factors, (), (Layout(shard, ("s",), (COPY,)),))
+    return Form(factors, (), (FormLayout(shard, ("s",), (COPY,)),))

@@ -43,7 +43,7 @@ from unityc.search.background import Background
 from unityc.search.bounds import Bound
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
-from unityc.search.plans import Plan, Pricing, data_parallel_plan, megatron_plans, one_device_plan
+from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, megatron_plans, one_device_plan
 from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.search.split import (
     BOUNDARY_KEY,
@@ -160,7 +160,7 @@ class UnityResult:
     report: SearchReport
     source: str = "search"
     """Where the plan comes from: the search, or a whole-graph plan it was compared with."""
-    alternatives: list[Plan] = field(default_factory=list)
+    alternatives: list[PricedPlan] = field(default_factory=list)
     """The whole-graph data-parallel and Megatron plans the result was compared with."""
 
 
@@ -422,7 +422,7 @@ def unity_search(
     pricing = Pricing(options.cost, options.optimizer, options.sync_weight, options.side_by_side, profile)
     limit = None if options.time_limit is None else (started or began) + options.time_limit
     start = strip_views(graph)
-    alternatives: list[Plan] = []
+    alternatives: list[PricedPlan] = []
     """The whole-graph plans priced, shared by every result (the report's baseline rows)."""
     done: list[UnityResult] = []
     """Plans completed, the search's first (ties go to it)."""
@@ -505,7 +505,7 @@ def _search(
     return chosen
 
 
-def _whole_graph_plans(graph: Graph, machine: Machine, pricing: Pricing) -> Iterator[Plan]:
+def _whole_graph_plans(graph: Graph, machine: Machine, pricing: Pricing) -> Iterator[PricedPlan]:
     """Whole-graph data-parallel and Megatron plans, as each is priced. (Cuts keep copies out of
     segment boundaries, so a whole-graph Megatron plan is not always a search result.)"""
     for build in (
@@ -518,7 +518,9 @@ def _whole_graph_plans(graph: Graph, machine: Machine, pricing: Pricing) -> Iter
             continue
 
 
-def _result(plan: Plan, report: SearchReport, source: str, alternatives: list[Plan]) -> UnityResult:
+def _result(
+    plan: PricedPlan, report: SearchReport, source: str, alternatives: list[PricedPlan]
+) -> UnityResult:
     e = plan.estimate
     return UnityResult(plan.graph, e, plan.mapped, e.fits, report, source, alternatives)
 
