@@ -26,12 +26,12 @@ from collections.abc import Sequence
 
 from unityc.cost.profile import ProfileCache
 from unityc.graph import Graph
+from unityc.graph.parallel import fuse_collectives, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.rewrites.terms import App, subterms
 from unityc.search.mapping import Mapped
 from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, finish, megatron_plans
-from unityc.search.simplify import fuse_collectives, simplify
 from unityc.search.substitution import neighbours
 from unityc.search.unity import WORK_PER_EXPANSION, UnityOptions, UnityResult, strip_views, unity_search
 from unityc.search.views import Block

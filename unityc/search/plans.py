@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from unityc.cost.estimate import Estimate, compute_model, estimate_graph
 from unityc.cost.profile import ProfileCache
 from unityc.graph import Graph
+from unityc.graph.parallel import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
-from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.search.strategies import data_parallel_graph, megatron_layouts, tensor_degrees
 from unityc.search.views import big_degrees, canonical_view, task_degrees, to_attr
 

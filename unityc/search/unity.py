@@ -37,6 +37,7 @@ from unityc.cost.estimate import Estimate, compute_model, estimate_graph
 from unityc.cost.profile import ProfileCache
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref
+from unityc.graph.parallel import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.search.background import Background
@@ -44,7 +45,6 @@ from unityc.search.bounds import Bound
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
 from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, megatron_plans, one_device_plan
-from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.search.split import (
     BOUNDARY_KEY,
     SegmentGraph,
