@@ -8,7 +8,7 @@ from search_graphs import branches, machine, mlp, rules, t
 
 from unityc.cost.estimate import roofline_model
 from unityc.graph import Graph, to_module
-from unityc.graph.parallel import fuse_collectives
+from unityc.graph.simplify import fuse_collectives
 from unityc.search import unity
 from unityc.search.bounds import Bound
 from unityc.search.mapping import Mapper

@@ -8,7 +8,7 @@ from search_graphs import assert_same_outputs, branches, machine, mlp, rules
 
 from unityc.cost.estimate import estimate_module, roofline_model
 from unityc.graph import Graph, to_module
-from unityc.graph.parallel import fuse_collectives
+from unityc.graph.simplify import fuse_collectives
 from unityc.search.baselines import exhaustive
 from unityc.search.mapping import Mapper
 from unityc.search.substitution import SubstitutionOptions, best_first

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from unityc.cost.profile import ProfileCache
 from unityc.graph import Graph
-from unityc.graph.parallel import fuse_collectives, simplify
+from unityc.graph.simplify import fuse_collectives, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.rewrites.terms import App, subterms

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from unityc.cost.estimate import Estimate, compute_model, estimate_graph
 from unityc.cost.profile import ProfileCache
 from unityc.graph import Graph
-from unityc.graph.parallel import fuse_collectives, reduce_loss, simplify
+from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT

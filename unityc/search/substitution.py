@@ -22,7 +22,7 @@ from typing import Any
 
 from unityc.cost.pricing import type_info
 from unityc.graph import Graph
-from unityc.graph.parallel import simplify
+from unityc.graph.simplify import simplify
 from unityc.rewrites.match import CompiledRule, rewrites
 from unityc.search.mapping import Mapped
 

@@ -37,7 +37,7 @@ from unityc.cost.estimate import Estimate, compute_model, estimate_graph
 from unityc.cost.profile import ProfileCache
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref
-from unityc.graph.parallel import fuse_collectives, reduce_loss, simplify
+from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.search.background import Background
