@@ -59,11 +59,14 @@ def _with_dim(dim: int | None, degree: int) -> dict[str, int]:
 
 def identity(outer: str, outer_attrs: Attrs, inner: str, inner_attrs: Attrs) -> Identity | None:
     """What `outer(inner(x))` is, or None if no identity applies."""
+    inverse = INVERSE.get(outer) == inner
+    if not inverse and not (outer == inner and outer in MERGEABLE):
+        return None
     dim = outer_attrs.get("dim")
     if dim != inner_attrs.get("dim"):
         return None
     a, b = outer_attrs["degree"], inner_attrs["degree"]
-    if INVERSE.get(outer) == inner:
+    if inverse:
         if a == b:
             return Identity(Kind.CANCEL)
         if outer in _SPLITTABLE and b % a == 0:  # part of the inner op survives
@@ -71,9 +74,7 @@ def identity(outer: str, outer_attrs: Attrs, inner: str, inner_attrs: Attrs) -> 
         if outer in _SPLITTABLE and a % b == 0:
             return Identity(Kind.SPLIT, outer, _with_dim(dim, a // b))
         return None
-    if outer == inner and outer in MERGEABLE:
-        return Identity(Kind.MERGE, outer, _with_dim(dim, a * b))
-    return None
+    return Identity(Kind.MERGE, outer, _with_dim(dim, a * b))
 
 
 _FUSED = {
