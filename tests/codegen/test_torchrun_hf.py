@@ -47,9 +47,12 @@ PROGRAMS = [
     ("bert-search", "hf:bert", SEARCH_BATCH, "search"),
     ("gpt2-data", "hf:gpt2", SMALL_BATCH, 'data-parallel{machine="cpu:2"}'),
     ("gpt2-search", "hf:gpt2", SEARCH_BATCH, "search"),
+    ("gpt2-megatron", "hf:gpt2", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("llama-data", "hf:llama", SMALL_BATCH, 'data-parallel{machine="cpu:2"}'),
     ("llama-search", "hf:llama", SEARCH_BATCH, "search"),
+    ("llama-megatron", "hf:llama", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("vit-data", "hf:vit", SMALL_BATCH, 'data-parallel{machine="cpu:2"}'),
+    ("vit-megatron", "hf:vit", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("vit-search", "hf:vit", SEARCH_BATCH, "search"),
     ("causal-data", CAUSAL, 4, 'data-parallel{machine="cpu:2"}'),
 ]
@@ -136,6 +139,9 @@ def test_hf_plan_trains_like_the_reference(programs: Programs, name: str) -> Non
         sharded = re.compile(rf"rt\.kernels\.vocab_lookup\(input_ids, {word}, .*, 0\)")  # megatron
         text = programs.texts[name]
         assert whole in text or sharded.search(text), f"{name}: the word embedding lost padding_idx"
+    if name.startswith(("llama-", "gpt2-")):  # one fused attention per layer (Llama: rotary, GQA)
+        calls = re.findall(r"rt\.kernels\.attention\(.*\)", programs.texts[name])
+        assert len(calls) == 2 and all(", cos=" in c for c in calls) == name.startswith("llama-"), calls
 
 
 def test_causal_mask_constant_keeps_its_minus_infinity(programs: Programs) -> None:

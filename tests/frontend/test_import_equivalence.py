@@ -37,6 +37,23 @@ def test_imported_graph_matches_module(model: str) -> None:
     assert len(gradients) == len(weights), "one gradient check per weight"
     assert any(c.what == "loss" for c in checks)
     module.verify()
+    if model in HF:
+        _assert_fused(module)
+
+
+def _assert_fused(module) -> None:
+    """One pcg.attention per layer (the small configs have 2), nothing of attention left apart."""
+    ops = list(module.walk())
+    assert sum(isinstance(op, pcg.AttentionOp) for op in ops) == 2
+    assert not any(isinstance(op, pcg.BatchMatmulOp | pcg.SoftmaxOp) for op in ops)
+
+
+@pytest.mark.parametrize("model", ["hf:llama", "hf:gpt2"])
+def test_sdpa_attention_fuses_exactly(model: str) -> None:
+    """attn=sdpa: the SDPA core (a boolean mask from HF) lowers to the eager pattern and fuses."""
+    module, checks = check_import(ModelSpec(model, "small", overrides=(("attn", "sdpa"),)))
+    assert not _failures(checks)
+    _assert_fused(module)
 
 
 def test_hf_inputs_hold_pad_tokens_the_embedding_skips() -> None:

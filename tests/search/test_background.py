@@ -3,6 +3,8 @@ in-process, whether the worker runs, fails or is not allowed; a stopped caller l
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.queues
 import os
 from collections.abc import Iterator
 
@@ -69,3 +71,19 @@ def test_close_stops_a_running_worker() -> None:
     assert first == 1
     work.close()
     assert not process.is_alive()
+
+
+def _inside_a_daemon(out: multiprocessing.queues.Queue[list[int]]) -> None:
+    out.put([pid for _, pid in Background(squares).items()])
+
+
+def test_a_daemon_process_does_the_work_itself() -> None:
+    """A daemonic process (the fuzzer's workers) may not fork children: no worker, no error."""
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    child = context.Process(target=_inside_a_daemon, args=(out,), daemon=True)
+    child.start()
+    pids = out.get(timeout=120)
+    child.join()
+    assert isinstance(pids, list), pids
+    assert len(set(pids)) == 1 and pids[0] == child.pid

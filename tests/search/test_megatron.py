@@ -25,13 +25,16 @@ pytest.importorskip("transformers")
 MODELS = {
     # the zoo BERT: fused attention (pcg.attention split by heads), linear MLP
     "bert": (ModelSpec("bert", "small", batch=4), 2, ("layers.",), {}),
-    # GPT-2 (Conv1D projections: matmul + add, a tanh GELU spelled out): its fused QKV
-    # projection is split into Q, K, V on the dim a column split would shard, which `pcg.split`
-    # forbids, so its attention stays replicated (one region per layer stops there)
-    "gpt2": (ModelSpec("hf:gpt2", "small", batch=4), 2, (".mlp.",), {"pcg.split": 2}),
-    # Llama: RMSNorm, rotary embeddings between the projections and the attention (split, neg,
-    # concat on the head dim), SwiGLU (gate and up column-parallel, the product sharded)
+    # GPT-2 (Conv1D projections: matmul + add, a tanh GELU spelled out): its attention is one
+    # pcg.attention reading its fused QKV weight [E, 3E] as transpose + split into Q, K, V; a
+    # head split of those parts is a strided layout of the stored weight, which no PCG type
+    # describes, so its attention stays replicated (its MLP is Megatron's)
+    "gpt2": (ModelSpec("hf:gpt2", "small", batch=4), 2, (".mlp.",), {}),
+    # Llama: RMSNorm, rotary embeddings and the attention fused into one pcg.attention (split by
+    # heads), SwiGLU (gate and up column-parallel, the product sharded)
     "llama": (ModelSpec(os.path.join(INPUTS, "llama_like.py:make"), "small", batch=4), 2, ("layers.",), {}),
+    # grouped-query attention (4 query heads, 2 KV heads): the head split keeps whole KV groups
+    "llama_gqa": (ModelSpec("hf:llama", "small", batch=4), 2, ("layers.",), {}),
 }
 
 

@@ -27,7 +27,9 @@ def parallel_ops(plan) -> int:  # type: ignore[no-untyped-def]
 )
 def test_searched_plans_compute_the_same_values(model: str, m_name: str) -> None:
     graph = from_module(import_model(ModelSpec(model, "small")))
-    options = UnityOptions(budget=2 if model != "inception_v3" else 1, split_size=10, whole_graph=False)
+    options = UnityOptions(
+        budget=2 if model != "inception_v3" else 1, split_size=10, whole_graph=False, pipelines=False
+    )
     result = unity_search(graph, machine(m_name), rules(), options)  # the search's own plan
     assert result.source == "search"
     to_module(result.plan).verify()
@@ -64,7 +66,9 @@ def test_nothing_fits_is_reported_with_the_smallest_footprint() -> None:
     graph = mlp(batch=512, width=256, layers=3)  # megabytes of weights: no plan fits 96 KiB
     result = unity_search(graph, m, rules(), UnityOptions(budget=2))
     assert not result.fits
-    assert result.estimate.peak_memory == min(peak for _, peak, _ in result.report.rounds)
+    # the smallest footprint found: the search's rounds', or a pipeline's (stages split the weights)
+    assert result.estimate.peak_memory <= min(peak for _, peak, _ in result.report.rounds)
+    assert all(result.estimate.peak_memory <= p.estimate.peak_memory for p in result.alternatives)
 
 
 def test_sequential_baseline_computes_the_same_values() -> None:

@@ -34,6 +34,7 @@ def test_unlimited_search_finds_the_exhaustive_optimum(m_name: str, g_name: str,
         seeds=False,
         memory_check=False,
         whole_graph=False,
+        pipelines=False,
     )
     best = exhaustive(graph, m, rules(), options)
     found = unity_search(graph, m, rules(), options)

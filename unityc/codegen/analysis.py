@@ -27,10 +27,11 @@ Coord = tuple[int, ...]
 
 MACHINE_ATTRIBUTE = "unityc.machine"
 MODEL_ATTRIBUTE = "unityc.model"
-UNSUPPORTED = {
-    "parallel.pipeline": "pipeline parallelism (parallel.pipeline/batch) is not supported by -t torch yet",
-    "parallel.batch": "pipeline parallelism (parallel.pipeline/batch) is not supported by -t torch yet",
-}
+PIPELINE_OPS = (
+    "parallel.pipeline/batch (micro-batches inside the graph) are not supported by -t torch: pipeline a plan "
+    "by stages instead (stage = k on every op, unityc.schedule and unityc.microbatches on the graph function)"
+)
+UNSUPPORTED = {"parallel.pipeline": PIPELINE_OPS, "parallel.batch": PIPELINE_OPS}
 RESERVED = {"ctx", "rank", "w", "x", "rt", "torch", "F", "forward", "PLAN", "main"}
 
 

@@ -157,7 +157,9 @@ def _attention_parts(attrs: Mapping[str, Any], ops: Operands) -> tuple[int, int,
 
 def _attention(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
     batch, sq, sk, e, eh, h = _attention_parts(attrs, ops)
-    projections = 2 * batch * (sq + 2 * sk) * e * eh + 2 * batch * sq * eh * e
+    wk = ops[4]
+    ekv = wk.shape[0] if wk is not None else eh  # grouped-query: fewer key/value rows
+    projections = 2 * batch * sq * e * eh + 4 * batch * sk * e * ekv + 2 * batch * sq * eh * e
     scores = 4 * batch * sq * sk * eh
     softmax = 5 * batch * h * sq * sk + (batch * h * sq * sk if ops[11] is not None else 0)
     return projections + scores + softmax

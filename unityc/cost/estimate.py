@@ -43,6 +43,7 @@ from unityc.cost.compute import (
     op_cost,
 )
 from unityc.cost.memory import DeviceMemory, attention_saved_bytes, check_optimizer, saves
+from unityc.cost.pipeline import PipelineRun
 from unityc.cost.pricing import (
     ComputeModel,
     compute_parts,
@@ -72,6 +73,7 @@ __all__ = [
     "DeviceRow",
     "Estimate",
     "OpRow",
+    "build_steps",
     "compute_model",
     "estimate_graph",
     "estimate_module",
@@ -139,6 +141,8 @@ class Estimate:
     roofline_s: float
     """model_flops at the peak FLOP/s of every device of the machine: a lower bound."""
     notes: tuple[str, ...]
+    pipeline: PipelineRun | None = None
+    """A pipelined plan's simulated schedule (`cost/pipeline.py`), else None."""
 
     @property
     def busiest(self) -> DeviceRow:
@@ -241,6 +245,9 @@ class _Builder:
         self.unplaced = 0
         self.model_flops = 0.0
         self.roofline_s = 0.0
+        self.update_flops = 0.0
+        """Of `model_flops`, the optimizer's (once per iteration, whatever the micro-batches)."""
+        self.update_roofline_s = 0.0
 
     def vid(self, r: Ref) -> int:
         return self.ids.setdefault(r, len(self.ids))
@@ -437,6 +444,8 @@ class _Builder:
             assert p is not None
             self.model_flops += parts.update_flops
             self.roofline_s += parts.update_flops / self.machine.total_peak_flops(p.dtype)
+            self.update_flops += parts.update_flops
+            self.update_roofline_s += parts.update_flops / self.machine.total_peak_flops(p.dtype)
         base = {**self._base(nid, node, 1), "has_backward": False}
         step = Step(name=name, grad_sync=parts.sync, update=parts.update, **base)
         row = OpRow(
@@ -517,18 +526,11 @@ def estimate_module(
     return estimate_graph(from_module(module), machine, cost, optimizer, profile)
 
 
-def estimate_graph(
-    graph: Graph,
-    machine: Machine,
-    cost: str = "roofline",
-    optimizer: str = "sgd",
-    profile: ProfileCache | None = None,
-) -> Estimate:
-    """Estimate one training iteration of `graph` (its nodes' views place it) on `machine`."""
-    check_optimizer(optimizer)
-    compute = compute_model(cost, profile)
+def build_steps(
+    graph: Graph, machine: Machine, compute: ComputeModel, optimizer: str
+) -> tuple[_Builder, list[int], list[Step], list[OpRow]]:
+    """Every node as a schedule step and a report row, saved activations added to memory."""
     order = graph.topological()
-    loss = graph.outputs[0] if graph.outputs else None
     b = _Builder(graph, machine, compute, optimizer)
     _, b.gets_grad = gradient_flags(graph, order)
     steps: list[Step] = []
@@ -542,6 +544,25 @@ def estimate_graph(
         replace(row, memory=row.memory + sum(saved.get(r, 0.0) for r in b.results(nid)))
         for row, nid in zip(rows, order, strict=True)
     ]
+    return b, order, steps, rows
+
+
+def estimate_graph(
+    graph: Graph,
+    machine: Machine,
+    cost: str = "roofline",
+    optimizer: str = "sgd",
+    profile: ProfileCache | None = None,
+) -> Estimate:
+    """Estimate one training iteration of `graph` (its nodes' views place it) on `machine`; a
+    pipelined plan (`stage` on its ops) by its schedule (`cost/staged.py`)."""
+    from unityc.cost.staged import estimate_pipelined, is_pipelined
+
+    if is_pipelined(graph):
+        return estimate_pipelined(graph, machine, cost, optimizer, profile)
+    check_optimizer(optimizer)
+    b, _, steps, rows = build_steps(graph, machine, compute_model(cost, profile), optimizer)
+    loss = graph.outputs[0] if graph.outputs else None
     schedule = simulate(steps, b.mult, b.vid(loss) if loss is not None and loss in b.ids else None)
     for s in steps:
         for c in (*s.fwd_comm, *s.bwd_comm, *s.grad_sync):

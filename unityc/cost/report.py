@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from unityc.cost.estimate import Estimate, OpRow
+from unityc.cost.pipeline import PipelineRun
 from unityc.cost.units import format_bytes, format_flops, format_time
 
 MAX_DEVICE_ROWS = 64
@@ -122,5 +123,24 @@ def render(e: Estimate) -> str:
         out.append(f"... {len(e.devices) - len(shown)} more devices")
     if idle > 0:
         out.append(f"{idle} other device(s) idle")
+    if e.pipeline is not None:
+        out += ["", *pipeline_lines(e.pipeline)]
     out += [f"note: {n}" for n in e.notes]
     return "\n".join(out) + "\n"
+
+
+def pipeline_lines(run: PipelineRun) -> list[str]:
+    """The schedule of a pipelined plan: per rank group its stages, compute, bubble, in flight."""
+    virtual = f", {run.virtual} stages per group" if run.virtual > 1 else ""
+    lines = [
+        f"pipeline: {run.stages} stages, {run.schedule}, {run.microbatches} micro-batches{virtual}; "
+        f"bubble {100 * run.bubble:.1f}% of the iteration (forwards end {format_time(run.forward_s)}, "
+        f"backwards {format_time(run.backward_s)})"
+    ]
+    header = ["group", "stages", "compute", "bubble", "in flight", "in-flight activations"]
+    rows = [
+        [str(g.group), ",".join(map(str, g.stages)), format_time(g.busy_s), f"{100 * g.bubble:.1f}%",
+         str(g.inflight), format_bytes(g.inflight_bytes)]
+        for g in run.groups
+    ]  # fmt: skip
+    return lines + table(header, rows)

@@ -177,6 +177,8 @@ ScalarAddOp = _unary(
     props=(("value", Kind.FLOAT, False),),
 )
 PowOp = _unary("pow", "x ** exponent.", props=(("exponent", Kind.FLOAT, False),))
+
+
 @op_definition
 class DropoutOp(UnaryOp):
     """Dropout with probability p. The reference interpreter and --check runs treat it as the
@@ -856,10 +858,15 @@ class EmbeddingBagOp(PcgOp):
 class AttentionOp(PcgOp):
     """Multi-head attention as one op: softmax((q Wq^T)(k Wk^T)^T / sqrt(d) + mask)(v Wv^T) Wo^T.
 
-    Shapes: q [B, Sq, E], key/value [B, Sk, E], projections [E, E] (torch Linear layout),
-    optional biases [E], optional additive mask [B|1, 1, Sq|1, Sk]. Parallel forms: batch,
-    query sequence, and heads (projection rows and wo columns sharded alike by a divisor of
-    `heads`), which gives partial sums; the output bias is added by partial-sum index 0.
+    Shapes: q [B, Sq, E], key/value [B, Sk, E], wq and wo [E, E] (torch Linear layout), wk and
+    wv [G·d, E] with d = E / heads, optional biases [E] (bq, bo) and [G·d] (bk, bv), optional
+    additive mask [B|1, 1, Sq|1, Sk]. `kv_heads` G (default: `heads`) is grouped-query
+    attention: query head i reads key/value head i // (heads / G) (Llama's repeat_kv).
+    Optional `cos`, `sin` [B|1, 1, S, d] (self-attention, Sq = Sk = S) rotate q and k after
+    their projections (rotary embeddings, Llama's rotate_half: x·cos + [-x2, x1]·sin).
+    Parallel forms: batch, query sequence (not with rotary embeddings), and heads (projection
+    rows and wo columns sharded alike by a divisor of `kv_heads`, so that each task keeps
+    whole KV groups), which gives partial sums; the output bias is added by partial-sum index 0.
     `dropout` (training only) applies to the attention probabilities, as in BERT.
     """
 
@@ -876,16 +883,20 @@ class AttentionOp(PcgOp):
     bv = opt_operand_def(TensorType)
     bo = opt_operand_def(TensorType)
     mask = opt_operand_def(TensorType)
+    cos = opt_operand_def(TensorType)
+    sin = opt_operand_def(TensorType)
     output = result_def(TensorType)
-    PROPS = (("heads", Kind.INT, False), ("dropout", Kind.FLOAT, True))
+    PROPS = (("heads", Kind.INT, False), ("kv_heads", Kind.INT, True), ("dropout", Kind.FLOAT, True))
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    NAMES = ("query", "key", "value", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "mask")
+    NAMES = ("query", "key", "value", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "mask", "cos", "sin")
 
     @classmethod
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
-        q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask = operands
+        operands = [*operands, *[None] * (len(cls.NAMES) - len(operands))]  # cos, sin may be left out
+        q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, cos, sin = operands
         heads = attrs["heads"]
+        groups = attrs.get("kv_heads") or heads
         check_probability(cls, "dropout", attrs.get("dropout"))
         if q.rank != 3 or k.shape != v.shape or k.rank != 3 or k.shape[0] != q.shape[0]:
             raise op_error(cls, "query must be [B, Sq, E] and key, value [B, Sk, E]")
@@ -893,14 +904,18 @@ class AttentionOp(PcgOp):
         sk = k.shape[1]
         if k.shape[2] != e or heads < 1 or e % heads:
             raise op_error(cls, f"embedding {e} must match key/value and divide into {heads} heads")
+        if groups < 1 or heads % groups:
+            raise op_error(cls, f"kv_heads {groups} must divide the {heads} heads")
+        width = e // heads
+        kv = groups * width
         for name, t, shape in (
             ("wq", wq, (e, e)),
-            ("wk", wk, (e, e)),
-            ("wv", wv, (e, e)),
+            ("wk", wk, (kv, e)),
+            ("wv", wv, (kv, e)),
             ("wo", wo, (e, e)),
             ("bq", bq, (e,)),
-            ("bk", bk, (e,)),
-            ("bv", bv, (e,)),
+            ("bk", bk, (kv,)),
+            ("bv", bv, (kv,)),
             ("bo", bo, (e,)),
         ):
             if t is not None and t.shape != shape:
@@ -913,17 +928,30 @@ class AttentionOp(PcgOp):
             or mask.shape[3] != sk
         ):
             raise op_error(cls, f"mask shape {list(mask.shape)} should be [{batch}|1, 1, {sq}|1, {sk}]")
+        rotary = [t for t in (cos, sin) if t is not None]
+        if rotary and (len(rotary) != 2 or sq != sk):
+            raise op_error(cls, "rotary embeddings need both cos and sin, and self-attention (Sq = Sk)")
+        for t in rotary:
+            if t.rank != 4 or t.shape[0] not in (1, batch) or t.shape[1:] != (1, sq, width):
+                raise op_error(cls, f"cos/sin shape {list(t.shape)} should be [{batch}|1, 1, {sq}, {width}]")
         b = form_builder(cls, list(cls.NAMES), operands)
-        batch_uses = [(0, 0), (1, 0), (2, 0)] + (
-            [(11, 0)] if mask is not None and mask.shape[0] == batch else []
-        )
+        batch_uses = [(0, 0), (1, 0), (2, 0)] + [
+            (o, 0) for o, t in ((11, mask), (12, cos), (13, sin)) if t is not None and t.shape[0] == batch
+        ]
         seq_uses = [(0, 1)] + ([(11, 2)] if mask is not None and mask.shape[2] == sq else [])
         for o, d in ((1, 1), (2, 1), (11, 3)):
             b.forbid(o, d, "every query attends over the whole key sequence")
-        shard = [[b.shared_dim("b", batch_uses)], [b.shared_dim("s", seq_uses)], []]
+        for o in (12, 13):
+            for d in (2, 3):
+                b.forbid(o, d, "rotary embeddings are read whole")
+        for o, d in ((0, 1), (11, 2)) if rotary else ():
+            b.forbid(o, d, "rotary embeddings rotate q and k at the same positions")
+        seq = [] if rotary else [b.shared_dim("s", seq_uses)]
+        shard = [[b.shared_dim("b", batch_uses)], seq, []]
         h = b.shared_dim("h", [(3, 0), (4, 0), (5, 0), (6, 1), (7, 0), (8, 0), (9, 0)])
-        if heads % b.degrees[h]:
-            raise op_error(cls, f"head shard degree {b.degrees[h]} does not divide {heads} heads")
+        if groups % b.degrees[h]:
+            what = "heads" if groups == heads else "KV heads"
+            raise op_error(cls, f"head shard degree {b.degrees[h]} does not divide {groups} {what}")
         b.forbid(6, 0, "the output projection's rows are the embedding, not heads")
         form = b.build([(shard, [h])])
         return form, [result_type(form, 0, q.shape, float_dtype(cls, q))]

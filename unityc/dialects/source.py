@@ -37,6 +37,7 @@ from unityc.dialects.diagnostics import (
     op_span,
     record_spans,
 )
+from unityc.dialects.pipeline import check_pipeline
 
 __all__ = [
     "LocatedError",
@@ -163,6 +164,7 @@ def verify_located(module: ModuleOp, spans: dict[Operation, Span]) -> None:
         if isinstance(op, func.FuncOp) and not op.is_declaration:
             for block in op.body.blocks:
                 check_sources(block)
+            check_pipeline(op)
     try:  # the remaining structural checks (successors, parent pointers), a safety net
         module.verify()
     except VerifyException as e:

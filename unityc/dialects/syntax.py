@@ -165,6 +165,7 @@ class UnitycOp(IRDLOperation):
     def build_inferred(cls, operands: Sequence[SSAValue | Sequence[SSAValue] | None], **attrs: Any):
         """Build the op, computing its result types from operand types and properties."""
         groups = [() if o is None else (o,) if isinstance(o, SSAValue) else tuple(o) for o in operands]
+        groups += [()] * (len(cls.get_irdl_definition().operands) - len(groups))  # trailing optionals
         types: list[Any] = []
         for (_, definition), group in zip(cls.get_irdl_definition().operands, groups, strict=True):
             if isinstance(definition, OptOperandDef):

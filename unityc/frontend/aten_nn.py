@@ -12,6 +12,7 @@ from xdsl.ir import SSAValue
 
 from unityc.dialects import pcg
 from unityc.frontend.aten import Value, reshape_to, tensor_type
+from unityc.frontend.builder import element_type
 from unityc.frontend.importer import Const, FxImporter, LogSoftmax, Unusable, lowering
 
 aten = torch.ops.aten
@@ -259,9 +260,19 @@ def _sdpa(
     return im.op(pcg.BatchMatmulOp, [probs, v])
 
 
+def _where_allowed(im: FxImporter, mask: Value) -> SSAValue:
+    """A boolean mask (True: attend) as the additive mask `where(mask, 0, finfo.min)` that
+    eager attention adds, (1 - mask) · finfo.min: a masked score's probability underflows to
+    exactly 0, as with SDPA's -inf, where a row keeps one unmasked key."""
+    allowed = im.op(pcg.CastOp, [im.tensor(mask)], dtype=element_type(torch.float32))
+    masked = im.op(pcg.ScalarAddOp, [im.op(pcg.NegOp, [allowed])], value=1.0)
+    return im.op(pcg.ScalarMulOp, [masked], scale=torch.finfo(torch.float32).min)
+
+
 def _additive_mask(im: FxImporter, mask: Value, causal: bool, shape: tuple[int, ...]) -> Value:
     if mask is not None and not isinstance(mask, Const):
-        return mask
+        boolean = tensor_type(im.tensor(mask)).element_type == element_type(torch.bool)
+        return _where_allowed(im, mask) if boolean else mask
     sq, sk = shape[-2:]
     value = torch.zeros(sq, sk)
     if causal:

@@ -10,10 +10,11 @@ pcg dialect (`from_module`, `to_module`), infers result types with the dialect's
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 from typing import Any
 
+from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Attribute
 
 from unityc.dialects import parallel, pcg
@@ -93,12 +94,34 @@ class Node:
     view: MachineViewAttr | None = None
     hint: str | None = field(default=None, compare=False)
     """An SSA name for printing only (not part of equality or hashes)."""
+    plan: tuple[tuple[str, Attribute], ...] = ()
+    """The op's other plan attributes beside its view (`stage`, ...), sorted by name, as in its
+    attribute dictionary."""
 
     def attr(self, name: str, default: Any = None) -> Any:
         for key, value in self.attrs:
             if key == name:
                 return value
         return default
+
+    def plan_attr(self, name: str) -> Attribute | None:
+        return dict(self.plan).get(name)
+
+    @property
+    def stage(self) -> int | None:
+        """The pipeline stage (`stage = k : i64`), or None."""
+        attr = self.plan_attr("stage")
+        return attr.value.data if isinstance(attr, IntegerAttr) else None
+
+    def with_plan(self, **attrs: Attribute | None) -> Node:
+        """This node with plan attributes set (None removes one)."""
+        merged = dict(self.plan)
+        for name, value in attrs.items():
+            if value is None:
+                merged.pop(name, None)
+            else:
+                merged[name] = value
+        return replace(self, plan=tuple(sorted(merged.items())))
 
     def operand_refs(self) -> Iterator[Ref]:
         return (r for r in self.operands if r is not None)
@@ -121,6 +144,8 @@ class Graph:
     outputs: tuple[Ref, ...] = ()
     module_attrs: dict[str, Attribute] = field(default_factory=dict)
     next_id: int = 0
+    function_attrs: dict[str, Attribute] = field(default_factory=dict)
+    """The graph function's attributes (a pipelined plan's `unityc.schedule`, ...)."""
 
     # --- building ---------------------------------------------------------------------------
 
@@ -142,7 +167,8 @@ class Graph:
         return tuple((nid, i) for i in range(len(node.types)))
 
     def copy(self) -> Graph:
-        return Graph(dict(self.nodes), self.outputs, self.module_attrs, self.next_id)
+        nodes = dict(self.nodes)
+        return Graph(nodes, self.outputs, self.module_attrs, self.next_id, dict(self.function_attrs))
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -236,12 +262,12 @@ class Graph:
         for nid, node in list(self.nodes.items()):
             if any(r in mapping for r in node.operand_refs()):
                 operands = tuple(None if r is None else mapping.get(r, r) for r in node.operands)
-                self.nodes[nid] = Node(node.op, operands, node.attrs, node.types, node.view, node.hint)
+                self.nodes[nid] = replace(node, operands=operands)
         self.outputs = tuple(mapping.get(r, r) for r in self.outputs)
 
     def with_view(self, nid: int, view: MachineViewAttr | None) -> None:
         node = self.nodes[nid]
-        self.nodes[nid] = Node(node.op, node.operands, node.attrs, node.types, view, node.hint)
+        self.nodes[nid] = replace(node, view=view)
 
 
 def sources(graph: Graph) -> Iterable[tuple[int, Node]]:

@@ -18,8 +18,9 @@ from unityc.graph import Graph, Node, Ref, canonical_attrs, op_class
 
 def from_module(module: ModuleOp) -> Graph:
     """The graph of the module's single graph function."""
-    body = graph_function(module).body.block
-    graph = Graph(module_attrs=dict(module.attributes))
+    fn = graph_function(module)
+    body = fn.body.block
+    graph = Graph(module_attrs=dict(module.attributes), function_attrs=dict(fn.attributes))
     refs: dict[SSAValue, Ref] = {}
     for op in body.ops:
         if isinstance(op, func.ReturnOp):
@@ -36,6 +37,7 @@ def from_module(module: ModuleOp) -> Graph:
             tuple(r.type for r in op.results),  # type: ignore[misc]
             view if isinstance(view, MachineViewAttr) else None,
             op.results[0].name_hint if op.results else None,
+            tuple(sorted((k, v) for k, v in op.attributes.items() if k != "view")),
         )
         for result, ref in zip(op.results, graph.add_node(node), strict=True):
             refs[result] = ref
@@ -99,7 +101,7 @@ def to_module(graph: Graph) -> ModuleOp:
             operands=_grouped(cls, flat),
             result_types=_grouped_results(cls, list(node.types)),
             properties=props,
-            attributes={"view": node.view} if node.view is not None else {},
+            attributes={**({"view": node.view} if node.view is not None else {}), **dict(node.plan)},
         )
         block.add_op(op)
         for i, result in enumerate(op.results):
@@ -112,6 +114,7 @@ def to_module(graph: Graph) -> ModuleOp:
     outputs = [values[r] for r in graph.outputs]
     block.add_op(func.ReturnOp(*outputs))
     main = func.FuncOp("main", ((), [v.type for v in outputs]), Region(block))
+    main.attributes.update(graph.function_attrs)
     return ModuleOp([main], attributes=dict(graph.module_attrs))
 
 

@@ -94,9 +94,9 @@ def _embedding_bag(task: Task, ids: torch.Tensor, w: torch.Tensor) -> torch.Tens
     return out
 
 
-def _attention(task: Task, q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask) -> torch.Tensor:
+def _attention(task: Task, q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, cos=None, sin=None) -> torch.Tensor:
     heads = task.attrs["heads"] // task.degree("h")  # this task's heads
-    return attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, _bias(task, bo), mask, heads)
+    return attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, _bias(task, bo), mask, heads, cos=cos, sin=sin)
 
 
 def _cross_entropy(task: Task, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

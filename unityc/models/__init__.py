@@ -41,7 +41,7 @@ def image_inputs(config: Config, batch: int, generator: torch.Generator) -> dict
 
 
 def _registry() -> dict[str, ZooModel]:
-    from unityc.models import bert, candle_uno, dlrm, inception_v3, mlp, resnext50, xdl
+    from unityc.models import bert, candle_uno, dlrm, inception_v3, mlp, resnet50, resnext50, xdl
 
     models = [
         mlp.MODEL,
@@ -50,6 +50,7 @@ def _registry() -> dict[str, ZooModel]:
         xdl.MODEL,
         candle_uno.MODEL,
         resnext50.MODEL,
+        resnet50.MODEL,
         inception_v3.MODEL,
     ]
     return {m.name: m for m in models}

@@ -64,7 +64,7 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     # one; by default for the aliases only: some models compute more from it than the importer
     # lowers (OPT's positions are a cumsum of the mask), and they imported without it.
     sizes = {**SMALL, **ALIAS_SMALL.get(name, {})} if spec.config == "small" else PAPER
-    defaults = {**_current(config), **sizes, "mask": name in ALIASES}
+    defaults = {**_current(config), **sizes, "mask": name in ALIASES, "attn": "eager"}
     images = hasattr(config, "image_size") and not hasattr(config, "vocab_size")
     for text_only in ("vocab", "seq", "mask") if images else ():
         defaults.pop(text_only, None)
@@ -72,7 +72,10 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     if "kv_heads" in settings and "kv_heads" not in sizes and "kv_heads" not in dict(spec.overrides):
         settings["kv_heads"] = settings["heads"]  # one KV head per query head unless set
     _apply(config, settings)
-    config._attn_implementation = "eager"  # the bmm/softmax pattern the importer fuses into one op
+    # eager: the bmm/softmax pattern the importer fuses into one op; sdpa lowers to the same
+    if settings["attn"] not in ("eager", "sdpa"):
+        raise ModelError(f"'{spec.model}': attn={settings['attn']}: use eager or sdpa")
+    config._attn_implementation = settings["attn"]
     for flag in ("use_cache", "tie_word_embeddings"):
         if hasattr(config, flag):
             setattr(config, flag, False)

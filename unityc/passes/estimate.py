@@ -28,6 +28,10 @@ class EstimatePass(ModulePass):
     optimizer: str = "sgd"
     profile: str = ""
     report: str = ""
+    schedule: str = ""
+    """A pipelined plan priced under another schedule (e.g. "2bw"), if given."""
+    trace: str = ""
+    """A pipelined plan's simulated iteration as a Chrome trace (JSON, for Perfetto), if given."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from unityc.cost.estimate import estimate_module
@@ -37,10 +41,42 @@ class EstimatePass(ModulePass):
 
         o = CostOptions.parse(self.machine, self.cost, self.optimizer, self.profile)  # options first
         check_views(op, o.machine)  # then the module against the machine
-        estimate = estimate_module(op, o.machine, o.cost, o.optimizer, o.profile)
+        if self.schedule or self.trace:
+            estimate = self._pipelined(op, o.machine, o.profile)
+        else:
+            estimate = estimate_module(op, o.machine, o.cost, o.optimizer, o.profile)
         if self.report:
             with open(self.report, "w") as f:
                 f.write(render(estimate))
             return
         sys.stderr.write(render(estimate))
         sys.stderr.flush()
+
+    def _pipelined(self, op: ModuleOp, machine, cache):  # type: ignore[no-untyped-def]
+        """The estimate of a pipelined plan with `schedule` and `trace` (errors for other plans)."""
+        import json
+
+        from unityc.cost.pipeline import SCHEDULES, chrome_trace
+        from unityc.cost.staged import estimate_pipelined, is_pipelined
+        from unityc.dialects.diagnostics import LocatedError
+        from unityc.graph import from_module
+
+        if self.schedule and self.schedule not in SCHEDULES:
+            raise LocatedError(
+                f"error: -p estimate: schedule: unknown '{self.schedule}' (known: {', '.join(SCHEDULES)})"
+            )
+        graph = from_module(op)
+        if not is_pipelined(graph):
+            raise LocatedError(
+                "error: -p estimate: schedule and trace are for pipelined plans (unityc.schedule)"
+            )
+        try:
+            estimate = estimate_pipelined(
+                graph, machine, self.cost, self.optimizer, cache, self.schedule or None
+            )
+        except ValueError as e:
+            raise LocatedError(f"error: -p estimate: {e}") from None
+        if self.trace and estimate.pipeline is not None:
+            with open(self.trace, "w") as f:
+                json.dump(chrome_trace(estimate.pipeline), f)
+        return estimate

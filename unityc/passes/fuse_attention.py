@@ -1,26 +1,38 @@
 """fuse-attention: recognize multi-head attention written as separate ops and make it one
 `pcg.attention`, so that head parallelism is available as a rewrite of a single op.
 
-The recognized form (what HF BERT's eager attention, the zoo's BERT and SDPA import to):
+The recognized core (HF BERT's, GPT-2's and Llama's eager attention, SDPA, the zoo's BERT):
 
-    q = transpose(reshape(linear(xq, wq, bq), [B, Sq, H, D]), [0, 2, 1, 3])
-    k = transpose(reshape(linear(xk, wk, bk), [B, Sk, H, D]), [0, 2, 3, 1])
-    v = transpose(reshape(linear(xv, wv, bv), [B, Sk, H, D]), [0, 2, 1, 3])
-    p = softmax(scalar_mul(batch_matmul(q, k), 1/sqrt(D)) [+ mask], -1) [-> dropout]
-    out = linear(reshape(transpose(batch_matmul(p, v), [0, 2, 1, 3]), [B, Sq, H·D]), wo, bo)
+    p = softmax(scalar_mul(batch_matmul(Q, K^T), 1/sqrt(D)) [+ mask], -1) [-> dropout]
+    out = proj(flatten(transpose(batch_matmul(p, V), [0, 2, 1, 3])), wo, bo)
 
-Every intermediate must have this one use, so nothing else observes what disappears.
+where Q, K, V are heads [B, H, S, D] of projections of the inputs:
+- a projection is `linear(x, w, b)`, or one part of a fused QKV projection in GPT-2's Conv1D
+  form `split(reshape(add(matmul(reshape(x, [B·S, E]), W), b)), 2)` (W [E, 3E]): the fused op
+  then reads the parts of W^T and b (`pcg.transpose`, `pcg.split` of the weights);
+- heads are `transpose(reshape(P, [B, S, H, D]), [0, 2, 1, 3])`, and K^T either
+  `transpose(reshape(P, [B, S, H, D]), [0, 2, 3, 1])` or a heads value transposed last-two;
+- Q and K may be rotated (Llama's rotary embeddings): `x·cos + cat(-x2, x1)·sin`, with the same
+  cos/sin for both (they become the op's `cos`, `sin` operands);
+- K and V may be fewer KV heads repeated (Llama's repeat_kv: a [B, G, 1, S, D] view plus zeros
+  [1, 1, n, 1, 1]), which is the op's `kv_heads` G;
+- a batch_matmul may run on [B·H, S, ·] views of the 4-D values (eager Llama);
+- the output projection is a `linear`, or a Conv1D `add(matmul(x2d, W), b)`, on [B, Sq, E] or on
+  the [B·Sq, E] flattening (then reshaped back to [B, Sq, E]).
+
+Every op the fused op replaces may only be used by other replaced ops (checked once the whole
+pattern matched), so nothing else observes what disappears.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 from xdsl.transforms.dead_code_elimination import region_dce
@@ -30,10 +42,9 @@ from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
 
 
-def _only_use(value: SSAValue, cls: type[Operation] | tuple[type[Operation], ...]) -> Any:
-    """The op of kind `cls` producing `value`, if `value` has no other use."""
+def _owner(value: SSAValue, cls: type[Operation] | tuple[type[Operation], ...]) -> Any:
     owner = value.owner
-    return owner if isinstance(owner, cls) and value.has_one_use() else None
+    return owner if isinstance(owner, cls) else None
 
 
 def _perm(op: Any) -> list[int]:
@@ -45,63 +56,308 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
     return value.type.shape
 
 
+def _pairs(op: Any) -> tuple[tuple[SSAValue, SSAValue], tuple[SSAValue, SSAValue]]:
+    return (op.lhs, op.rhs), (op.rhs, op.lhs)
+
+
+def _is_zero(value: SSAValue) -> bool:
+    c = _owner(value, pcg.ConstantOp)
+    return c is not None and all(v == 0 for v in c.attrs()["value"].get_values())
+
+
 @dataclass
-class _Projection:
+class _Proj:
+    """A projection x·W^T + b, or part `index` of a fused (Conv1D, W^T) projection `packed`."""
+
     x: SSAValue
     weight: SSAValue
     bias: SSAValue | None
-    heads: int
+    packed: Any = None  # the activation split of GPT-2's fused QKV projection
+    index: int = 0
+
+
+@dataclass
+class _Heads:
+    proj: _Proj
+    heads: int  # the projection's heads
     width: int
+    repeat: int = 1  # each head read by `repeat` query heads (repeat_kv)
+    rotary: tuple[SSAValue, SSAValue] | None = None
+    ops: list[Operation] = field(default_factory=list)
 
 
-def _heads_of(value: SSAValue, perm: list[int]) -> _Projection | None:
-    """Matches transpose(reshape(linear(x, w, b), [B, S, H, D]), perm)."""
-    t = _only_use(value, pcg.TransposeOp)
-    if t is None or _perm(t) != perm:
+def _conv1d(value: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue | None, list[Operation]] | None:
+    """Matches reshape(add(matmul(reshape(x, [B·S, E]), W), b), [B, S, N]) (b optional)."""
+    r = _owner(value, pcg.ReshapeOp)
+    if r is None or len(_shape(r.output)) != 3:
         return None
-    r = _only_use(t.input, pcg.ReshapeOp)
-    if r is None:
+    found = _matmul_bias(r.input)
+    if found is None:
         return None
-    proj = _only_use(r.input, pcg.LinearOp)
-    shape = _shape(r.output)
-    if proj is None or len(shape) != 4 or shape[:2] != _shape(proj.output)[:2]:
+    mm, bias, ops = found
+    flat = _owner(mm.lhs, pcg.ReshapeOp)
+    if flat is None or _shape(flat.input)[:2] != _shape(r.output)[:2] or len(_shape(flat.input)) != 3:
         return None
-    return _Projection(proj.input, proj.weight, proj.bias, shape[2], shape[3])
+    return flat.input, mm.rhs, bias, [r, *ops, flat]
 
 
-def _probabilities(value: SSAValue) -> tuple[SSAValue, float | None] | None:
-    """Matches [dropout](softmax(s, -1)); returns s and the dropout probability."""
-    dropout = None
-    d = _only_use(value, pcg.DropoutOp)
-    if d is not None:
-        dropout, value = d.attrs()["p"], d.input
-    s = _only_use(value, pcg.SoftmaxOp)
-    if s is None or s.attrs()["dim"] % 4 != 3:
-        return None
-    return s.input, dropout
-
-
-def _scores(value: SSAValue) -> tuple[Any, SSAValue | None] | None:
-    """Matches scalar_mul(batch_matmul(q, k), c) [+ mask]; returns the product op and the mask."""
-    mask = None
-    add = _only_use(value, pcg.AddOp)
+def _matmul_bias(value: SSAValue) -> tuple[Any, SSAValue | None, list[Operation]] | None:
+    """Matches matmul(x, W) [+ b] with a 1-D bias b (Conv1D's addmm): (matmul, b, ops)."""
+    ops: list[Operation] = []
+    bias = None
+    add = _owner(value, pcg.AddOp)
     if add is not None:
-        for scaled, other in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
-            if _only_use(scaled, pcg.ScalarMulOp) is not None:
-                value, mask = scaled, other
+        for a, b in _pairs(add):
+            if _owner(a, pcg.MatmulOp) is not None and len(_shape(b)) == 1:
+                value, bias = a, b
+                ops.append(add)
                 break
         else:
             return None
-    mul = _only_use(value, pcg.ScalarMulOp)
-    product = _only_use(mul.input, pcg.BatchMatmulOp) if mul is not None else None
-    if product is None:
+    mm = _owner(value, pcg.MatmulOp)
+    return (mm, bias, [*ops, mm]) if mm is not None else None
+
+
+def _projection(value: SSAValue) -> tuple[_Proj, list[Operation]] | None:
+    """Matches a projection [B, S, N] of an input [B, S, E]."""
+    lin = _owner(value, pcg.LinearOp)
+    if lin is not None:
+        if len(_shape(lin.input)) != 3:
+            return None
+        return _Proj(lin.input, lin.weight, lin.bias), [lin]
+    split = _owner(value, pcg.SplitOp)
+    if split is None or split.attrs()["dim"] % 3 != 2 or len(_shape(split.input)) != 3:
         return None
-    return (product, mul.attrs()["scale"]), mask
+    fused = _conv1d(split.input)
+    if fused is None:
+        return None
+    x, w, b, ops = fused
+    assert isinstance(value, OpResult)
+    return _Proj(x, w, b, split, value.index), [split, *ops]
+
+
+def _split_heads(value: SSAValue, perm: list[int]) -> _Heads | None:
+    """Matches transpose(reshape(P, [B, S, H, D]), perm) of a projection P."""
+    t = _owner(value, pcg.TransposeOp)
+    if t is None or _perm(t) != perm:
+        return None
+    r = _owner(t.input, pcg.ReshapeOp)
+    if r is None:
+        return None
+    shape = _shape(r.output)
+    if len(shape) != 4 or _shape(r.input) != (*shape[:2], shape[2] * shape[3]):
+        return None
+    proj = _projection(r.input)
+    if proj is None:
+        return None
+    return _Heads(proj[0], shape[2], shape[3], ops=[t, r, *proj[1]])
+
+
+def _half(value: SSAValue, x: SSAValue, index: int) -> Operation | None:
+    """The split of x into two halves of its last dim, if `value` is half `index` of it."""
+    split = _owner(value, pcg.SplitOp)
+    if split is None or split.input != x or split.attrs()["dim"] % 4 != 3:
+        return None
+    half = _shape(x)[3] // 2
+    if list(split.attrs()["sizes"]) != [half, half] or not isinstance(value, OpResult):
+        return None
+    return split if value.index == index else None
+
+
+def _rotary(value: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue, list[Operation]] | None:
+    """Matches x·cos + cat(-x2, x1)·sin (Llama's apply_rotary_pos_emb): (x, cos, sin, ops)."""
+    add = _owner(value, pcg.AddOp)
+    if add is None:
+        return None
+    for plain, rotated in _pairs(add):
+        m1, m2 = _owner(plain, pcg.MulOp), _owner(rotated, pcg.MulOp)
+        if m1 is None or m2 is None:
+            continue
+        for cat_value, sin in _pairs(m2):
+            cat = _owner(cat_value, pcg.ConcatOp)
+            if cat is None or len(cat.inputs) != 2 or cat.attrs()["dim"] % 4 != 3:
+                continue
+            neg = _owner(cat.inputs[0], pcg.NegOp)
+            for x, cos in _pairs(m1):
+                if len(_shape(x)) != 4 or neg is None:
+                    continue
+                hi, lo = _half(neg.input, x, 1), _half(cat.inputs[1], x, 0)
+                if hi is not None and lo is not None:
+                    return x, cos, sin, [add, m1, m2, cat, neg, hi, lo]
+    return None
+
+
+def _repeat5(value: SSAValue) -> tuple[SSAValue, int, list[Operation]] | None:
+    """Matches add(reshape(x, [B, G, 1, S, D]), zeros [1, 1, n, 1, 1]) (repeat_kv's expand)."""
+    add = _owner(value, pcg.AddOp)
+    if add is None or len(_shape(value)) != 5:
+        return None
+    for a, z in _pairs(add):
+        u = _owner(a, pcg.ReshapeOp)
+        if u is None or not _is_zero(z) or len(_shape(u.input)) != 4:
+            continue
+        b, g, s, d = _shape(u.input)
+        n = _shape(z)[2] if len(_shape(z)) == 5 else 0
+        if _shape(u.output) == (b, g, 1, s, d) and _shape(z) == (1, 1, n, 1, 1):
+            return u.input, n, [add, u]
+    return None
+
+
+def _heads(value: SSAValue) -> _Heads | None:
+    """Matches heads [B, H, S, D] (or repeat_kv's [B, G, n, S, D]): [repeat] [rotary] split."""
+    ops: list[Operation] = []
+    repeat = 1
+    r = _owner(value, pcg.ReshapeOp)
+    if r is not None and len(_shape(r.input)) == 5:
+        ops, value = [r], r.input
+    expanded = _repeat5(value)
+    if expanded is not None:
+        value, repeat, more = expanded
+        ops += more
+    elif ops:
+        return None
+    rotary = None
+    rotated = _rotary(value)
+    if rotated is not None:
+        value, cos, sin, more = rotated
+        rotary = (cos, sin)
+        ops += more
+    found = _split_heads(value, [0, 2, 1, 3])
+    if found is None:
+        return None
+    found.repeat, found.rotary, found.ops = repeat, rotary, [*ops, *found.ops]
+    return found
+
+
+def _keys_transposed(value: SSAValue) -> _Heads | None:
+    """K^T [B, H, D, S]: heads transposed last-two, or split straight into [0, 2, 3, 1]."""
+    t = _owner(value, pcg.TransposeOp)
+    if t is not None and _perm(t) == [0, 1, 3, 2]:
+        found = _heads(t.input)
+        if found is not None:
+            found.ops.append(t)
+            return found
+    return _split_heads(value, [0, 2, 3, 1])
+
+
+def _unflattened(value: SSAValue, rank: int) -> tuple[SSAValue, list[Operation]]:
+    """The value of rank `rank` a reshape merged the leading dims of (B·H), or value itself."""
+    r = _owner(value, pcg.ReshapeOp)
+    if r is not None and len(_shape(r.input)) == rank and _shape(r.input)[-2:] == _shape(value)[-2:]:
+        return r.input, [r]
+    return value, []
+
+
+def _batched(value: SSAValue) -> tuple[Any, SSAValue, SSAValue, list[Operation]] | None:
+    """A batch_matmul on 4-D heads, or on their [B·H, ...] views reshaped back to 4-D."""
+    ops: list[Operation] = []
+    r = _owner(value, pcg.ReshapeOp)
+    if r is not None and len(_shape(r.input)) == 3 and len(_shape(value)) == 4:
+        ops, value = [r], r.input
+    bmm = _owner(value, pcg.BatchMatmulOp)
+    if bmm is None:
+        return None
+    if not ops:
+        return bmm, bmm.lhs, bmm.rhs, [bmm]
+    lhs, l_ops = _unflattened(bmm.lhs, 4)
+    rhs, r_ops = _unflattened(bmm.rhs, 5)
+    if not r_ops:
+        rhs, r_ops = _unflattened(bmm.rhs, 4)
+    if not l_ops or not r_ops:
+        return None
+    return bmm, lhs, rhs, [*ops, bmm, *l_ops, *r_ops]
+
+
+def _probabilities(value: SSAValue) -> tuple[SSAValue, float | None, list[Operation]] | None:
+    """Matches [dropout](softmax(s, -1)); returns s and the dropout probability."""
+    ops: list[Operation] = []
+    dropout = None
+    d = _owner(value, pcg.DropoutOp)
+    if d is not None:
+        dropout, value = d.attrs()["p"], d.input
+        ops.append(d)
+    s = _owner(value, pcg.SoftmaxOp)
+    if s is None or s.attrs()["dim"] % 4 != 3:
+        return None
+    return s.input, dropout, [*ops, s]
+
+
+def _scores(value: SSAValue) -> tuple[Any, float, SSAValue | None, list[Operation]] | None:
+    """Matches scalar_mul(batch_matmul(q, k), c) [+ mask]: (product, c, mask, ops)."""
+    ops: list[Operation] = []
+    mask = None
+    add = _owner(value, pcg.AddOp)
+    if add is not None:
+        for scaled, other in _pairs(add):
+            if _owner(scaled, pcg.ScalarMulOp) is not None:
+                value, mask = scaled, other
+                ops.append(add)
+                break
+        else:
+            return None
+    mul = _owner(value, pcg.ScalarMulOp)
+    product = _owner(mul.input, pcg.BatchMatmulOp) if mul is not None else None
+    if product is None or len(_shape(product.output)) != 4:
+        return None
+    return product, mul.attrs()["scale"], mask, [*ops, mul, product]
+
+
+@dataclass
+class _Output:
+    context: SSAValue  # [B, Sq, E] or [B·Sq, E]
+    weight: SSAValue
+    bias: SSAValue | None
+    conv1d: bool
+    ops: list[Operation]
+
+
+def _output(root: Operation) -> _Output | None:
+    """The output projection ending at `root`, whose result is [B, Sq, E]."""
+    if isinstance(root, pcg.LinearOp) and len(_shape(root.input)) == 3:
+        return _Output(root.input, root.weight, root.bias, False, [root])
+    if not isinstance(root, pcg.ReshapeOp) or len(_shape(root.output)) != 3:
+        return None
+    lin = _owner(root.input, pcg.LinearOp)
+    if lin is not None and len(_shape(lin.input)) == 2:
+        return _Output(lin.input, lin.weight, lin.bias, False, [root, lin])
+    found = _matmul_bias(root.input)
+    if found is None:
+        return None
+    mm, bias, ops = found
+    return _Output(mm.lhs, mm.rhs, bias, True, [root, *ops])
+
+
+def _context(value: SSAValue) -> tuple[Any, SSAValue, SSAValue, list[Operation]] | None:
+    """Matches reshape(transpose(P·V, [0, 2, 1, 3])) flattening heads (and maybe batch·seq)."""
+    flat = _owner(value, pcg.ReshapeOp)
+    merged = _owner(flat.input, pcg.TransposeOp) if flat is not None else None
+    if merged is None or _perm(merged) != [0, 2, 1, 3]:
+        return None
+    b, s, h, d = _shape(merged.output)
+    if _shape(flat.output) not in ((b, s, h * d), (b * s, h * d)):
+        return None
+    found = _batched(merged.input)
+    if found is None:
+        return None
+    bmm, probs, values, ops = found
+    return probs, values, bmm, [flat, merged, *ops]
+
+
+def _closed(ops: list[Operation], root: Operation) -> bool:
+    """Whether every result of the replaced ops is used only by replaced ops (root excepted)."""
+    inside = set(ops)
+    for op in inside:
+        if op is root:
+            continue
+        for result in op.results:
+            if any(use.operation not in inside for use in result.uses):
+                return False
+    return True
 
 
 class FuseAttention(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, pcg.LinearOp):
+        if not isinstance(op, pcg.LinearOp | pcg.ReshapeOp):
             return
         fused = _fuse(op)
         if fused is not None:
@@ -109,53 +365,109 @@ class FuseAttention(RewritePattern):
             rewriter.replace(op, fused)
 
 
-def _fuse(out: pcg.LinearOp) -> list[Operation] | None:
-    """The ops replacing `out` (a mask reshape, if needed, and the attention), or None."""
-    flat = _only_use(out.input, pcg.ReshapeOp)
-    merged = _only_use(flat.input, pcg.TransposeOp) if flat is not None else None
-    if merged is None or _perm(merged) != [0, 2, 1, 3]:
+@dataclass
+class _Weights:
+    """The ops that present fused (Conv1D) weights in torch Linear layout, built once each."""
+
+    ops: list[Operation] = field(default_factory=list)
+    parts: dict[tuple[SSAValue, str], list[SSAValue]] = field(default_factory=dict)
+
+    def transposed(self, w: SSAValue, name: str) -> SSAValue:
+        return self._parts(w, "t", lambda: pcg.TransposeOp.build_inferred([w], perm=[1, 0]), [name])[0]
+
+    def part(self, proj: _Proj, bias: bool) -> SSAValue | None:
+        """The projection's weight (Linear layout) or bias."""
+        value = proj.bias if bias else proj.weight
+        if value is None or proj.packed is None:
+            return value
+        sizes = list(proj.packed.attrs()["sizes"])
+        whole = value if bias else self.transposed(value, "wqkv")
+        kind = "b" if bias else "w"
+        names = [f"{kind}{part}" for part in "qkv"] if len(sizes) == 3 else [kind] * len(sizes)
+        split = lambda: pcg.SplitOp.build_inferred([whole], dim=0, sizes=sizes)  # noqa: E731
+        return self._parts(whole, kind, split, names)[proj.index]
+
+    def _parts(self, value: SSAValue, kind: str, build: Any, names: list[str]) -> list[SSAValue]:
+        key = (value, kind)
+        if key not in self.parts:
+            op = build()
+            for result, name in zip(op.results, names, strict=True):
+                result.name_hint = name
+            self.ops.append(op)
+            self.parts[key] = list(op.results)
+        return self.parts[key]
+
+
+def _fuse(root: Operation) -> list[Operation] | None:
+    """The ops replacing `root` (weight views, a mask reshape, and the attention), or None."""
+    out = _output(root)
+    context = _context(out.context) if out is not None else None
+    if out is None or context is None:
         return None
-    context = _only_use(merged.input, pcg.BatchMatmulOp)
-    if context is None or len(_shape(context.output)) != 4:
+    probs_value, values, _, ops = context
+    probs = _probabilities(probs_value)
+    scores = _scores(probs[0]) if probs is not None else None
+    if probs is None or scores is None:
         return None
-    probs = _probabilities(context.lhs)
-    value = _heads_of(context.rhs, [0, 2, 1, 3])
-    if probs is None or value is None:
+    product, scale, mask, score_ops = scores
+    query, key, value = _heads(product.lhs), _keys_transposed(product.rhs), _heads(values)
+    if query is None or key is None or value is None:
         return None
-    scores, dropout = probs
-    matched = _scores(scores)
-    if matched is None:
-        return None
-    (product, scale), mask = matched
-    query = _heads_of(product.lhs, [0, 2, 1, 3])
-    key = _heads_of(product.rhs, [0, 2, 3, 1])
-    if query is None or key is None:
-        return None
+    ops = [*out.ops, *ops, *probs[2], *score_ops, *query.ops, *key.ops, *value.ops]
     heads, width = query.heads, query.width
-    if (key.heads, key.width, value.heads, value.width) != (heads, width, heads, width):
+    if query.repeat != 1 or query.heads * width != _shape(root.results[0])[2]:
         return None
-    if not math.isclose(scale, 1.0 / math.sqrt(width), rel_tol=1e-6):
+    for kv in (key, value):
+        if kv.width != width or kv.heads * kv.repeat != heads or (kv.rotary is not None and kv is value):
+            return None
+    if key.heads != value.heads or query.rotary != key.rotary:
         return None
+    if not math.isclose(scale, 1.0 / math.sqrt(width), rel_tol=1e-6) or not _closed(ops, root):
+        return None
+    weights = _Weights()
     new_ops: list[Operation] = []
     if mask is not None and len(_shape(mask)) < 4:  # e.g. a causal [Sq, Sk] mask
         try:
-            shaped = pcg.ReshapeOp.build_inferred(
-                [mask], shape=[1] * (4 - len(_shape(mask))) + list(_shape(mask))
-            )
+            shape = [1] * (4 - len(_shape(mask))) + list(_shape(mask))
+            shaped = pcg.ReshapeOp.build_inferred([mask], shape=shape)
         except FormError:
             return None
         shaped.output.name_hint = "mask"
         new_ops.append(shaped)
         mask = shaped.output
-    operands = [query.x, key.x, value.x, query.weight, key.weight, value.weight, out.weight]
-    operands += [query.bias, key.bias, value.bias, out.bias, mask]
+    wo = weights.transposed(out.weight, "wo") if out.conv1d else out.weight
+    projections = (query.proj, key.proj, value.proj)
+    operands = [p.x for p in projections] + [weights.part(p, False) for p in projections] + [wo]
+    operands += [weights.part(p, True) for p in projections] + [out.bias, mask]
+    operands += list(query.rotary or (None, None))
+    for table, name in zip(query.rotary or (), ("cos", "sin"), strict=False):
+        if isinstance(table.owner, pcg.ConstantOp):
+            table.name_hint = name  # the folded rotary tables, shared by every layer
+    attrs: dict[str, Any] = {"heads": heads, "dropout": probs[1] or None}
+    if key.heads != heads:
+        attrs["kv_heads"] = key.heads
     try:
-        fused = pcg.AttentionOp.build_inferred(operands, heads=heads, dropout=dropout or None)
+        fused = pcg.AttentionOp.build_inferred(operands, **attrs)
     except FormError:
         return None  # e.g. a mask of a shape the op does not take
-    if fused.output.type != out.output.type:
+    if fused.output.type != root.results[0].type:
         return None
-    return [*new_ops, fused]
+    return [*weights.ops, *new_ops, fused]
+
+
+def share_constants(module: ModuleOp) -> None:
+    """Equal `pcg.constant`s (type and value) become one, so a mask or rotary table folded once
+    per layer is stored, printed and matched once."""
+    first: dict[tuple[Any, Any], pcg.ConstantOp] = {}
+    for op in list(module.walk()):
+        if not isinstance(op, pcg.ConstantOp):
+            continue
+        key = (op.results[0].type, op.properties["value"])
+        kept = first.setdefault(key, op)
+        if kept is not op:
+            op.results[0].replace_all_uses_with(kept.results[0])
+            op.detach()
+            op.erase()
 
 
 @dataclass(frozen=True)
@@ -165,5 +477,6 @@ class FuseAttentionPass(ModulePass):
     name = "fuse-attention"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        share_constants(op)
         PatternRewriteWalker(FuseAttention()).rewrite_module(op)
         region_dce(op.body)

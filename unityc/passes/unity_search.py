@@ -152,6 +152,7 @@ class UnitySearchPass(ModulePass):
     baselines: str = DEFAULT_BASELINES
     report: str = ""
     progress: bool = True
+    pipelines: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from unityc.cost.options import CostOptions
@@ -183,7 +184,8 @@ class UnitySearchPass(ModulePass):
         rows: list[BaselineRow] = []
         plan, estimate, source = result.plan, result.estimate, result.source
         known = {"data-parallel": [p for p in result.alternatives if p.name == "data-parallel"]}
-        known["megatron"] = [p for p in result.alternatives if p.name == "megatron"]
+        for name in ("megatron", "gpipe", "pipedream", "hetero-gpipe"):
+            known[name] = [p for p in result.alternatives if p.name == name]
         for name in names:
             if known.get(name):
                 b = min(known[name], key=lambda p: p.estimate.iteration_s)
@@ -233,6 +235,7 @@ class UnitySearchPass(ModulePass):
             cost=self.cost,
             optimizer=self.optimizer,
             memory_check=self.memory_check,
+            pipelines=self.pipelines,
         )
 
     def option_values(self) -> dict[str, Any]:
@@ -245,6 +248,7 @@ class UnitySearchPass(ModulePass):
             "cost",
             "optimizer",
             "memory_check",
+            "pipelines",
         )
         return {n: getattr(self, n) for n in names} | {
             "degrees": self.degrees or "auto",

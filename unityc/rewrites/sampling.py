@@ -64,7 +64,7 @@ SLOT_RANKS: dict[tuple[str, str], tuple[int, ...]] = {
     **{("pcg.attention", s): (3,) for s in ("query", "key", "value")},
     **{("pcg.attention", s): (2,) for s in ("wq", "wk", "wv", "wo")},
     **{("pcg.attention", s): (1,) for s in ("bq", "bk", "bv", "bo")},
-    ("pcg.attention", "mask"): (4,),
+    **{("pcg.attention", s): (4,) for s in ("mask", "cos", "sin")},
 }
 INDEX_SLOTS = {
     ("pcg.embedding", "indices"),
@@ -91,6 +91,16 @@ FLOAT_CHOICES: dict[str, tuple[float, ...]] = {
 }
 
 
+def _kv_heads(operands: Sequence[TensorType | None], heads: Any) -> int:
+    """The KV heads attention's wk rows hold for `heads` query heads (heads itself if none fit)."""
+    q, wk = operands[0], operands[4] if len(operands) > 4 else None
+    if not isinstance(heads, int) or q is None or wk is None or q.shape[-1] % heads:
+        return heads if isinstance(heads, int) else 1
+    width = q.shape[-1] // heads
+    groups = wk.shape[0] // width
+    return groups if wk.shape[0] % width == 0 and groups and heads % groups == 0 else heads
+
+
 class Sampler:
     """Seeded choices for one instance: a base size, whether to use uniform sizes and degrees."""
 
@@ -101,6 +111,10 @@ class Sampler:
         self.uniform = rng.random() < 0.7
         self.parallel = rng.random() < 0.6
         self.made: list[TensorType] = []
+        self.attention_wq: TensorType | None = None
+        self.attention_wk: TensorType | None = None
+        self.attention_q: TensorType | None = None
+        self.attention_cos: TensorType | None = None
 
     # --- tensors ----------------------------------------------------------------------------
 
@@ -116,6 +130,9 @@ class Sampler:
         that already have values (a parallel op's degree and dim shape the operand);
         `constraint` is the op slot that fixes its rank, if another op than `op` does."""
         where = constraint or (op, slot)
+        grouped = self._kv_weight(where)
+        if grouped is not None:
+            return grouped
         ranks = SLOT_RANKS.get(where, (1, 2, 3, 4))
         element = i64 if where in INDEX_SLOTS else f32
         similar = [t for t in (*siblings, *self.made) if t.rank in ranks and t.element_type == element]
@@ -138,7 +155,40 @@ class Sampler:
             shape[dim] = self._multiple(shape[dim], shard[dim])
         t = TensorType(shape, element, shard, sum_, copy)
         self.made.append(t)
+        if where == ("pcg.attention", "wq"):
+            self.attention_wq = t
+        if where == ("pcg.attention", "query"):
+            self.attention_q = t
         return t
+
+    def _rotary_table(self, slot: str) -> TensorType | None:
+        """Rotary cos/sin [1, 1, S, d] for attention's query [B, S, E] (d an even divisor of E,
+        which then fixes the heads); sin takes cos's type."""
+        if slot == "sin":
+            return self.attention_cos
+        q = self.attention_q
+        if q is None:
+            return None
+        widths = [q.shape[2] // h for h in (1, 2, 4) if q.shape[2] % h == 0 and (q.shape[2] // h) % 2 == 0]
+        if not widths:
+            return None
+        self.attention_cos = TensorType([1, 1, q.shape[1], self.rng.choice(widths)], q.element_type)
+        return self.attention_cos
+
+    def _kv_weight(self, where: tuple[str, str]) -> TensorType | None:
+        """Most of the time, attention's wk and wv take half of wq's rows (half as many KV heads
+        as query heads: grouped-query attention, `kv_heads` chosen to match)."""
+        if where in (("pcg.attention", "cos"), ("pcg.attention", "sin")):
+            return self._rotary_table(where[1])
+        wq = self.attention_wq
+        if where not in (("pcg.attention", "wk"), ("pcg.attention", "wv")) or wq is None:
+            return None
+        if where[1] == "wv":
+            return self.attention_wk
+        if wq.shape[0] % 2 or self.rng.random() < 0.25:
+            return None
+        self.attention_wk = TensorType([wq.shape[0] // 2, wq.shape[1]], wq.element_type)
+        return self.attention_wk
 
     def _multiple(self, size: int, degree: int) -> int:
         """`size` if `degree` divides it, else a size from SIZES (or a small multiple) that it divides."""
@@ -164,6 +214,11 @@ class Sampler:
         """A value for property `prop` of `op`; `fixed` holds the op's properties known so far."""
         first = next((t for t in operands if t is not None), None)
         rng = self.rng
+        if op == "pcg.attention" and prop == "kv_heads":
+            return _kv_heads(operands, fixed.get("heads"))
+        cos = operands[12] if op == "pcg.attention" and len(operands) > 12 else None
+        if prop == "heads" and cos is not None and first is not None and first.shape[-1] % cos.shape[-1] == 0:
+            return first.shape[-1] // cos.shape[-1]
         if kind is Kind.INT and op.startswith("parallel.") and first is not None:
             return self._parallel_int(op, prop, first, fixed)
         if kind is Kind.INT:

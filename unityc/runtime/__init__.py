@@ -14,10 +14,22 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from unityc.runtime import kernels
     from unityc.runtime.context import Context
+    from unityc.runtime.pipeline import Pipeline, Pipelined
     from unityc.runtime.plan import Collective, Constant, Layout, Model, Plan
     from unityc.runtime.train import main
 
-__all__ = ["Collective", "Constant", "Context", "Layout", "Model", "Plan", "kernels", "main"]
+__all__ = [
+    "Collective",
+    "Constant",
+    "Context",
+    "Layout",
+    "Model",
+    "Pipeline",
+    "Pipelined",
+    "Plan",
+    "kernels",
+    "main",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -33,6 +45,10 @@ def __getattr__(name: str) -> Any:
         import unityc.runtime.kernels as kernels  # importing sets the attribute: no recursion
 
         return kernels
+    if name in ("Pipeline", "Pipelined"):
+        import unityc.runtime.pipeline as pipeline
+
+        return getattr(pipeline, name)
     if name == "main":
         from unityc.runtime.train import main
 

@@ -60,7 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse_args(program.PLAN, [*entry["args"], "--timeout", str(options.timeout)])
         try:
             build = getattr(program, "build_reference", None)
-            status = Trainer(program.PLAN, program.forward, args, backend, device, heartbeat, build).run()
+            forward = getattr(program, "PROGRAM", None) or program.forward  # PROGRAM: a pipelined program
+            trainer = getattr(forward, "trainer", Trainer)
+            status = trainer(program.PLAN, forward, args, backend, device, heartbeat, build).run()
         except (RunError, SourceError) as e:
             if rank == 0:
                 print(f"error: {e}", flush=True)

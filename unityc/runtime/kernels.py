@@ -53,22 +53,37 @@ def attention(
     mask: torch.Tensor | None,
     heads: int,
     dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    cos: torch.Tensor | None = None,
+    sin: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Multi-head attention over this task's `heads` (its shard of the projections)."""
+    """Multi-head attention over this task's `heads` (its shard of the projections). wk and wv
+    hold this task's KV heads (as many as wq's heads or fewer: grouped-query attention, query
+    head i reading KV head i // (heads / KV heads)); cos and sin rotate q and k (rotary)."""
     batch, sq, _ = q.shape
     sk = k.shape[1]
     width = wq.shape[0] // heads
+    groups = wk.shape[0] // width
 
-    def project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, s: int) -> torch.Tensor:
-        return F.linear(x, w, b).reshape(batch, s, heads, width).transpose(1, 2)
+    def project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, s: int, n: int) -> torch.Tensor:
+        return F.linear(x, w, b).reshape(batch, s, n, width).transpose(1, 2)
 
-    scores = project(q, wq, bq, sq) @ project(k, wk, bk, sk).transpose(-1, -2) / math.sqrt(width)
+    def rotate(x: torch.Tensor) -> torch.Tensor:
+        if cos is None or sin is None:
+            return x
+        half = x.shape[-1] // 2
+        return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+    def repeat(x: torch.Tensor) -> torch.Tensor:
+        return x if groups == heads else x.repeat_interleave(heads // groups, dim=1)
+
+    keys = repeat(rotate(project(k, wk, bk, sk, groups)))
+    scores = rotate(project(q, wq, bq, sq, heads)) @ keys.transpose(-1, -2) / math.sqrt(width)
     if mask is not None:
         scores = scores + mask
     probs = torch.softmax(scores, dim=-1)
     if dropout is not None:
         probs = dropout(probs)
-    context = probs @ project(v, wv, bv, sk)
+    context = probs @ repeat(project(v, wv, bv, sk, groups))
     return F.linear(context.transpose(1, 2).reshape(batch, sq, heads * width), wo, bo)
 
 

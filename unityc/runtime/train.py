@@ -119,7 +119,8 @@ def main(plan: Plan, forward: Forward, argv: Sequence[str] | None = None, build:
     backend, device = pick_device()
     heartbeat = start(backend, args.timeout)
     try:
-        status = Trainer(plan, forward, args, backend, device, heartbeat, build).run()
+        trainer = getattr(forward, "trainer", Trainer)  # a pipelined program brings its own
+        status = trainer(plan, forward, args, backend, device, heartbeat, build).run()
     except (RunError, SourceError) as e:
         if dist.get_rank() == 0:
             print(f"error: {e}", flush=True)
@@ -278,12 +279,17 @@ class Trainer:
             seeds.append(torch.ones_like(loss))
         self.at(f"step {step + 1}: backward")
         torch.autograd.backward(roots, seeds)
+        return outputs, self.update(step)
+
+    def update(self, step: int) -> list[torch.Tensor | None]:
+        """After backward: the gradient sync of weight copies and the optimizer step; returns
+        the synchronized gradients."""
         self.at(f"step {step + 1}: gradient sync")
         self.sync.run()
         grads = [p.grad for p in self.params]
         if self.optimizer is not None:
             self.optimizer.step()
-        return outputs, grads
+        return grads
 
     def _sync_device(self) -> None:
         if self.device.type == "cuda":

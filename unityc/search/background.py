@@ -37,6 +37,8 @@ def usable_cores() -> int:
 def can_fork() -> bool:
     if os.environ.get(WORKERS_ENV, "").strip() == "1":
         return False
+    if multiprocessing.current_process().daemon:  # e.g. the fuzzer's workers: no children allowed
+        return False
     return sys.platform.startswith("linux") and usable_cores() > 1
 
 
@@ -71,7 +73,7 @@ class Background(Generic[T]):
             self.process.start()
             send.close()
             self.conn = receive
-        except (OSError, ValueError):
+        except Exception:  # no worker to be had: the work is done here instead
             self.process, self.conn = None, None
 
     def items(self) -> Iterator[T]:

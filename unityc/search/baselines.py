@@ -36,7 +36,7 @@ from unityc.search.substitution import neighbours
 from unityc.search.unity import WORK_PER_EXPANSION, UnityOptions, UnityResult, strip_views, unity_search
 from unityc.search.views import Block
 
-BASELINES = ("data-parallel", "megatron", "sequential", "exhaustive")
+BASELINES = ("data-parallel", "megatron", "sequential", "exhaustive", "gpipe", "pipedream", "hetero-gpipe")
 
 
 def _pricing(options: UnityOptions, profile: ProfileCache | None) -> Pricing:
@@ -148,6 +148,24 @@ def exhaustive(
     return finish("exhaustive", best[1], machine, _pricing(options, profile), f"{len(seen)} graphs")
 
 
+def pipeline_baseline(
+    name: str,
+    graph: Graph,
+    machine: Machine,
+    options: UnityOptions | None = None,
+    profile: ProfileCache | None = None,
+) -> PricedPlan:
+    """`gpipe` (even split, one device per stage, GPipe schedule), `pipedream` or `hetero-gpipe`
+    (`search/pipeline.py`), as a plan."""
+    from unityc.search.pipeline import PipelineOptions, even_split_plan, hetero_gpipe_plan, pipedream_plan
+
+    options = options or UnityOptions()
+    popts = PipelineOptions(options.cost, options.optimizer, profile)
+    build = {"gpipe": even_split_plan, "pipedream": pipedream_plan, "hetero-gpipe": hetero_gpipe_plan}[name]
+    p = build(graph, machine, popts)
+    return PricedPlan(p.name, p.graph, p.estimate, None, p.note)
+
+
 def run_baseline(
     name: str,
     graph: Graph,
@@ -164,6 +182,8 @@ def run_baseline(
         return sequential(graph, machine, rules, options, profile)
     if name == "exhaustive":
         return exhaustive(graph, machine, rules, options, profile)
+    if name in ("gpipe", "pipedream", "hetero-gpipe"):
+        return pipeline_baseline(name, graph, machine, options, profile)
     raise ValueError(f"unknown baseline '{name}' (known: {', '.join(BASELINES)})")
 
 

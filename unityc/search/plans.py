@@ -26,7 +26,8 @@ class PricedPlan:
     graph: Graph
     """Mapped: every node carries a view."""
     estimate: Estimate
-    mapped: Mapped
+    mapped: Mapped | None
+    """The DP's mapping (None for a pipelined plan)."""
     note: str = ""
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from unityc.cost.estimate import Estimate
-from unityc.cost.report import table
+from unityc.cost.report import pipeline_lines, table
 from unityc.cost.units import format_bytes, format_time
 from unityc.graph import Graph
 from unityc.search.unity import SearchReport
@@ -117,6 +117,8 @@ def render(r: PlanReport) -> str:
         f"{format_bytes(min(d.memory.total for d in e.devices))}; {len(e.devices)} device(s) used",
         f"roofline bound: {format_time(e.roofline_s)}; plan / bound = {e.roofline_ratio:.2f}x",
     ]
+    if e.pipeline is not None:
+        out += pipeline_lines(e.pipeline)
     if r.baselines:
         out += ["", "baselines (same cost model):"]
         rows = []

@@ -91,6 +91,10 @@ class UnityOptions:
     most `beam` x the best way to reach the cut (inf: all of them)."""
     whole_graph: bool = True
     """Whether the result is compared with whole-graph data-parallel and Megatron plans."""
+    pipelines: bool = True
+    """Whether pipelined plans compete (`search/pipeline.py`: the partition DP over the graph's
+    split points with stage replication and device groups, each flush schedule, the micro-batch
+    count; and the pipedream, hetero-gpipe and gpipe plans), the fastest plan winning."""
 
 
 def default_degrees(machine: Machine) -> tuple[int, ...]:
@@ -155,7 +159,8 @@ class UnityResult:
     plan: Graph
     """The mapped plan: every node carries a machine view."""
     estimate: Estimate
-    mapped: Mapped
+    mapped: Mapped | None
+    """The DP's mapping (None for a pipelined plan: its stages place it)."""
     fits: bool
     report: SearchReport
     source: str = "search"
@@ -431,8 +436,13 @@ def unity_search(
     if not any(big_degrees(task_degrees(node.types[0])) for node in start.nodes.values()):
         one = one_device_plan(start, machine, pricing)
         fallback = _result(one, report, f"{one.name} ({one.note})", alternatives)
-    # the whole-graph plans do not depend on the segment search: priced beside it (background.py)
-    wholes = Background(lambda: _whole_graph_plans(start, machine, pricing)) if options.whole_graph else None
+    # the whole-graph and pipelined plans do not depend on the segment search: priced beside it
+    # (background.py)
+    wholes = (
+        Background(lambda: _alternative_plans(start, machine, pricing, options))
+        if options.whole_graph or options.pipelines
+        else None
+    )
     try:
         with hard_deadline(None if limit is None else limit - tail_seconds(options.time_limit or 0.0, start)):
             soft = None if limit is None else began + (limit - began) / 2
@@ -516,6 +526,26 @@ def _whole_graph_plans(graph: Graph, machine: Machine, pricing: Pricing) -> Iter
             yield from build()
         except ValueError:  # a plan with no feasible mapping is no alternative
             continue
+
+
+def _alternative_plans(
+    graph: Graph, machine: Machine, pricing: Pricing, options: UnityOptions
+) -> Iterator[PricedPlan]:
+    """The plans the search's result is compared with: whole-graph data-parallel and Megatron
+    plans (`whole_graph`), pipelined plans (`pipelines`)."""
+    if options.whole_graph:
+        yield from _whole_graph_plans(graph, machine, pricing)
+    if options.pipelines:
+        yield from pipeline_plans(graph, machine, pricing)
+
+
+def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[PricedPlan]:
+    """The pipelined plans the search considers (`pipeline.pipeline_candidates`), as plans."""
+    from unityc.search.pipeline import PipelineOptions, pipeline_candidates
+
+    options = PipelineOptions(pricing.cost, pricing.optimizer, pricing.profile)
+    candidates = pipeline_candidates(graph, machine, options)
+    return [PricedPlan(p.name, p.graph, p.estimate, None, p.note) for p in candidates]
 
 
 def _result(

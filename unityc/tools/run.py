@@ -9,8 +9,11 @@ from collections.abc import Sequence
 import torch
 from xdsl.utils.exceptions import InterpretationError
 
+from unityc.dialects.container import graph_function
+from unityc.dialects.pipeline import pipeline_of
 from unityc.dialects.source import LocatedError, read_module
 from unityc.interpreter import CopiesDiffer, assemble, run_graph
+from unityc.interpreter.pipeline import run_pipelined
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -18,7 +21,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="unityc-run",
         description="Run a pcg/parallel graph in the reference interpreter: inputs and weights are seeded "
         "random tensors keyed by name, so a plan and its unparallelized graph see the same values. "
-        "Prints each output's shape, degrees and a checksum of its reassembled logical value.",
+        "Prints each output's shape, degrees and a checksum of its reassembled logical value. A pipelined "
+        "plan (unityc.schedule) runs in its micro-batches, its loss their mean.",
     )
     parser.add_argument("file", help="an MLIR file holding one func.func graph")
     parser.add_argument("--seed", type=int, default=0, help="seed for inputs and weights (default 0)")
@@ -37,10 +41,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         module = read_module(args.file)
-        outputs, _ = run_graph(module, args.seed, float_dtype=torch.float64 if args.float64 else None)
-        for i, out in enumerate(outputs):
-            value = assemble(out, f"output {i}")
-            print(f"output {i}: {out.type}  shape {list(value.shape)}  {checksum(value)}")
+        float_dtype = torch.float64 if args.float64 else None
+        types = [v.type for v in graph_function(module).body.block.last_op.operands]  # type: ignore[union-attr]
+        if pipeline_of(graph_function(module)) is not None:  # micro-batches, as its schedule runs them
+            values = run_pipelined(module, args.seed, float_dtype=float_dtype)
+        else:
+            outputs, _ = run_graph(module, args.seed, float_dtype=float_dtype)
+            values = [assemble(out, f"output {i}") for i, out in enumerate(outputs)]
+        for i, (t, value) in enumerate(zip(types, values, strict=True)):
+            print(f"output {i}: {t}  shape {list(value.shape)}  {checksum(value)}")
     except LocatedError as e:
         print(str(e), file=sys.stderr)
         return 1

@@ -33,6 +33,7 @@ SEARCH_FLAGS = (
     ("degrees", str, "comma-separated parallel degrees to try (default: from the machine)"),
     ("baselines", str, "baselines to compare in the report (default data-parallel,megatron; none)"),
     ("report", str, "also write the plan report as JSON to this file"),
+    ("pipelines", str, "on: pipelined plans compete (partition DP, schedules, micro-batches); off: not"),
 )
 
 
@@ -50,7 +51,22 @@ def search_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return factory
 
-    passes = {"unity-search": unity_search}
+    def gpipe() -> type[ModulePass]:
+        from unityc.passes.gpipe import GpipePass
+
+        return GpipePass
+
+    def pipelines(name: str) -> Callable[[], type[ModulePass]]:
+        def factory() -> type[ModulePass]:
+            from unityc.passes.pipelines import HeteroGpipePass, PipedreamPass
+
+            return PipedreamPass if name == "pipedream" else HeteroGpipePass
+
+        return factory
+
+    passes = {"unity-search": unity_search, "gpipe": gpipe}
+    passes["pipedream"] = pipelines("pipedream")
+    passes["hetero-gpipe"] = pipelines("hetero-gpipe")
     for name in ("data-parallel", "megatron", "sequential", "exhaustive"):
         passes[name] = baseline(name)
     return passes
@@ -88,9 +104,9 @@ def search_pipeline(args: argparse.Namespace) -> None:
         return
     options: list[tuple[str, Any]] = []
     for flag, value in given:
-        if flag == "memory-check":
+        if flag in ("memory-check", "pipelines"):
             if value not in ("on", "off"):
-                raise ValueError(f"--memory-check: expected on or off, got '{value}'")
+                raise ValueError(f"--{flag}: expected on or off, got '{value}'")
             value = value == "on"
         options.append((flag.replace("-", "_"), value))
     from unityc.passes.unity_search import spec

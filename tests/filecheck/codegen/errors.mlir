@@ -33,4 +33,4 @@
 // DEGREES: inconsistent_degrees.mlir:4:5: error: pcg.relu: result 0 has type !pcg.tensor<4x16xf32>, but its operands give !pcg.tensor<4x16xf32, shard [2, 1]>
 
 // RUN: not unityc-opt %S/Inputs/pipeline.mlir -t torch 2>&1 | filecheck %s --check-prefix=PIPELINE
-// PIPELINE: pipeline.mlir:4:5: error: pipeline parallelism (parallel.pipeline/batch) is not supported by -t torch yet
+// PIPELINE: pipeline.mlir:4:5: error: parallel.pipeline/batch (micro-batches inside the graph) are not supported by -t torch: pipeline a plan by stages instead (stage = k on every op, unityc.schedule and unityc.microbatches on the graph function)

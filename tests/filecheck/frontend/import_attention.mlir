@@ -120,3 +120,56 @@
 // TIED:        %embedding = pcg.embedding %ids, %embed_weight : !pcg.tensor<6xi64>, !pcg.tensor<10x4xf32> -> !pcg.tensor<6x4xf32>
 // TIED-NEXT:   %linear = pcg.linear %embedding, %embed_weight : !pcg.tensor<6x4xf32>, !pcg.tensor<10x4xf32> -> !pcg.tensor<6x10xf32>
 // TIED-NEXT:   %nll_loss_forward = pcg.cross_entropy %linear, %labels reduction "mean"
+
+//===----------------------------------------------------------------------===//
+// Hugging Face families, each ONE pcg.attention per layer (2 layers here);
+// `unityc-import hf:<x> --check` compares loss and every gradient (pytest:
+// tests/frontend/test_import_equivalence.py).
+//
+// GPT-2: Conv1D projections (addmm with a [in, out] weight) and one fused QKV
+// projection split in three. The attention reads the fused weight transposed
+// to torch Linear layout and split into wq, wk, wv (its bias split alike);
+// c_proj's weight transposed is wo. HF's padding mask (finfo.min where a key
+// is masked) is the additive mask.
+//===----------------------------------------------------------------------===//
+
+// RUN: unityc-import hf:gpt2 | filecheck %s --check-prefix=GPT2
+// GPT2-NOT:  pcg.batch_matmul
+// GPT2:      %wo = pcg.transpose %model_transformer_h_0_attn_c_proj_weight perm [1, 0] : !pcg.tensor<32x32xf32> -> !pcg.tensor<32x32xf32>
+// GPT2-NEXT: %wqkv = pcg.transpose %model_transformer_h_0_attn_c_attn_weight perm [1, 0] : !pcg.tensor<32x96xf32> -> !pcg.tensor<96x32xf32>
+// GPT2-NEXT: %wq, %wk, %wv = pcg.split %wqkv dim 0 sizes [32, 32, 32] : !pcg.tensor<96x32xf32> -> !pcg.tensor<32x32xf32>, !pcg.tensor<32x32xf32>, !pcg.tensor<32x32xf32>
+// GPT2-NEXT: %bq, %bk, %bv = pcg.split %model_transformer_h_0_attn_c_attn_bias dim 0 sizes [32, 32, 32] : !pcg.tensor<96xf32> -> !pcg.tensor<32xf32>, !pcg.tensor<32xf32>, !pcg.tensor<32xf32>
+// GPT2-NEXT: %attention = pcg.attention %layer_norm, %layer_norm, %layer_norm, %wq, %wk, %wv, %wo bq %bq bk %bk bv %bv bo %model_transformer_h_0_attn_c_proj_bias mask %where_3 heads 4 dropout 0.1 : {{.*}} -> !pcg.tensor<2x16x32xf32>
+// GPT2:      %attention_1 = pcg.attention
+// GPT2-NOT:  pcg.softmax
+
+//===----------------------------------------------------------------------===//
+// Llama (eager, and SDPA whose boolean mask becomes the same additive mask):
+// RMSNorm, rotary embeddings between the projections and the attention, and
+// grouped-query attention: 4 query heads read 2 KV heads (wk, wv [16, 32]),
+// `kv_heads 2`. The rotary tables cos/sin [1, 1, S, D] are folded constants,
+// stored once and read by every layer.
+//===----------------------------------------------------------------------===//
+
+// RUN: unityc-import hf:llama | filecheck %s --check-prefix=LLAMA
+// RUN: unityc-import hf:llama attn=sdpa | filecheck %s --check-prefix=LLAMA
+// LLAMA-NOT:  pcg.batch_matmul
+// LLAMA:      %cos = pcg.constant value dense<{{.*}}> : tensor<1x1x16x8xf32> : !pcg.tensor<1x1x16x8xf32>
+// LLAMA-NEXT: %sin = pcg.constant value dense<{{.*}}> : tensor<1x1x16x8xf32> : !pcg.tensor<1x1x16x8xf32>
+// LLAMA:      %attention = pcg.attention %[[X:[a-z_0-9]+]], %[[X]], %[[X]], %model_model_layers_0_self_attn_q_proj_weight, %model_model_layers_0_self_attn_k_proj_weight, %model_model_layers_0_self_attn_v_proj_weight, %model_model_layers_0_self_attn_o_proj_weight mask %{{[a-z_0-9]+}} cos %cos sin %sin heads 4 kv_heads 2 : {{.*}}, !pcg.tensor<32x32xf32>, !pcg.tensor<16x32xf32>, !pcg.tensor<16x32xf32>, !pcg.tensor<32x32xf32>, !pcg.tensor<2x1x16x16xf32>, !pcg.tensor<1x1x16x8xf32>, !pcg.tensor<1x1x16x8xf32> -> !pcg.tensor<2x16x32xf32>
+// LLAMA:      %attention_1 = pcg.attention {{.*}} mask %{{[a-z_0-9]+}} cos %cos sin %sin heads 4 kv_heads 2
+// LLAMA-NOT:  pcg.constant
+// LLAMA-NOT:  pcg.softmax
+
+//===----------------------------------------------------------------------===//
+// ViT (16 patches and the CLS token) and BERT (padding mask [B, 1, 1, S]).
+//===----------------------------------------------------------------------===//
+
+// RUN: unityc-import hf:vit | filecheck %s --check-prefix=VIT
+// VIT-NOT: pcg.softmax
+// VIT:     %attention = pcg.attention {{.*}} heads 4 dropout 0.1 : {{.*}} -> !pcg.tensor<2x17x32xf32>
+// VIT:     %attention_1 = pcg.attention
+// RUN: unityc-import hf:bert | filecheck %s --check-prefix=BERT
+// BERT-NOT: pcg.softmax
+// BERT:     %attention = pcg.attention {{.*}} mask %{{.+}} heads 4 dropout 0.1 : {{.*}}, !pcg.tensor<2x1x1x16xf32> -> !pcg.tensor<2x16x32xf32>
+// BERT:     %attention_1 = pcg.attention

@@ -109,15 +109,14 @@ func.func @cross_attention_with_mask_and_dropout() -> !pcg.tensor<2x3x8xf32> {
   func.return %out : !pcg.tensor<2x3x8xf32>
 }
 
-// The key as SDPA's lowering leaves it: heads transposed [0, 2, 1, 3], then
-// the last two dims swapped. fuse-attention alone wants the composed
-// permutation [0, 2, 3, 1] and leaves this graph; after canonicalize has
-// composed the two transposes (as the importer runs it) it fuses.
+// The key as SDPA's lowering (and Llama's eager attention) leaves it: heads
+// transposed [0, 2, 1, 3], then the last two dims swapped. fuse-attention
+// takes it as it is, and also after canonicalize has composed the two
+// transposes into [0, 2, 3, 1] (as the importer runs it).
 // CHECK-LABEL: func.func @key_transposed_twice()
-// CHECK-NOT:     pcg.attention
-// CHECK:         %kh = pcg.transpose %k1 perm [0, 2, 1, 3]
-// CHECK-NEXT:    %k = pcg.transpose %kh perm [0, 1, 3, 2]
-// CHECK:         %out = pcg.linear %cf, %wo bias %bo
+// CHECK-NOT:     pcg.transpose
+// CHECK:         %attention = pcg.attention %x, %x, %x, %wq, %wk, %wv, %wo bq %bq bk %bk bv %bv bo %bo heads 2 :
+// CHECK-NEXT:    func.return %attention : !pcg.tensor<2x3x8xf32>
 // CANON-LABEL: func.func @key_transposed_twice()
 // CANON-NOT:     pcg.transpose
 // CANON:         %attention = pcg.attention %x, %x, %x, %wq, %wk, %wv, %wo bq %bq bk %bk bv %bv bo %bo heads 2 :

@@ -585,3 +585,17 @@ class ArangeDefaultDevice(nn.Module):
 def arange_default_device():
     """A tensor made in forward without device=, as plenty of eager code does."""
     return ArangeDefaultDevice(), (_rand(2, 4),)
+
+
+class TorchMha(_Mse):
+    def __init__(self, hidden: int, heads: int) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(hidden, heads, dropout=0.1, batch_first=True)
+
+    def body(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+def mha(hidden: int = 8, heads: int = 2, batch: int = 2):
+    """torch's own nn.MultiheadAttention (packed in_proj_weight) on [batch, 3, hidden]."""
+    return TorchMha(hidden, heads), (_rand(batch, 3, hidden), _rand(batch, 3, hidden))

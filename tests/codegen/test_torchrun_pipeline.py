@@ -1,0 +1,119 @@
+"""Pipelined plans through the whole chain: `gpipe{...}` plans of the MLP (every schedule on 2
+and 4 ranks, with 2-way data parallelism inside each stage on 4), the zoo BERT and Hugging Face
+GPT-2 (one schedule each on 2 ranks, and a 2-stage x 2-way data-parallel hybrid on 4), run by
+`torch.distributed.pipelining` under torchrun with `--check` (loss, outputs, every gradient and
+every updated weight against single-device PyTorch). The MLP also returns its logits, so each
+micro-batch's outputs must come back in place. A program whose last stage sums the micro-batch
+losses instead of averaging them (its loss times M) must fail `--check`. All 2-rank programs run
+in one torchrun, all 4-rank ones in another (`unityc.runtime.batch`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import pytest
+from test_torchrun import _sections
+from torchrun import torchrun, write_program
+
+from unityc.dialects.source import make_context, parse_source
+from unityc.frontend import ModelSpec, import_model
+from unityc.passes.gpipe import GpipePass
+
+pytestmark = pytest.mark.torchrun
+
+MLP = f"{Path(__file__).parent.parent / 'pipeline' / 'deep_mlp.py'}:make"
+"""The MLP of examples/mlp.mlir, 4 layers deep (enough cuts for 8 stages); returns its logits too."""
+
+# (name, ranks, model, batch, (stages, micro-batches, schedule))
+PLANS = [
+    ("mlp-gpipe-2", 2, MLP, 16, (2, 4, "gpipe")),
+    ("mlp-1f1b-2", 2, MLP, 16, (2, 4, "1f1b")),
+    ("mlp-interleaved-2", 2, MLP, 16, (4, 4, "interleaved-1f1b")),
+    ("bert-1f1b-2", 2, "bert", 4, (2, 2, "1f1b")),
+    ("gpt2-gpipe-2", 2, "hf:gpt2", 4, (2, 2, "gpipe")),
+    ("mlp-gpipe-4", 4, MLP, 16, (4, 4, "gpipe")),
+    ("mlp-1f1b-hybrid-4", 4, MLP, 16, (2, 2, "1f1b")),
+    ("mlp-interleaved-4", 4, MLP, 16, (8, 4, "interleaved-1f1b")),
+    ("bert-1f1b-hybrid-4", 4, "bert", 4, (2, 2, "1f1b")),
+    ("gpt2-gpipe-hybrid-4", 4, "hf:gpt2", 4, (2, 2, "gpipe")),
+]
+SUMMED = "mlp-summed-2"
+"""mlp-1f1b-2 with its last stage's loss times the 4 micro-batches: the sum, not the mean."""
+
+
+@dataclass
+class Runs:
+    sections: dict[str, str] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+    outputs: dict[int, str] = field(default_factory=dict)
+
+    def section(self, name: str, ranks: int) -> str:
+        if name not in self.sections:
+            tail = "\n".join(self.outputs.get(ranks, "").splitlines()[-60:])
+            raise AssertionError(f"no output for {name}: the batch ended early\n{tail}")
+        return self.sections[name]
+
+
+@cache
+def _imported(model: str, batch: int) -> str:
+    return str(import_model(ModelSpec(model, "small", batch)))
+
+
+def _program(
+    directory: Path, name: str, model: str, batch: int, options: tuple[int, int, str], ranks: int
+) -> Path:
+    """The `gpipe{...}` plan's program (the pass and the target in-process: no start-up)."""
+    module = parse_source(make_context(), _imported(model, batch), f"{name}-model.mlir")
+    stages, microbatches, schedule = options
+    plan = GpipePass(machine=f"cpu:{ranks}", stages=stages, microbatches=microbatches, schedule=schedule)
+    plan.apply(make_context(), module)
+    return write_program(module, directory, name)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    directory = tmp_path_factory.mktemp("pipelined")
+    entries: dict[int, list[dict[str, object]]] = {2: [], 4: []}
+    result = Runs()
+    for name, ranks, model, batch, options in PLANS:
+        program = _program(directory, name, model, batch, options, ranks)
+        result.texts[name] = program.read_text()
+        entries[ranks].append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
+    summed = directory / f"{SUMMED}.py"
+    loss_line = "    return (nll_loss_forward, "
+    assert result.texts["mlp-1f1b-2"].count(loss_line) == 1
+    summed.write_text(result.texts["mlp-1f1b-2"].replace(loss_line, "    return (nll_loss_forward * 4, "))
+    entries[2].append({"name": SUMMED, "program": str(summed), "args": ["--check", "--steps", "1"]})
+    for ranks, batch in entries.items():
+        manifest = directory / f"batch{ranks}.json"
+        manifest.write_text(json.dumps(batch))
+        run = torchrun("unityc.runtime.batch", ranks, str(manifest), timeout=1800)
+        result.outputs[ranks] = run.output
+        result.sections.update(_sections(run.output))
+    return result
+
+
+@pytest.mark.parametrize(("name", "ranks"), [(p[0], p[1]) for p in PLANS], ids=[p[0] for p in PLANS])
+def test_pipelined_plan_trains_like_the_reference(runs: Runs, name: str, ranks: int) -> None:
+    section = runs.section(name, ranks)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    assert "gradients (worst" in section and "weights (worst" in section
+    text = runs.texts[name]
+    assert "PIPELINE = rt.Pipeline(" in text and "def stage_1(" in text
+
+
+def test_hybrid_stages_are_data_parallel(runs: Runs) -> None:
+    """On 4 ranks, 2 stages run on 2 ranks each: every stage function runs on its pair."""
+    text = runs.texts["bert-1f1b-hybrid-4"]
+    assert "PIPELINE = rt.Pipeline('1f1b', 2, ((0, 1), (2, 3)))" in text
+    assert '"""Stage 1 on ranks 2, 3, one micro-batch' in text
+
+
+def test_summed_microbatch_losses_fail_the_check(runs: Runs) -> None:
+    section = runs.section(SUMMED, 2)
+    assert section.endswith("exit 1"), section
+    assert "check failed at step 1: loss differs" in section

@@ -1,0 +1,126 @@
+"""Pipelined plans: graph conversion keeps them, and the interpreter computes in micro-batches
+what the un-pipelined graph computes (loss, outputs and every weight's gradient)."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+
+import pytest
+import torch
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.printer import Printer
+
+from unityc.dialects.container import graph_function
+from unityc.dialects.diagnostics import LocatedError
+from unityc.dialects.pcg import InputOp, WeightOp
+from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.pipeline import Pipeline, check_pipeline, microbatch_module
+from unityc.dialects.source import make_context, parse_source, read_module
+from unityc.frontend import ModelSpec, import_model
+from unityc.graph import from_module, to_module
+from unityc.interpreter import assemble, int_bounds, run_graph
+from unityc.interpreter.functions import SourceValues
+from unityc.interpreter.pipeline import run_pipelined
+from unityc.machine import load_machine
+from unityc.search.gpipe import PipelineError, gpipe_plan
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
+
+
+def text(module: ModuleOp) -> str:
+    from io import StringIO
+
+    out = StringIO()
+    Printer(stream=out).print_op(module)
+    return out.getvalue()
+
+
+DEEP_MLP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deep_mlp.py") + ":make"
+
+
+@cache
+def imported(model: str, batch: int) -> ModuleOp:
+    return import_model(ModelSpec(model, batch=batch))
+
+
+def plan(module: ModuleOp, machine: str, schedule: str, stages: int, microbatches: int) -> ModuleOp:
+    pipeline = Pipeline(schedule, microbatches, 2 if schedule == "interleaved-1f1b" else 1)
+    result = gpipe_plan(from_module(module), load_machine(machine), pipeline, stages)
+    return to_module(result.graph)
+
+
+def losses_and_grads(module: ModuleOp, pipelined: bool) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+    """Outputs and weight gradients in float64 from seeded sources (the same for every plan)."""
+    fn = graph_function(module)
+    sources = SourceValues(0, None, int_bounds(module), torch.float64)
+    feeds: dict[str, torch.Tensor] = {}
+    for op in fn.body.block.ops:
+        if isinstance(op, InputOp | WeightOp):
+            t = op.result.type
+            assert isinstance(t, TensorType)
+            value = sources.value(op.attrs()["key"], t, "input" if isinstance(op, InputOp) else "weight")
+            feeds[op.attrs()["key"]] = value.clone().requires_grad_(isinstance(op, WeightOp))
+    if pipelined:
+        outputs = run_pipelined(module, feeds=feeds, float_dtype=torch.float64)
+    else:
+        pieces, _ = run_graph(module, feeds=feeds, float_dtype=torch.float64)
+        outputs = [assemble(p) for p in pieces]
+    weights = {k: v for k, v in feeds.items() if v.requires_grad}
+    grads = torch.autograd.grad(outputs[0], list(weights.values()), allow_unused=True)
+    return outputs, {k: g for k, g in zip(weights, grads, strict=True) if g is not None}
+
+
+def assert_same(pipelined: ModuleOp, reference: ModuleOp) -> None:
+    got, got_grads = losses_and_grads(pipelined, True)
+    want, want_grads = losses_and_grads(reference, False)
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-12)
+    assert got_grads.keys() == want_grads.keys() and got_grads
+    for key, g in got_grads.items():
+        torch.testing.assert_close(g, want_grads[key], rtol=1e-9, atol=1e-12, msg=f"gradient of {key}")
+
+
+def test_conversion_keeps_stages_and_schedule():
+    module = plan(read_module(os.path.join(EXAMPLES, "mlp.mlir")), "cpu:2", "1f1b", 2, 4)
+    again = to_module(from_module(module))
+    assert text(again) == text(module)
+    graph = from_module(again)
+    assert {n.stage for n in graph.nodes.values()} == {0, 1}
+    assert check_pipeline(graph_function(again)) == (Pipeline("1f1b", 4), 2)
+
+
+@pytest.mark.parametrize(
+    ("machine", "schedule", "stages", "microbatches"),
+    [
+        ("cpu:2", "gpipe", 2, 4),
+        ("cpu:4", "1f1b", 2, 2),
+        ("cpu:2", "interleaved-1f1b", 4, 2),
+        ("cpu:4", "1f1b", 4, 4),
+    ],
+)
+def test_mlp_example_pipelined_equals_unpipelined(machine, schedule, stages, microbatches):
+    reference = read_module(os.path.join(EXAMPLES, "mlp.mlir"))
+    pipelined = plan(reference, machine, schedule, stages, microbatches)
+    check_pipeline(graph_function(pipelined))
+    assert_same(pipelined, reference)
+
+
+@pytest.mark.parametrize(("model", "batch"), [("bert", 4), ("hf:gpt2", 4), (DEEP_MLP, 16)])
+def test_zoo_pipelined_equals_unpipelined(model, batch):
+    reference = imported(model, batch)
+    assert_same(plan(reference, "cpu:4", "1f1b", 2, 2), reference)
+
+
+def test_summed_loss_is_refused():
+    with open(os.path.join(EXAMPLES, "mlp.mlir")) as f:
+        source = f.read().replace('reduction "mean"', 'reduction "sum"')
+    module = plan(parse_source(make_context(), source, "mlp_sum.mlir"), "cpu:2", "gpipe", 2, 2)
+    with pytest.raises(LocatedError, match="its reduction is 'sum'"):
+        microbatch_module(module, 2)
+
+
+def test_too_many_stages_are_refused():
+    with pytest.raises(PipelineError, match="at most 4 stages"):
+        plan(read_module(os.path.join(EXAMPLES, "mlp.mlir")), "cpu:6", "gpipe", 6, 2)

@@ -1,0 +1,99 @@
+"""PipeDream's partition DP (unityc/search/pipeline.py): on chains small enough to enumerate, it
+finds the exhaustive optimum; the partition becomes a verified pipelined plan."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+
+import pytest
+
+from unityc.cost.estimate import estimate_graph
+from unityc.dialects.container import graph_function
+from unityc.dialects.pipeline import check_pipeline
+from unityc.frontend import ModelSpec, import_model
+from unityc.graph import Graph, from_module, to_module
+from unityc.machine import load_machine
+from unityc.search.pipeline import (
+    LayerCosts,
+    Stage,
+    StageModel,
+    exhaustive_partition,
+    materialize,
+    partition,
+    partition_value,
+)
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+DEEP_MLP = os.path.abspath(os.path.join(ROOT, "tests", "pipeline", "deep_mlp.py")) + ":make"
+HETERO = os.path.abspath(os.path.join(ROOT, "examples", "machines", "hetero_v100_m4.toml"))
+
+
+@cache
+def deep_mlp(layers: int, batch: int) -> Graph:
+    return from_module(import_model(ModelSpec(DEEP_MLP, batch=batch, overrides=(("layers", str(layers)),))))
+
+
+@pytest.mark.parametrize(
+    ("machine", "devices", "micro"), [("summit:1", 4, 4), ("summit:1", 3, 2), (HETERO, 4, 4), ("cpu:4", 4, 2)]
+)
+def test_dp_equals_exhaustive(machine: str, devices: int, micro: int) -> None:
+    model = StageModel(LayerCosts(deep_mlp(3, 64), load_machine(machine)), micro)
+    assert model.costs.count >= 5
+    dp = partition(model, devices)
+    assert partition(model, devices, stages=len(dp.stages)).objective == pytest.approx(dp.objective)
+    full = exhaustive_partition(model, devices)
+    assert dp is not None and full is not None
+    assert dp.objective == pytest.approx(full.objective)
+    assert partition_value(model, dp.stages) == pytest.approx(dp.objective)
+
+
+def test_dp_respects_memory() -> None:
+    machine = load_machine(HETERO)
+    model = StageModel(LayerCosts(deep_mlp(3, 64), machine), 4)
+    free = partition(model)
+    assert free is not None
+    tight = StageModel(LayerCosts(deep_mlp(3, 64), machine), 4)
+    tight.capacity = lambda start, width: 1.0  # type: ignore[method-assign]
+    assert partition(tight) is None
+
+
+def test_partition_becomes_a_verified_plan() -> None:
+    machine = load_machine("summit:1")
+    g = deep_mlp(3, 64)
+    L = LayerCosts(g, machine).count
+    stages = [Stage(0, 2, 0, 2), Stage(2, L, 2, 1)]  # stage replication 2 then 1: re-partitioned at the cut
+    plan = materialize(g, machine, stages, "1f1b", 4)
+    checked = check_pipeline(graph_function(to_module(plan)))
+    assert checked is not None and checked[1] == 2
+    e = estimate_graph(plan, machine)
+    assert e.pipeline is not None
+    assert [g.inflight for g in e.pipeline.groups] == [2, 1]
+    assert {d.device for d in e.devices} <= {0, 1, 2}
+
+
+def test_tensor_parallel_stages_compute_the_same_loss() -> None:
+    """Stages running the Megatron layout (tensor parallel 2 in each of 2 stages) verify, and
+    the interpreter's micro-batch run gives the un-pipelined graph's loss."""
+    import torch
+
+    from unityc.interpreter import assemble, run_graph
+    from unityc.interpreter.pipeline import run_pipelined
+
+    module = import_model(ModelSpec("hf:gpt2", batch=4))
+    g = from_module(module)
+    machine = load_machine("summit:1")
+    L = LayerCosts(g, machine).count
+    plan = materialize(g, machine, [Stage(0, L // 2, 0, 2), Stage(L // 2, L, 2, 2)], "1f1b", 2, tensor=2)
+    pipelined = to_module(plan)
+    checked = check_pipeline(graph_function(pipelined))
+    assert checked is not None and checked[1] == 2
+    tensor = [
+        n
+        for n in plan.nodes.values()
+        if n.types[0].sum_degree == 2 or any(k == 2 for k in n.types[0].shard[1:])
+    ]
+    assert tensor, "no op is tensor parallel"
+    want, _ = run_graph(module, float_dtype=torch.float64)
+    got = run_pipelined(pipelined, float_dtype=torch.float64)
+    assert torch.allclose(got[0], assemble(want[0], "loss").reshape(()), atol=1e-9)

@@ -1,0 +1,229 @@
+"""`-t torch` for a pipelined plan: one function per stage, run by `torch.distributed.pipelining`.
+
+The stages' code is written from the plan of one micro-batch (`microbatch_module`: the kernels
+see micro-batch shapes, a loss divides by the micro-batch's count), stage by stage with the
+`Writer` of unpipelined programs; `PLAN` describes the whole batch (the pieces each rank loads).
+A value a later stage reads crosses each stage boundary up to its last reader (the last stage
+returns the graph's outputs): stage k's function takes what crosses into it and returns what
+crosses out. Rank i of one rank group sends to rank i of the next (`runtime/pipeline.py`), so a
+crossing value must be held on every rank of its stage's group, and a task of a later stage must
+read the piece its own pipeline brings. Inside a stage no rank talks to another (data
+parallelism inside a stage: each rank runs its own pipeline on its shard of the batch); a stage
+needing a collective or a transfer is refused, located at the op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
+
+from unityc.codegen.analysis import Analysis, CodegenError, analyze
+from unityc.codegen.emit import INDENT, Writer
+from unityc.dialects.container import graph_function
+from unityc.dialects.pcg_types import PcgOp
+from unityc.dialects.pipeline import (
+    Pipeline,
+    check_pipeline,
+    graph_ops,
+    microbatch_module,
+    pipeline_of,
+    stage_of,
+)
+
+
+def is_pipelined(module: ModuleOp) -> bool:
+    return pipeline_of(graph_function(module)) is not None
+
+
+def emit_pipelined(module: ModuleOp, a: Analysis, machine: str | None, source: str) -> str:
+    """The program of a pipelined plan (`a`: its analysis for the whole batch)."""
+    from unityc.codegen import program_head  # the package imports this module
+
+    fn = graph_function(module)
+    checked = check_pipeline(
+        fn, lambda op: set(a.value(op.results[0]).where.values()) if op.results else None
+    )
+    assert checked is not None
+    pipeline, count = checked
+    micro = microbatch_module(module, pipeline.microbatches)
+    origin = dict(zip(graph_ops(graph_function(micro)), graph_ops(fn), strict=True))
+    try:
+        return _emit(a, analyze(micro, machine), pipeline, count, source, program_head)
+    except CodegenError as e:
+        raise CodegenError(str(e), origin.get(e.op, e.op) if e.op is not None else None) from None  # type: ignore[arg-type]
+
+
+def _emit(
+    a: Analysis,
+    m: Analysis,
+    pipeline: Pipeline,
+    count: int,
+    source: str,
+    program_head: Callable[..., list[str]],
+) -> str:
+    stage = {op: stage_of(op) for op in m.ops}
+    groups = _rank_groups(m, stage, pipeline.rank_groups(count))
+    crossing = _crossings(m, stage, count)
+    _check_held(m, stage, groups, crossing)
+    functions: list[str] = []
+    tables: dict[str, tuple[int, ...]] = {}
+    for k in range(count):
+        received = crossing[k - 1] if k else []
+        sent = crossing[k] if k < count - 1 else list(m.outputs)
+        writer = Writer(_stage_view(m, stage, groups, k, received))
+        lines = _stage_code(writer, [op for op in m.ops if stage[op] == k], k)
+        tables.update(writer.tables)
+        functions += _function(m, k, groups[k % len(groups)], received, sent, lines, k == count - 1)
+    sources = Writer(a)  # PLAN's tables: the whole batch's pieces of every weight, input, constant
+    for op in a.ops:
+        if op.name in ("pcg.weight", "pcg.input", "pcg.constant"):
+            sources.source(op)
+    sources.tables = tables
+    stage_ranks = tuple(groups[k % len(groups)] for k in range(count))
+    about = [
+        f"Pipelined: {count} stages, schedule {pipeline.schedule}, {pipeline.microbatches} micro-batches; "
+        f"stage k on ranks {', '.join(map(str, stage_ranks))} (by k).",
+        "",
+        f"Run: torchrun --standalone --nproc_per_node {a.world} {{this file}} [--steps N]",
+        "     [--optimizer sgd|adam] [--lr LR] [--check] [--json FILE] [--timeout S]",
+        "",
+        "Every rank runs this file. `stage_k` computes this rank's pieces of stage k for one micro-batch",
+        "from what the previous stage sent (its arguments after `x`) and returns what the next stage",
+        "receives (the last stage: the outputs, the loss first); torch.distributed.pipelining runs the",
+        "stages under the schedule, rank i of each stage's group forming pipeline i.",
+    ]
+    names = ", ".join(f"stage_{k}" for k in range(count)) + ("," if count == 1 else "")
+    return "\n".join(
+        [
+            *program_head(a, sources, source, about),
+            f"PIPELINE = rt.Pipeline({pipeline.schedule!r}, {pipeline.microbatches}, {stage_ranks!r})",
+            "",
+            "",
+            *functions,
+            f"PROGRAM = rt.Pipelined(PIPELINE, ({names}))",
+            "",
+            'if __name__ == "__main__":',
+            "    sys.exit(rt.main(PLAN, PROGRAM, build=build_reference))",
+            "",
+        ]
+    )
+
+
+def _rank_groups(m: Analysis, stage: dict[PcgOp, int], count: int) -> list[tuple[int, ...]]:
+    """The ranks of each rank group (the devices its stages' ops run on), checked to be equal in
+    size and ordered so that rank i of every group, in group order, is a rising pipeline."""
+    ranks: list[set[int]] = [set() for _ in range(count)]
+    first: list[PcgOp | None] = [None] * count
+    for op in m.ops:
+        g = stage[op] % count
+        ranks[g] |= set(m.value(op.results[0]).where.values())
+        first[g] = first[g] or op
+    groups = [tuple(sorted(r)) for r in ranks]
+    for g, ranks_g in enumerate(groups):
+        if len(ranks_g) != len(groups[0]):
+            raise CodegenError(
+                f"rank group {g} has {len(ranks_g)} ranks but group 0 has {len(groups[0])}: -t torch runs "
+                "pipelines of equal groups (rank i of each group forms pipeline i)",
+                first[g],
+            )
+        if g and any(b <= a for a, b in zip(groups[g - 1], ranks_g, strict=True)):
+            raise CodegenError(
+                f"rank group {g} (ranks {list(ranks_g)}) does not follow group {g - 1} (ranks "
+                f"{list(groups[g - 1])}): -t torch needs each group's ranks above the previous group's",
+                first[g],
+            )
+    return groups
+
+
+def _crossings(m: Analysis, stage: dict[PcgOp, int], count: int) -> list[list[SSAValue]]:
+    """For each boundary k (between stage k and k + 1), the values crossing it, in op order."""
+    last: dict[SSAValue, int] = {}
+    for op in m.ops:
+        for v in op.operands:
+            last[v] = max(last.get(v, -1), stage[op])
+    for v in m.outputs:
+        last[v] = count - 1
+    crossing: list[list[SSAValue]] = [[] for _ in range(max(count - 1, 0))]
+    for op in m.ops:
+        for r in op.results:
+            for k in range(stage[op], last.get(r, -1)):
+                crossing[k].append(r)
+    return crossing
+
+
+def _check_held(
+    m: Analysis, stage: dict[PcgOp, int], groups: list[tuple[int, ...]], crossing: list[list[SSAValue]]
+) -> None:
+    for values in crossing:
+        for v in values:
+            op = v.owner
+            assert isinstance(op, PcgOp)
+            group = groups[stage[op] % len(groups)]
+            held = tuple(sorted(m.value(v).held))
+            if held != group:
+                raise CodegenError(
+                    f"{op.name} of stage {stage[op]}: its result crosses to a later stage but is held on "
+                    f"ranks {list(held)}, not on every rank of its group {list(group)}: each rank of a stage "
+                    "sends its own piece down its pipeline",
+                    op,
+                )
+
+
+def _stage_view(
+    m: Analysis, stage: dict[PcgOp, int], groups: list[tuple[int, ...]], k: int, received: list[SSAValue]
+) -> Analysis:
+    """The analysis as stage k sees it: a value it receives is held by the rank of this stage's
+    group that its pipeline brings it to (rank i of the producer's group -> rank i of this one)."""
+    here = groups[k % len(groups)]
+    values = dict(m.values)
+    for v in received:
+        op = v.owner
+        assert isinstance(op, PcgOp)
+        there = groups[stage[op] % len(groups)]
+        value = m.value(v)
+        where = {c: here[there.index(r)] for c, r in value.where.items()}
+        values[v] = replace(value, where=where, held={here[there.index(r)]: c for r, c in value.held.items()})
+    return replace(m, values=values)
+
+
+def _stage_code(writer: Writer, ops: list[PcgOp], k: int) -> list[str]:
+    for op in ops:
+        collectives, transfers = writer.collectives, writer.transfers
+        writer.op(op)
+        if (writer.collectives, writer.transfers) == (collectives, transfers):
+            continue
+        what = "a collective" if writer.collectives != collectives else "a piece another rank holds"
+        raise CodegenError(
+            f"{op.name} of stage {k} needs {what}: -t torch runs each pipeline stage without "
+            "communication between its ranks (data parallelism inside a stage: each task reads the "
+            "pieces its own pipeline brings)",
+            op,
+        )
+    return writer.lines
+
+
+def _function(
+    m: Analysis,
+    k: int,
+    ranks: tuple[int, ...],
+    received: list[SSAValue],
+    sent: list[SSAValue],
+    lines: list[str],
+    last: bool,
+) -> list[str]:
+    params = "".join(f", {m.value(v).var}" for v in received)
+    results = ", ".join(m.value(v).var for v in sent) + ("," if len(sent) == 1 else "")
+    what = "the outputs, the loss first" if last else "what the next stage receives"
+    return [
+        f"def stage_{k}(ctx: rt.Context, w: dict[str, torch.Tensor], x: dict[str, torch.Tensor]{params}) "
+        "-> tuple:",
+        f'{INDENT}"""Stage {k} on ranks {", ".join(map(str, ranks))}, one micro-batch; returns {what}."""',
+        f"{INDENT}rank = ctx.rank",
+        *lines,
+        f"{INDENT}return ({results})",
+        "",
+        "",
+    ]

@@ -1,0 +1,303 @@
+"""The estimate of a pipelined plan: `stage = k` on its ops, `unityc.schedule`,
+`unityc.microbatches` (and `unityc.virtual_stages`) on its graph function.
+
+1. The plan is priced for one micro-batch (`microbatch_graph`: inputs' dim 0 divided by M, every
+   type inferred again, a reshape's leading size with it), op by op with the per-node pricing
+   every estimate uses (`estimate.build_steps`): so a small micro-batch pays the kernel latency
+   and the collectives' latency as it would.
+2. Each stage becomes a `pipeline.StageCost`: its ops' forward and backward compute (on each op's
+   busiest device) and the collectives inside its device group, in program order, summed; a
+   transfer from the group of the stage before is the link's (`send_s` of that stage, its dual
+   `send_back_s` of this one); a transfer from any other stage (a tied weight read by a later
+   stage) is charged to the reading stage itself. A weight's gradient sync (stage replication)
+   and optimizer step belong to its own stage.
+3. `pipeline.simulate_pipeline` runs the schedule: the iteration time, each group's bubble, the
+   micro-batches in flight. A device's activations are one micro-batch's times the peak in flight
+   on its group (1F1B: min(S - k, M) on stage k; GPipe: M); 2BW adds a second copy of the weights.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import replace
+
+from xdsl.dialects.builtin import IntegerAttr, StringAttr
+
+from unityc.cost.estimate import DeviceRow, Estimate, OpRow, build_steps, compute_model, saved_values
+from unityc.cost.memory import DeviceMemory, check_optimizer
+from unityc.cost.pipeline import PipelineRun, StageCost, simulate_pipeline
+from unityc.cost.pricing import phase, piece
+from unityc.cost.profile import ProfileCache
+from unityc.cost.schedule import Comm, Step
+from unityc.cost.units import format_bytes
+from unityc.dialects.forms import FormError
+from unityc.dialects.pcg_types import TensorType
+from unityc.graph import Graph, infer_types
+from unityc.machine.spec import Machine
+
+SCHEDULE = "unityc.schedule"
+MICROBATCHES = "unityc.microbatches"
+VIRTUAL_STAGES = "unityc.virtual_stages"
+
+
+def is_pipelined(graph: Graph) -> bool:
+    return SCHEDULE in getattr(graph, "function_attrs", {})
+
+
+def graph_schedule(graph: Graph) -> tuple[str, int, int]:
+    """(schedule, micro-batches, virtual stages) of a pipelined graph."""
+    attrs = graph.function_attrs
+    schedule = attrs[SCHEDULE]
+    micro = attrs.get(MICROBATCHES)
+    virtual = attrs.get(VIRTUAL_STAGES)
+    if not isinstance(schedule, StringAttr) or not isinstance(micro, IntegerAttr):
+        raise ValueError(f"a pipelined plan needs {SCHEDULE} (a string) and {MICROBATCHES} = M : i64")
+    v = virtual.value.data if isinstance(virtual, IntegerAttr) else 1
+    return schedule.data, micro.value.data, v
+
+
+def stages_of(graph: Graph) -> dict[int, int]:
+    """Each node's stage; every node of a pipelined plan has one."""
+    out: dict[int, int] = {}
+    for nid, node in graph.nodes.items():
+        attr = dict(node.plan).get("stage")
+        if not isinstance(attr, IntegerAttr):
+            raise ValueError(f"{node.op} (node {nid}) of a pipelined plan has no stage")
+        out[nid] = attr.value.data
+    return out
+
+
+def microbatch_graph(graph: Graph, microbatches: int) -> Graph:
+    """The graph of one micro-batch, for pricing: dim 0 of every input divided by M and every
+    type computed from the inputs inferred again (a reshape's leading size divided with it);
+    weights, constants and what only they feed keep their types. Batch norm gets micro-batch
+    statistics here (GPipe's semantics); the program side decides whether it may run so."""
+    if microbatches == 1:
+        return graph
+    out = graph.copy()
+    out.function_attrs = {}
+    batched: set[int] = set()
+    for nid in graph.topological():
+        node = graph.nodes[nid]
+        if node.op == "pcg.input":
+            t = node.types[0]
+            if t.rank == 0 or t.shape[0] % (microbatches * t.shard[0]):
+                raise ValueError(
+                    f"{microbatches} micro-batches do not divide the batch of input '{node.attr('key')}' "
+                    f"({t.shape[0] if t.rank else 'a scalar'} in {t.shard[0] if t.rank else 1} shard(s))"
+                )
+            shape = (t.shape[0] // microbatches, *t.shape[1:])
+            micro_t = TensorType(shape, t.element_type, t.shard, t.sum_degree, t.copy_degree)
+            out.nodes[nid] = replace(node, types=(micro_t,))
+            batched.add(nid)
+            continue
+        if not any(r[0] in batched for r in node.operand_refs()):
+            continue
+        attrs = node.attrs
+        if node.op == "pcg.reshape":
+            target = list(node.attr("shape"))
+            if not target or target[0] % microbatches:
+                raise ValueError(f"pcg.reshape to {target} (node {nid}) cannot be split into {microbatches}")
+            target[0] //= microbatches
+            attrs = tuple((k, tuple(target) if k == "shape" else v) for k, v in attrs)
+        operand_types = tuple(None if r is None else out.type_of(r) for r in node.operands)
+        try:
+            types = infer_types(node.op, attrs, operand_types)
+        except (FormError, ValueError, TypeError, KeyError, IndexError) as e:
+            raise ValueError(f"{node.op} (node {nid}) has no micro-batch form: {e}") from None
+        out.nodes[nid] = replace(node, attrs=attrs, types=types)
+        batched.add(nid)
+    return out
+
+
+def _inside(c: Comm, group: set[int]) -> bool:
+    return set(c.devices) <= group
+
+
+def estimate_pipelined(
+    graph: Graph,
+    machine: Machine,
+    cost: str = "roofline",
+    optimizer: str = "sgd",
+    profile: ProfileCache | None = None,
+    schedule: str | None = None,
+) -> Estimate:
+    """Estimate one iteration of a pipelined plan (see the module docstring); `schedule`
+    overrides the plan's (e.g. "2bw", which the IR does not name)."""
+    check_optimizer(optimizer)
+    named, M, v = graph_schedule(graph)
+    schedule = schedule or named
+    if schedule == "2bw" and v != 1:
+        raise ValueError("2bw runs one stage per rank group (no virtual stages)")
+    stage = stages_of(graph)
+    S = max(stage.values(), default=0) + 1
+    G = S // v
+    micro = microbatch_graph(graph, M)
+    b, order, steps, rows = build_steps(micro, machine, compute_model(cost, profile), optimizer)
+    groups: dict[int, set[int]] = defaultdict(set)
+    for nid in order:
+        groups[stage[nid] % G].update(b.where.get((nid, 0), {}).values())
+    fwd = [0.0] * S
+    bwd = [0.0] * S
+    send = [0.0] * S
+    back = [0.0] * S
+    sync = [0.0] * S
+    update = [0.0] * S
+    # compute, comm per micro-batch; once
+    per_device: defaultdict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    producer_stage = {b.vid(r): stage[r[0]] for r in b.where}
+    for nid, step in zip(order, steps, strict=True):
+        k = stage[nid]
+        own = groups[k % G]
+        fwd[k] += max((s for _, s in step.fwd_compute), default=0.0)
+        bwd[k] += max((s for _, s in step.bwd_compute), default=0.0)
+        for d, s in (*step.fwd_compute, *step.bwd_compute):
+            per_device[d][0] += s
+        sources = {producer_stage.get(o, k) for o in step.operands}
+        previous = k - 1 in sources
+        inner_f = [c for c in step.fwd_comm if _inside(c, own)]
+        inner_b = [c for c in step.bwd_comm if _inside(c, own)]
+        fwd[k] += phase(inner_f)
+        bwd[k] += phase(inner_b)
+        for c in (*inner_f, *inner_b):
+            for d in c.devices:
+                per_device[d][1] += c.seconds
+        for c, forward in [(c, True) for c in step.fwd_comm if not _inside(c, own)] + [
+            (c, False) for c in step.bwd_comm if not _inside(c, own)
+        ]:
+            for d in c.devices:
+                per_device[d][1] += c.seconds
+            if previous and k > 0:
+                if forward:
+                    send[k - 1] += c.seconds
+                else:
+                    back[k] += c.seconds
+            elif forward:
+                fwd[k] += c.seconds
+            else:
+                bwd[k] += c.seconds
+        sync[k] += phase(step.grad_sync)
+        update[k] += max((s for _, s in step.update), default=0.0)
+        for c in step.grad_sync:
+            for d in c.devices:
+                per_device[d][3] += c.seconds
+        for d, s in step.update:
+            per_device[d][2] += s
+    activations = _stage_activations(micro, order, b, stage, S)
+    costs = [
+        StageCost(
+            fwd[k], bwd[k], send[k], back[k], sync[k], update[k], max(activations[k].values(), default=0.0)
+        )
+        for k in range(S)
+    ]
+    run = simulate_pipeline(costs, schedule, M, v)
+    return _assemble(
+        graph, machine, cost, optimizer, profile, b, steps, rows, run, costs, groups, per_device, M
+    )
+
+
+def _stage_activations(
+    micro: Graph, order: list[int], b, stage: Mapping[int, int], S: int
+) -> list[dict[int, float]]:  # type: ignore[no-untyped-def]
+    """Per stage, per device: bytes one micro-batch leaves saved for the backward."""
+    out: list[dict[int, float]] = [defaultdict(float) for _ in range(S)]
+    for v in saved_values(micro, order, b.gets_grad):
+        p = piece(micro.type_of(v))
+        assert p is not None
+        for d in b.where[v].values():
+            out[stage[v[0]]][d] += p.nbytes
+    return out
+
+
+def _assemble(
+    graph: Graph,
+    machine: Machine,
+    cost: str,
+    optimizer: str,
+    profile: ProfileCache | None,
+    b,  # type: ignore[no-untyped-def]
+    steps: list[Step],
+    rows: list[OpRow],
+    run: PipelineRun,
+    costs: list[StageCost],
+    groups: Mapping[int, set[int]],
+    per_device: Mapping[int, list[float]],
+    M: int,
+) -> Estimate:
+    factor: dict[int, float] = {}
+    for g in run.groups:
+        one = sum(costs[s].activation_bytes for s in g.stages)
+        ratio = g.inflight_bytes / one if one > 0 else float(g.inflight)
+        for d in groups.get(g.group, ()):
+            factor[d] = ratio
+    for s in steps:
+        for c in (*s.fwd_comm, *s.bwd_comm, *s.grad_sync):
+            for d in c.devices:
+                b.memory[d]["buffers"] = max(b.memory[d]["buffers"], c.nbytes)
+    devices = []
+    for d in sorted(set(b.memory) | set(per_device)):
+        mem = dict(b.memory[d])
+        mem["activations"] = mem.get("activations", 0.0) * factor.get(d, 1.0)
+        if run.schedule == "2bw":
+            mem["weights"] = 2 * mem.get("weights", 0.0)
+        compute_s, comm_s, update_s, sync_s = per_device.get(d, [0.0] * 4)
+        devices.append(
+            DeviceRow(
+                device=d,
+                kind=machine.kind_of(d).name,
+                compute_s=M * compute_s + update_s,
+                comm_s=M * comm_s + sync_s,
+                busy_s=M * (compute_s + comm_s) + update_s + sync_s,
+                memory=DeviceMemory(**mem),
+                capacity=machine.kind_of(d).memory,
+            )
+        )
+    scaled = [
+        replace(
+            r,
+            fwd_compute_s=M * r.fwd_compute_s,
+            bwd_compute_s=M * r.bwd_compute_s,
+            fwd_comm_s=M * r.fwd_comm_s,
+            bwd_comm_s=r.bwd_comm_s if r.kind == "pcg.weight" else M * r.bwd_comm_s,
+            flops=M * r.flops,
+        )
+        for r in rows
+    ]
+    notes = [
+        f"pipelined: {run.stages} stages, {run.schedule}, {M} micro-batches"
+        + (f", {run.virtual} virtual stages per group" if run.virtual > 1 else "")
+    ]
+    if run.schedule == "2bw":
+        notes.append(
+            "2bw: weights double buffered, each gradient applied one batch late (not the exact gradients)"
+        )
+    if b.transfers:
+        notes.append(f"{b.transfers} operand piece(s) moved between devices without a parallel op (p2p)")
+    if b.unplaced:
+        notes.append(f"{b.unplaced} op(s) without a machine view run on device 0")
+    for row in devices:
+        if row.memory.total > row.capacity:
+            notes.append(
+                f"device {row.device} needs {format_bytes(row.memory.total)}, "
+                f"more than its {format_bytes(row.capacity)}"
+            )
+    flops = b.model_flops - b.update_flops
+    return Estimate(
+        machine=machine,
+        cost=cost,
+        optimizer=optimizer,
+        rows=tuple(scaled),
+        devices=tuple(devices),
+        iteration_s=run.iteration_s,
+        forward_s=run.forward_s,
+        backward_s=run.backward_s,
+        plan_flops=sum(r.flops for r in scaled),
+        model_flops=M * flops + b.update_flops,
+        roofline_s=M * (b.roofline_s - b.update_roofline_s) + b.update_roofline_s,
+        notes=tuple(notes),
+        pipeline=run,
+    )
+
+
+__all__ = ["estimate_pipelined", "graph_schedule", "is_pipelined", "microbatch_graph", "stages_of"]
