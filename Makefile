@@ -17,11 +17,14 @@ demo: $(STAMP)
 	$(PY) -m unityc.tools.demo
 
 test: $(STAMP)
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/lit -sv tests/filecheck
 	$(PY) -m pytest tests --ignore=tests/filecheck -p no:cacheprovider
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check unityc tests
+	$(VENV)/bin/ruff check unityc tests benchmarks tools
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) *.egg-info

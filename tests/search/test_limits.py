@@ -8,11 +8,11 @@ from search_graphs import branches, machine, mlp, rules, t
 
 from unityc.cost.estimate import roofline_model
 from unityc.graph import Graph, to_module
+from unityc.graph.simplify import fuse_collectives
 from unityc.search import unity
 from unityc.search.bounds import Bound
 from unityc.search.mapping import Mapper
 from unityc.search.plans import Pricing, data_parallel_plan
-from unityc.search.simplify import fuse_collectives
 from unityc.search.substitution import SubstitutionOptions, best_first
 from unityc.search.unity import UnityOptions, unity_search
 

@@ -10,8 +10,8 @@ from search_graphs import branches, machine, mlp, t
 
 from unityc.cost.estimate import estimate_graph, roofline_model
 from unityc.graph import Graph
+from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.search.mapping import Mapper, MappingOptions
-from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.search.strategies import data_parallel_graph, megatron_graph
 from unityc.search.views import Block, View, task_degrees, to_attr, views_in
 

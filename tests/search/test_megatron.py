@@ -17,7 +17,7 @@ from search_graphs import INPUTS, assert_same_outputs
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module
 from unityc.machine import load_machine
-from unityc.search.plans import Plan, Pricing, megatron_plans
+from unityc.search.plans import PricedPlan, Pricing, megatron_plans
 
 pytest.importorskip("transformers")
 
@@ -43,14 +43,14 @@ def graph(model: str) -> Graph:
     return from_module(import_model(MODELS[model][0]))
 
 
-def megatron_plans_of(model: str, d: int, t: int) -> list[Plan]:
+def megatron_plans_of(model: str, d: int, t: int) -> list[PricedPlan]:
     """The layout, then (where the output head was stopped only by the loss) the one gathering
     the head's logits for the loss instead of replicating it."""
     plans = megatron_plans(graph(model), load_machine(f"cpu:{d * t}"), Pricing(optimizer="adam"))
     return [p for p in plans if p.note.startswith(f"data {d} x tensor {t}")]
 
 
-def weight_fraction(plan: Plan, keys: tuple[str, ...]) -> float:
+def weight_fraction(plan: PricedPlan, keys: tuple[str, ...]) -> float:
     """Per-device bytes of the weights whose key holds one of `keys`, over their whole size."""
     whole = held = 0
     for node in plan.graph.nodes.values():

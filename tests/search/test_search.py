@@ -8,9 +8,9 @@ from search_graphs import assert_same_outputs, branches, machine, mlp, rules
 
 from unityc.cost.estimate import estimate_module, roofline_model
 from unityc.graph import Graph, to_module
+from unityc.graph.simplify import fuse_collectives
 from unityc.search.baselines import exhaustive
 from unityc.search.mapping import Mapper
-from unityc.search.simplify import fuse_collectives
 from unityc.search.substitution import SubstitutionOptions, best_first
 from unityc.search.unity import UnityOptions, unity_search
 

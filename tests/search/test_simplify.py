@@ -7,7 +7,7 @@ import pytest
 from search_graphs import assert_same_outputs, t
 
 from unityc.graph import Graph
-from unityc.search.simplify import fuse_collectives, simplify
+from unityc.graph.simplify import fuse_collectives, simplify
 
 
 def chain(*steps: tuple[str, dict[str, int]], shape: tuple[int, ...] = (8, 12)) -> Graph:

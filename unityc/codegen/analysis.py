@@ -8,7 +8,6 @@ machine view gives its coordinate; ranks are the machine's global device indices
 from __future__ import annotations
 
 import builtins
-import itertools
 import keyword
 import re
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
+from unityc.cost.pricing import placement
 from unityc.dialects.container import check_loss, graph_function
 from unityc.dialects.pcg_types import FLOAT_TYPES, PcgOp, TensorType
 from unityc.dialects.view import MachineViewAttr
@@ -67,17 +67,6 @@ class Analysis:
 
     def value(self, v: SSAValue) -> Value:
         return self.values[v]
-
-
-def placement(t: TensorType, view: MachineViewAttr, machine: Machine) -> dict[Coord, int]:
-    """The device of each piece of a result of type `t` under `view` (as the cost model)."""
-    degrees = t.task_degrees()
-    big = [i for i, d in enumerate(degrees) if d > 1]
-    where: dict[Coord, int] = {}
-    for c in itertools.product(*(range(d) for d in degrees)):
-        node, local = view.placement([c[i] for i in big])
-        where[c] = machine.global_device(view.start, node, local)
-    return where
 
 
 def _machine(module: ModuleOp, override: str | None) -> tuple[str, Machine]:

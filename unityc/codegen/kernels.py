@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from unityc.dialects.forms import Form
-from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.pcg_types import TORCH_NAMES, TensorType
 
 Task = dict[str, int]
 
@@ -240,8 +240,8 @@ def _binary(symbol: str) -> Callable[[Call], str]:
     return lambda call: f"{call.args[0]} {symbol} {call.args[1]}"
 
 
-TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
-TORCH_DTYPES |= {"i1": "bool", "i32": "int32", "i64": "int64"}
+TORCH_DTYPES = {str(t): name for t, name in TORCH_NAMES.items()}
+"""By the element type's text (`f32`), as the cast's `dtype` attribute carries it."""
 
 
 def torch_dtype_name(element_type: Any) -> str:

@@ -593,11 +593,11 @@ def estimate_graph(
             f"profile: {profile.hits} op(s) priced from the profile, "
             f"{profile.misses} fell back to the roofline"
         )
-    for d in devices:
-        if d.memory.total > d.capacity:
+    for dev in devices:
+        if dev.memory.total > dev.capacity:
             notes.append(
-                f"device {d.device} needs {format_bytes(d.memory.total)}, "
-                f"more than its {format_bytes(d.capacity)}"
+                f"device {dev.device} needs {format_bytes(dev.memory.total)}, "
+                f"more than its {format_bytes(dev.capacity)}"
             )
     return Estimate(
         machine=machine,

@@ -191,9 +191,9 @@ def simulate(steps: Sequence[Step], multiplicity: Mapping[int, int], loss: int |
                 grad[v][i] = end if previous is None else max(previous, end)
     # each rank syncs once its own backward is done (compute and communication streams)
     done_at = {d: max(sim.compute_free.get(d, 0.0), sim.comm_free.get(d, 0.0)) for d in sim.timelines}
-    for step, ready in weights:  # compute streams are past every backward step by now
+    for step, grads_ready in weights:  # compute streams are past every backward step by now
         ranks = {d for c in step.grad_sync for d in c.devices}
-        synced = sim.communicate(step.grad_sync, max([ready, *(done_at.get(d, 0.0) for d in ranks)]))
+        synced = sim.communicate(step.grad_sync, max([grads_ready, *(done_at.get(d, 0.0) for d in ranks)]))
         update_end = max(update_end, sim.compute(step.update, synced))
     iteration = max(backward_s, update_end, forward_s)
     return Schedule(iteration, forward_s, backward_s, dict(sim.timelines), tuple(fwd_end))

@@ -96,11 +96,11 @@ def microbatch_graph(graph: Graph, microbatches: int) -> Graph:
             continue
         attrs = node.attrs
         if node.op == "pcg.reshape":
-            shape = list(node.attr("shape"))
-            if not shape or shape[0] % microbatches:
-                raise ValueError(f"pcg.reshape to {shape} (node {nid}) cannot be split into {microbatches}")
-            shape[0] //= microbatches
-            attrs = tuple((k, tuple(shape) if k == "shape" else v) for k, v in attrs)
+            target = list(node.attr("shape"))
+            if not target or target[0] % microbatches:
+                raise ValueError(f"pcg.reshape to {target} (node {nid}) cannot be split into {microbatches}")
+            target[0] //= microbatches
+            attrs = tuple((k, tuple(target) if k == "shape" else v) for k, v in attrs)
         operand_types = tuple(None if r is None else out.type_of(r) for r in node.operands)
         try:
             types = infer_types(node.op, attrs, operand_types)
@@ -144,7 +144,8 @@ def estimate_pipelined(
     back = [0.0] * S
     sync = [0.0] * S
     update = [0.0] * S
-    per_device = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])  # compute, comm per micro-batch; once
+    # compute, comm per micro-batch; once
+    per_device: defaultdict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
     producer_stage = {b.vid(r): stage[r[0]] for r in b.where}
     for nid, step in zip(order, steps, strict=True):
         k = stage[nid]

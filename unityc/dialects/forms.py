@@ -30,7 +30,7 @@ class FormError(Exception):
 
 
 @dataclass(frozen=True)
-class Layout:
+class FormLayout:
     """The factors making up each axis of one tensor: shard dims, sum, copy."""
 
     shard: tuple[tuple[str, ...], ...]
@@ -46,15 +46,15 @@ class Form:
     """Factors (name, degree) in task order, and the layout of each operand and result."""
 
     factors: tuple[tuple[str, int], ...]
-    operands: tuple[Layout | None, ...]
-    results: tuple[Layout, ...]
+    operands: tuple[FormLayout | None, ...]
+    results: tuple[FormLayout, ...]
 
     def tasks(self) -> Iterator[dict[str, int]]:
         names = [n for n, _ in self.factors]
         for idx in itertools.product(*(range(d) for _, d in self.factors)):
             yield dict(zip(names, idx, strict=True))
 
-    def coord(self, layout: Layout, task: dict[str, int]) -> tuple[int, ...]:
+    def coord(self, layout: FormLayout, task: dict[str, int]) -> tuple[int, ...]:
         degrees = dict(self.factors)
         out: list[int] = []
         for axis in layout.axes():
@@ -68,7 +68,7 @@ class Form:
         degrees = dict(self.factors)
         return math.prod(degrees[f] for f in axis)
 
-    def degrees_of(self, layout: Layout) -> tuple[tuple[int, ...], int, int]:
+    def degrees_of(self, layout: FormLayout) -> tuple[tuple[int, ...], int, int]:
         """(shard degrees, sum degree, copy degree) of a layout."""
         shard = tuple(self.axis_degree(a) for a in layout.shard)
         return shard, self.axis_degree(layout.sum), self.axis_degree(layout.copy)
@@ -157,7 +157,7 @@ class FormBuilder:
         copy = self._copy_degree(order)
         self.degrees[COPY] = copy
         factors = tuple((f, self.degrees[f]) for f in (*order, COPY))
-        operand_layouts: list[Layout | None] = []
+        operand_layouts: list[FormLayout | None] = []
         for o, t in enumerate(self.types):
             if t is None:
                 operand_layouts.append(None)
@@ -166,9 +166,9 @@ class FormBuilder:
             held = self._held(o)
             shard = tuple(use.shard.get(d, ()) for d in range(len(t.shard)))
             absorbed = tuple(f for f, _ in factors if f not in held)
-            operand_layouts.append(Layout(shard, use.sum, absorbed))
+            operand_layouts.append(FormLayout(shard, use.sum, absorbed))
         result_layouts = tuple(
-            Layout(tuple(tuple(a) for a in shard), tuple(s), (COPY,)) for shard, s in results
+            FormLayout(tuple(tuple(a) for a in shard), tuple(s), (COPY,)) for shard, s in results
         )
         return Form(factors, tuple(operand_layouts), result_layouts)
 

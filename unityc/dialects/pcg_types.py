@@ -34,11 +34,22 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from unityc.dialects.forms import COPY, Form, FormBuilder, FormError, Layout
+from unityc.dialects.forms import COPY, Form, FormBuilder, FormError, FormLayout
 from unityc.dialects.syntax import UnitycOp
 from unityc.dialects.view import MachineViewAttr
 
-ELEMENT_TYPES: tuple[Attribute, ...] = (f16, bf16, f32, f64, i1, i32, i64)
+TORCH_NAMES: dict[Attribute, str] = {
+    f16: "float16",
+    bf16: "bfloat16",
+    f32: "float32",
+    f64: "float64",
+    i1: "bool",
+    i32: "int32",
+    i64: "int64",
+}
+"""The element types of the dialect and the name of each one's torch dtype (`torch.<name>`): the
+one dtype table (the importer, the interpreter and codegen derive theirs from it)."""
+ELEMENT_TYPES: tuple[Attribute, ...] = tuple(TORCH_NAMES)
 FLOAT_TYPES: tuple[Attribute, ...] = (f16, bf16, f32, f64)
 
 MAX_ELEMENTS = 1 << 48
@@ -251,4 +262,4 @@ def own_form(t: TensorType) -> Form:
     """The form whose tasks are exactly the pieces of `t` (sources and parallel ops)."""
     shard = tuple((f"d{i}",) for i in range(t.rank))
     factors = (*((f"d{i}", k) for i, k in enumerate(t.shard)), ("s", t.sum_degree), (COPY, t.copy_degree))
-    return Form(factors, (), (Layout(shard, ("s",), (COPY,)),))
+    return Form(factors, (), (FormLayout(shard, ("s",), (COPY,)),))

@@ -12,16 +12,12 @@ from xdsl.dialects.builtin import TensorType as BuiltinTensorType
 from xdsl.ir import Attribute, Block, Region, SSAValue
 
 from unityc.dialects import pcg
-from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.pcg_types import TORCH_NAMES, TensorType
 
 ELEMENT_TYPES: dict[torch.dtype, Attribute] = {
-    torch.float32: f32,
-    torch.float64: f64,
-    torch.float16: f16,
-    torch.bfloat16: bf16,
-    torch.int64: i64,
-    torch.bool: i1,
+    getattr(torch, TORCH_NAMES[t]): t for t in (f32, f64, f16, bf16, i64, i1)
 }
+"""The dtypes the importer takes (int32 is not one of them)."""
 
 
 def element_type(dtype: torch.dtype) -> Attribute:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from xdsl.dialects import func
@@ -56,7 +57,7 @@ def _flat_operands(op: UnitycOp) -> list[SSAValue | None]:
     return flat
 
 
-def _grouped(cls: type[UnitycOp], flat: list[SSAValue | None]) -> list[Any]:
+def _grouped(cls: type[UnitycOp], flat: Sequence[SSAValue | None]) -> list[Any]:
     """Flat operands regrouped by definition: a variadic definition takes what the others leave."""
     definitions = [d for _, d in cls.get_irdl_definition().operands]
     fixed = sum(1 for d in definitions if not isinstance(d, VarOperandDef) or isinstance(d, OptOperandDef))

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from unityc.dialects import pcg
 from unityc.dialects.forms import Form
-from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.pcg_types import FLOAT_TYPES, TORCH_NAMES, TensorType
 from unityc.runtime.kernels import attention, vocab_lookup
 
 
@@ -162,9 +162,6 @@ KERNELS: dict[type, Kernel] = {
 
 def torch_dtype(element_type: Any, float_override: torch.dtype | None = None) -> torch.dtype:
     """The torch dtype of an element type; `float_override` replaces every float type."""
-    from xdsl.dialects.builtin import bf16, f16, f32, f64, i1, i32, i64
-
-    floats = {f16: torch.float16, bf16: torch.bfloat16, f32: torch.float32, f64: torch.float64}
-    if element_type in floats:
-        return float_override or floats[element_type]
-    return {i1: torch.bool, i32: torch.int32, i64: torch.int64}[element_type]
+    if float_override is not None and element_type in FLOAT_TYPES:
+        return float_override
+    return getattr(torch, TORCH_NAMES[element_type])

@@ -34,16 +34,16 @@ class _BaselinePass(ModulePass):
     alpha: float = 1.05
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from unityc.cost.profile import ProfileCache
+        from unityc.cost.options import CostOptions
         from unityc.cost.units import format_bytes, format_time
         from unityc.dialects.container import training_function
         from unityc.graph import from_module, to_module
-        from unityc.machine import load_machine
         from unityc.passes.unity_search import UnitySearchPass, load_rules, machine_reference, replace_module
         from unityc.search.baselines import run_baseline
 
         training_function(op)  # one graph, its loss a scalar: located errors before any work
-        machine = load_machine(self.machine)
+        priced = CostOptions.parse(self.machine, self.cost, self.optimizer, self.profile)
+        machine, profile = priced.machine, priced.profile
         options = UnitySearchPass(
             machine=self.machine,
             cost=self.cost,
@@ -51,7 +51,6 @@ class _BaselinePass(ModulePass):
             budget=self.budget,
             alpha=self.alpha,
         ).options()
-        profile = ProfileCache.load(self.profile) if self.profile else None
         rules = load_rules(self.rules) if self.BASELINE in ("sequential", "exhaustive") else []
         plan = run_baseline(self.BASELINE, from_module(op), machine, rules, options, profile)
         e = plan.estimate

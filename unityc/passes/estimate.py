@@ -34,22 +34,17 @@ class EstimatePass(ModulePass):
     """A pipelined plan's simulated iteration as a Chrome trace (JSON, for Perfetto), if given."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from unityc.cost.estimate import compute_model, estimate_module
-        from unityc.cost.memory import check_optimizer
+        from unityc.cost.estimate import estimate_module
+        from unityc.cost.options import CostOptions
         from unityc.cost.pricing import check_views
-        from unityc.cost.profile import ProfileCache
         from unityc.cost.report import render
-        from unityc.machine import load_machine
 
-        machine = load_machine(self.machine)
-        cache = ProfileCache.load(self.profile) if self.profile else None
-        check_optimizer(self.optimizer)  # options first, then the module against the machine
-        compute_model(self.cost, cache)
-        check_views(op, machine)
+        o = CostOptions.parse(self.machine, self.cost, self.optimizer, self.profile)  # options first
+        check_views(op, o.machine)  # then the module against the machine
         if self.schedule or self.trace:
-            estimate = self._pipelined(op, machine, cache)
+            estimate = self._pipelined(op, o.machine, o.profile)
         else:
-            estimate = estimate_module(op, machine, self.cost, self.optimizer, cache)
+            estimate = estimate_module(op, o.machine, o.cost, o.optimizer, o.profile)
         if self.report:
             with open(self.report, "w") as f:
                 f.write(render(estimate))

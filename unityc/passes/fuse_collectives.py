@@ -5,7 +5,9 @@ reduce n → partition d, n       = reduce_scatter d, n
 combine d, n → replicate n      = all_gather d, n
 combine a, n → partition b, n   = all_to_all a → b, n     (a ≠ b)
 
-The pair fuses only when the first op's result has no other use, so no value is lost.
+The pair fuses only when the first op's result has no other use, so no value is lost. The rule
+is `dialects/identities.fusion` (the search fuses its `Graph` by it too); this pass applies it to
+any module (several functions, other dialects' ops), which is why it walks the xDSL ops.
 """
 
 from __future__ import annotations
@@ -24,38 +26,29 @@ from xdsl.pattern_rewriter import (
 )
 
 from unityc.dialects import parallel
+from unityc.dialects.identities import fusion
+
+_OPS = {cls.name: cls for cls in parallel.PARALLEL.operations}
 
 
 class FusePair(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, parallel.ReplicateOp | parallel.PartitionOp):
+        if not isinstance(op, parallel.ParallelOp) or len(op.operands) != 1:
             return
-        first = op.input.owner
-        if not isinstance(first, parallel.ReduceOp | parallel.CombineOp) or not first.output.has_one_use():
+        first = op.operands[0].owner
+        if not isinstance(first, parallel.ParallelOp) or len(first.operands) != 1:
             return
-        a, b = first.attrs(), op.attrs()
-        if a["degree"] != b["degree"]:
+        if not first.results[0].has_one_use():
             return
-        fused = _fused(first, op, a, b)
-        if fused is not None:
-            if "view" in op.attributes:  # same result, same task space: the placement carries over
-                fused.attributes["view"] = op.attributes["view"]
-            rewriter.replace(op, fused)
-            rewriter.erase(first)
-
-
-def _fused(first: Operation, second: Operation, a: dict, b: dict) -> Operation | None:
-    x, n = first.input, a["degree"]
-    match first, second:
-        case parallel.ReduceOp(), parallel.ReplicateOp():
-            return parallel.AllReduceOp.build_inferred([x], degree=n)
-        case parallel.ReduceOp(), parallel.PartitionOp():
-            return parallel.ReduceScatterOp.build_inferred([x], dim=b["dim"], degree=n)
-        case parallel.CombineOp(), parallel.ReplicateOp():
-            return parallel.AllGatherOp.build_inferred([x], dim=a["dim"], degree=n)
-        case parallel.CombineOp(), parallel.PartitionOp() if a["dim"] != b["dim"]:
-            return parallel.AllToAllOp.build_inferred([x], src=a["dim"], dst=b["dim"], degree=n)
-    return None
+        fused = fusion(first.name, first.attrs(), op.name, op.attrs())
+        if fused is None:
+            return
+        name, attrs = fused
+        new = _OPS[name].build_inferred([first.operands[0]], **attrs)
+        if "view" in op.attributes:  # same result, same task space: the placement carries over
+            new.attributes["view"] = op.attributes["view"]
+        rewriter.replace(op, new)
+        rewriter.erase(first)
 
 
 @dataclass(frozen=True)

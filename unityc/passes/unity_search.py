@@ -155,19 +155,18 @@ class UnitySearchPass(ModulePass):
     pipelines: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from unityc.cost.profile import ProfileCache
+        from unityc.cost.options import CostOptions
         from unityc.dialects.container import training_function
         from unityc.graph import from_module, to_module
-        from unityc.machine import load_machine
         from unityc.search.baselines import BASELINES, run_baseline
         from unityc.search.report import BaselineRow, PlanReport, render, to_json
         from unityc.search.unity import unity_search
 
         started = process_started()
         training_function(op)  # one graph, its loss a scalar: located errors before any work
-        machine = load_machine(self.machine)
+        priced = CostOptions.parse(self.machine, self.cost, self.optimizer, self.profile)
+        machine, profile = priced.machine, priced.profile
         options = self.options()
-        profile = ProfileCache.load(self.profile) if self.profile else None
         names = [] if self.baselines in ("", "none") else [b.strip() for b in self.baselines.split(",")]
         unknown = [b for b in names if b not in BASELINES]
         if unknown:
@@ -220,13 +219,9 @@ class UnitySearchPass(ModulePass):
         replace_module(op, to_module(plan))
 
     def options(self) -> Any:
-        from unityc.cost.estimate import COST_MODES
-        from unityc.cost.memory import check_optimizer
+        """The search's options (the cost options are `CostOptions.parse`'s, checked before)."""
         from unityc.search.unity import UnityOptions
 
-        check_optimizer(self.optimizer)
-        if self.cost not in COST_MODES:
-            raise ValueError(f"unknown cost model '{self.cost}' (known: {', '.join(COST_MODES)})")
         if self.alpha < 1:
             raise ValueError(f"alpha must be at least 1, got {self.alpha}")
         if self.budget < 0 or self.split_size < 1 or self.time_limit < 0:

@@ -25,7 +25,7 @@ DEFAULT_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Proof:
     rule: Rule
     status: str
     """'proven', 'unproven' or 'refuted'."""
@@ -92,7 +92,7 @@ def encode_axiom(axiom: Axiom) -> str | None:
     return None
 
 
-def prove(rule: Rule | Axiom, axioms: Sequence[Axiom], timeout_s: float = DEFAULT_TIMEOUT_S) -> Verdict:
+def prove(rule: Rule | Axiom, axioms: Sequence[Axiom], timeout_s: float = DEFAULT_TIMEOUT_S) -> Proof:
     """Z3 only: 'proven' or 'unproven' (never 'refuted')."""
     rule = as_rule(rule)
     start = time.perf_counter()
@@ -102,21 +102,21 @@ def prove(rule: Rule | Axiom, axioms: Sequence[Axiom], timeout_s: float = DEFAUL
         start = time.perf_counter()
         solver, differ = _solver(rule, ctx, axiom_set, timeout_s)
     except (EncodingError, z3.Z3Exception) as e:
-        return Verdict(rule, "unproven", f"cannot encode: {e}", time.perf_counter() - start)
+        return Proof(rule, "unproven", f"cannot encode: {e}", time.perf_counter() - start)
     # Hypotheses that contradict each other (a target dim that is never in range, conditions
     # that never hold) would prove anything: such a rule never applies, so it is not proven.
     if solver.check() == z3.unsat:
         seconds = time.perf_counter() - start
         why = "vacuous: its conditions or the well-typedness of its sides can never hold"
-        return Verdict(rule, "unproven", why, seconds, seconds)
+        return Proof(rule, "unproven", why, seconds, seconds)
     solver.add(differ)
     result = solver.check()
     seconds = time.perf_counter() - start
     if result == z3.unsat:
-        return Verdict(rule, "proven", f"from {len(axioms)} axioms", seconds, seconds)
+        return Proof(rule, "proven", f"from {len(axioms)} axioms", seconds, seconds)
     if result == z3.sat:
         why = "the axioms allow the sides to differ (missing axiom?)"
-        return Verdict(rule, "unproven", why, seconds, seconds)
+        return Proof(rule, "unproven", why, seconds, seconds)
     reason = solver.reason_unknown()
     if "timeout" in reason or "canceled" in reason:
         why = f"no proof within {timeout_s:g} s"
@@ -124,7 +124,7 @@ def prove(rule: Rule | Axiom, axioms: Sequence[Axiom], timeout_s: float = DEFAUL
         why = "no chain of axioms connects the two sides"
     else:
         why = f"no proof found ({reason})"
-    return Verdict(rule, "unproven", f"{why} (missing axiom?)", seconds, seconds)
+    return Proof(rule, "unproven", f"{why} (missing axiom?)", seconds, seconds)
 
 
 def _solver(
@@ -202,7 +202,7 @@ def check_rule(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     trials: int = 6,
     degrees: tuple[int, ...] = (2, 3),
-) -> Verdict:
+) -> Proof:
     """Numeric check first (a wrong rule is 'refuted' with its counterexample), then Z3."""
     start = time.perf_counter()
     rule = as_rule(rule)
@@ -210,7 +210,7 @@ def check_rule(
     if not numeric.ok:
         message = numeric.counterexample or "numeric check failed"
         status = "unproven" if message.startswith("not checked") else "refuted"
-        return Verdict(rule, status, message, time.perf_counter() - start)
+        return Proof(rule, status, message, time.perf_counter() - start)
     verdict = prove(rule, axioms, timeout_s)
     detail = f"{verdict.detail}; numerically checked on {numeric.instances} instances"
-    return Verdict(rule, verdict.status, detail, time.perf_counter() - start, verdict.z3_seconds)
+    return Proof(rule, verdict.status, detail, time.perf_counter() - start, verdict.z3_seconds)

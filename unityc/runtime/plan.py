@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import torch
 
@@ -47,6 +48,29 @@ class Layout:
     copy: int = 1
     pieces: Mapping[int, Coord] = field(default_factory=dict)
     """rank -> its piece's coordinate (shard indices, sum index, copy index)."""
+
+    def __post_init__(self) -> None:
+        torch_dtype(self.dtype)
+        shard, shape = list(self.shard), list(self.shape)
+        if len(shard) != len(shape):
+            raise ValueError(f"shard {shard} has rank {len(shard)}, the shape {shape} has rank {len(shape)}")
+        if any(s < 0 for s in shape) or min((*shard, self.sum, self.copy)) < 1:
+            raise ValueError(
+                f"a layout needs sizes >= 0 and degrees >= 1: shape {shape}, shard {shard}, "
+                f"sum {self.sum}, copy {self.copy}"
+            )
+        degrees = (*shard, self.sum, self.copy)
+        for rank, coord in self.pieces.items():
+            if len(coord) != len(degrees) or any(not 0 <= i < n for i, n in zip(coord, degrees, strict=True)):
+                raise ValueError(
+                    f"rank {rank}'s piece {coord} is no coordinate of shard {shard}, sum {self.sum}, "
+                    f"copy {self.copy}"
+                )
+        object.__setattr__(self, "pieces", MappingProxyType(dict(self.pieces)))  # frozen all through
+
+    def __hash__(self) -> int:
+        pieces = tuple(sorted(self.pieces.items()))
+        return hash((self.shape, self.dtype, self.shard, self.sum, self.copy, pieces))
 
     @property
     def piece_shape(self) -> tuple[int, ...]:

@@ -341,8 +341,8 @@ class Trainer:
         reference.update(dict(zip(self.keys, got_grads, strict=True)))
         for key, got in zip(self.keys, got_weights, strict=True):
             verdict.compare("weights", f"'{key}' after the update", got, reference.weight(key))
-        loss, expected = got_outputs[0].item(), expected_outputs[0].item()
-        print(f"step {step + 1}: loss {loss:.6f} (reference {expected:.6f}); {verdict.summary()}", flush=True)
+        loss, wanted = got_outputs[0].item(), expected_outputs[0].item()
+        print(f"step {step + 1}: loss {loss:.6f} (reference {wanted:.6f}); {verdict.summary()}", flush=True)
         return verdict.failure
 
     def report_timing(self, times: list[float]) -> None:

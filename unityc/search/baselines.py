@@ -26,12 +26,12 @@ from collections.abc import Sequence
 
 from unityc.cost.profile import ProfileCache
 from unityc.graph import Graph
+from unityc.graph.simplify import fuse_collectives, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.rewrites.terms import App, subterms
 from unityc.search.mapping import Mapped
-from unityc.search.plans import Plan, Pricing, data_parallel_plan, finish, megatron_plans
-from unityc.search.simplify import fuse_collectives, simplify
+from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, finish, megatron_plans
 from unityc.search.substitution import neighbours
 from unityc.search.unity import WORK_PER_EXPANSION, UnityOptions, UnityResult, strip_views, unity_search
 from unityc.search.views import Block
@@ -48,7 +48,7 @@ def _pricing(options: UnityOptions, profile: ProfileCache | None) -> Pricing:
 
 def data_parallel(
     graph: Graph, machine: Machine, options: UnityOptions | None = None, profile: ProfileCache | None = None
-) -> Plan:
+) -> PricedPlan:
     return data_parallel_plan(strip_views(graph), machine, _pricing(options or UnityOptions(), profile))
 
 
@@ -57,7 +57,7 @@ def data_parallel(
 
 def megatron(
     graph: Graph, machine: Machine, options: UnityOptions | None = None, profile: ProfileCache | None = None
-) -> Plan:
+) -> PricedPlan:
     """The fastest of the Megatron plans that fit (one per tensor-parallel degree dividing a
     node); if none fits, the one needing the least memory (as the search ranks plans)."""
     plans = megatron_plans(strip_views(graph), machine, _pricing(options or UnityOptions(), profile))
@@ -83,7 +83,7 @@ def sequential(
     rules: Sequence[CompiledRule],
     options: UnityOptions | None = None,
     profile: ProfileCache | None = None,
-) -> Plan:
+) -> PricedPlan:
     from unityc.search.substitution import SubstitutionOptions, best_first
 
     options = options or UnityOptions()
@@ -101,7 +101,7 @@ def sequential(
     searched = best_first(start, price, algebraic, (), SubstitutionOptions(options.alpha, budget, work=work))
     rewritten = searched.best.graph
     result = unity_search(rewritten, machine, parallel, options, profile)
-    return Plan(
+    return PricedPlan(
         "sequential", result.plan, result.estimate, result.mapped, f"{len(algebraic)} algebraic rules first"
     )
 
@@ -119,7 +119,7 @@ def exhaustive(
     options: UnityOptions | None = None,
     profile: ProfileCache | None = None,
     limit: int = EXHAUSTIVE_LIMIT,
-) -> Plan:
+) -> PricedPlan:
     """The best of every graph the rules reach (raises ValueError past `limit` graphs)."""
     from unityc.search.unity import default_degrees
 
@@ -154,7 +154,7 @@ def pipeline_baseline(
     machine: Machine,
     options: UnityOptions | None = None,
     profile: ProfileCache | None = None,
-) -> Plan:
+) -> PricedPlan:
     """`gpipe` (even split, one device per stage, GPipe schedule), `pipedream` or `hetero-gpipe`
     (`search/pipeline.py`), as a plan."""
     from unityc.search.pipeline import PipelineOptions, even_split_plan, hetero_gpipe_plan, pipedream_plan
@@ -163,7 +163,7 @@ def pipeline_baseline(
     popts = PipelineOptions(options.cost, options.optimizer, profile)
     build = {"gpipe": even_split_plan, "pipedream": pipedream_plan, "hetero-gpipe": hetero_gpipe_plan}[name]
     p = build(graph, machine, popts)
-    return Plan(p.name, p.graph, p.estimate, None, p.note)
+    return PricedPlan(p.name, p.graph, p.estimate, None, p.note)
 
 
 def run_baseline(
@@ -173,7 +173,7 @@ def run_baseline(
     rules: Sequence[CompiledRule],
     options: UnityOptions | None = None,
     profile: ProfileCache | None = None,
-) -> Plan:
+) -> PricedPlan:
     if name == "data-parallel":
         return data_parallel(graph, machine, options, profile)
     if name == "megatron":
@@ -189,7 +189,7 @@ def run_baseline(
 
 __all__ = [
     "BASELINES",
-    "Plan",
+    "PricedPlan",
     "UnityResult",
     "data_parallel",
     "exhaustive",

@@ -107,7 +107,7 @@ class Bound:
             return hit
         attrs = node_attrs(node)
         operands = [piece(t) for t in operand_types]
-        results = [piece(t) for t in node.types]
+        results = [p for p in map(piece, node.types) if p is not None]
         best = float("inf")
         for kind in self.machine.kinds:
             cost = self.compute(node.op, attrs, operands, results, kind, list(grads))

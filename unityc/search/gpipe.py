@@ -23,8 +23,8 @@ from unityc.cost.compute import Piece, forward_work
 from unityc.cost.estimate import Estimate, estimate_graph, node_attrs
 from unityc.dialects.pipeline import INTERLEAVED, STAGE, Pipeline
 from unityc.graph import Graph
+from unityc.graph.simplify import fuse_collectives, simplify
 from unityc.machine.spec import Machine
-from unityc.search.simplify import fuse_collectives, simplify
 from unityc.search.split import cut_points
 from unityc.search.strategies import data_parallel_graph
 from unityc.search.unity import strip_views

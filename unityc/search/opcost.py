@@ -221,17 +221,17 @@ class Prices:
             src = p.graph.nodes[source]
             if src.op != "pcg.weight":
                 continue
-            parts = weight_parts(
+            wparts = weight_parts(
                 self.machine,
                 self.optimizer,
                 t,
                 view_placement(task_degrees(t), sview),
                 (source, 0) in p.gets_grad,
             )
-            time += self.options.sync_weight * phase(parts.sync) + max(
-                (s for _, s in parts.update), default=0.0
+            time += self.options.sync_weight * phase(wparts.sync) + max(
+                (s for _, s in wparts.update), default=0.0
             )
-            for device, held in parts.held.items():
+            for device, held in wparts.held.items():
                 memory[device] = memory.get(device, 0.0) + sum(held.values())
         overflow = max(
             (nbytes / self.machine.kind_of(d).memory - 1 for d, nbytes in memory.items()), default=0.0

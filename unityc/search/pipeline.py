@@ -44,10 +44,10 @@ from unityc.cost.pricing import phase, piece
 from unityc.cost.profile import ProfileCache
 from unityc.cost.staged import MICROBATCHES, SCHEDULE, VIRTUAL_STAGES, microbatch_graph
 from unityc.graph import Graph
+from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.search.gpipe import forward_flops
 from unityc.search.rebuild import rebuild
-from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.search.strategies import _batch_forms, megatron_layouts, sync_batch_norm, tensor_degrees
 from unityc.search.views import Block, View, canonical_view, task_degrees, to_attr
 

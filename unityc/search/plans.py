@@ -12,16 +12,16 @@ from dataclasses import dataclass
 from unityc.cost.estimate import Estimate, compute_model, estimate_graph
 from unityc.cost.profile import ProfileCache
 from unityc.graph import Graph
+from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
-from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.search.strategies import data_parallel_graph, megatron_layouts, tensor_degrees
 from unityc.search.views import big_degrees, canonical_view, task_degrees, to_attr
 
 
 @dataclass
-class Plan:
+class PricedPlan:
     name: str
     graph: Graph
     """Mapped: every node carries a view."""
@@ -49,7 +49,7 @@ class Pricing:
         return estimate_graph(graph, machine, self.cost, self.optimizer, self.profile)
 
 
-def finish(name: str, graph: Graph, machine: Machine, pricing: Pricing, note: str = "") -> Plan:
+def finish(name: str, graph: Graph, machine: Machine, pricing: Pricing, note: str = "") -> PricedPlan:
     """Simplify, reduce the loss, fuse collectives, map with the DP, estimate."""
     plan = fuse_collectives(reduce_loss(simplify(graph)))
     mapped = pricing.mapper(machine).map(plan)
@@ -57,10 +57,10 @@ def finish(name: str, graph: Graph, machine: Machine, pricing: Pricing, note: st
         raise ValueError(f"{name}: the plan has no feasible machine mapping")
     for nid, view in mapped.views.items():
         plan.with_view(nid, to_attr(view, machine))
-    return Plan(name, plan, pricing.estimate(plan, machine), mapped, note)
+    return PricedPlan(name, plan, pricing.estimate(plan, machine), mapped, note)
 
 
-def one_device_plan(graph: Graph, machine: Machine, pricing: Pricing) -> Plan:
+def one_device_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedPlan:
     """The graph as it is, every op on device 0: no DP to run, so it is had at once (what a
     search stopped early falls back on). The graph must be unparallelized (one task per op)."""
     plan = graph.copy()
@@ -71,15 +71,15 @@ def one_device_plan(graph: Graph, machine: Machine, pricing: Pricing) -> Plan:
     for nid, view in views.items():
         plan.with_view(nid, to_attr(view, machine))
     mapped = Mapped(cost, cost.objective(0.0), views)
-    return Plan("one device", plan, pricing.estimate(plan, machine), mapped, "device 0")
+    return PricedPlan("one device", plan, pricing.estimate(plan, machine), mapped, "device 0")
 
 
-def data_parallel_plan(graph: Graph, machine: Machine, pricing: Pricing) -> Plan:
+def data_parallel_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedPlan:
     n = machine.num_devices
     return finish("data-parallel", data_parallel_graph(graph, n), machine, pricing, f"{n}-way")
 
 
-def megatron_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[Plan]:
+def megatron_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[PricedPlan]:
     """The Megatron plans (`megatron_layouts`) of each tensor-parallel degree dividing a node."""
     n = machine.num_devices
     plans = []

@@ -2,7 +2,7 @@
 
 `rebuild(graph, propose)` walks the graph in topological order. For each op, `propose` lists
 operand types in order of preference; the first the op accepts (by the dialect's inference) is
-used: each operand is brought to its type by parallel ops (`convert`), and a weight, input or
+used: each operand is brought to its type by parallel ops (`graph.reshard`), and a weight, input or
 constant read for the first time simply takes the type (it is loaded that way). An op none of
 whose proposals applies runs on unsharded operands. Parallel ops of the input graph are dropped
 (they do not change the value; readers convert from whatever their operand holds).
@@ -18,6 +18,7 @@ from functools import lru_cache
 from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref, canonical_attrs, infer_types
+from unityc.graph.reshard import reshard
 
 Proposal = tuple[TensorType | None, ...]
 RESHAPING = ("parallel.pipeline", "parallel.batch", "parallel.sum_concat")
@@ -66,32 +67,6 @@ def _with_degrees(
     return TensorType(t.shape, t.element_type, degrees, sum_, copy)
 
 
-def convert(graph: Graph, ref: Ref, want: TensorType) -> Ref:
-    """Parallel ops taking `ref` to type `want` (raises ValueError if copies would be lost)."""
-    t = graph.type_of(ref)
-    if t == want:
-        return ref
-    x = ref
-    if t.copy_degree > want.copy_degree or want.copy_degree % t.copy_degree:
-        raise ValueError(f"cannot bring {t} to {want}: copies cannot be dropped")
-    if t.sum_degree > 1:
-        (x,) = graph.add("parallel.reduce", [x], degree=t.sum_degree)
-    for d, (have, need) in enumerate(zip(t.shard, want.shard, strict=True)):
-        if have > 1 and have != need and need % have:  # combine (all, or down to a divisor of need)
-            step = have // need if have % need == 0 else have
-            (x,) = graph.add("parallel.combine", [x], dim=d, degree=step)
-    for d, need in enumerate(want.shard):
-        have = graph.type_of(x).shard[d]
-        if need > have:
-            (x,) = graph.add("parallel.partition", [x], dim=d, degree=need // have)
-    copies = want.copy_degree // graph.type_of(x).copy_degree
-    if copies > 1:
-        (x,) = graph.add("parallel.replicate", [x], degree=copies)
-    if graph.type_of(x) != want:
-        raise ValueError(f"cannot bring {t} to {want}")
-    return x
-
-
 def reachable(operand: Operand, want: TensorType | None) -> bool:
     """Whether parallel ops can bring the operand to `want` (copies cannot be dropped)."""
     have = operand.current
@@ -124,12 +99,12 @@ def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph
         if node.is_source:
             continue
         if node.op.startswith("parallel.") and node.op not in RESHAPING:  # same value: readers convert
-            (r,) = node.operand_refs()
-            if r not in refs:
-                source = graph.nodes[r[0]]
-                out.nodes[r[0]] = Node(source.op, (), source.attrs, source.types, None, source.hint)
-                refs[r] = r
-            refs[(nid, 0)] = refs[r]
+            (read,) = node.operand_refs()
+            if read not in refs:
+                source = graph.nodes[read[0]]
+                out.nodes[read[0]] = Node(source.op, (), source.attrs, source.types, None, source.hint)
+                refs[read] = read
+            refs[(nid, 0)] = refs[read]
             continue
         operands = [_operand(graph, out, refs, r, batched, keep) for r in node.operands]
         chosen: Proposal | None = None
@@ -156,9 +131,9 @@ def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph
                 own = want if len(users[r[0]]) == 1 and r[0] not in keep else source.types[0]
                 out.nodes[r[0]] = Node(source.op, (), source.attrs, (own,), None, source.hint)  # same id
                 refs[r] = r
-                args.append(convert(out, r, want))
+                args.append(reshard(out, r, want))
             else:
-                args.append(convert(out, refs[r], want))
+                args.append(reshard(out, refs[r], want))
         canonical = canonical_attrs(node.op, dict(node.attrs))
         types = infer_types(node.op, canonical, tuple(None if a is None else out.type_of(a) for a in args))
         for i, ref in enumerate(out.add_node(Node(node.op, tuple(args), canonical, types))):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref
+from unityc.graph.reshard import reshard
 from unityc.rewrites.match import CompiledRule, GraphIndex
 
 BOUNDARY_KEY = "@in"
@@ -235,19 +236,13 @@ def _with_boundary(graph: Graph, target: TensorType) -> tuple[Graph, int] | None
     out = graph.copy()
     x = out.outputs[0]
     t = out.type_of(x)
-    if t.copy_degree > 1 or t.shape != target.shape:
+    if t.copy_degree > 1 or target.copy_degree > 1 or t.shape != target.shape:
         return None
-    if t.sum_degree > 1:
-        (x,) = out.add("parallel.reduce", [x], degree=t.sum_degree)
-    for d, (have, want) in enumerate(zip(t.shard, target.shard, strict=True)):
-        if have > want:
-            step = have // want if have % want == 0 else have
-            (x,) = out.add("parallel.combine", [x], dim=d, degree=step)
-    for d, want in enumerate(target.shard):
-        have = out.type_of(x).shard[d]
-        if want > have:
-            (x,) = out.add("parallel.partition", [x], dim=d, degree=want // have)
-    if out.type_of(x) != target:
+    if any(have < want and want % have for have, want in zip(t.shard, target.shard, strict=True)):
+        return None  # boundaries partition further only by multiples (the search space as it was)
+    try:
+        x = reshard(out, x, target)
+    except ValueError:
         return None
     out.outputs = (x, *out.outputs[1:])
     return out, x[0]

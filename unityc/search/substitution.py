@@ -22,9 +22,9 @@ from typing import Any
 
 from unityc.cost.pricing import type_info
 from unityc.graph import Graph
+from unityc.graph.simplify import simplify
 from unityc.rewrites.match import CompiledRule, rewrites
 from unityc.search.mapping import Mapped
-from unityc.search.simplify import simplify
 
 
 @dataclass

@@ -37,14 +37,14 @@ from unityc.cost.estimate import Estimate, compute_model, estimate_graph
 from unityc.cost.profile import ProfileCache
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref
+from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.search.background import Background
 from unityc.search.bounds import Bound
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
-from unityc.search.plans import Plan, Pricing, data_parallel_plan, megatron_plans, one_device_plan
-from unityc.search.simplify import fuse_collectives, reduce_loss, simplify
+from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, megatron_plans, one_device_plan
 from unityc.search.split import (
     BOUNDARY_KEY,
     SegmentGraph,
@@ -165,7 +165,7 @@ class UnityResult:
     report: SearchReport
     source: str = "search"
     """Where the plan comes from: the search, or a whole-graph plan it was compared with."""
-    alternatives: list[Plan] = field(default_factory=list)
+    alternatives: list[PricedPlan] = field(default_factory=list)
     """The whole-graph data-parallel and Megatron plans the result was compared with."""
 
 
@@ -427,7 +427,7 @@ def unity_search(
     pricing = Pricing(options.cost, options.optimizer, options.sync_weight, options.side_by_side, profile)
     limit = None if options.time_limit is None else (started or began) + options.time_limit
     start = strip_views(graph)
-    alternatives: list[Plan] = []
+    alternatives: list[PricedPlan] = []
     """The whole-graph plans priced, shared by every result (the report's baseline rows)."""
     done: list[UnityResult] = []
     """Plans completed, the search's first (ties go to it)."""
@@ -444,7 +444,7 @@ def unity_search(
         else None
     )
     try:
-        with hard_deadline(None if limit is None else limit - tail_seconds(options.time_limit, start)):
+        with hard_deadline(None if limit is None else limit - tail_seconds(options.time_limit or 0.0, start)):
             soft = None if limit is None else began + (limit - began) / 2
             found = _search(start, machine, rules, options, profile, progress, report, soft)
             found.alternatives = alternatives
@@ -515,7 +515,7 @@ def _search(
     return chosen
 
 
-def _whole_graph_plans(graph: Graph, machine: Machine, pricing: Pricing) -> Iterator[Plan]:
+def _whole_graph_plans(graph: Graph, machine: Machine, pricing: Pricing) -> Iterator[PricedPlan]:
     """Whole-graph data-parallel and Megatron plans, as each is priced. (Cuts keep copies out of
     segment boundaries, so a whole-graph Megatron plan is not always a search result.)"""
     for build in (
@@ -530,7 +530,7 @@ def _whole_graph_plans(graph: Graph, machine: Machine, pricing: Pricing) -> Iter
 
 def _alternative_plans(
     graph: Graph, machine: Machine, pricing: Pricing, options: UnityOptions
-) -> Iterator[Plan]:
+) -> Iterator[PricedPlan]:
     """The plans the search's result is compared with: whole-graph data-parallel and Megatron
     plans (`whole_graph`), pipelined plans (`pipelines`)."""
     if options.whole_graph:
@@ -539,17 +539,18 @@ def _alternative_plans(
         yield from pipeline_plans(graph, machine, pricing)
 
 
-def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[Plan]:
+def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[PricedPlan]:
     """The pipelined plans the search considers (`pipeline.pipeline_candidates`), as plans."""
     from unityc.search.pipeline import PipelineOptions, pipeline_candidates
 
     options = PipelineOptions(pricing.cost, pricing.optimizer, pricing.profile)
-    return [
-        Plan(p.name, p.graph, p.estimate, None, p.note) for p in pipeline_candidates(graph, machine, options)
-    ]
+    candidates = pipeline_candidates(graph, machine, options)
+    return [PricedPlan(p.name, p.graph, p.estimate, None, p.note) for p in candidates]
 
 
-def _result(plan: Plan, report: SearchReport, source: str, alternatives: list[Plan]) -> UnityResult:
+def _result(
+    plan: PricedPlan, report: SearchReport, source: str, alternatives: list[PricedPlan]
+) -> UnityResult:
     e = plan.estimate
     return UnityResult(plan.graph, e, plan.mapped, e.fits, report, source, alternatives)
 

@@ -1,81 +1,68 @@
-"""Identities of the parallel dialect: inverse pairs cancel, repeated ops merge."""
+"""Identities of the parallel dialect as canonicalization patterns: inverse pairs cancel,
+repeated ops merge. The rules are `dialects/identities.py`'s (which the search applies to its
+`Graph` too); canonicalization applies the ones that keep each op's degree: an inverse pair by
+different degrees stays."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from unityc.dialects import parallel
+from unityc.dialects.identities import Kind, identity
 
 
-def _producer(value: SSAValue, kind: type[parallel.ParallelOp]) -> Any:
-    owner = value.owner
-    return owner if isinstance(owner, kind) else None
-
-
-class _Cancel(RewritePattern):
-    """op(inverse(x)) = x when both act on the same dim with the same degree."""
+class _Identity(RewritePattern):
+    """`op(inner(x))` by the identity of kind KIND, for ops of class OP."""
 
     OP: type[parallel.ParallelOp]
-    INVERSE: type[parallel.ParallelOp]
+    KIND: Kind
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, self.OP):
             return
-        inner = _producer(op.input, self.INVERSE)
-        if inner is None or inner.attrs() != op.attrs():
+        inner = op.input.owner
+        if not isinstance(inner, parallel.ParallelOp):
             return
-        rewriter.replace(op, [], [inner.input])
-
-
-class _Merge(RewritePattern):
-    """op(op(x, n), m) = op(x, n*m) on the same dim: sub-indices nest row-major."""
-
-    OP: type[parallel.ParallelOp]
-
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, self.OP):
+        found = identity(op.name, op.attrs(), inner.name, inner.attrs())
+        if found is None or found.kind is not self.KIND:
             return
-        inner = _producer(op.input, self.OP)
-        outer_attrs, inner_attrs = op.attrs(), inner.attrs() if inner else None
-        if inner is None or outer_attrs.get("dim") != inner_attrs.get("dim"):
+        if found.kind is Kind.CANCEL:
+            rewriter.replace(op, [], [inner.input])
             return
-        degree = outer_attrs["degree"] * inner_attrs["degree"]
-        merged = self.OP.build_inferred([inner.input], **{**outer_attrs, "degree": degree})
+        merged = self.OP.build_inferred([inner.input], **{**op.attrs(), **found.attrs})
         if "view" in op.attributes:  # same result type, so the outer op's placement still fits
             merged.attributes["view"] = op.attributes["view"]
         rewriter.replace(op, merged)
 
 
-class InverseOfPartition(_Cancel):
-    OP, INVERSE = parallel.CombineOp, parallel.PartitionOp
+class InverseOfPartition(_Identity):
+    OP, KIND = parallel.CombineOp, Kind.CANCEL
 
 
-class InverseOfCombine(_Cancel):
-    OP, INVERSE = parallel.PartitionOp, parallel.CombineOp
+class InverseOfCombine(_Identity):
+    OP, KIND = parallel.PartitionOp, Kind.CANCEL
 
 
-class InverseOfPipeline(_Cancel):
-    OP, INVERSE = parallel.BatchOp, parallel.PipelineOp
+class InverseOfPipeline(_Identity):
+    OP, KIND = parallel.BatchOp, Kind.CANCEL
 
 
-class InverseOfBatch(_Cancel):
-    OP, INVERSE = parallel.PipelineOp, parallel.BatchOp
+class InverseOfBatch(_Identity):
+    OP, KIND = parallel.PipelineOp, Kind.CANCEL
 
 
-class MergePartitions(_Merge):
-    OP = parallel.PartitionOp
+class MergePartitions(_Identity):
+    OP, KIND = parallel.PartitionOp, Kind.MERGE
 
 
-class MergeCombines(_Merge):
-    OP = parallel.CombineOp
+class MergeCombines(_Identity):
+    OP, KIND = parallel.CombineOp, Kind.MERGE
 
 
-class MergeReplicates(_Merge):
-    OP = parallel.ReplicateOp
+class MergeReplicates(_Identity):
+    OP, KIND = parallel.ReplicateOp, Kind.MERGE
 
 
-class MergeReduces(_Merge):
-    OP = parallel.ReduceOp
+class MergeReduces(_Identity):
+    OP, KIND = parallel.ReduceOp, Kind.MERGE

@@ -27,16 +27,10 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from unityc.dialects.forms import FormError
+from unityc.dialects.identities import Kind, fusion, identity
 from unityc.graph import Graph, Node, Ref, canonical_attrs, infer_types
 
 FOLD_INTO_SOURCE = ("parallel.partition", "parallel.combine", "parallel.replicate")
-MERGEABLE = ("parallel.partition", "parallel.combine", "parallel.replicate", "parallel.reduce")
-_INVERSE = {
-    "parallel.partition": "parallel.combine",
-    "parallel.combine": "parallel.partition",
-    "parallel.pipeline": "parallel.batch",
-    "parallel.batch": "parallel.pipeline",
-}
 
 
 def _rewrite(graph: Graph, node: Node, inner: Node, users: dict[int, list[int]], keep: Collection[int]) -> (
@@ -46,20 +40,11 @@ def _rewrite(graph: Graph, node: Node, inner: Node, users: dict[int, list[int]],
     instead, ("node", node) to be replaced by a new node; None if no identity applies."""
     (source,) = node.operand_refs()
     x = inner.operands[0] if inner.operands else None
-    dim, inner_dim = node.attr("dim"), inner.attr("dim")
-    a, b = node.attr("degree"), inner.attr("degree")
-    if inner.op == _INVERSE.get(node.op) and dim == inner_dim and x is not None:
-        if a == b:
+    found = None if x is None else identity(node.op, dict(node.attrs), inner.op, dict(inner.attrs))
+    if found is not None and x is not None and (found.kind is not Kind.MERGE or len(users[source[0]]) == 1):
+        if found.kind is Kind.CANCEL:
             return "ref", x
-        if node.op in ("parallel.combine", "parallel.partition"):
-            if b % a == 0:  # part of the inner op survives
-                return "node", _built(graph, inner.op, x, dim=dim, degree=b // a)
-            if a % b == 0:
-                return "node", _built(graph, node.op, x, dim=dim, degree=a // b)
-    if node.op == inner.op and node.op in MERGEABLE and dim == inner_dim and len(users[source[0]]) == 1:
-        assert x is not None
-        attrs = {"degree": a * b} if dim is None else {"dim": dim, "degree": a * b}
-        return "node", _built(graph, node.op, x, **attrs)
+        return "node", _built(graph, found.op, x, **found.attrs)
     if (
         node.op in FOLD_INTO_SOURCE
         and inner.is_source
@@ -144,14 +129,6 @@ def reduce_loss(graph: Graph) -> Graph:
     return graph
 
 
-_FUSED = {
-    ("parallel.reduce", "parallel.replicate"): "parallel.all_reduce",
-    ("parallel.reduce", "parallel.partition"): "parallel.reduce_scatter",
-    ("parallel.combine", "parallel.replicate"): "parallel.all_gather",
-    ("parallel.combine", "parallel.partition"): "parallel.all_to_all",
-}
-
-
 def fuse_collectives(graph: Graph) -> Graph:
     """A copy of `graph` with pairs of parallel ops fused into collectives."""
     out = graph.copy()
@@ -162,26 +139,14 @@ def fuse_collectives(graph: Graph) -> Graph:
             continue
         (source,) = node.operand_refs()
         first = out.nodes[source[0]]
-        fused = _FUSED.get((first.op, node.op))
-        if fused is None or len(users[source[0]]) != 1 or source in out.outputs:
+        if len(users[source[0]]) != 1 or source in out.outputs:
             continue
-        if first.attr("degree") != node.attr("degree"):
+        fused = fusion(first.op, dict(first.attrs), node.op, dict(node.attrs))
+        if fused is None:
             continue
         x = first.operands[0]
         assert x is not None
-        n = node.attr("degree")
-        match fused:
-            case "parallel.all_reduce":
-                attrs = {"degree": n}
-            case "parallel.reduce_scatter":
-                attrs = {"dim": node.attr("dim"), "degree": n}
-            case "parallel.all_gather":
-                attrs = {"dim": first.attr("dim"), "degree": n}
-            case _:
-                if first.attr("dim") == node.attr("dim"):
-                    continue
-                attrs = {"src": first.attr("dim"), "dst": node.attr("dim"), "degree": n}
-        new = _built(out, fused, x, **attrs)
+        new = _built(out, fused[0], x, **fused[1])
         out.nodes[nid] = Node(new.op, new.operands, new.attrs, new.types, node.view, node.hint)
         del out.nodes[source[0]]
     return out
