@@ -10,7 +10,7 @@ pcg dialect (`from_module`, `to_module`), infers result types with the dialect's
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 from typing import Any
 
@@ -93,6 +93,10 @@ class Node:
     view: MachineViewAttr | None = None
     hint: str | None = field(default=None, compare=False)
     """An SSA name for printing only (not part of equality or hashes)."""
+    zero: int = 0
+    """ZeRO stage of a weight held in copies (1, 2, 3; 0: plain copies). See `plan_attrs`."""
+    recompute: bool = False
+    """Activation checkpointing: the op's saved activations are recomputed in backward."""
 
     def attr(self, name: str, default: Any = None) -> Any:
         for key, value in self.attrs:
@@ -202,7 +206,8 @@ class Graph:
         for nid in self.topological():
             node = self.nodes[nid]
             operands = tuple(None if r is None else (hashes[r[0]], r[1]) for r in node.operands)
-            hashes[nid] = hash((node.op, node.attrs, node.types, node.view, operands))
+            plan = (node.view, node.zero, node.recompute)
+            hashes[nid] = hash((node.op, node.attrs, node.types, plan, operands))
         return hashes
 
     def structural_hash(self) -> int:
@@ -225,12 +230,21 @@ class Graph:
         for nid, node in list(self.nodes.items()):
             if any(r in mapping for r in node.operand_refs()):
                 operands = tuple(None if r is None else mapping.get(r, r) for r in node.operands)
-                self.nodes[nid] = Node(node.op, operands, node.attrs, node.types, node.view, node.hint)
+                self.nodes[nid] = replace(node, operands=operands)
         self.outputs = tuple(mapping.get(r, r) for r in self.outputs)
 
     def with_view(self, nid: int, view: MachineViewAttr | None) -> None:
         node = self.nodes[nid]
-        self.nodes[nid] = Node(node.op, node.operands, node.attrs, node.types, view, node.hint)
+        self.nodes[nid] = replace(node, view=view)
+
+
+def with_plan_of(new: Node, old: Node) -> Node:
+    """`new` (a rebuilt `old`) with `old`'s per-op plan properties besides the view: `recompute`,
+    and `zero` where `new` still holds copies."""
+    zero = old.zero if new.types and new.types[0].copy_degree >= 2 else 0
+    if (zero, old.recompute) == (new.zero, new.recompute):
+        return new
+    return replace(new, zero=zero, recompute=old.recompute)
 
 
 def sources(graph: Graph) -> Iterable[tuple[int, Node]]:
@@ -250,4 +264,5 @@ __all__ = [
     "op_class",
     "sources",
     "to_module",
+    "with_plan_of",
 ]

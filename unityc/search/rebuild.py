@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
-from unityc.graph import Graph, Node, Ref, canonical_attrs, infer_types
+from unityc.graph import Graph, Node, Ref, canonical_attrs, infer_types, with_plan_of
 
 Proposal = tuple[TensorType | None, ...]
 RESHAPING = ("parallel.pipeline", "parallel.batch", "parallel.sum_concat")
@@ -127,7 +127,8 @@ def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph
             (r,) = node.operand_refs()
             if r not in refs:
                 source = graph.nodes[r[0]]
-                out.nodes[r[0]] = Node(source.op, (), source.attrs, source.types, None, source.hint)
+                again = Node(source.op, (), source.attrs, source.types, None, source.hint)
+                out.nodes[r[0]] = with_plan_of(again, source)
                 refs[r] = r
             refs[(nid, 0)] = refs[r]
             continue
@@ -154,14 +155,16 @@ def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph
             elif r not in refs:  # a source read for the first time (by its only reader) takes its type
                 source = graph.nodes[r[0]]
                 own = want if len(users[r[0]]) == 1 and r[0] not in keep else source.types[0]
-                out.nodes[r[0]] = Node(source.op, (), source.attrs, (own,), None, source.hint)  # same id
+                loaded = Node(source.op, (), source.attrs, (own,), None, source.hint)
+                out.nodes[r[0]] = with_plan_of(loaded, source)  # same id
                 refs[r] = r
                 args.append(convert(out, r, want))
             else:
                 args.append(convert(out, refs[r], want))
         canonical = canonical_attrs(node.op, dict(node.attrs))
         types = infer_types(node.op, canonical, tuple(None if a is None else out.type_of(a) for a in args))
-        for i, ref in enumerate(out.add_node(Node(node.op, tuple(args), canonical, types))):
+        rebuilt = with_plan_of(Node(node.op, tuple(args), canonical, types), node)
+        for i, ref in enumerate(out.add_node(rebuilt)):
             refs[(nid, i)] = ref
     for r in graph.outputs:
         if r not in refs:  # an output that is a source

@@ -564,10 +564,11 @@ def hard_deadline(at: float | None) -> Iterator[None]:
 
 
 def strip_views(graph: Graph) -> Graph:
-    """A copy without machine views and dead nodes (what the search starts from)."""
+    """A copy without per-op plans (machine views, zero stages, recompute marks) and dead nodes
+    (what the search starts from)."""
     out = graph.copy()
     for nid, node in out.nodes.items():
-        if node.view is not None:
+        if node.view is not None or node.zero or node.recompute:
             out.nodes[nid] = Node(node.op, node.operands, node.attrs, node.types, None, node.hint)
     return out.prune()
 
