@@ -46,6 +46,8 @@ class DeviceKind:
     """Fixed cost of one kernel (launch, framework overhead), seconds."""
     allow_tf32: bool = False
     """Whether f32 matmul-like ops run at the `tf32` rate (off by default, as in PyTorch)."""
+    reserved: float = 0.0
+    """Bytes the framework holds on the device whatever the plan (context, workspaces)."""
 
     def peak_flops(self, dtype: str, matmul: bool = False) -> float:
         table = dict(self.flops)
