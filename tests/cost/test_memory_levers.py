@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from cost_graphs import estimate, graph
-from test_cost_estimate import WC, XB, YT, data_parallel, line, row
+from test_cost_estimate import WC, data_parallel, row
 
 from unityc.cost.memory import DeviceMemory, persistent_bytes
 from unityc.machine.presets import GPU_RESERVED, preset
@@ -78,7 +78,7 @@ def test_recompute_reruns_forward_and_keeps_only_region_inputs() -> None:
             "\n".join(
                 [
                     f'  %x = pcg.input key "x" : {t_in}',
-                    f'  %w = pcg.weight key "w" : !pcg.tensor<250x1000xf32>',
+                    '  %w = pcg.weight key "w" : !pcg.tensor<250x1000xf32>',
                     f"  %h = pcg.linear %x, %w : {t_in}, !pcg.tensor<250x1000xf32> -> {t_h}",
                     f"  %r = pcg.relu %h {mark}: {t_h} -> {t_h}",
                     f'  %loss = pcg.reduce %r kind "sum" dims [0, 1] : {t_h} -> !pcg.tensor<f32>',
