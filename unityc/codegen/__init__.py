@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 
 from unityc.codegen.analysis import CodegenError, analyze
 from unityc.codegen.emit import Writer, layout_text
+from unityc.codegen.memory import predicted_memory, zero_stages
 from unityc.frontend.models import ModelError, ModelSpec, absolute_model, factory_file
 
 __all__ = ["CodegenError", "emit_program"]
@@ -93,6 +94,7 @@ def emit_program(module: ModuleOp, machine: str | None = None, source: str = "pl
         "",
         "import torch",
         "import torch.nn.functional as F",
+        *(["from torch.utils.checkpoint import checkpoint"] if writer.regions else []),
         "",
         "import unityc.runtime as rt",
         "from unityc.runtime import Collective, Constant, Layout",
@@ -109,6 +111,8 @@ def emit_program(module: ModuleOp, machine: str | None = None, source: str = "pl
         f"    outputs=({outputs},),",
         *_table("constants", writer.constants),
         f"    tables={writer.tables!r},",
+        *([f"    zero={zero_stages(a)!r},"] if zero_stages(a) else []),
+        f"    memory={predicted_memory(a)!r},",
         ")",
         "",
         "",

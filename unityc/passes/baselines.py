@@ -4,6 +4,7 @@
     unityc-opt model.mlir -p 'megatron{machine="summit:2"}'
     unityc-opt model.mlir -p 'sequential{machine="cpu:4" budget=16}'
     unityc-opt small.mlir -p 'exhaustive{machine="cpu:2"}'
+    unityc-opt model.mlir -p 'zero{machine="cpu:4" stage=3 recompute=true optimizer="adam"}'
 
 Each replaces the module's graph with the baseline's mapped plan (every op with a machine
 view, `unityc.machine` recorded) and prints a one-line estimate to stderr. `sequential` and
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
@@ -53,7 +54,7 @@ class _BaselinePass(ModulePass):
         ).options()
         profile = ProfileCache.load(self.profile) if self.profile else None
         rules = load_rules(self.rules) if self.BASELINE in ("sequential", "exhaustive") else []
-        plan = run_baseline(self.BASELINE, from_module(op), machine, rules, options, profile)
+        plan = self.baseline(run_baseline, from_module(op), machine, rules, options, profile)
         e = plan.estimate
         sys.stderr.write(
             f"{self.BASELINE} ({plan.note}) on {self.machine}: iteration time {format_time(e.iteration_s)}, "
@@ -61,6 +62,11 @@ class _BaselinePass(ModulePass):
         )
         plan.graph.module_attrs["unityc.machine"] = StringAttr(machine_reference(self.machine))
         replace_module(op, to_module(plan.graph))
+
+
+    def baseline(self, run: Any, *args: Any) -> Any:
+        """The plan (`search.baselines.run_baseline` with the pass's own options)."""
+        return run(self.BASELINE, *args)
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,23 @@ class DataParallelPass(_BaselinePass):
 class MegatronPass(_BaselinePass):
     name = "megatron"
     BASELINE: ClassVar[str] = "megatron"
+
+
+@dataclass(frozen=True)
+class ZeroPass(_BaselinePass):
+    """Data parallel, every weight's copies sharded ZeRO-`stage` (1: optimizer state, 2: +
+    gradients, 3: + weights, FSDP); `recompute=true` also recomputes every op in backward."""
+
+    name = "zero"
+    BASELINE: ClassVar[str] = "zero"
+
+    stage: int = 3
+    recompute: bool = False
+
+    def baseline(self, run: Any, graph: Any, machine: Any, rules: Any, options: Any, profile: Any) -> Any:
+        from unityc.search.baselines import zero
+
+        return zero(graph, machine, options, profile, self.stage, self.recompute)
 
 
 @dataclass(frozen=True)
@@ -92,4 +115,5 @@ BASELINE_PASSES: tuple[type[ModulePass], ...] = (
     MegatronPass,
     SequentialPass,
     ExhaustivePass,
+    ZeroPass,
 )

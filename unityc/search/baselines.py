@@ -30,13 +30,13 @@ from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.rewrites.terms import App, subterms
 from unityc.search.mapping import Mapped
-from unityc.search.plans import Plan, Pricing, data_parallel_plan, finish, megatron_plans
+from unityc.search.plans import Plan, Pricing, data_parallel_plan, finish, megatron_plans, zero_plan
 from unityc.search.simplify import fuse_collectives, simplify
 from unityc.search.substitution import neighbours
 from unityc.search.unity import WORK_PER_EXPANSION, UnityOptions, UnityResult, strip_views, unity_search
 from unityc.search.views import Block
 
-BASELINES = ("data-parallel", "megatron", "sequential", "exhaustive")
+BASELINES = ("data-parallel", "megatron", "sequential", "exhaustive", "zero")
 
 
 def _pricing(options: UnityOptions, profile: ProfileCache | None) -> Pricing:
@@ -50,6 +50,21 @@ def data_parallel(
     graph: Graph, machine: Machine, options: UnityOptions | None = None, profile: ProfileCache | None = None
 ) -> Plan:
     return data_parallel_plan(strip_views(graph), machine, _pricing(options or UnityOptions(), profile))
+
+
+def zero(
+    graph: Graph,
+    machine: Machine,
+    options: UnityOptions | None = None,
+    profile: ProfileCache | None = None,
+    stage: int = 3,
+    recompute: bool = False,
+) -> Plan:
+    """Data parallel with ZeRO-`stage` sharding of the weights' copies (`plans.zero_plan`)."""
+    if stage not in (0, 1, 2, 3):
+        raise ValueError(f"zero: stage must be 0, 1, 2 or 3, got {stage}")
+    pricing = _pricing(options or UnityOptions(), profile)
+    return zero_plan(strip_views(graph), machine, pricing, stage, recompute)
 
 
 # --- megatron ---------------------------------------------------------------------------------
@@ -164,6 +179,8 @@ def run_baseline(
         return sequential(graph, machine, rules, options, profile)
     if name == "exhaustive":
         return exhaustive(graph, machine, rules, options, profile)
+    if name == "zero":
+        return zero(graph, machine, options, profile)
     raise ValueError(f"unknown baseline '{name}' (known: {', '.join(BASELINES)})")
 
 
@@ -176,4 +193,5 @@ __all__ = [
     "megatron",
     "run_baseline",
     "sequential",
+    "zero",
 ]

@@ -51,7 +51,7 @@ def search_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         return factory
 
     passes = {"unity-search": unity_search}
-    for name in ("data-parallel", "megatron", "sequential", "exhaustive"):
+    for name in ("data-parallel", "megatron", "sequential", "exhaustive", "zero"):
         passes[name] = baseline(name)
     return passes
 
