@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 import pytest
-from test_torchrun import _sections
+from test_torchrun import PLAN_DIR, _opt, _sections
 from torchrun import Run, torchrun, write_program
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
@@ -49,6 +49,9 @@ PROGRAMS = [
     ("mlp-zero2", "mlp_odd", 4, 2, False, ADAM),
     ("llama-zero3", "llama", 4, 3, False, ADAM),
 ]
+TINY = "tiny-zero3-recompute"
+"""The hand-written tiny plan (a Megatron tower beside a data-parallel one) with one ZeRO-3
+weight read in a recomputed region, among broadcasts, reduces and gathers."""
 SABOTAGED = "mlp-zero3-wrong-prediction"
 """mlp-zero3 with rank 1's predicted gradient bytes off by one shard: --check must fail."""
 
@@ -96,6 +99,15 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> Batches:
     entries[2].append(
         {"name": f"{SABOTAGED}-2", "program": str(sabotaged), "args": ["--check", "--steps", "1"]}
     )
+    tiny = (PLAN_DIR / "tiny_mlp_plan.mlir").read_text()
+    weight = '"tower2.0.weight" {view = #pcg.view<start 0, [intra 1]>'
+    tiny = tiny.replace(weight, weight + ", zero = 3 : i64").replace(
+        "%g = pcg.linear %x2, %v1 {", "%g = pcg.linear %x2, %v1 {recompute, "
+    )
+    (directory / f"{TINY}.mlir").write_text(tiny)
+    assert _opt(f"{TINY}.mlir", "-t", "torch", "-o", f"{TINY}.py", cwd=directory).returncode == 0
+    args = ["--check", "--steps", "2", *ADAM]
+    entries[2].append({"name": f"{TINY}-2", "program": str(directory / f"{TINY}.py"), "args": args})
     out = Batches()
     for nproc, programs in entries.items():
         manifest = directory / f"manifest-{nproc}.json"
@@ -106,7 +118,7 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> Batches:
     return out
 
 
-@pytest.mark.parametrize(("name", "nproc"), [(p[0], p[2]) for p in PROGRAMS])
+@pytest.mark.parametrize(("name", "nproc"), [*((p[0], p[2]) for p in PROGRAMS), (TINY, 2)])
 def test_zero_program_trains_exactly_and_keeps_the_predicted_bytes(
     batches: Batches, name: str, nproc: int
 ) -> None:
