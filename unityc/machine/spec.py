@@ -16,6 +16,7 @@ All values are frozen and hashable, so the search can cache on them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -120,6 +121,13 @@ class Machine:
                     local += 1
         object.__setattr__(self, "_devices", tuple(devices))
         object.__setattr__(self, "_first", tuple(first))
+
+    def with_memory(self, capacity: float) -> Machine:
+        """The same machine with `capacity` bytes per device (a memory budget: `--memory-budget`)."""
+        if not capacity > 0:
+            raise ValueError(f"a memory budget must be positive, got {capacity} bytes")
+        kinds = tuple(dataclasses.replace(k, memory=float(capacity)) for k in self.kinds)
+        return Machine(self.name, kinds, self.nodes, self.description)
 
     # --- devices ---------------------------------------------------------------------------
 

@@ -33,6 +33,8 @@ class _BaselinePass(ModulePass):
     rules: str = ""
     budget: int = 12
     alpha: float = 1.05
+    memory_budget: float = 0.0
+    """GiB per device overriding the machine's capacity (0: the machine's own)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from unityc.cost.profile import ProfileCache
@@ -40,11 +42,17 @@ class _BaselinePass(ModulePass):
         from unityc.dialects.container import training_function
         from unityc.graph import from_module, to_module
         from unityc.machine import load_machine
-        from unityc.passes.unity_search import UnitySearchPass, load_rules, machine_reference, replace_module
+        from unityc.passes.unity_search import (
+            UnitySearchPass,
+            budgeted,
+            load_rules,
+            machine_reference,
+            replace_module,
+        )
         from unityc.search.baselines import run_baseline
 
         training_function(op)  # one graph, its loss a scalar: located errors before any work
-        machine = load_machine(self.machine)
+        machine = budgeted(load_machine(self.machine), self.memory_budget)
         options = UnitySearchPass(
             machine=self.machine,
             cost=self.cost,

@@ -28,6 +28,7 @@ SEARCH_FLAGS = (
     ("cost", str, "cost model: roofline or profile (default roofline)"),
     ("profile", str, "op profile cache for --cost profile"),
     ("optimizer", str, "sgd or adam (default sgd)"),
+    ("memory-budget", float, "GiB per device: overrides the machine's device memory (default: its own)"),
     ("memory-check", str, "on: never return a plan that does not fit device memory; off: ignore memory"),
     ("rules", str, "a .rules file or directory of them (default: the shipped library)"),
     ("degrees", str, "comma-separated parallel degrees to try (default: from the machine)"),

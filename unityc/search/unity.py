@@ -40,6 +40,7 @@ from unityc.graph import Graph, Node, Ref
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.search.bounds import Bound
+from unityc.search.levers import with_memory_levers
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
 from unityc.search.plans import Plan, Pricing, data_parallel_plan, megatron_plans, one_device_plan
@@ -90,6 +91,8 @@ class UnityOptions:
     most `beam` x the best way to reach the cut (inf: all of them)."""
     whole_graph: bool = True
     """Whether the result is compared with whole-graph data-parallel and Megatron plans."""
+    levers: bool = True
+    """Whether a plan that does not fit gets ZeRO stages and recomputation (`levers.py`)."""
 
 
 def default_degrees(machine: Machine) -> tuple[int, ...]:
@@ -439,7 +442,8 @@ def unity_search(
             if options.whole_graph:
                 for plan in _whole_graph_plans(start, machine, pricing):
                     alternatives.append(plan)
-                    done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
+                    levered = levered_plan(plan, machine, pricing) if options.levers else plan
+                    done.append(_result(levered, report, f"{levered.name} ({levered.note})", alternatives))
     except Stopped:
         report.stopped_early = "time limit"
     except KeyboardInterrupt:
@@ -481,6 +485,10 @@ def _search(
         mapper = Mapper(machine, compute, options.optimizer, mapping)
         plan, mapped = _Run(start, machine, rules, options, mapper, deadline, report, progress, bound).run()
         estimate = estimate_graph(plan, machine, options.cost, options.optimizer, profile)
+        if options.levers:
+            price = lambda g: estimate_graph(g, machine, options.cost, options.optimizer, profile)  # noqa: E731
+            levered = with_memory_levers(plan, estimate, machine, price)
+            plan, estimate = levered.graph, levered.estimate
         fits = estimate.fits
         report.rounds.append((weight, estimate.peak_memory, fits))
         result = UnityResult(plan, estimate, mapped, fits, report)
@@ -511,6 +519,14 @@ def _whole_graph_plans(graph: Graph, machine: Machine, pricing: Pricing) -> Iter
             yield from build()
         except ValueError:  # a plan with no feasible mapping is no alternative
             continue
+
+
+def levered_plan(plan: Plan, machine: Machine, pricing: Pricing) -> Plan:
+    """`plan` with memory levers if it does not fit (`levers.with_memory_levers`)."""
+    levered = with_memory_levers(plan.graph, plan.estimate, machine, lambda g: pricing.estimate(g, machine))
+    if not levered.note:
+        return plan
+    return Plan(plan.name, levered.graph, levered.estimate, plan.mapped, f"{plan.note}; {levered.note}")
 
 
 def _result(plan: Plan, report: SearchReport, source: str, alternatives: list[Plan]) -> UnityResult:
