@@ -5,6 +5,7 @@
     unityc-opt model.mlir -p 'sequential{machine="cpu:4" budget=16}'
     unityc-opt small.mlir -p 'exhaustive{machine="cpu:2"}'
     unityc-opt model.mlir -p 'zero{machine="cpu:4" stage=3 recompute=true optimizer="adam"}'
+    unityc-opt model.mlir -p 'galvatron{machine="dgx-a100:1" memory_budget=8.0 optimizer="adam"}'
 
 Each replaces the module's graph with the baseline's mapped plan (every op with a machine
 view, `unityc.machine` recorded) and prints a one-line estimate to stderr. `sequential` and
@@ -118,10 +119,20 @@ class ExhaustivePass(_BaselinePass):
     BASELINE: ClassVar[str] = "exhaustive"
 
 
+@dataclass(frozen=True)
+class GalvatronPass(_BaselinePass):
+    """Galvatron-BMW's search: per layer, data / sharded data parallel with or without
+    checkpointing by dynamic programming under the memory budget (`search/galvatron.py`)."""
+
+    name = "galvatron"
+    BASELINE: ClassVar[str] = "galvatron"
+
+
 BASELINE_PASSES: tuple[type[ModulePass], ...] = (
     DataParallelPass,
     MegatronPass,
     SequentialPass,
     ExhaustivePass,
     ZeroPass,
+    GalvatronPass,
 )

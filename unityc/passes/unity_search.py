@@ -280,7 +280,8 @@ def spec(options: Sequence[tuple[str, Any]]) -> str:
         if isinstance(value, str):
             return json.dumps(value)
         if isinstance(value, float):  # pass options take no exponents
-            return f"{value:.15f}".rstrip("0").rstrip(".") or "0"
+            text = f"{value:.15f}".rstrip("0")
+            return text + "0" if text.endswith(".") else text
         return str(value)
 
     return "unity-search{" + " ".join(f"{k}={text(v)}" for k, v in options) + "}"

@@ -29,6 +29,7 @@ from unityc.graph import Graph
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.rewrites.terms import App, subterms
+from unityc.search.galvatron import galvatron_plan
 from unityc.search.mapping import Mapped
 from unityc.search.plans import Plan, Pricing, data_parallel_plan, finish, megatron_plans, zero_plan
 from unityc.search.simplify import fuse_collectives, simplify
@@ -36,7 +37,7 @@ from unityc.search.substitution import neighbours
 from unityc.search.unity import WORK_PER_EXPANSION, UnityOptions, UnityResult, strip_views, unity_search
 from unityc.search.views import Block
 
-BASELINES = ("data-parallel", "megatron", "sequential", "exhaustive", "zero")
+BASELINES = ("data-parallel", "megatron", "sequential", "exhaustive", "zero", "galvatron")
 
 
 def _pricing(options: UnityOptions, profile: ProfileCache | None) -> Pricing:
@@ -65,6 +66,13 @@ def zero(
         raise ValueError(f"zero: stage must be 0, 1, 2 or 3, got {stage}")
     pricing = _pricing(options or UnityOptions(), profile)
     return zero_plan(strip_views(graph), machine, pricing, stage, recompute)
+
+
+def galvatron(
+    graph: Graph, machine: Machine, options: UnityOptions | None = None, profile: ProfileCache | None = None
+) -> Plan:
+    """Galvatron-BMW's per-layer search (`galvatron.galvatron_plan`)."""
+    return galvatron_plan(strip_views(graph), machine, _pricing(options or UnityOptions(), profile))
 
 
 # --- megatron ---------------------------------------------------------------------------------
@@ -181,6 +189,8 @@ def run_baseline(
         return exhaustive(graph, machine, rules, options, profile)
     if name == "zero":
         return zero(graph, machine, options, profile)
+    if name == "galvatron":
+        return galvatron(graph, machine, options, profile)
     raise ValueError(f"unknown baseline '{name}' (known: {', '.join(BASELINES)})")
 
 
@@ -190,6 +200,7 @@ __all__ = [
     "UnityResult",
     "data_parallel",
     "exhaustive",
+    "galvatron",
     "megatron",
     "run_baseline",
     "sequential",

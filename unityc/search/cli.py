@@ -52,7 +52,7 @@ def search_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         return factory
 
     passes = {"unity-search": unity_search}
-    for name in ("data-parallel", "megatron", "sequential", "exhaustive", "zero"):
+    for name in ("data-parallel", "megatron", "sequential", "exhaustive", "zero", "galvatron"):
         passes[name] = baseline(name)
     return passes
 

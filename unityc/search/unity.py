@@ -21,10 +21,16 @@ still does not fit (by `estimate`), the search runs again with the DP charging `
 seconds per byte of its per-device memory bound, growing tenfold per round. A plan that does
 not fit is never returned as fitting: the result says whether it fits, and when none does it is
 the smallest footprint found.
+
+Memory levers (`levers.py`): every plan that does not fit (each round's, and each whole-graph
+plan) gets ZeRO stages per weight and recomputation per op until it fits, at the least added
+time; and when no plan fits yet, Galvatron-BMW's per-layer dynamic program over data / sharded
+data parallelism and checkpointing (`galvatron.py`) adds its plan to those compared.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -40,6 +46,7 @@ from unityc.graph import Graph, Node, Ref
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.search.bounds import Bound
+from unityc.search.galvatron import galvatron_plan
 from unityc.search.levers import with_memory_levers
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
@@ -444,6 +451,11 @@ def unity_search(
                     alternatives.append(plan)
                     levered = levered_plan(plan, machine, pricing) if options.levers else plan
                     done.append(_result(levered, report, f"{levered.name} ({levered.note})", alternatives))
+                if options.levers and not any(r.fits for r in done):  # memory decides: per layer
+                    with contextlib.suppress(ValueError):
+                        layered = galvatron_plan(start, machine, pricing)
+                        source = f"per-layer levers ({layered.note})"
+                        done.append(_result(layered, report, source, alternatives))
     except Stopped:
         report.stopped_early = "time limit"
     except KeyboardInterrupt:
