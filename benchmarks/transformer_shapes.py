@@ -15,9 +15,10 @@ Layer weights are keyed `layers.N.` (what the `galvatron` baseline groups layers
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import f32, i64
+
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Ref
-from xdsl.dialects.builtin import f32, i64
 
 
 def _w(g: Graph, key: str, *shape: int) -> Ref:
@@ -64,7 +65,13 @@ def transformer(
             silu = g.add("pcg.mul", [gate, g.add("pcg.sigmoid", [gate])[0]])[0]
             f = _linear(g, g.add("pcg.mul", [silu, up])[0], f"{p}.mlp.down", hidden, ffn, bias=False)
         else:
-            f = _linear(g, g.add("pcg.gelu", [_linear(g, h, f"{p}.mlp.fc1", ffn, hidden)])[0], f"{p}.mlp.fc2", hidden, ffn)
+            f = _linear(
+                g,
+                g.add("pcg.gelu", [_linear(g, h, f"{p}.mlp.fc1", ffn, hidden)])[0],
+                f"{p}.mlp.fc2",
+                hidden,
+                ffn,
+            )
         x = g.add("pcg.add", [x, f])[0]
     x = _norm(g, x, "norm", hidden, bias=not gated)
     logits = _linear(g, x, "lm_head", vocab, hidden, bias=False)
@@ -75,7 +82,9 @@ def transformer(
     return g
 
 
-def _gqa(g: Graph, h: Ref, p: str, hidden: int, heads: int, kv: int, d: int, group: int, seq: int, batch: int) -> Ref:
+def _gqa(
+    g: Graph, h: Ref, p: str, hidden: int, heads: int, kv: int, d: int, group: int, seq: int, batch: int
+) -> Ref:
     """Attention whose `heads` query heads share `kv` KV heads: per KV head, one batch matmul
     with its `group` query heads stacked along the sequence."""
     q = _linear(g, h, f"{p}.attn.q", hidden, hidden, bias=False)
