@@ -116,8 +116,8 @@ def measure(program: Path, nproc: int, steps: int, warmup: int, stat: str) -> fl
 
 def searched(size: str, nproc: int, tmp: Path):  # type: ignore[no-untyped-def]
     """The plan `unityc-opt --unity-search --machine cpu:P` finds for the model at `size`."""
+    from unityc.dialects.source import read_module
     from unityc.frontend import ModelSpec, import_model
-    from unityc.tools.source import read_module
 
     settings = dict(SIZES[size])
     batch = int(settings.pop("batch"))

@@ -43,7 +43,7 @@ def load_graph(model: str, batch: int, cache: str) -> Graph:
 
     from unityc.dialects.parallel import PARALLEL
     from unityc.dialects.pcg import PCG
-    from unityc.tools.source import parse_source
+    from unityc.dialects.source import parse_source
 
     path = os.path.join(cache, f"{model}_paper_b{batch}.mlir")
     if not os.path.exists(path):

@@ -16,8 +16,8 @@ from helpers import MLP_FEEDS, Graph, assert_close, randint, randn, run_assemble
 from xdsl.dialects.builtin import f32, f64, i64
 
 from unityc.dialects import pcg
+from unityc.dialects.source import make_context, parse_source
 from unityc.interpreter import assemble, run_graph
-from unityc.tools.source import make_context, parse_source
 
 FLOATS = (torch.float64, torch.float32)
 

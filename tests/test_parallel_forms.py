@@ -30,9 +30,9 @@ from xdsl.dialects.builtin import f32, i64
 
 from unityc.dialects import pcg
 from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.source import make_context, parse_source
 from unityc.interpreter import run_graph
 from unityc.interpreter.pieces import assemble
-from unityc.tools.source import make_context, parse_source
 
 FLOATS = (torch.float64, torch.float32)
 

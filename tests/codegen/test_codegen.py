@@ -18,7 +18,7 @@ from unityc.codegen.kernels import literal
 from unityc.dialects import pcg
 from unityc.dialects.pcg_types import PcgOp
 from unityc.dialects.view import MachineViewAttr
-from unityc.frontend.models import ModelSpec
+from unityc.models.spec import ModelSpec
 from unityc.runtime import Collective, Layout, kernels
 from unityc.runtime.comm import Communicator
 from unityc.runtime.context import Context

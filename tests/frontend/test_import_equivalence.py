@@ -13,9 +13,9 @@ import torch
 
 from unityc.dialects import pcg
 from unityc.frontend.check import check_import
-from unityc.frontend.models import ModelError, ModelSpec, load_model
 from unityc.interpreter import kernels
 from unityc.models import zoo
+from unityc.models.spec import ModelError, ModelSpec, load_model
 
 HF = ["hf:bert", "hf:gpt2", "hf:llama", "hf:vit"]
 

@@ -13,10 +13,10 @@ from xdsl.printer import Printer
 from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
 from unityc.frontend import import_model
-from unityc.frontend.models import ModelSpec
 from unityc.graph import Graph, from_module, to_module
 from unityc.graph.evaluate import evaluate
 from unityc.interpreter import assemble, run_graph, scatter
+from unityc.models.spec import ModelSpec
 
 ZOO = ["mlp", "bert", "dlrm", "xdl", "candle_uno", "resnext50", "inception_v3"]
 

@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 from unityc.codegen.analysis import CodegenError, analyze
 from unityc.codegen.emit import Writer, layout_text
 from unityc.codegen.memory import predicted_memory, zero_stages
-from unityc.frontend.models import ModelError, ModelSpec, absolute_model, factory_file
+from unityc.models.spec import ModelError, ModelSpec, absolute_model, factory_file
 
 __all__ = ["CodegenError", "emit_program"]
 
@@ -98,6 +98,7 @@ def emit_program(module: ModuleOp, machine: str | None = None, source: str = "pl
         "",
         "import unityc.runtime as rt",
         "from unityc.runtime import Collective, Constant, Layout",
+        "from unityc.models.spec import build_reference",
         "",
         "PLAN = rt.Plan(",
         f"    source={source!r},",
@@ -120,7 +121,7 @@ def emit_program(module: ModuleOp, machine: str | None = None, source: str = "pl
         "",
         "",
         'if __name__ == "__main__":',
-        "    sys.exit(rt.main(PLAN, forward))",
+        "    sys.exit(rt.main(PLAN, forward, build=build_reference))",
         "",
     ]
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Measured op times: the cache `unityc.tools.profile_ops` writes and `cost="profile"` reads.
+"""Measured op times: the cache `tools/profile_ops.py` writes and `cost="profile"` reads.
 
 The file is JSON:
 
@@ -62,7 +62,7 @@ class ProfileCache:
                 data = json.load(f)
         except FileNotFoundError:
             raise ValueError(
-                f"{path}: no such profile cache (write one with python -m unityc.tools.profile_ops)"
+                f"{path}: no such profile cache (write one with python tools/profile_ops.py)"
             ) from None
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not a profile cache: {e}") from None

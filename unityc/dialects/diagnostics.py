@@ -1,6 +1,6 @@
 """Located diagnostics: `file:line:col: error: reason`, with the source line underneath.
 
-xDSL's parser keeps no op locations, so the parser entry (`unityc.tools.source`) records where
+xDSL's parser keeps no op locations, so the parser entry (`unityc.dialects.source`) records where
 each op starts; any later stage (verifier, graph checks, codegen) locates an error at an op
 with `located(op, message)`.
 """

@@ -103,6 +103,20 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
             IntAttr(copy),
         )
 
+    def __hash__(self) -> int:
+        """Computed once: the search hashes the same tensor types millions of times (graph
+        hashing, mapping caches), and xDSL's generated hash walks every parameter each time."""
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            params = (self.shape_attr, self.element_type, self.shard_attr, self.sum_attr, self.copy_attr)
+            cached = hash(params)
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the cached hash: string hashes differ between processes."""
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(a.data for a in self.shape_attr.data)

@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 from unityc.dialects import pcg
 from unityc.frontend.export import export_model
 from unityc.frontend.importer import ImportFailure, import_program
-from unityc.frontend.models import LoadedModel, ModelError, ModelSpec, load_model
+from unityc.models.spec import LoadedModel, ModelError, ModelSpec, load_model
 
 __all__ = ["ImportFailure", "ModelError", "ModelSpec", "import_loaded", "import_model", "load_model"]
 

@@ -24,8 +24,8 @@ from xdsl.dialects.builtin import ModuleOp
 from unityc.dialects import pcg
 from unityc.frontend import import_loaded
 from unityc.frontend.importer import ImportFailure
-from unityc.frontend.models import LoadedModel, ModelSpec, load_model
 from unityc.interpreter import assemble, run_graph
+from unityc.models.spec import LoadedModel, ModelSpec, load_model
 from unityc.runtime.check import NOISE_FLOOR, dropout_off, largest, relative_error
 
 OUTPUT_TOLERANCE = 1e-5

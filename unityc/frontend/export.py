@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from unityc.frontend.models import ModelError
+from unityc.models.spec import ModelError
 
 aten = torch.ops.aten
 

@@ -112,6 +112,11 @@ class Node:
         return self.op in SOURCE_OPS
 
 
+def _producers(node: Node) -> list[int]:
+    """The ids of the nodes `node` reads, each once, in operand order."""
+    return list(dict.fromkeys(r[0] for r in node.operands if r is not None))
+
+
 @dataclass
 class Graph:
     """A PCG: nodes by id and the graph's outputs (the loss first, as in the pcg dialect)."""
@@ -157,30 +162,36 @@ class Graph:
         return out
 
     def topological(self) -> list[int]:
-        """Node ids, producers before users (stable: ties keep insertion order)."""
+        """Node ids, producers before users (stable: ties keep insertion order): a depth-first
+        post-order from each node in insertion order. Hot in the search (thousands of graphs),
+        so a node whose producers are all placed is placed without a stack."""
+        nodes = self.nodes
         order: list[int] = []
-        state: dict[int, int] = {}
-        for root in self.nodes:
-            if root in state:
+        done: set[int] = set()
+        for root in nodes:
+            if root in done:
                 continue
-            stack: list[tuple[int, Iterator[int]]] = [(root, iter(self._producers(root)))]
-            state[root] = 1
+            producers = _producers(nodes[root])
+            if all(p in done for p in producers):
+                done.add(root)
+                order.append(root)
+                continue
+            open_: set[int] = {root}
+            stack: list[tuple[int, Iterator[int]]] = [(root, iter(producers))]
             while stack:
                 nid, pending = stack[-1]
                 nxt = next(pending, None)
                 if nxt is None:
                     stack.pop()
-                    state[nid] = 2
+                    open_.discard(nid)
+                    done.add(nid)
                     order.append(nid)
-                elif nxt not in state:
-                    state[nxt] = 1
-                    stack.append((nxt, iter(self._producers(nxt))))
-                elif state[nxt] == 1:
+                elif nxt in open_:
                     raise ValueError(f"the graph has a cycle through node {nxt}")
+                elif nxt not in done:
+                    open_.add(nxt)
+                    stack.append((nxt, iter(_producers(nodes[nxt]))))
         return order
-
-    def _producers(self, nid: int) -> list[int]:
-        return list(dict.fromkeys(r[0] for r in self.nodes[nid].operand_refs()))
 
     def live(self) -> set[int]:
         """Nodes an output depends on."""

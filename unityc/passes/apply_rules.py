@@ -134,8 +134,8 @@ class ApplyRulesPass(ModulePass):
 
 
 def _load(path: str) -> list[Rule]:
+    from unityc.dialects.source import LocatedError
     from unityc.rewrites.parser import RuleSyntaxError, load_library, parse_rules
-    from unityc.tools.source import LocatedError
 
     if not path:
         return load_library()

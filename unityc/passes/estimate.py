@@ -4,7 +4,7 @@
 
 Options: `machine` (a preset such as `summit:2`, `dgx-a100:1`, `cpu:2`, or a `.toml` spec),
 `cost` (`roofline`, or `profile` with `profile="cache.json"` written by
-`python -m unityc.tools.profile_ops`), `optimizer` (`sgd` or `adam`), `report` (a file to write
+`python tools/profile_ops.py`), `optimizer` (`sgd` or `adam`), `report` (a file to write
 the report to instead of stderr). The report goes to stderr, as the search's does, so that stdout
 holds the module alone; the module is left unchanged.
 """

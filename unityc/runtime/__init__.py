@@ -2,10 +2,9 @@
 the per-rank context (parallel ops with exact gradients, implicit transfers, dropout), task
 kernels and the training loop (`main`).
 
-The runtime is a leaf: it imports torch and nothing else of unityc (the reference model of a
-factory file is built here; zoo and `hf:` models are built by `unityc.models` and
-`unityc.frontend.huggingface` when a program starts). Names are loaded on first use, so the
-compiler can import `unityc.runtime.patterns` without importing torch.
+The runtime is a leaf: it imports torch and nothing else of unityc (the program hands `main`
+the builder of its reference model, `unityc.models.spec.build_reference`, torch only). Names are
+loaded on first use, so the compiler can import `unityc.runtime.patterns` without importing torch.
 """
 
 from __future__ import annotations

@@ -59,7 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         program = load_program(entry["program"], name)
         args = parse_args(program.PLAN, [*entry["args"], "--timeout", str(options.timeout)])
         try:
-            status = Trainer(program.PLAN, program.forward, args, backend, device, heartbeat).run()
+            build = getattr(program, "build_reference", None)
+            status = Trainer(program.PLAN, program.forward, args, backend, device, heartbeat, build).run()
         except (RunError, SourceError) as e:
             if rank == 0:
                 print(f"error: {e}", flush=True)

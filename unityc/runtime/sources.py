@@ -1,21 +1,24 @@
 """This rank's pieces of the weights and of the batch, cut from the reference model.
 
 The model is rebuilt from the spec the plan records (`unityc.model`: a factory file, a zoo
-name or a HuggingFace config, settings, seed). A factory file is loaded here (torch only); zoo
-and `hf:` models are built by `unityc.frontend.models.load_model`, imported when such a
-program starts (the zoo and the HuggingFace builder are part of unityc).
+name or a HuggingFace config, settings, seed) by the builder the generated program hands to
+`main` (`unityc.models.spec.build_reference`): the runtime itself builds no model, so it imports
+nothing else of unityc.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from unityc.runtime.factory import ModelError, build_from_file, factory_file, say_if_not_training
 from unityc.runtime.plan import Model, Plan
+
+Build = Callable[[Model], tuple[nn.Module, dict[str, torch.Tensor]]]
+"""Builds the reference model a plan records (seeded weights, training mode) and its example
+inputs; raises ValueError when it cannot."""
 
 
 class SourceError(ValueError):
@@ -30,21 +33,17 @@ class Loaded:
     inputs: dict[str, torch.Tensor]
 
 
-def load_reference(model: Model) -> Loaded:
+def load_reference(model: Model, build: Build | None) -> Loaded:
     """The reference model with its seeded weights and example inputs."""
+    if build is None:
+        raise SourceError(
+            "this program passes no model builder to rt.main (made by an older unityc?): "
+            "regenerate it with unityc-opt plan.mlir -t torch"
+        )
     try:
-        if factory_file(model.name) is None:
-            from unityc.frontend.models import ModelSpec, load_model
-
-            spec = ModelSpec(model.name, model.config, model.batch, tuple(model.overrides), model.seed)
-            loaded = load_model(spec, weights=True)
-            return Loaded(loaded.module, loaded.inputs)
-        torch.manual_seed(model.seed)  # as load_model seeds it
-        module, inputs = build_from_file(model.name, tuple(model.overrides), model.batch)
-    except ModelError as e:
+        module, inputs = build(model)
+    except ValueError as e:  # unityc.models' ModelError
         raise SourceError(f"cannot rebuild the reference model: {e}") from None
-    say_if_not_training(module, model.name)
-    module.train()
     return Loaded(module, inputs)
 
 

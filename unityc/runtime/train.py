@@ -31,7 +31,7 @@ from unityc.runtime.comm import Communicator
 from unityc.runtime.context import Context
 from unityc.runtime.grads import GradientSync
 from unityc.runtime.plan import Layout, Plan
-from unityc.runtime.sources import SourceError, load_reference, local_data, local_weights
+from unityc.runtime.sources import Build, SourceError, load_reference, local_data, local_weights
 from unityc.runtime.watch import DEFAULT_TIMEOUT_S, Heartbeat, collective_failure, timeout
 from unityc.runtime.zero import Zero
 
@@ -112,7 +112,7 @@ def make_optimizer(name: str, params: list[torch.Tensor], lr: float) -> torch.op
     return torch.optim.SGD(params, lr=lr)
 
 
-def main(plan: Plan, forward: Forward, argv: Sequence[str] | None = None) -> int:
+def main(plan: Plan, forward: Forward, argv: Sequence[str] | None = None, build: Build | None = None) -> int:
     args = parse_args(plan, argv)
     if "RANK" not in os.environ:
         print(f"error: run with torchrun --standalone --nproc_per_node {plan.world_size} {sys.argv[0]}")
@@ -120,7 +120,7 @@ def main(plan: Plan, forward: Forward, argv: Sequence[str] | None = None) -> int
     backend, device = pick_device()
     heartbeat = start(backend, args.timeout)
     try:
-        status = Trainer(plan, forward, args, backend, device, heartbeat).run()
+        status = Trainer(plan, forward, args, backend, device, heartbeat, build).run()
     except (RunError, SourceError) as e:
         if dist.get_rank() == 0:
             print(f"error: {e}", flush=True)
@@ -165,6 +165,7 @@ class Trainer:
         backend: str,
         device: torch.device,
         heartbeat: Heartbeat | None = None,
+        build: Build | None = None,
     ):
         self.plan, self.forward, self.args, self.backend, self.device = plan, forward, args, backend, device
         self.heartbeat = heartbeat
@@ -183,7 +184,7 @@ class Trainer:
         self.ctx.tables = {
             k: torch.tensor(v, dtype=torch.int64, device=device) for k, v in plan.tables.items()
         }
-        loaded = load_reference(plan.model)
+        loaded = load_reference(plan.model, build)
         self.weights = local_weights(plan, self.rank, loaded.module, device, float_dtype)
         self.data = local_data(plan, self.rank, loaded.inputs, device, float_dtype)
         self.zero = Zero(self.comm, plan, self.weights)  # ZeRO shards (none: plain copies)

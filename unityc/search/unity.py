@@ -45,6 +45,7 @@ from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
+from unityc.search.background import Background
 from unityc.search.bounds import Bound
 from unityc.search.galvatron import galvatron_plan
 from unityc.search.levers import with_memory_levers
@@ -440,28 +441,32 @@ def unity_search(
     if not any(big_degrees(task_degrees(node.types[0])) for node in start.nodes.values()):
         one = one_device_plan(start, machine, pricing)
         fallback = _result(one, report, f"{one.name} ({one.note})", alternatives)
+    # the whole-graph plans do not depend on the segment search: priced beside it (background.py)
+    wholes = Background(lambda: _whole_graph_plans(start, machine, pricing)) if options.whole_graph else None
     try:
         with hard_deadline(None if limit is None else limit - tail_seconds(options.time_limit, start)):
             soft = None if limit is None else began + (limit - began) / 2
             found = _search(start, machine, rules, options, profile, progress, report, soft)
             found.alternatives = alternatives
             done.append(found)
-            if options.whole_graph:
-                for plan in _whole_graph_plans(start, machine, pricing):
-                    alternatives.append(plan)
-                    levered = levered_plan(plan, machine, pricing) if options.levers else plan
-                    done.append(_result(levered, report, f"{levered.name} ({levered.note})", alternatives))
-                if options.levers and not any(r.fits for r in done):  # memory decides: per layer
-                    with contextlib.suppress(ValueError):
-                        layered = galvatron_plan(start, machine, pricing)
-                        source = f"per-layer levers ({layered.note})"
-                        done.append(_result(layered, report, source, alternatives))
+            for plan in wholes.items() if wholes is not None else ():
+                alternatives.append(plan)
+                levered = levered_plan(plan, machine, pricing) if options.levers else plan
+                done.append(_result(levered, report, f"{levered.name} ({levered.note})", alternatives))
+            if options.levers and not any(r.fits for r in done):  # memory decides: per layer
+                with contextlib.suppress(ValueError):
+                    layered = galvatron_plan(start, machine, pricing)
+                    source = f"per-layer levers ({layered.note})"
+                    done.append(_result(layered, report, source, alternatives))
     except Stopped:
         report.stopped_early = "time limit"
     except KeyboardInterrupt:
         report.stopped_early = "interrupted"
         if fallback is None and not done:
             raise
+    finally:
+        if wholes is not None:
+            wholes.close()
     if report.stopped_early is not None and fallback is not None:
         done.append(fallback)
     if not done:

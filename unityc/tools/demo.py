@@ -21,10 +21,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from unityc.dialects.source import LocatedError, read_module
 from unityc.interpreter import assemble, run_graph
 from unityc.machine import load_machine
 from unityc.machine.errors import MachineSpecError
-from unityc.tools.source import LocatedError, read_module
 
 BIN = Path(sys.executable).parent
 CONFIG = {"in_features": "256", "hidden_dims": "[512,512,512,512,512,512,512,512]"}

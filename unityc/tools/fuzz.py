@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from unityc.tools.source import INTERNAL
+from unityc.dialects.source import INTERNAL
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTCOMES = ("accepted", "located", "unlocated", "internal", "traceback", "hang", "partial")

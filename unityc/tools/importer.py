@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
 
-from unityc.tools.source import output_problem
+from unityc.dialects.source import output_problem
 
 if TYPE_CHECKING:
-    from unityc.frontend.models import ModelSpec
+    from unityc.models.spec import ModelSpec
 
 EXAMPLES = """\
 examples:
@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         list_zoo()
         return 0
     from unityc.frontend import ImportFailure, ModelError, import_model
-    from unityc.frontend.models import ModelSpec, TrainingModeWarning, parse_overrides
+    from unityc.models.spec import ModelSpec, TrainingModeWarning, parse_overrides
 
     start = time.perf_counter()
     try:

@@ -22,7 +22,7 @@ from xdsl.utils.arg_spec import _convert_arg_to_type as convert_option
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from unityc.tools.source import (
+from unityc.dialects.source import (
     LocatedError,
     LocatedParseError,
     format_parse_error,
@@ -57,7 +57,7 @@ def unityc_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return FoldScalarMulPass
 
-    from unityc.search.cli import search_passes
+    from unityc.tools.search_cli import search_passes
 
     return {
         "fuse-collectives": fuse,
@@ -99,18 +99,18 @@ class UnitycOptMain(xDSLOptMain):
             return TorchTarget.for_source(self.get_input_name())
 
         self.available_targets["torch"] = torch_target
-        from unityc.search.cli import search_targets
+        from unityc.tools.search_cli import search_targets
 
         self.available_targets.update(search_targets())
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
-        from unityc.search.cli import add_search_arguments
+        from unityc.tools.search_cli import add_search_arguments
 
         add_search_arguments(arg_parser)
 
     def setup_pipeline(self) -> None:
-        from unityc.search.cli import search_pipeline
+        from unityc.tools.search_cli import search_pipeline
 
         search_pipeline(self.args)  # --unity-search: the search pass first
         # Options are checked here, before any input is read: xDSL checks a target's options

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import torch
 from xdsl.utils.exceptions import InterpretationError
 
+from unityc.dialects.source import LocatedError, read_module
 from unityc.interpreter import CopiesDiffer, assemble, run_graph
-from unityc.tools.source import LocatedError, read_module
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

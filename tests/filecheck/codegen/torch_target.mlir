@@ -4,6 +4,7 @@
 
 // RUN: unityc-opt %S/Inputs/tiny_mlp_plan.mlir -t torch | filecheck %s
 
+// CHECK:      from unityc.models.spec import build_reference
 // CHECK:      PLAN = rt.Plan(
 // CHECK-NEXT:     source='{{.*}}tiny_mlp_plan.mlir',
 // CHECK-NEXT:     machine='cpu:2',
@@ -46,7 +47,7 @@
 // CHECK-NEXT: loss = rt.kernels.cross_entropy(sum_1, labels, 4) if rank == 0 else None
 // CHECK-NEXT: return (loss, sum_1)
 // CHECK:      if __name__ == "__main__":
-// CHECK-NEXT:     sys.exit(rt.main(PLAN, forward))
+// CHECK-NEXT:     sys.exit(rt.main(PLAN, forward, build=build_reference))
 
 // The machine can be overridden on the command line.
 // RUN: unityc-opt %S/Inputs/tiny_mlp_plan.mlir -t 'torch{machine="cpu:4"}' | filecheck %s --check-prefix=FOUR

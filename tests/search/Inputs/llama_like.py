@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import transformers
 
-from unityc.frontend.huggingface import _LossFirst
+from unityc.models.huggingface import _LossFirst
 
 
 def make(

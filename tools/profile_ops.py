@@ -1,6 +1,6 @@
 """profile-ops: time every distinct op task of a graph on the local device, for `cost="profile"`.
 
-    python -m unityc.tools.profile_ops plan.mlir -o profile.json [--device cuda] [--device-name NAME]
+    python tools/profile_ops.py plan.mlir -o profile.json [--device cuda] [--device-name NAME]
 
 For each pcg op of the graph (sources excepted) it builds one task's operand pieces (random
 values, the piece shapes and dtypes of the plan), runs the reference interpreter's kernel for
@@ -36,7 +36,7 @@ def _parse(path: str) -> Any:
 
     from unityc.dialects.parallel import PARALLEL
     from unityc.dialects.pcg import PCG
-    from unityc.tools.source import parse_source
+    from unityc.dialects.source import parse_source
 
     ctx = Context()
     for dialect in (Builtin, Func, PCG, PARALLEL):
@@ -149,7 +149,7 @@ def device_name(device: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m unityc.tools.profile_ops",
+        prog="python tools/profile_ops.py",
         description="Time each distinct op task of a graph on the local device and write a cache for "
         '`estimate{cost="profile" profile="FILE"}`.',
     )

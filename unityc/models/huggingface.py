@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from unityc.frontend.models import ModelError, ModelSpec, config_with_overrides
+from unityc.models.spec import ModelError, ModelSpec, config_with_overrides
 
 # Alias -> (config class, model class). Language-model heads, so the loss covers every token;
 # ViT classifies images (pixel_values, one label per image).

@@ -4,6 +4,9 @@ A `ModelSpec` says how to rebuild the model (it is recorded in the imported modu
 stages can rebuild the reference model with the same seed); `load_model` builds it, with
 parameters on the meta device when only shapes are needed, so paper-scale models never
 materialize their weights. Buffers stay real: the importer folds them into constants.
+`build_reference` is what a generated program hands the runtime to rebuild its reference model.
+Torch only when imported (a program runs where xDSL is not installed): the spec's attribute
+form imports xDSL when used.
 """
 
 from __future__ import annotations
@@ -12,14 +15,12 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import nn
-from xdsl.dialects.builtin import BytesAttr, DictionaryAttr, IntegerAttr, StringAttr, i64
-from xdsl.ir import Attribute
 
-from unityc.runtime.factory import (
+from unityc.models.factory import (
     ModelError,
     TrainingModeWarning,
     absolute_model,
@@ -28,6 +29,9 @@ from unityc.runtime.factory import (
     literal,
     say_if_not_training,
 )
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import DictionaryAttr
 
 __all__ = [
     "LoadedModel",
@@ -55,6 +59,9 @@ class ModelSpec:
     ATTRIBUTE = "unityc.model"
 
     def to_attr(self) -> DictionaryAttr:
+        from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, StringAttr, i64
+        from xdsl.ir import Attribute
+
         entries: dict[str, Attribute] = {
             "model": StringAttr(self.model),
             "config": StringAttr(self.config),
@@ -69,6 +76,8 @@ class ModelSpec:
     @staticmethod
     def from_attr(attr: DictionaryAttr) -> ModelSpec:
         """The spec recorded as `unityc.model`; ModelError naming the entry that is malformed."""
+        from xdsl.dialects.builtin import BytesAttr, DictionaryAttr, IntegerAttr, StringAttr
+
         data = attr.data
 
         def text(key: str) -> str:
@@ -138,7 +147,7 @@ def load_model(spec: ModelSpec, weights: bool = True) -> LoadedModel:
     context = parameters_on_meta() if not weights else contextlib.nullcontext()
     with context:
         if spec.model.startswith("hf:"):
-            from unityc.frontend.huggingface import build_hf
+            from unityc.models.huggingface import build_hf
 
             module, inputs = build_hf(spec, generator)
         elif factory_file(spec.model) is not None:
@@ -148,6 +157,23 @@ def load_model(spec: ModelSpec, weights: bool = True) -> LoadedModel:
     say_if_not_training(module, spec.model)
     module.train()
     return LoadedModel(module, inputs, replace(spec, model=absolute_model(spec.model)))
+
+
+class Recorded(Protocol):
+    """The spec as a generated program's plan records it (`unityc.runtime.plan.Model`)."""
+
+    name: str
+    config: str
+    batch: int | None
+    overrides: tuple[tuple[str, str], ...]
+    seed: int
+
+
+def build_reference(model: Recorded) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    """The reference model a plan records, seeded and in training mode, and its example inputs:
+    the builder a generated program hands `unityc.runtime.main` (ModelError if it cannot)."""
+    loaded = load_model(ModelSpec(model.name, model.config, model.batch, tuple(model.overrides), model.seed))
+    return loaded.module, loaded.inputs
 
 
 def config_with_overrides(
