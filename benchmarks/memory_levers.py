@@ -162,10 +162,12 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--machines", default=",".join(MACHINES))
     parser.add_argument("--no-table", action="store_true")
+    parser.add_argument("--no-headline", action="store_true")
     args = parser.parse_args()
     if not args.no_table:
         table(args.models.split(","), args.machines.split(","))
-    headline()
+    if not args.no_headline:
+        headline()
 
 
 if __name__ == "__main__":
