@@ -76,7 +76,10 @@ def budget_plan(
     method: str, graph: Graph, machine: Machine, fixed: dict[str, Plan | None], megatron: list[Plan]
 ) -> Plan | None:
     if method == "galvatron":
-        return galvatron_plan(graph, machine, PRICING)
+        try:
+            return galvatron_plan(graph, machine, PRICING)
+        except ValueError:  # no layer strategy fits
+            return None
     if method == "unity-search":
         options = UnityOptions(budget=1, optimizer="adam", time_limit=120)
         r = unity_search(graph, machine, RULES, options)
