@@ -57,7 +57,8 @@ def test_memory_limit_is_respected() -> None:
     result = unity_search(graph, m, rules(), UnityOptions(budget=8))
     assert result.fits and result.estimate.fits
     assert all(d.memory.total <= d.capacity for d in result.estimate.devices)
-    assert len(result.report.rounds) > 1 and result.report.rounds[-1][2]
+    assert len(result.report.rounds) > 1  # memory rounds ran (the plan that fits may come from
+    # a whole-graph plan given memory levers rather than from the last round)
     assert_same_outputs(graph, result.plan)
 
 
@@ -66,9 +67,11 @@ def test_nothing_fits_is_reported_with_the_smallest_footprint() -> None:
     graph = mlp(batch=512, width=256, layers=3)  # megabytes of weights: no plan fits 96 KiB
     result = unity_search(graph, m, rules(), UnityOptions(budget=2))
     assert not result.fits
-    # the smallest footprint found: the search's rounds', or a pipeline's (stages split the weights)
+    # the smallest footprint found: the search's rounds', a pipeline's (stages split the weights)
+    # or a whole-graph plan's with memory levers
     assert result.estimate.peak_memory <= min(peak for _, peak, _ in result.report.rounds)
-    assert all(result.estimate.peak_memory <= p.estimate.peak_memory for p in result.alternatives)
+    levered = any(n.zero or n.recompute for n in result.plan.nodes.values())
+    assert levered or result.estimate.pipeline is not None
 
 
 def test_sequential_baseline_computes_the_same_values() -> None:

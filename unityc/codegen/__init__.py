@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
 
 from unityc.codegen.analysis import Analysis, CodegenError, analyze
 from unityc.codegen.emit import Writer, layout_text
+from unityc.codegen.memory import predicted_memory, zero_stages
 from unityc.codegen.pipeline import emit_pipelined, is_pipelined
 from unityc.models.spec import ModelError, ModelSpec, absolute_model, factory_file
 
@@ -115,6 +116,7 @@ def program_head(a: Analysis, writer: Writer, source: str, about: list[str]) -> 
         "",
         "import torch",
         "import torch.nn.functional as F",
+        *(["from torch.utils.checkpoint import checkpoint"] if writer.regions else []),
         "",
         "import unityc.runtime as rt",
         "from unityc.runtime import Collective, Constant, Layout",
@@ -132,6 +134,8 @@ def program_head(a: Analysis, writer: Writer, source: str, about: list[str]) -> 
         f"    outputs=({outputs},),",
         *_table("constants", writer.constants),
         f"    tables={writer.tables!r},",
+        *([f"    zero={zero_stages(a)!r},"] if zero_stages(a) else []),
+        f"    memory={predicted_memory(a)!r},",
         ")",
         "",
         "",

@@ -10,6 +10,7 @@ from xdsl.ir import SSAValue
 from unityc.codegen.analysis import Analysis, CodegenError, Value
 from unityc.codegen.collectives import parallel_stages
 from unityc.codegen.kernels import KERNELS, Call, Tasks, literal, rank_test, torch_dtype_name
+from unityc.codegen.memory import SOURCES, Region, last_readers, regions
 from unityc.dialects.pcg_types import PcgOp, TensorType
 from unityc.runtime.plan import Collective
 
@@ -57,6 +58,8 @@ class Writer:
         self.tables: dict[str, tuple[int, ...]] = {}
         self.transfers = 0
         self.collectives = 0
+        self.regions = 0
+        self.dropping: dict[PcgOp, list[SSAValue]] = {}
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -209,11 +212,65 @@ class Writer:
         expr = f"{names[0]} if {rank_test(takes[0])} else {names[1]}" if takes[0] else names[1]
         self.emit(f"{out.var} = {self.guarded(expr, sorted(takes[0] + takes[1]))}")
 
+    # --- memory levers ----------------------------------------------------------------------
+
+    def drop(self, op: PcgOp, scope: set[SSAValue] | None = None) -> None:
+        """Drops the gathered ZeRO-3 weights `op` reads last (in `scope`, if given)."""
+        gone = [v for v in self.dropping.get(op, ()) if scope is None or v in scope]
+        if gone:
+            names = ", ".join(self.a.value(v).var for v in gone)
+            self.emit(f"del {names}  # ZeRO-3: gathered again in backward")
+
+    def region(self, region: Region, done: set[PcgOp]) -> None:
+        """A run of recompute ops as one function under `torch.utils.checkpoint` (non-reentrant):
+        its activations are made again in backward; what it reads from outside is its argument."""
+        for v in region.inputs:  # sources read inside and outside come first
+            owner = v.owner
+            if isinstance(owner, PcgOp) and owner.name in SOURCES and owner not in done:
+                self.op(owner)
+                done.add(owner)
+        self.regions += 1
+        name = f"_recompute_{self.regions}"
+        outer, self.lines = self.lines, []
+        transfers = self.transfers
+        local = {r for op in (*region.sources, *region.ops) for r in op.results}
+        for op in sorted((*region.sources, *region.ops), key=self.a.ops.index):
+            self.op(op)
+            self.drop(op, local)
+            done.add(op)
+        if self.transfers != transfers:
+            raise CodegenError(
+                "a recompute region reads pieces held on other ranks (implicit transfers): -t torch "
+                "cannot run them again in backward; make the moves explicit parallel ops outside it",
+                region.ops[0],
+            )
+        body, self.lines = self.lines, outer
+        args = ", ".join(self.a.value(v).var for v in region.inputs)
+        results = [self.a.value(v).var for v in region.outputs]
+        packed = ", ".join(results) + ("," if len(results) == 1 else "")
+        self.emit(f"def {name}({args}):")
+        self.lines += [INDENT + line for line in body]
+        self.emit(f"{INDENT}return ({packed})")
+        self.emit(f"{packed} = checkpoint({name}{', ' if args else ''}{args}, use_reentrant=False)")
+        for op in region.ops:
+            self.drop(op, set(region.inputs))
+
     # --- the file ---------------------------------------------------------------------------
 
     def forward(self) -> list[str]:
+        owners = regions(self.a)
+        self.dropping = last_readers(self.a)
+        done: set[PcgOp] = set()
         for op in self.a.ops:
-            self.op(op)
+            if op in done:
+                continue
+            region = owners.get(op)
+            if region is None:
+                self.op(op)
+                self.drop(op)
+                done.add(op)
+            elif op.name not in SOURCES:  # a region's sources are read inside it
+                self.region(region, done)
         outputs = ", ".join(self.a.value(v).var for v in self.a.outputs)
         outputs += "," if len(self.a.outputs) == 1 else ""
         return [

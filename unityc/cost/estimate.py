@@ -46,6 +46,7 @@ from unityc.cost.memory import DeviceMemory, attention_saved_bytes, check_optimi
 from unityc.cost.pipeline import PipelineRun
 from unityc.cost.pricing import (
     ComputeModel,
+    WeightParts,
     compute_parts,
     node_form,
     parallel_parts,
@@ -57,7 +58,7 @@ from unityc.cost.pricing import (
     weight_parts,
 )
 from unityc.cost.profile import ProfileCache, op_key, profiled_cost
-from unityc.cost.schedule import Step, simulate
+from unityc.cost.schedule import Comm, Step, simulate
 from unityc.cost.units import format_bytes
 from unityc.dialects.container import graph_function
 from unityc.dialects.forms import Form
@@ -66,6 +67,13 @@ from unityc.graph import Graph, Node, Ref, from_module, full_attrs
 from unityc.machine.spec import Machine
 
 COST_MODES = ("roofline", "profile")
+WEIGHT_PATTERN = {
+    0: "all_reduce",
+    1: "all_reduce+all_gather",
+    2: "reduce_scatter+all_gather",
+    3: "reduce_scatter",
+}
+"""A weight's gradient sync by ZeRO stage (ZeRO-3 also all-gathers it before each use)."""
 
 __all__ = [
     "COST_MODES",
@@ -241,6 +249,10 @@ class _Builder:
         self.mult: dict[int, int] = {}
         self.gets_grad: set[Ref] = set()
         self.memory: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self.internal: dict[int, dict[int, float]] = {}
+        """Attention's internal saved tensors per device, by node id."""
+        self.weights: dict[int, WeightParts] = {}
+        """The parts of each weight (ZeRO gathers, gradients per device), by node id."""
         self.transfers = 0
         self.unplaced = 0
         self.model_flops = 0.0
@@ -320,12 +332,16 @@ class _Builder:
         self.add_model_flops(node, attrs, types, grads if backward else [False] * len(grads), m)
         extra = 0.0
         if backward and node.op == "pcg.attention":
-            extra = self.attention_memory(attrs, types, node.types[0], parts.tasks, m)
+            extra = self.attention_memory(nid, attrs, types, node.types[0], parts.tasks, m)
+        bwd = parts.bwd
+        if backward and node.recompute:  # its forward runs again in backward
+            bwd = merge_work(parts.fwd, parts.bwd)
         step = Step(
             name=name,
             fwd_comm=parts.fwd_comm,
             fwd_compute=parts.fwd,
-            bwd_compute=parts.bwd,
+            bwd_compute=bwd,
+            bwd_gather=self.regathers(node) if backward else (),
             bwd_comm=parts.bwd_comm,
             **base,
         )
@@ -335,7 +351,7 @@ class _Builder:
             label=self.label(node),
             devices=tuple(sorted(parts.tasks)),
             fwd_compute_s=m * max(s for _, s in parts.fwd),
-            bwd_compute_s=m * max(s for _, s in parts.bwd),
+            bwd_compute_s=m * max(s for _, s in bwd),
             fwd_comm_s=m * phase(parts.fwd_comm),
             bwd_comm_s=m * phase(parts.bwd_comm),
             pattern="p2p" if parts.fwd_comm else "",
@@ -346,12 +362,26 @@ class _Builder:
         )
         return step, row
 
+    def regathers(self, node: Node) -> tuple[Comm, ...]:
+        """The all-gathers of the ZeRO-3 weights `node` reads again in backward: those it saves
+        (the program frees them after forward and gathers them when its backward unpacks them),
+        or all it reads if it is recomputed."""
+        if saves(node.op) != "operands" and not node.recompute:
+            return ()
+        return tuple(
+            c for r in node.operand_refs() if r[0] in self.weights for c in self.weights[r[0]].gather
+        )
+
     def attention_memory(
-        self, attrs: Mapping[str, Any], types: Sequence[TensorType | None], result: TensorType,
+        self, nid: int, attrs: Mapping[str, Any], types: Sequence[TensorType | None], result: TensorType,
         tasks: Mapping[int, int], m: int,
     ) -> float:  # fmt: skip
-        """Attention's internal saved tensors, added to its devices; returns the total."""
+        """Attention's internal saved tensors, added to its devices (to its backward's transient
+        bytes if it is recomputed); returns the total kept from forward."""
         per_task = attention_task_bytes(attrs, types, result)
+        self.internal[nid] = {device: float(per_task * count * m) for device, count in tasks.items()}
+        if self.graph.nodes[nid].recompute:
+            return 0.0
         for device, count in tasks.items():
             self.memory[device]["activations"] += per_task * count * m
         return float(per_task * sum(tasks.values()) * m)
@@ -433,7 +463,8 @@ class _Builder:
         self, nid: int, node: Node, t: TensorType, where: dict[Coord, int], name: str
     ) -> tuple[Step, OpRow]:
         wants = (nid, 0) in self.gets_grad
-        parts = weight_parts(self.machine, self.optimizer, t, where, wants)
+        parts = weight_parts(self.machine, self.optimizer, t, where, wants, node.zero)
+        self.weights[nid] = parts
         held = 0.0
         for device, parts_held in parts.held.items():
             for what, nbytes in parts_held.items():
@@ -447,14 +478,15 @@ class _Builder:
             self.update_flops += parts.update_flops
             self.update_roofline_s += parts.update_flops / self.machine.total_peak_flops(p.dtype)
         base = {**self._base(nid, node, 1), "has_backward": False}
-        step = Step(name=name, grad_sync=parts.sync, update=parts.update, **base)
+        step = Step(name=name, fwd_comm=parts.gather, grad_sync=parts.sync, update=parts.update, **base)
         row = OpRow(
             name=name,
             kind=node.op,
             label=self.label(node),
             devices=tuple(sorted(parts.held)),
+            fwd_comm_s=phase(parts.gather),
             bwd_comm_s=phase(parts.sync),
-            pattern="all_reduce" if parts.sync else "",
+            pattern=WEIGHT_PATTERN[node.zero] if parts.sync else "",
             collectives=len(parts.sync),
             comm_bytes=piece(t).nbytes if parts.sync else 0,  # type: ignore[union-attr]
             memory=held,
@@ -472,11 +504,119 @@ class _Builder:
         saved = saved_values(self.graph, order, self.gets_grad)
         per_value: dict[Ref, float] = {}
         for v in saved:
-            nbytes = piece(self.graph.type_of(v)).nbytes * self.mult[self.vid(v)]  # type: ignore[union-attr]
-            for device in self.where[v].values():
+            on = self.bytes_on(v)
+            for device, nbytes in on.items():
                 self.memory[device]["activations"] += nbytes
-            per_value[v] = nbytes * len(self.where[v])
+            per_value[v] = sum(on.values())
         return per_value
+
+    def bytes_on(self, v: Ref, micro_batches: bool = True) -> dict[int, float]:
+        """Bytes of tensor `v` per device holding pieces of it (all its micro-batches, or one)."""
+        nbytes = piece(self.graph.type_of(v)).nbytes  # type: ignore[union-attr]
+        if micro_batches:
+            nbytes *= self.mult[self.vid(v)]
+        out: dict[int, float] = defaultdict(float)
+        for device in self.where[v].values():
+            out[device] += nbytes
+        return out
+
+    def peaks(self, order: Sequence[int]) -> dict[int, tuple[float, float]]:
+        """Per device, (the peak over the iteration of what is not persistent: live saved
+        activations + gradients made so far + transient bytes; the transient bytes then). Forward
+        ends with every saved activation live, plus at most one op's gathered ZeRO-3 weights;
+        backward then runs in reverse, each op holding its results' and operands' gradients,
+        its gathered weights and unreduced ZeRO-2/3 gradients and, if recomputed, what it
+        would have kept, then freeing the activations no earlier op needs, while the weights'
+        gradients appear; the end holds every gradient."""
+        graph = self.graph
+        saved = saved_by(graph, order, self.gets_grad)
+        live: dict[int, float] = defaultdict(float)
+        last: dict[Ref, int] = {}  # a saved value is freed after the backward of its first saver
+        for nid in order:
+            for v in saved.get(nid, ()):
+                last.setdefault(v, nid)
+        for v in last:
+            for device, nbytes in self.bytes_on(v).items():
+                live[device] += nbytes
+        for nid, per_device in self.internal.items():
+            if not graph.nodes[nid].recompute:
+                for device, nbytes in per_device.items():
+                    live[device] += nbytes
+        best: dict[int, tuple[float, float]] = {d: (nbytes, 0.0) for d, nbytes in live.items()}
+
+        def consider(moment: Mapping[int, float], transient: Mapping[int, float]) -> None:
+            for device in set(moment) | set(transient):
+                total = moment.get(device, 0.0) + transient.get(device, 0.0)
+                if total > best.get(device, (0.0, 0.0))[0]:
+                    best[device] = (total, transient.get(device, 0.0))
+
+        for nid in order:  # forward: gathered ZeRO-3 weights while their reader runs
+            consider(live, self.gathered(nid, gradient=False))
+        grads: dict[int, float] = defaultdict(float)
+        seen: set[int] = set()
+        for nid in reversed(order):
+            node = graph.nodes[nid]
+            if not _has_backward(graph, nid, self.gets_grad):
+                continue
+            transient = self.gathered(nid, gradient=True)
+            for r in (*((nid, i) for i in range(len(node.types))), *node.operand_refs()):
+                if r in self.gets_grad and graph.nodes[r[0]].op != "pcg.weight":
+                    for device, nbytes in self.bytes_on(r, micro_batches=False).items():
+                        transient[device] += nbytes
+            if node.recompute:
+                for v in would_save(graph, nid, self.gets_grad):
+                    for device, nbytes in self.bytes_on(v, micro_batches=False).items():
+                        transient[device] += nbytes
+                for device, nbytes in self.internal.get(nid, {}).items():
+                    transient[device] += nbytes / max(self.mult[self.vid((nid, 0))], 1)
+            consider({d: live.get(d, 0.0) + grads.get(d, 0.0) for d in set(live) | set(grads)}, transient)
+            for r in node.operand_refs():
+                if r[0] in self.weights and r[0] not in seen:
+                    seen.add(r[0])
+                    for device, held in self.weights[r[0]].held.items():
+                        grads[device] += held.get("gradients", 0.0)
+            for v in saved.get(nid, ()):
+                if last.get(v) == nid:
+                    for device, nbytes in self.bytes_on(v).items():
+                        live[device] -= nbytes
+            if not node.recompute:
+                for device, nbytes in self.internal.get(nid, {}).items():
+                    live[device] -= nbytes
+        consider(grads, {})
+        return best
+
+    def gathered(self, nid: int, gradient: bool) -> dict[int, float]:
+        """Bytes op `nid` holds for a moment beyond the shards of the ZeRO weights it reads: the
+        gathered ZeRO-3 weights, and in backward the unreduced ZeRO-2/3 gradients."""
+        out: dict[int, float] = defaultdict(float)
+        for r in self.graph.nodes[nid].operand_refs():
+            parts = self.weights.get(r[0])
+            if parts is None or parts.full is None:
+                continue
+            for device, full in parts.full.items():
+                held = parts.held[device]
+                if self.graph.nodes[r[0]].zero == 3:
+                    out[device] += full - held["weights"]
+                if gradient and "gradients" in held:
+                    out[device] += full - held["gradients"]
+        return out
+
+
+def device_memory(parts: Mapping[str, float], peak: tuple[float, float], reserved: float) -> DeviceMemory:
+    """A device's memory: its persistent parts, and its peak (`_Builder.peaks`: what is not
+    persistent at the worst moment, with the transient bytes then)."""
+    memory = DeviceMemory(**parts, reserved=reserved, transient=peak[1])
+    persistent = memory.weights + memory.optimizer + memory.buffers + reserved
+    return replace(memory, peak=persistent + peak[0])
+
+
+def merge_work(*parts: Sequence[tuple[int, float]]) -> tuple[tuple[int, float], ...]:
+    """(device, seconds) lists added up per device, in first-seen order."""
+    total: dict[int, float] = {}
+    for part in parts:
+        for device, seconds in part:
+            total[device] = total.get(device, 0.0) + seconds
+    return tuple(total.items())
 
 
 def attention_task_bytes(
@@ -494,19 +634,47 @@ def attention_task_bytes(
     )
 
 
+def saved_by(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> dict[int, tuple[Ref, ...]]:
+    """Per op with a backward, the tensors it keeps from forward for it (weights excluded). A
+    `recompute` op keeps only its operands made outside recomputation (its region's inputs,
+    which `torch.utils.checkpoint` keeps); the rest it makes again in backward."""
+    out: dict[int, tuple[Ref, ...]] = {}
+    for nid in order:
+        node = graph.nodes[nid]
+        if not node.recompute:
+            out[nid] = would_save(graph, nid, gets_grad)
+        elif _has_backward(graph, nid, gets_grad):
+            out[nid] = tuple(
+                o
+                for o in node.operand_refs()
+                if graph.nodes[o[0]].op != "pcg.weight" and not graph.nodes[o[0]].recompute
+            )
+    return out
+
+
+def _has_backward(graph: Graph, nid: int, gets_grad: set[Ref]) -> bool:
+    node = graph.nodes[nid]
+    return node.op not in SOURCES and any((nid, i) in gets_grad for i in range(len(node.types)))
+
+
+def would_save(graph: Graph, nid: int, gets_grad: set[Ref]) -> tuple[Ref, ...]:
+    """What op `nid`'s backward keeps from forward without recomputation (weights excluded)."""
+    if not _has_backward(graph, nid, gets_grad):
+        return ()
+    node = graph.nodes[nid]
+    rule = saves(node.op)
+    if rule == "operands":
+        return tuple(o for o in node.operand_refs() if graph.nodes[o[0]].op != "pcg.weight")
+    if rule == "result":
+        return tuple((nid, i) for i in range(len(node.types)))
+    return ()
+
+
 def saved_values(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> dict[Ref, None]:
     """The tensors some backward keeps from forward (in a stable order)."""
     saved: dict[Ref, None] = {}
-    for nid in order:
-        node = graph.nodes[nid]
-        results = [(nid, i) for i in range(len(node.types))]
-        if not any(r in gets_grad for r in results) or node.op in SOURCES:
-            continue
-        rule = saves(node.op)
-        if rule == "operands":
-            saved.update((o, None) for o in node.operand_refs() if graph.nodes[o[0]].op != "pcg.weight")
-        elif rule == "result":
-            saved.update((r, None) for r in results)
+    for refs in saved_by(graph, order, gets_grad).values():
+        saved.update((r, None) for r in refs)
     return saved
 
 
@@ -561,13 +729,14 @@ def estimate_graph(
     if is_pipelined(graph):
         return estimate_pipelined(graph, machine, cost, optimizer, profile)
     check_optimizer(optimizer)
-    b, _, steps, rows = build_steps(graph, machine, compute_model(cost, profile), optimizer)
+    b, order, steps, rows = build_steps(graph, machine, compute_model(cost, profile), optimizer)
     loss = graph.outputs[0] if graph.outputs else None
     schedule = simulate(steps, b.mult, b.vid(loss) if loss is not None and loss in b.ids else None)
     for s in steps:
         for c in (*s.fwd_comm, *s.bwd_comm, *s.grad_sync):
             for d in c.devices:
                 b.memory[d]["buffers"] = max(b.memory[d]["buffers"], c.nbytes)
+    peaks = b.peaks(order)
     used = sorted(set(schedule.timelines) | set(b.memory))
     devices = tuple(
         DeviceRow(
@@ -576,7 +745,7 @@ def estimate_graph(
             compute_s=schedule.timelines[d].compute_s if d in schedule.timelines else 0.0,
             comm_s=schedule.timelines[d].comm_s if d in schedule.timelines else 0.0,
             busy_s=schedule.timelines[d].busy_s if d in schedule.timelines else 0.0,
-            memory=DeviceMemory(**b.memory[d]),
+            memory=device_memory(b.memory[d], peaks.get(d, (0.0, 0.0)), machine.kind_of(d).reserved),
             capacity=machine.kind_of(d).memory,
         )
         for d in used

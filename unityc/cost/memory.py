@@ -1,17 +1,27 @@
 """Memory per device and the optimizer's weight update.
 
-Per device, at the end of forward (the peak of a training iteration without recomputation):
+Per device, the peak over one training iteration (`estimate` walks forward, then backward in
+reverse, see `estimate.peak_memory`):
 
-    total = weights + gradients + optimizer state + saved activations + communication buffers
+    total = reserved + weights + optimizer state + max over the iteration of
+            (saved activations still live + gradients made so far + transient bytes)
 
-* weights: every weight piece placed on the device; gradients: one per weight piece that gets
-  a gradient; optimizer state: SGD (no momentum) keeps none, Adam keeps m and v (2x weights);
+* weights, gradients, optimizer state: `persistent_bytes` per weight piece, what the generated
+  program holds and reports (a weight in n copies with `zero = 1|2|3` shards its optimizer
+  state, then its gradient, then itself across the copies: shards of ceil(numel/n) elements,
+  the last one padded); SGD (no momentum) keeps no state, Adam keeps m and v (2x);
 * saved activations: the tensors the backward of some op needs (`SAVES`): an op's operands
   (matmuls, norms, most ops), its result (relu, sigmoid, tanh, exp, sqrt, softmax: their
   derivative is a function of the result), or nothing (add, reshape, parallel ops, ...), counted
   on the devices holding their pieces, once per micro-batch; attention also keeps its internal
   q, k, v projections, attention probabilities and context;
-* communication buffers: the largest single collective buffer the device takes part in.
+* communication buffers: the largest single collective buffer the device takes part in;
+* transient bytes at one moment: in backward, the gradients of the op's results and operands
+  on the device (activation gradients), the region's recomputed activations (`recompute`), the
+  full weight a ZeRO-3 op all-gathers while it runs (forward and backward: weight minus shard),
+  the full gradient of a ZeRO-2/3 weight before its reduce-scatter;
+* reserved: what the framework holds whatever the plan (the device kind's `reserved`: CUDA
+  context, NCCL buffers, cuBLAS workspace; 0 for CPU processes).
 
 Weight update (memory-bound): SGD reads w and g and writes w (3 passes, 2 FLOPs per element);
 Adam reads w, g, m, v and writes w, m, v (7 passes, ~12 FLOPs per element).
@@ -19,6 +29,7 @@ Adam reads w, g, m, v and writes w, m, v (7 passes, ~12 FLOPs per element).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from unityc.cost.compute import Work
@@ -65,6 +76,29 @@ def optimizer_state_bytes(optimizer: str, weight_bytes: float) -> float:
     return STATE_PER_WEIGHT[optimizer] * weight_bytes
 
 
+def shard_numel(numel: int, copies: int) -> int:
+    """Elements of one ZeRO shard of a piece of `numel` elements held in `copies` copies."""
+    return math.ceil(numel / copies)
+
+
+def persistent_bytes(
+    numel: int, element_bytes: int, copies: int, zero: int, optimizer: str, wants_grad: bool = True
+) -> DeviceMemory:
+    """What one copy of a weight piece keeps on its device for the whole run: the weight (a
+    shard if zero = 3), its gradient (a shard if zero >= 2) and the optimizer state (sharded if
+    zero >= 1); shards hold ceil(numel / copies) elements (the last one padded)."""
+    check_optimizer(optimizer)
+    whole = numel * element_bytes
+    shard = shard_numel(numel, copies) * element_bytes if zero else whole
+    if not wants_grad:
+        return DeviceMemory(weights=shard if zero == 3 else whole)
+    return DeviceMemory(
+        weights=shard if zero == 3 else whole,
+        gradients=shard if zero >= 2 else whole,
+        optimizer=STATE_PER_WEIGHT[optimizer] * (shard if zero >= 1 else whole),
+    )
+
+
 def update_work(optimizer: str, numel: int, element_bytes: int) -> Work:
     """Work of updating `numel` weight elements in place."""
     check_optimizer(optimizer)
@@ -79,14 +113,27 @@ def attention_saved_bytes(batch: int, sq: int, sk: int, eh: int, heads: int, ele
 
 @dataclass(frozen=True)
 class DeviceMemory:
-    """Bytes on one device, by part; `total` is their sum."""
+    """Bytes on one device, by part. Without `peak`, `total` is their sum; `estimate` sets
+    `peak` (the simulated peak over the iteration, see the module docstring), since the parts
+    do not all live at once: all saved activations and all gradients never coexist."""
 
     weights: float = 0
     gradients: float = 0
     optimizer: float = 0
     activations: float = 0
+    """Saved activations at the end of forward (region inputs only where `recompute`)."""
     buffers: float = 0
+    transient: float = 0
+    """The transient bytes at the peak moment (activation gradients, gathered ZeRO-3 weights,
+    recomputed activations, unsharded ZeRO-2/3 gradients before their reduce-scatter)."""
+    reserved: float = 0
+    peak: float | None = None
 
     @property
     def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer + self.activations + self.buffers
+        if self.peak is not None:
+            return self.peak
+        return (
+            self.weights + self.gradients + self.optimizer + self.activations + self.buffers
+            + self.transient + self.reserved
+        )  # fmt: skip

@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from unityc.cost.communication import PARALLEL_PATTERN, Coord, collective_time, parallel_groups, price_group
 from unityc.cost.compute import OpCost, Piece, kernel_time
-from unityc.cost.memory import optimizer_state_bytes, update_work
+from unityc.cost.memory import persistent_bytes, shard_numel, update_work
 from unityc.cost.schedule import Comm
 from unityc.dialects.container import graph_function
 from unityc.dialects.diagnostics import located
@@ -264,18 +264,27 @@ def parallel_parts(
 @dataclass(frozen=True)
 class WeightParts:
     held: dict[int, dict[str, float]]
-    """Bytes per device: weights, gradients, optimizer state."""
+    """Bytes per device: weights, gradients, optimizer state (`memory.persistent_bytes`)."""
     update: tuple[tuple[int, float], ...]
     """(device, seconds) of the optimizer step."""
     sync: tuple[Comm, ...]
-    """All-reduces of the gradients of the weight's copies."""
+    """After the backward: the gradients of the weight's copies all-reduced (reduce-scattered
+    with ZeRO-2/3); with ZeRO-1/2 also the updated shards all-gathered (priced here, on the same
+    streams: the update between them is short and memory-bound)."""
     update_flops: float
+    gather: tuple[Comm, ...] = ()
+    """ZeRO-3: the all-gathers of the weight from its shards, before each use (in forward, and
+    again in backward)."""
+    full: dict[int, float] | None = None
+    """ZeRO-2/3: per device, the bytes of the unsharded pieces (what a gather or an unreduced
+    gradient holds for a moment)."""
 
 
 def weight_parts(
-    machine: Machine, optimizer: str, t: TensorType, where: Placement, wants: bool
+    machine: Machine, optimizer: str, t: TensorType, where: Placement, wants: bool, zero: int = 0
 ) -> WeightParts:
-    """What a weight of type `t` placed at `where` holds and does per iteration."""
+    """What a weight of type `t` placed at `where` holds and does per iteration; `zero` shards
+    it across its copies (see `memory.persistent_bytes`)."""
     p = _piece(t, False)
     pieces: dict[int, int] = defaultdict(int)
     for device in where.values():
@@ -283,34 +292,41 @@ def weight_parts(
     held: dict[int, dict[str, float]] = {}
     update: list[tuple[int, float]] = []
     element = p.nbytes // max(p.numel, 1)
+    n = t.copy_degree
+    own = persistent_bytes(p.numel, element, n, zero, optimizer, wants)
+    updated = shard_numel(p.numel, n) if zero else p.numel
     for device, count in pieces.items():
-        nbytes = count * p.nbytes
-        held[device] = {"weights": nbytes}
+        held[device] = {"weights": count * own.weights}
         if not wants:
             continue
-        held[device]["gradients"] = nbytes
-        held[device]["optimizer"] = optimizer_state_bytes(optimizer, nbytes)
-        work = update_work(optimizer, count * p.numel, element)
+        held[device]["gradients"] = count * own.gradients
+        held[device]["optimizer"] = count * own.optimizer
+        work = update_work(optimizer, count * updated, element)
         update.append((device, kernel_time(work, p.dtype, machine.kind_of(device))))
-    sync = gradient_sync(machine, t, where, p.nbytes) if wants else []
+    sync: list[Comm] = []
+    if wants:
+        sync = copy_collectives(machine, "reduce_scatter" if zero >= 2 else "all_reduce", where, p.nbytes)
+        if zero in (1, 2):
+            sync += copy_collectives(machine, "all_gather", where, p.nbytes)
+    gather = copy_collectives(machine, "all_gather", where, p.nbytes) if zero == 3 else []
     flops = update_work(optimizer, t.num_pieces // t.copy_degree * p.numel, element).flops if wants else 0.0
-    return WeightParts(held, tuple(update), tuple(sync), flops)
+    full = {d: float(count * p.nbytes) for d, count in pieces.items()} if zero >= 2 else None
+    return WeightParts(held, tuple(update), tuple(sync), flops, tuple(gather), full)
 
 
-def gradient_sync(machine: Machine, t: TensorType, where: Placement, nbytes: int) -> list[Comm]:
-    """All-reduce of the gradients of a weight's copies (copy degree > 1, used directly)."""
-    if t.copy_degree == 1:
-        return []
+def copy_collectives(machine: Machine, pattern: str, where: Placement, nbytes: int) -> list[Comm]:
+    """One collective of `pattern` over the copies of each piece of a tensor placed at `where`
+    (its copy index is the last coordinate); `nbytes` is one whole piece."""
     copies: dict[Coord, list[int]] = defaultdict(list)
     for coord, device in where.items():
         copies[coord[:-1]].append(device)
-    sync = []
+    out = []
     for devices in copies.values():
         distinct = tuple(dict.fromkeys(devices))
-        seconds = collective_time("all_reduce", nbytes, distinct, machine)
+        seconds = collective_time(pattern, nbytes, distinct, machine)
         if seconds > 0:
-            sync.append(Comm(distinct, seconds, nbytes))
-    return sync
+            out.append(Comm(distinct, seconds, nbytes))
+    return out
 
 
 def sum_concat_parts(

@@ -125,6 +125,12 @@ def render(e: Estimate) -> str:
         out.append(f"{idle} other device(s) idle")
     if e.pipeline is not None:
         out += ["", *pipeline_lines(e.pipeline)]
+    reserved = max((d.memory.reserved for d in e.devices), default=0.0)
+    if reserved:
+        out.append(
+            f"peak memory: the worst moment of forward and backward (activations and gradients never all "
+            f"coexist), with {format_bytes(reserved)} per device reserved for the framework"
+        )
     out += [f"note: {n}" for n in e.notes]
     return "\n".join(out) + "\n"
 

@@ -53,6 +53,8 @@ class Step:
     fwd_compute: tuple[tuple[int, float], ...] = ()
     """(device, seconds) of one instance."""
     bwd_compute: tuple[tuple[int, float], ...] = ()
+    bwd_gather: tuple[Comm, ...] = ()
+    """Collectives its backward waits for before computing (ZeRO-3 weights gathered again)."""
     bwd_comm: tuple[Comm, ...] = ()
     has_backward: bool = False
     grad_operands: tuple[bool, ...] = ()
@@ -180,7 +182,8 @@ def simulate(steps: Sequence[Step], multiplicity: Mapping[int, int], loss: int |
             known = [g for g in seeds if g is not None]
             if not known:
                 continue
-            computed = sim.compute(step.bwd_compute, max(known))
+            gathered = sim.communicate(step.bwd_gather, max(known))
+            computed = sim.compute(step.bwd_compute, gathered)
             end = sim.communicate(step.bwd_comm, computed)
             backward_s = max(backward_s, end)
             for v, wants in zip(step.operands, step.grad_operands, strict=True):

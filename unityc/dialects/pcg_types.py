@@ -19,6 +19,8 @@ from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
     IntAttr,
+    IntegerAttr,
+    UnitAttr,
     bf16,
     f16,
     f32,
@@ -222,6 +224,7 @@ class PcgOp(UnitycOp):
     traits = traits_def(Pure())
 
     def verify_extra(self) -> None:
+        self.verify_plan()
         view = self.attributes.get("view")
         if view is None:
             return
@@ -231,6 +234,32 @@ class PcgOp(UnitycOp):
         assert isinstance(result, TensorType)
         if problem := view.problem_for(result.task_degrees()):
             raise VerifyException(problem)
+
+
+    def verify_plan(self) -> None:
+        """The per-op plan properties beside the view: `recompute` (a unit attribute, any op) and
+        `zero = 1|2|3 : i64` (a `pcg.weight` held in n >= 2 copies: sharded data parallelism)."""
+        recompute = self.attributes.get("recompute")
+        if recompute is not None and not isinstance(recompute, UnitAttr):
+            raise VerifyException(f"'recompute' is a unit attribute (write it bare), got {recompute}")
+        zero = self.attributes.get("zero")
+        if zero is None:
+            return
+        if self.name != "pcg.weight":
+            raise VerifyException(f"'zero' applies to pcg.weight only, not to {self.name}")
+        if not isinstance(zero, IntegerAttr) or zero.value.data not in ZERO_STAGES:
+            raise VerifyException(f"'zero' must be 1, 2 or 3 (: i64), got {zero}")
+        result = self.results[0].type
+        assert isinstance(result, TensorType)
+        if result.copy_degree < 2:
+            raise VerifyException(
+                f"'zero = {zero.value.data}' shards a weight across its copies; this one has copy degree "
+                f"{result.copy_degree} (needs >= 2)"
+            )
+
+
+ZERO_STAGES = (1, 2, 3)
+"""1: optimizer state sharded across a weight's copies; 2: + gradients; 3: + the weight."""
 
 
 def form_builder(cls: type[UnitycOp], names: Sequence[str], operands: Sequence[Any]) -> FormBuilder:

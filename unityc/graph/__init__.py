@@ -97,6 +97,10 @@ class Node:
     plan: tuple[tuple[str, Attribute], ...] = ()
     """The op's other plan attributes beside its view (`stage`, ...), sorted by name, as in its
     attribute dictionary."""
+    zero: int = 0
+    """ZeRO stage of a weight held in copies (1, 2, 3; 0: plain copies). See `plan_attrs`."""
+    recompute: bool = False
+    """Activation checkpointing: the op's saved activations are recomputed in backward."""
 
     def attr(self, name: str, default: Any = None) -> Any:
         for key, value in self.attrs:
@@ -239,7 +243,8 @@ class Graph:
         for nid in self.topological():
             node = self.nodes[nid]
             operands = tuple(None if r is None else (hashes[r[0]], r[1]) for r in node.operands)
-            hashes[nid] = hash((node.op, node.attrs, node.types, node.view, operands))
+            plan = (node.view, node.zero, node.recompute)
+            hashes[nid] = hash((node.op, node.attrs, node.types, plan, operands))
         return hashes
 
     def structural_hash(self) -> int:
@@ -270,6 +275,15 @@ class Graph:
         self.nodes[nid] = replace(node, view=view)
 
 
+def with_plan_of(new: Node, old: Node) -> Node:
+    """`new` (a rebuilt `old`) with `old`'s per-op plan properties besides the view: `recompute`,
+    and `zero` where `new` still holds copies."""
+    zero = old.zero if new.types and new.types[0].copy_degree >= 2 else 0
+    if (zero, old.recompute) == (new.zero, new.recompute):
+        return new
+    return replace(new, zero=zero, recompute=old.recompute)
+
+
 def sources(graph: Graph) -> Iterable[tuple[int, Node]]:
     return ((nid, n) for nid, n in graph.nodes.items() if n.is_source)
 
@@ -287,4 +301,5 @@ __all__ = [
     "op_class",
     "sources",
     "to_module",
+    "with_plan_of",
 ]

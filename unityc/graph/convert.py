@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnitAttr
+from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.irdl import OptOperandDef, VarOperandDef, VarResultDef
 
 from unityc.dialects.container import graph_function
@@ -37,11 +37,34 @@ def from_module(module: ModuleOp) -> Graph:
             tuple(r.type for r in op.results),  # type: ignore[misc]
             view if isinstance(view, MachineViewAttr) else None,
             op.results[0].name_hint if op.results else None,
-            tuple(sorted((k, v) for k, v in op.attributes.items() if k != "view")),
+            tuple(sorted((k, v) for k, v in op.attributes.items() if k not in OWN_FIELDS)),
+            *plan_properties(op.attributes),
         )
         for result, ref in zip(op.results, graph.add_node(node), strict=True):
             refs[result] = ref
     return graph
+
+
+OWN_FIELDS = ("view", "zero", "recompute")
+"""Plan attributes with a field of their own in `Node`; the others (`stage`, ...) go to `Node.plan`."""
+
+
+def plan_properties(attributes: Mapping[str, Attribute]) -> tuple[int, bool]:
+    """(zero, recompute) of an op's attribute dictionary (the verifier checked them)."""
+    zero = attributes.get("zero")
+    return (zero.value.data if isinstance(zero, IntegerAttr) else 0), "recompute" in attributes
+
+
+def plan_attributes(node: Node) -> dict[str, Attribute]:
+    """The attribute dictionary of a node's per-op plan: view, zero, recompute, and the rest."""
+    out: dict[str, Attribute] = dict(node.plan)
+    if node.view is not None:
+        out["view"] = node.view
+    if node.zero:
+        out["zero"] = IntegerAttr(node.zero, 64)
+    if node.recompute:
+        out["recompute"] = UnitAttr()
+    return out
 
 
 def _flat_operands(op: UnitycOp) -> list[SSAValue | None]:
@@ -101,7 +124,7 @@ def to_module(graph: Graph) -> ModuleOp:
             operands=_grouped(cls, flat),
             result_types=_grouped_results(cls, list(node.types)),
             properties=props,
-            attributes={**({"view": node.view} if node.view is not None else {}), **dict(node.plan)},
+            attributes=plan_attributes(node),
         )
         block.add_op(op)
         for i, result in enumerate(op.results):

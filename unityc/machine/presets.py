@@ -32,6 +32,10 @@ from unityc.machine.spec import DeviceKind, Link, Machine, NodeSpec, check_size
 GPU_COMPUTE_EFFICIENCY = 0.7
 GPU_MEMORY_EFFICIENCY = 0.8
 GPU_KERNEL_LATENCY = us(4)  # CUDA launch plus framework overhead per kernel (assumed)
+GPU_RESERVED = 1 * GIB
+"""Held on a GPU whatever the plan (assumed, as PyTorch on CUDA 12 typically shows): the CUDA
+context and kernels (~0.5 GiB), NCCL's communicators and buffers (~0.25 GiB), cuBLAS workspaces
+and the caching allocator's fragmentation (~0.25 GiB)."""
 
 # NVIDIA Tesla V100 datasheet (SXM2): FP64 7.8, FP32 15.7, tensor (FP16) 125 TFLOP/s;
 # HBM2 900 GB/s; 16 GB (16 GiB of HBM2).
@@ -43,6 +47,7 @@ V100_SXM2_16GB = DeviceKind(
     compute_efficiency=GPU_COMPUTE_EFFICIENCY,
     memory_efficiency=GPU_MEMORY_EFFICIENCY,
     kernel_latency=GPU_KERNEL_LATENCY,
+    reserved=GPU_RESERVED,
 )
 
 # NVIDIA A100 datasheet (SXM4 80GB): FP64 9.7, FP32 19.5, TF32 156, BF16/FP16 312 TFLOP/s
@@ -61,6 +66,7 @@ A100_SXM_80GB = DeviceKind(
     compute_efficiency=GPU_COMPUTE_EFFICIENCY,
     memory_efficiency=GPU_MEMORY_EFFICIENCY,
     kernel_latency=GPU_KERNEL_LATENCY,
+    reserved=GPU_RESERVED,
 )
 
 # NVIDIA H100 datasheet (SXM5 80GB): FP64 34, FP32 67, TF32 494.5, BF16/FP16 989.5 TFLOP/s
@@ -79,6 +85,7 @@ H100_SXM_80GB = DeviceKind(
     compute_efficiency=GPU_COMPUTE_EFFICIENCY,
     memory_efficiency=GPU_MEMORY_EFFICIENCY,
     kernel_latency=GPU_KERNEL_LATENCY,
+    reserved=GPU_RESERVED,
 )
 
 CPU_CORE = DeviceKind(

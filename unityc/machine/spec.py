@@ -16,6 +16,7 @@ All values are frozen and hashable, so the search can cache on them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,8 @@ class DeviceKind:
     """Fixed cost of one kernel (launch, framework overhead), seconds."""
     allow_tf32: bool = False
     """Whether f32 matmul-like ops run at the `tf32` rate (off by default, as in PyTorch)."""
+    reserved: float = 0.0
+    """Bytes the framework holds on the device whatever the plan (context, workspaces)."""
 
     def peak_flops(self, dtype: str, matmul: bool = False) -> float:
         table = dict(self.flops)
@@ -118,6 +121,13 @@ class Machine:
                     local += 1
         object.__setattr__(self, "_devices", tuple(devices))
         object.__setattr__(self, "_first", tuple(first))
+
+    def with_memory(self, capacity: float) -> Machine:
+        """The same machine with `capacity` bytes per device (a memory budget: `--memory-budget`)."""
+        if not capacity > 0:
+            raise ValueError(f"a memory budget must be positive, got {capacity} bytes")
+        kinds = tuple(dataclasses.replace(k, memory=float(capacity)) for k in self.kinds)
+        return Machine(self.name, kinds, self.nodes, self.description)
 
     # --- devices ---------------------------------------------------------------------------
 

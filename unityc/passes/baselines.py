@@ -4,6 +4,8 @@
     unityc-opt model.mlir -p 'megatron{machine="summit:2"}'
     unityc-opt model.mlir -p 'sequential{machine="cpu:4" budget=16}'
     unityc-opt small.mlir -p 'exhaustive{machine="cpu:2"}'
+    unityc-opt model.mlir -p 'zero{machine="cpu:4" stage=3 recompute=true optimizer="adam"}'
+    unityc-opt model.mlir -p 'galvatron{machine="dgx-a100:1" memory_budget=8.0 optimizer="adam"}'
 
 Each replaces the module's graph with the baseline's mapped plan (every op with a machine
 view, `unityc.machine` recorded) and prints a one-line estimate to stderr. `sequential` and
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
@@ -32,18 +34,26 @@ class _BaselinePass(ModulePass):
     rules: str = ""
     budget: int = 12
     alpha: float = 1.05
+    memory_budget: float = 0.0
+    """GiB per device overriding the machine's capacity (0: the machine's own)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from unityc.cost.options import CostOptions
         from unityc.cost.units import format_bytes, format_time
         from unityc.dialects.container import training_function
         from unityc.graph import from_module, to_module
-        from unityc.passes.unity_search import UnitySearchPass, load_rules, machine_reference, replace_module
+        from unityc.passes.unity_search import (
+            UnitySearchPass,
+            budgeted,
+            load_rules,
+            machine_reference,
+            replace_module,
+        )
         from unityc.search.baselines import run_baseline
 
         training_function(op)  # one graph, its loss a scalar: located errors before any work
         priced = CostOptions.parse(self.machine, self.cost, self.optimizer, self.profile)
-        machine, profile = priced.machine, priced.profile
+        machine, profile = budgeted(priced.machine, self.memory_budget), priced.profile
         options = UnitySearchPass(
             machine=self.machine,
             cost=self.cost,
@@ -52,7 +62,7 @@ class _BaselinePass(ModulePass):
             alpha=self.alpha,
         ).options()
         rules = load_rules(self.rules) if self.BASELINE in ("sequential", "exhaustive") else []
-        plan = run_baseline(self.BASELINE, from_module(op), machine, rules, options, profile)
+        plan = self.baseline(run_baseline, from_module(op), machine, rules, options, profile)
         e = plan.estimate
         sys.stderr.write(
             f"{self.BASELINE} ({plan.note}) on {self.machine}: iteration time {format_time(e.iteration_s)}, "
@@ -60,6 +70,10 @@ class _BaselinePass(ModulePass):
         )
         plan.graph.module_attrs["unityc.machine"] = StringAttr(machine_reference(self.machine))
         replace_module(op, to_module(plan.graph))
+
+    def baseline(self, run: Any, *args: Any) -> Any:
+        """The plan (`search.baselines.run_baseline` with the pass's own options)."""
+        return run(self.BASELINE, *args)
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,23 @@ class MegatronPass(_BaselinePass):
 
 
 @dataclass(frozen=True)
+class ZeroPass(_BaselinePass):
+    """Data parallel, every weight's copies sharded ZeRO-`stage` (1: optimizer state, 2: +
+    gradients, 3: + weights, FSDP); `recompute=true` also recomputes every op in backward."""
+
+    name = "zero"
+    BASELINE: ClassVar[str] = "zero"
+
+    stage: int = 3
+    recompute: bool = False
+
+    def baseline(self, run: Any, graph: Any, machine: Any, rules: Any, options: Any, profile: Any) -> Any:
+        from unityc.search.baselines import zero
+
+        return zero(graph, machine, options, profile, self.stage, self.recompute)
+
+
+@dataclass(frozen=True)
 class SequentialPass(_BaselinePass):
     name = "sequential"
     BASELINE: ClassVar[str] = "sequential"
@@ -86,9 +117,20 @@ class ExhaustivePass(_BaselinePass):
     BASELINE: ClassVar[str] = "exhaustive"
 
 
+@dataclass(frozen=True)
+class GalvatronPass(_BaselinePass):
+    """Galvatron-BMW's search: per layer, data / sharded data parallel with or without
+    checkpointing by dynamic programming under the memory budget (`search/galvatron.py`)."""
+
+    name = "galvatron"
+    BASELINE: ClassVar[str] = "galvatron"
+
+
 BASELINE_PASSES: tuple[type[ModulePass], ...] = (
     DataParallelPass,
     MegatronPass,
     SequentialPass,
     ExhaustivePass,
+    ZeroPass,
+    GalvatronPass,
 )

@@ -134,6 +134,17 @@ class _Bar:
             self.bar.close()
 
 
+def budgeted(machine: Any, budget_gib: float) -> Any:
+    """`machine` with `budget_gib` GiB per device (`--memory-budget`; 0 keeps its own)."""
+    if budget_gib < 0:
+        raise ValueError(f"memory-budget must be a positive number of GiB, got {budget_gib:g}")
+    return machine.with_memory(budget_gib * 2**30) if budget_gib else machine
+
+
+def budget_text(budget_gib: float) -> str:
+    return f" with a memory budget of {budget_gib:g} GiB per device" if budget_gib else ""
+
+
 @dataclass(frozen=True)
 class UnitySearchPass(ModulePass):
     name = "unity-search"
@@ -146,6 +157,8 @@ class UnitySearchPass(ModulePass):
     cost: str = "roofline"
     profile: str = ""
     optimizer: str = "sgd"
+    memory_budget: float = 0.0
+    """GiB per device overriding the machine's capacity (0: the machine's own)."""
     memory_check: bool = True
     rules: str = ""
     degrees: str = ""
@@ -165,7 +178,7 @@ class UnitySearchPass(ModulePass):
         started = process_started()
         training_function(op)  # one graph, its loss a scalar: located errors before any work
         priced = CostOptions.parse(self.machine, self.cost, self.optimizer, self.profile)
-        machine, profile = priced.machine, priced.profile
+        machine, profile = budgeted(priced.machine, self.memory_budget), priced.profile
         options = self.options()
         names = [] if self.baselines in ("", "none") else [b.strip() for b in self.baselines.split(",")]
         unknown = [b for b in names if b not in BASELINES]
@@ -209,11 +222,12 @@ class UnitySearchPass(ModulePass):
         if self.memory_check and not estimate.fits:
             device = max(estimate.devices, key=lambda d: d.memory.total)
             from unityc.cost.units import format_bytes
+            from unityc.search.levers import next_lever
 
             raise ValueError(
-                f"no plan fits the memory of {self.machine}: the smallest footprint found needs "
-                f"{format_bytes(device.memory.total)} on device {device.device} "
-                f"({format_bytes(device.capacity)} available)"
+                f"no plan fits the memory of {self.machine}{budget_text(self.memory_budget)}: the smallest "
+                f"footprint found needs {format_bytes(device.memory.total)} on device {device.device} "
+                f"({format_bytes(device.capacity)} available); {next_lever(plan)}"
             )
         plan.module_attrs["unityc.machine"] = StringAttr(machine_reference(self.machine))
         replace_module(op, to_module(plan))
@@ -264,6 +278,9 @@ def spec(options: Sequence[tuple[str, Any]]) -> str:
             return "true" if value else "false"
         if isinstance(value, str):
             return json.dumps(value)
+        if isinstance(value, float):  # pass options take no exponents
+            text = f"{value:.15f}".rstrip("0")
+            return text + "0" if text.endswith(".") else text
         return str(value)
 
     return "unity-search{" + " ".join(f"{k}={text(v)}" for k, v in options) + "}"

@@ -9,10 +9,11 @@ nodes are removed by following operands up from the matched nodes instead of a w
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from unityc.dialects.forms import FormError
-from unityc.graph import Graph, Node, Ref
+from unityc.graph import Graph, Ref
 from unityc.rewrites.terms import App, Builder, EvalError, Term, Var, eval_expr, subterms
 
 
@@ -107,7 +108,7 @@ def _redirect(
         if not any(r in mapping for r in node.operand_refs()):
             continue
         operands = tuple(None if r is None else mapping.get(r, r) for r in node.operands)
-        graph.nodes[nid] = Node(node.op, operands, node.attrs, node.types, node.view, node.hint)
+        graph.nodes[nid] = replace(node, operands=operands)
         for ref in operands:
             if ref is not None:
                 extra.setdefault(ref[0], set()).add(nid)
@@ -121,7 +122,7 @@ def _inherit_names(new: Graph, old: Graph, mapping: Mapping[Ref, Ref], created: 
         node = new.nodes[dst[0]]
         hint = old.nodes[src[0]].hint
         if dst[0] in created and len(node.types) == 1 and node.hint is None and hint is not None:
-            new.nodes[dst[0]] = Node(node.op, node.operands, node.attrs, node.types, node.view, hint)
+            new.nodes[dst[0]] = replace(node, hint=hint)
 
 
 def _remove_dead(

@@ -211,3 +211,8 @@ class Plan:
     constants: Mapping[str, Constant] = field(default_factory=dict)
     tables: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     """Index vectors the kernels use (gather indices), moved to the device once."""
+    zero: Mapping[str, int] = field(default_factory=dict)
+    """Weight key -> ZeRO stage (1, 2, 3) of the weights held sharded across their copies."""
+    memory: Mapping[str, Mapping[int, tuple[int, int, int]]] = field(default_factory=dict)
+    """Optimizer -> rank -> (weights, gradients, optimizer state) bytes the memory model predicts
+    the rank keeps (`cost.memory.persistent_bytes`); --check compares them."""

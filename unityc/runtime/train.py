@@ -33,6 +33,7 @@ from unityc.runtime.grads import GradientSync
 from unityc.runtime.plan import Layout, Plan
 from unityc.runtime.sources import Build, SourceError, load_reference, local_data, local_weights
 from unityc.runtime.watch import DEFAULT_TIMEOUT_S, Heartbeat, collective_failure, timeout
+from unityc.runtime.zero import Zero
 
 Forward = Callable[[Context, dict[str, torch.Tensor], dict[str, torch.Tensor]], Sequence[Any]]
 
@@ -187,9 +188,10 @@ class Trainer:
         loaded = load_reference(plan.model, build)
         self.weights = local_weights(plan, self.rank, loaded.module, device, float_dtype)
         self.data = local_data(plan, self.rank, loaded.inputs, device, float_dtype)
-        self.params = list(self.weights.values())
+        self.zero = Zero(self.comm, plan, self.weights)  # ZeRO shards (none: plain copies)
+        self.params = self.zero.params()
         self.optimizer = make_optimizer(args.optimizer, self.params, args.lr)
-        self.sync = GradientSync(self.comm, plan.weights, self.weights)
+        self.sync = GradientSync(self.comm, self.zero.sync_layouts, self.weights)
         self.reference: Reference | None = None
         if args.check and self.rank == 0:
             module = loaded.module.to(device, float_dtype) if float_dtype else loaded.module.to(device)
@@ -202,6 +204,7 @@ class Trainer:
         loss = plan.outputs[0].pieces.get(self.rank)
         self.seeds_loss = loss is not None and loss[-1] == 0  # copy 0 carries the loss's gradient
         self.keys = list(plan.weights)
+        self.memory_reported = False
         self.layouts = [plan.weights[k] for k in self.keys]
 
     def at(self, where: str) -> None:
@@ -222,7 +225,8 @@ class Trainer:
         return assemble(layouts, pieces, self.rank, self.device)
 
     def weight_pieces(self) -> list[torch.Tensor | None]:
-        return [self.weights.get(k) for k in self.keys]
+        whole = self.zero.whole_weights()
+        return [whole.get(k) for k in self.keys]
 
     # --- the run -------------------------------------------------------------------------
 
@@ -251,8 +255,7 @@ class Trainer:
                 self.check_step(step, outputs, grads, before)
             elif step in (0, args.steps - 1):
                 self.report_loss(step, outputs[0])
-            for p in self.params:
-                p.grad = None
+            self.zero.zero_grad()
         self.at("the end of the run")
         if args.check_copies:
             differ = copies_differ(self.keys, self.layouts, self.weight_pieces(), self.rank, self.device)
@@ -271,7 +274,8 @@ class Trainer:
         weight copies, optimizer step. Returns the outputs and the synchronized gradients."""
         self.ctx.begin_step(step)
         self.at(f"step {step + 1}: forward")
-        outputs = list(self.forward(self.ctx, self.weights, self.data))
+        with self.zero.saving():
+            outputs = list(self.forward(self.ctx, self.zero.forward_weights, self.data))
         roots, seeds = [self.ctx.token], [torch.zeros((), device=self.device)]
         loss = outputs[0]
         if self.seeds_loss and loss is not None and loss.requires_grad:
@@ -286,9 +290,11 @@ class Trainer:
         the synchronized gradients."""
         self.at(f"step {step + 1}: gradient sync")
         self.sync.run()
+        self.zero.after_sync()
         grads = [p.grad for p in self.params]
         if self.optimizer is not None:
             self.optimizer.step()
+        self.zero.after_step()
         return grads
 
     def _sync_device(self) -> None:
@@ -308,16 +314,45 @@ class Trainer:
         before: list[torch.Tensor] | None,
     ) -> None:
         """Collective: every rank assembles; rank 0 compares (see `check.py`); all share the verdict."""
-        local_grads = dict(zip(self.weights, grads, strict=True))
+        local_grads = self.zero.whole_grads()
+        memory = self.memory_problem()
         got_outputs = self.assemble(list(self.plan.outputs), outputs)
         got_grads = self.assemble(self.layouts, [local_grads.get(k) for k in self.keys])
         got_weights = self.assemble(self.layouts, self.weight_pieces())
-        failure = copies_differ(self.keys, self.layouts, self.weight_pieces(), self.rank, self.device)
+        failure = (
+            copies_differ(self.keys, self.layouts, self.weight_pieces(), self.rank, self.device) or memory
+        )
         if self.rank == 0:
             assert self.reference is not None and before is not None
             assert got_outputs is not None and got_grads is not None and got_weights is not None
             failure = failure or self._compare(step, got_outputs, got_grads, got_weights, before)
         self.agree(failure is None, f"check failed at step {step + 1}: {failure}")
+
+    def memory_problem(self) -> str | None:
+        """Collective: every rank's persistent bytes (weights, gradients, optimizer state) against
+        the memory model's prediction the plan carries; rank 0 prints them once."""
+        predicted = self.plan.memory.get(self.args.optimizer)
+        if predicted is None:
+            return None
+        table = torch.zeros((self.world, 6), dtype=torch.float64, device=self.device)
+        table[self.rank, :3] = torch.tensor(self.zero.persistent_bytes(self.optimizer), dtype=torch.float64)
+        table[self.rank, 3:] = torch.tensor(predicted.get(self.rank, (0, 0, 0)), dtype=torch.float64)
+        dist.all_reduce(table)
+        rows = [tuple(int(v) for v in row) for row in table.tolist()]
+        wrong = [r for r, row in enumerate(rows) if row[:3] != row[3:]]
+        if self.rank == 0 and not self.memory_reported:
+            held = "; ".join(
+                f"rank {r}: {row[0]} B weights, {row[1]} B gradients, {row[2]} B optimizer state"
+                for r, row in enumerate(rows)
+            )
+            print(f"persistent bytes: {held} ({'as' if not wrong else 'NOT as'} the memory model predicts)",
+                  flush=True)  # fmt: skip
+        self.memory_reported = True
+        if not wrong:
+            return None
+        r = wrong[0]
+        kept, model = rows[r][:3], rows[r][3:]
+        return f"rank {r} keeps (weights, gradients, optimizer) = {kept} B, the memory model predicts {model}"
 
     def _compare(
         self,

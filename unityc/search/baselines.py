@@ -30,13 +30,24 @@ from unityc.graph.simplify import fuse_collectives, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.rewrites.terms import App, subterms
+from unityc.search.galvatron import galvatron_plan
 from unityc.search.mapping import Mapped
-from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, finish, megatron_plans
+from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, finish, megatron_plans, zero_plan
 from unityc.search.substitution import neighbours
 from unityc.search.unity import WORK_PER_EXPANSION, UnityOptions, UnityResult, strip_views, unity_search
 from unityc.search.views import Block
 
-BASELINES = ("data-parallel", "megatron", "sequential", "exhaustive", "gpipe", "pipedream", "hetero-gpipe")
+BASELINES = (
+    "data-parallel",
+    "megatron",
+    "sequential",
+    "exhaustive",
+    "gpipe",
+    "pipedream",
+    "hetero-gpipe",
+    "zero",
+    "galvatron",
+)
 
 
 def _pricing(options: UnityOptions, profile: ProfileCache | None) -> Pricing:
@@ -50,6 +61,28 @@ def data_parallel(
     graph: Graph, machine: Machine, options: UnityOptions | None = None, profile: ProfileCache | None = None
 ) -> PricedPlan:
     return data_parallel_plan(strip_views(graph), machine, _pricing(options or UnityOptions(), profile))
+
+
+def zero(
+    graph: Graph,
+    machine: Machine,
+    options: UnityOptions | None = None,
+    profile: ProfileCache | None = None,
+    stage: int = 3,
+    recompute: bool = False,
+) -> PricedPlan:
+    """Data parallel with ZeRO-`stage` sharding of the weights' copies (`plans.zero_plan`)."""
+    if stage not in (0, 1, 2, 3):
+        raise ValueError(f"zero: stage must be 0, 1, 2 or 3, got {stage}")
+    pricing = _pricing(options or UnityOptions(), profile)
+    return zero_plan(strip_views(graph), machine, pricing, stage, recompute)
+
+
+def galvatron(
+    graph: Graph, machine: Machine, options: UnityOptions | None = None, profile: ProfileCache | None = None
+) -> PricedPlan:
+    """Galvatron-BMW's per-layer search (`galvatron.galvatron_plan`)."""
+    return galvatron_plan(strip_views(graph), machine, _pricing(options or UnityOptions(), profile))
 
 
 # --- megatron ---------------------------------------------------------------------------------
@@ -184,6 +217,10 @@ def run_baseline(
         return exhaustive(graph, machine, rules, options, profile)
     if name in ("gpipe", "pipedream", "hetero-gpipe"):
         return pipeline_baseline(name, graph, machine, options, profile)
+    if name == "zero":
+        return zero(graph, machine, options, profile)
+    if name == "galvatron":
+        return galvatron(graph, machine, options, profile)
     raise ValueError(f"unknown baseline '{name}' (known: {', '.join(BASELINES)})")
 
 
@@ -193,7 +230,9 @@ __all__ = [
     "UnityResult",
     "data_parallel",
     "exhaustive",
+    "galvatron",
     "megatron",
     "run_baseline",
     "sequential",
+    "zero",
 ]

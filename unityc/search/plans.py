@@ -16,7 +16,7 @@ from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
-from unityc.search.strategies import data_parallel_graph, megatron_layouts, tensor_degrees
+from unityc.search.strategies import data_parallel_graph, megatron_layouts, tensor_degrees, with_levers
 from unityc.search.views import big_degrees, canonical_view, task_degrees, to_attr
 
 
@@ -77,6 +77,17 @@ def one_device_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedP
 def data_parallel_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedPlan:
     n = machine.num_devices
     return finish("data-parallel", data_parallel_graph(graph, n), machine, pricing, f"{n}-way")
+
+
+def zero_plan(
+    graph: Graph, machine: Machine, pricing: Pricing, stage: int, recompute: bool = False
+) -> PricedPlan:
+    """Data parallelism over every device with the weights' copies sharded ZeRO-`stage` (FSDP
+    for stage 3), and optionally every op recomputed in backward (`strategies.with_levers`)."""
+    plan = data_parallel_plan(graph, machine, pricing)
+    levered = with_levers(plan.graph, stage, recompute)
+    note = f"{machine.num_devices}-way, ZeRO-{stage}" + (", recomputed" if recompute else "")
+    return PricedPlan("zero", levered, pricing.estimate(levered, machine), plan.mapped, note)
 
 
 def megatron_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[PricedPlan]:

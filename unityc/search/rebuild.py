@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
-from unityc.graph import Graph, Node, Ref, canonical_attrs, infer_types
+from unityc.graph import Graph, Node, Ref, canonical_attrs, infer_types, with_plan_of
 from unityc.graph.reshard import reshard
 
 Proposal = tuple[TensorType | None, ...]
@@ -102,7 +102,8 @@ def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph
             (read,) = node.operand_refs()
             if read not in refs:
                 source = graph.nodes[read[0]]
-                out.nodes[read[0]] = Node(source.op, (), source.attrs, source.types, None, source.hint)
+                again = Node(source.op, (), source.attrs, source.types, None, source.hint)
+                out.nodes[read[0]] = with_plan_of(again, source)
                 refs[read] = read
             refs[(nid, 0)] = refs[read]
             continue
@@ -129,14 +130,16 @@ def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph
             elif r not in refs:  # a source read for the first time (by its only reader) takes its type
                 source = graph.nodes[r[0]]
                 own = want if len(users[r[0]]) == 1 and r[0] not in keep else source.types[0]
-                out.nodes[r[0]] = Node(source.op, (), source.attrs, (own,), None, source.hint)  # same id
+                loaded = Node(source.op, (), source.attrs, (own,), None, source.hint)
+                out.nodes[r[0]] = with_plan_of(loaded, source)  # same id
                 refs[r] = r
                 args.append(reshard(out, r, want))
             else:
                 args.append(reshard(out, refs[r], want))
         canonical = canonical_attrs(node.op, dict(node.attrs))
         types = infer_types(node.op, canonical, tuple(None if a is None else out.type_of(a) for a in args))
-        for i, ref in enumerate(out.add_node(Node(node.op, tuple(args), canonical, types))):
+        rebuilt = with_plan_of(Node(node.op, tuple(args), canonical, types), node)
+        for i, ref in enumerate(out.add_node(rebuilt)):
             refs[(nid, i)] = ref
     for r in graph.outputs:
         if r not in refs:  # an output that is a source

@@ -25,7 +25,7 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref
@@ -58,6 +58,19 @@ def _batch_forms(operands: Sequence[Operand], n: int) -> list[Proposal]:
             if d == 0:
                 break
     return proposals
+
+
+def with_levers(graph: Graph, zero: int = 0, recompute: bool = False) -> Graph:
+    """A copy of a plan with every weight held in copies sharded ZeRO-`zero` across them, and
+    (`recompute`) every pcg op but the sources recomputed in backward (parallel ops break the
+    checkpointed regions: a region's collectives would run twice)."""
+    out = graph.copy()
+    for nid, node in out.nodes.items():
+        if node.op == "pcg.weight" and zero and node.types[0].copy_degree >= 2:
+            out.nodes[nid] = replace(node, zero=zero)
+        elif recompute and node.op.startswith("pcg.") and not node.is_source:
+            out.nodes[nid] = replace(node, recompute=True)
+    return out
 
 
 def data_parallel_graph(graph: Graph, n: int, keep: Collection[int] = ()) -> Graph:

@@ -21,10 +21,16 @@ still does not fit (by `estimate`), the search runs again with the DP charging `
 seconds per byte of its per-device memory bound, growing tenfold per round. A plan that does
 not fit is never returned as fitting: the result says whether it fits, and when none does it is
 the smallest footprint found.
+
+Memory levers (`levers.py`): every plan that does not fit (each round's, and each whole-graph
+plan) gets ZeRO stages per weight and recomputation per op until it fits, at the least added
+time; and when no plan fits yet, Galvatron-BMW's per-layer dynamic program over data / sharded
+data parallelism and checkpointing (`galvatron.py`) adds its plan to those compared.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -42,6 +48,8 @@ from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.search.background import Background
 from unityc.search.bounds import Bound
+from unityc.search.galvatron import galvatron_plan
+from unityc.search.levers import with_memory_levers
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
 from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, megatron_plans, one_device_plan
@@ -95,6 +103,8 @@ class UnityOptions:
     """Whether pipelined plans compete (`search/pipeline.py`: the partition DP over the graph's
     split points with stage replication and device groups, each flush schedule, the micro-batch
     count; and the pipedream, hetero-gpipe and gpipe plans), the fastest plan winning."""
+    levers: bool = True
+    """Whether a plan that does not fit gets ZeRO stages and recomputation (`levers.py`)."""
 
 
 def default_degrees(machine: Machine) -> tuple[int, ...]:
@@ -451,7 +461,13 @@ def unity_search(
             done.append(found)
             for plan in wholes.items() if wholes is not None else ():
                 alternatives.append(plan)
-                done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
+                levered = levered_plan(plan, machine, pricing) if options.levers else plan
+                done.append(_result(levered, report, f"{levered.name} ({levered.note})", alternatives))
+            if options.levers and not any(r.fits for r in done):  # memory decides: per layer
+                with contextlib.suppress(ValueError):
+                    layered = galvatron_plan(start, machine, pricing)
+                    source = f"per-layer levers ({layered.note})"
+                    done.append(_result(layered, report, source, alternatives))
     except Stopped:
         report.stopped_early = "time limit"
     except KeyboardInterrupt:
@@ -496,6 +512,10 @@ def _search(
         mapper = Mapper(machine, compute, options.optimizer, mapping)
         plan, mapped = _Run(start, machine, rules, options, mapper, deadline, report, progress, bound).run()
         estimate = estimate_graph(plan, machine, options.cost, options.optimizer, profile)
+        if options.levers:
+            price = lambda g: estimate_graph(g, machine, options.cost, options.optimizer, profile)  # noqa: E731
+            levered = with_memory_levers(plan, estimate, machine, price)
+            plan, estimate = levered.graph, levered.estimate
         fits = estimate.fits
         report.rounds.append((weight, estimate.peak_memory, fits))
         result = UnityResult(plan, estimate, mapped, fits, report)
@@ -546,6 +566,14 @@ def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[Pri
     options = PipelineOptions(pricing.cost, pricing.optimizer, pricing.profile)
     candidates = pipeline_candidates(graph, machine, options)
     return [PricedPlan(p.name, p.graph, p.estimate, None, p.note) for p in candidates]
+
+
+def levered_plan(plan: PricedPlan, machine: Machine, pricing: Pricing) -> PricedPlan:
+    """`plan` with memory levers if it does not fit (`levers.with_memory_levers`)."""
+    levered = with_memory_levers(plan.graph, plan.estimate, machine, lambda g: pricing.estimate(g, machine))
+    if not levered.note:
+        return plan
+    return PricedPlan(plan.name, levered.graph, levered.estimate, plan.mapped, f"{plan.note}; {levered.note}")
 
 
 def _result(
@@ -601,10 +629,11 @@ def hard_deadline(at: float | None) -> Iterator[None]:
 
 
 def strip_views(graph: Graph) -> Graph:
-    """A copy without machine views and dead nodes (what the search starts from)."""
+    """A copy without per-op plans (machine views, zero stages, recompute marks) and dead nodes
+    (what the search starts from)."""
     out = graph.copy()
     for nid, node in out.nodes.items():
-        if node.view is not None:
+        if node.view is not None or node.zero or node.recompute:
             out.nodes[nid] = Node(node.op, node.operands, node.attrs, node.types, None, node.hint)
     return out.prune()
 

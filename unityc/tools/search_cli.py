@@ -28,6 +28,7 @@ SEARCH_FLAGS = (
     ("cost", str, "cost model: roofline or profile (default roofline)"),
     ("profile", str, "op profile cache for --cost profile"),
     ("optimizer", str, "sgd or adam (default sgd)"),
+    ("memory-budget", float, "GiB per device: overrides the machine's device memory (default: its own)"),
     ("memory-check", str, "on: never return a plan that does not fit device memory; off: ignore memory"),
     ("rules", str, "a .rules file or directory of them (default: the shipped library)"),
     ("degrees", str, "comma-separated parallel degrees to try (default: from the machine)"),
@@ -67,7 +68,7 @@ def search_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     passes = {"unity-search": unity_search, "gpipe": gpipe}
     passes["pipedream"] = pipelines("pipedream")
     passes["hetero-gpipe"] = pipelines("hetero-gpipe")
-    for name in ("data-parallel", "megatron", "sequential", "exhaustive"):
+    for name in ("data-parallel", "megatron", "sequential", "exhaustive", "zero", "galvatron"):
         passes[name] = baseline(name)
     return passes
 

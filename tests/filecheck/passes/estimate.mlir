@@ -22,9 +22,12 @@
 // CHECK-NEXT: busiest device: 0 (V100-SXM2-16GB), busy 58.16 us: compute 48.09 us, communication 10.07 us
 // CHECK-NEXT: roofline bound: 2.16 ns (203.73 KFLOP of training at peak on all 6 devices); plan / bound = 26892.5x
 // CHECK:      device  kind             compute      comm      busy   weights     grads  optimizer  activations   buffers  peak memory  capacity
-// CHECK-NEXT: 0       V100-SXM2-16GB  48.09 us  10.07 us  58.16 us  5.41 KiB  5.41 KiB          -     4.75 KiB  2.00 KiB    17.58 KiB     0.00%
+// The peak is the worst moment of the iteration (here the start of the backward), plus the GPU's
+// framework reserve (CUDA context, NCCL, workspaces).
+// CHECK-NEXT: 0       V100-SXM2-16GB  48.09 us  10.07 us  58.16 us  5.41 KiB  5.41 KiB          -     4.75 KiB  2.00 KiB     1.00 GiB     6.25%
 // CHECK-NEXT: 1       V100-SXM2-16GB
 // CHECK-NEXT: 4 other device(s) idle
+// CHECK-NEXT: peak memory: the worst moment of forward and backward (activations and gradients never all coexist), with 1.00 GiB per device reserved for the framework
 // CHECK-NOT:  builtin.module
 
 // With `report`, the report goes to that file and stderr stays empty.

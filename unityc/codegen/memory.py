@@ -1,0 +1,130 @@
+"""The memory levers of a plan in the program: ZeRO stages of weights, the persistent bytes the
+memory model predicts per rank, and the checkpointed regions of `recompute` ops.
+
+* `zero_stages`: weight key -> ZeRO stage, for `PLAN.zero` (`unityc.runtime.zero` runs them);
+* `predicted_memory`: optimizer -> rank -> (weights, gradients, optimizer state) bytes, by
+  `cost.memory.persistent_bytes` (the one formula the estimate uses too), for `PLAN.memory`:
+  `--check` compares every rank's bytes with it;
+* `regions`: maximal runs of `recompute` ops in program order (source ops in between do not
+  break a run), each written as one function run by `torch.utils.checkpoint`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import IntegerAttr
+from xdsl.ir import SSAValue
+
+from unityc.codegen.analysis import Analysis, CodegenError
+from unityc.cost.memory import OPTIMIZERS, persistent_bytes
+from unityc.cost.pricing import piece
+from unityc.dialects.pcg_types import PcgOp
+
+SOURCES = ("pcg.weight", "pcg.input", "pcg.constant")
+
+
+def zero_stage(op: PcgOp) -> int:
+    zero = op.attributes.get("zero")
+    return zero.value.data if isinstance(zero, IntegerAttr) else 0
+
+
+def zero_stages(a: Analysis) -> dict[str, int]:
+    return {str(op.attrs()["key"]): zero_stage(op) for op in a.ops if zero_stage(op)}  # type: ignore[attr-defined]
+
+
+def predicted_memory(a: Analysis) -> dict[str, dict[int, tuple[int, int, int]]]:
+    out: dict[str, dict[int, tuple[int, int, int]]] = {}
+    for optimizer in OPTIMIZERS:
+        per_rank: dict[int, list[int]] = {}
+        for op in a.ops:
+            if op.name != "pcg.weight":
+                continue
+            v = a.value(op.results[0])
+            p = piece(v.type)
+            assert p is not None
+            size = p.nbytes // max(p.numel, 1)
+            kept = persistent_bytes(p.numel, size, v.type.copy_degree, zero_stage(op), optimizer, v.grad)
+            for rank in v.held:
+                row = per_rank.setdefault(rank, [0, 0, 0])
+                row[0] += int(kept.weights)
+                row[1] += int(kept.gradients)
+                row[2] += int(kept.optimizer)
+        out[optimizer] = {rank: (w, g, o) for rank, (w, g, o) in sorted(per_rank.items())}
+    return out
+
+
+@dataclass
+class Region:
+    """A run of recompute ops: its ops, the sources read only inside it, what it reads from
+    outside (arguments) and what others read from it (results)."""
+
+    ops: list[PcgOp] = field(default_factory=list)
+    sources: list[PcgOp] = field(default_factory=list)
+    inputs: list[SSAValue] = field(default_factory=list)
+    outputs: list[SSAValue] = field(default_factory=list)
+
+
+def regions(a: Analysis) -> dict[PcgOp, Region]:
+    """The region of every op in one (its first op and the ops of its region map to it)."""
+    runs: list[Region] = []
+    current: Region | None = None
+    for op in a.ops:
+        if op.name in SOURCES:
+            continue
+        if "recompute" not in op.attributes:
+            current = None
+            continue
+        if op.name.startswith("parallel."):
+            raise CodegenError(
+                f"{op.name} is marked recompute: -t torch recomputes pcg ops only (a region's "
+                "collectives would run again in backward)",
+                op,
+            )
+        if current is None:
+            current = Region()
+            runs.append(current)
+        current.ops.append(op)
+    out: dict[PcgOp, Region] = {}
+    readers = _readers(a)
+    outputs = set(a.outputs)
+    for region in runs:
+        inside = set(region.ops)
+        made = {r for op in region.ops for r in op.results}
+        for op in a.ops:
+            if op.name not in SOURCES or op.results[0] in outputs:
+                continue
+            if readers[op.results[0]] and readers[op.results[0]] <= inside:
+                region.sources.append(op)
+        local = made | {s.results[0] for s in region.sources}
+        for op in region.ops:
+            for o in op.operands:
+                if o not in local and o not in region.inputs:
+                    region.inputs.append(o)
+        region.outputs = [r for r in made if r in outputs or readers[r] - inside]
+        region.outputs.sort(key=lambda r: a.ops.index(r.owner))  # type: ignore[arg-type]
+        for op in (*region.ops, *region.sources):
+            out[op] = region
+    return out
+
+
+def _readers(a: Analysis) -> dict[SSAValue, set[PcgOp]]:
+    readers: dict[SSAValue, set[PcgOp]] = {r: set() for op in a.ops for r in op.results}
+    for op in a.ops:
+        for o in op.operands:
+            readers[o].add(op)
+    return readers
+
+
+def last_readers(a: Analysis) -> dict[PcgOp, list[SSAValue]]:
+    """The ZeRO-3 weights each op reads last (the forward drops the gathered piece after it)."""
+    last: dict[SSAValue, PcgOp] = {}
+    for op in a.ops:
+        for o in op.operands:
+            if isinstance(o.owner, PcgOp) and o.owner.name == "pcg.weight" and zero_stage(o.owner) == 3:
+                last[o] = op
+    out: dict[PcgOp, list[SSAValue]] = {}
+    for v, op in last.items():
+        if v not in a.outputs:
+            out.setdefault(op, []).append(v)
+    return out

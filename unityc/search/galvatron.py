@@ -1,0 +1,220 @@
+"""The `galvatron` baseline: Galvatron-BMW's search (Wang et al., `shared/papers/003`) on unityc's
+cost model, so the seed system is compared with the joint search on the same model and machine.
+
+1. *Layers*: ops are grouped by the layer index in the keys of the weights they read
+   (`layers.N.`, `layer.N.`, `h.N.`, `blocks.N.`); an op reading none joins the layer before it
+   (ops before the first layer form group -1).
+2. *Decision tree* (Galvatron §3.2): the strategies of a layer on N devices are the leaves of
+   the tree pipeline -> tensor -> data / sharded data, each with or without activation
+   checkpointing. Its pruning rules: tensor parallelism stays inside a node (its degree t
+   divides the node), sharded data parallelism needs a data degree N/t > 1 (else it is plain
+   data parallelism), and the pipeline level is pruned (the dialect has no pipeline stages yet;
+   so Galvatron-BMW's workload balancing across stages has nothing to balance here).
+3. *Costs per layer and strategy* from `estimate` of the whole-graph plan with that tensor
+   degree (data parallel for t = 1, Megatron's layout otherwise): compute and communication of
+   its ops, plus an all-gather per weight for sharding (its forward and backward gathers in
+   place of the all-reduce) and its forward again for checkpointing; memory per device: the
+   weights' persistent bytes (`persistent_bytes`, ZeRO-3 when sharded) plus the activations it
+   keeps (only what it reads from other layers when checkpointed).
+4. *Dynamic programming over layers x memory* (Galvatron §3.3): the fastest choice per layer
+   whose memory sums within the budget (the capacity less the framework reserve and what no
+   layer owns), memory in `BINS` steps. The tensor degree is chosen for the whole model (one DP
+   per degree, the fastest plan that fits wins): different degrees in adjacent layers would need
+   resharding the whole-graph layouts do not build.
+5. The chosen strategies are applied (ZeRO-3 on the sharded layers' weights held in copies,
+   `recompute` on the checkpointed layers' ops) and the plan priced by `estimate`; if it does
+   not fit after all, the DP runs again with a budget 15% smaller (at most `RETRIES` times).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+from unityc.cost.estimate import Estimate
+from unityc.cost.memory import persistent_bytes
+from unityc.cost.pricing import copy_collectives, phase, piece, placement
+from unityc.graph import Graph
+from unityc.machine.spec import Machine
+from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, megatron_plans
+
+LAYER = re.compile(r"(?:^|\.)(?:layers?|h|blocks?)\.(\d+)\.")
+BINS = 400
+RETRIES = 5
+
+
+@dataclass(frozen=True)
+class Strategy:
+    sharded: bool
+    checkpointed: bool
+
+    def __str__(self) -> str:
+        return ("SDP" if self.sharded else "DP") + ("+ckpt" if self.checkpointed else "")
+
+
+@dataclass
+class LayerCost:
+    time: float = 0.0
+    gather: float = 0.0
+    """Added by sharding its weights."""
+    recompute: float = 0.0
+    """Added by checkpointing it."""
+    weights: float = 0.0
+    sharded_weights: float = 0.0
+    activations: float = 0.0
+    inputs: float = 0.0
+    """Activations it reads from other layers (what a checkpointed layer keeps)."""
+
+
+def layers_of(graph: Graph) -> dict[int, int]:
+    """Node id -> layer index (-1 before the first layer)."""
+    out: dict[int, int] = {}
+    current = -1
+    for nid in graph.topological():
+        node = graph.nodes[nid]
+        if node.is_source:
+            continue
+        weights = [graph.nodes[r[0]] for r in node.operand_refs() if graph.nodes[r[0]].op == "pcg.weight"]
+        keys = [str(w.attr("key")) for w in weights]
+        found = [int(m.group(1)) for key in keys if (m := LAYER.search(key))]
+        if found:
+            current = max(found)
+        out[nid] = current
+        for r in node.operand_refs():
+            if graph.nodes[r[0]].is_source:
+                out.setdefault(r[0], current)
+    return out
+
+
+def layer_costs(plan: PricedPlan, machine: Machine, optimizer: str) -> dict[int, LayerCost]:
+    graph, e = plan.graph, plan.estimate
+    layer = layers_of(graph)
+    costs: dict[int, LayerCost] = defaultdict(LayerCost)
+    for nid, row in zip(graph.topological(), e.rows, strict=True):
+        if nid not in layer:
+            continue
+        c = costs[layer[nid]]
+        node = graph.nodes[nid]
+        devices = max(len(row.devices), 1)
+        c.time += row.fwd_compute_s + row.bwd_compute_s + row.fwd_comm_s + row.bwd_comm_s
+        if node.op == "pcg.weight":
+            t = node.types[0]
+            p = piece(t)
+            assert p is not None
+            size = p.nbytes // max(p.numel, 1)
+            c.weights += row.memory / devices
+            if t.copy_degree >= 2:
+                kept = persistent_bytes(p.numel, size, t.copy_degree, 3, optimizer)
+                c.sharded_weights += kept.weights + kept.gradients + kept.optimizer
+                where = placement(t, node.view, machine)
+                c.gather += phase(copy_collectives(machine, "all_gather", where, p.nbytes))
+            else:
+                c.sharded_weights += row.memory / devices
+            continue
+        c.activations += row.memory / devices
+        if node.op.startswith("pcg."):
+            c.recompute += row.fwd_compute_s
+        for r in node.operand_refs():
+            if layer.get(r[0], layer[nid]) != layer[nid] and not graph.nodes[r[0]].is_source:
+                c.inputs += piece(graph.type_of(r)).nbytes  # type: ignore[union-attr]
+    return dict(costs)
+
+
+def strategies(data_degree: int) -> list[Strategy]:
+    shard = (False, True) if data_degree > 1 else (False,)
+    return [Strategy(s, k) for s in shard for k in (False, True)]
+
+
+def choose(costs: dict[int, LayerCost], options: list[Strategy], budget: float) -> list[Strategy] | None:
+    """Galvatron's DP: the fastest strategy per layer (in layer order) whose memory fits."""
+    if budget <= 0:
+        return None
+    step = budget / BINS
+    best: dict[int, tuple[float, list[Strategy]]] = {0: (0.0, [])}
+    for _, c in sorted(costs.items()):
+        nxt: dict[int, tuple[float, list[Strategy]]] = {}
+        for used, (time, chosen) in best.items():
+            for s in options:
+                memory = (c.sharded_weights if s.sharded else c.weights) + (
+                    c.inputs if s.checkpointed else c.activations
+                )
+                total = used + int(-(-memory // step))
+                if total > BINS:
+                    continue
+                t = time + c.time + (c.gather if s.sharded else 0.0)
+                t += c.recompute if s.checkpointed else 0.0
+                if total not in nxt or t < nxt[total][0]:
+                    nxt[total] = (t, [*chosen, s])
+        best = nxt
+        if not best:
+            return None
+    return min(best.values(), key=lambda v: v[0])[1]
+
+
+def realize(plan: PricedPlan, costs: dict[int, LayerCost], chosen: list[Strategy]) -> Graph:
+    by_layer = dict(zip(sorted(costs), chosen, strict=True))
+    layer = layers_of(plan.graph)
+    out = plan.graph.copy()
+    for nid, index in layer.items():
+        s = by_layer.get(index)
+        node = out.nodes[nid]
+        if s is None:
+            continue
+        if node.op == "pcg.weight" and s.sharded and node.types[0].copy_degree >= 2:
+            out.nodes[nid] = replace(node, zero=3)
+        elif s.checkpointed and node.op.startswith("pcg.") and not node.is_source:
+            out.nodes[nid] = replace(node, recompute=True)
+    return out
+
+
+def base_plans(graph: Graph, machine: Machine, pricing: Pricing) -> dict[int, PricedPlan]:
+    """Per tensor degree, the fastest whole-graph plan (data parallel for degree 1)."""
+    out = {1: data_parallel_plan(graph, machine, pricing)}
+    for p in megatron_plans(graph, machine, pricing):
+        t = _tensor_degree(p)
+        if t not in out or p.estimate.iteration_s < out[t].estimate.iteration_s:
+            out[t] = p
+    return out
+
+
+def _tensor_degree(plan: PricedPlan) -> int:
+    match = re.search(r"tensor (\d+)", plan.note)
+    return int(match.group(1)) if match else 1
+
+
+def galvatron_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedPlan:
+    results: list[PricedPlan] = []
+    for t, base in sorted(base_plans(graph, machine, pricing).items()):
+        costs = layer_costs(base, machine, pricing.optimizer)
+        data = machine.num_devices // t
+        options = strategies(data)
+        fixed = _unowned(base.estimate, costs)
+        budget = min(k.memory - k.reserved for k in machine.kinds) - fixed
+        for _ in range(RETRIES):
+            chosen = choose(costs, options, budget)
+            if chosen is None:
+                break
+            g = realize(base, costs, chosen)
+            e: Estimate = pricing.estimate(g, machine)
+            counts: dict[str, int] = defaultdict(int)
+            for s in chosen:
+                counts[str(s)] += 1
+            note = f"data {data} x tensor {t}; " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+            results.append(PricedPlan("galvatron", g, e, base.mapped, note))
+            if e.fits:
+                break
+            budget *= 0.85
+    if not results:
+        raise ValueError("galvatron: no layer strategy fits the memory budget at any tensor degree")
+    fitting = [p for p in results if p.estimate.fits]
+    if fitting:
+        return min(fitting, key=lambda p: p.estimate.iteration_s)
+    return min(results, key=lambda p: p.estimate.peak_memory)
+
+
+def _unowned(e: Estimate, costs: dict[int, LayerCost]) -> float:
+    """Peak bytes on the busiest device that no layer's strategy changes (buffers, and the
+    transient bytes of one moment), as the DP reserves them."""
+    busiest = max(e.devices, key=lambda d: d.memory.total)
+    return busiest.memory.buffers + busiest.memory.transient

@@ -1,0 +1,141 @@
+"""Memory levers on a mapped plan: a ZeRO stage per weight held in copies and recomputation per
+op, chosen so that the plan fits every device at the least added time (Galvatron-BMW's levers,
+priced by `estimate` like everything else).
+
+0. A plan that fits is left as it is (levers trade time for memory; a larger batch is how a
+   fitting plan uses them, see benchmarks/memory_levers.py).
+1. ZeRO-2 on every weight held in copies costs about no time in the cost model (a
+   reduce-scatter and an all-gather move the bytes of one all-reduce; the update shrinks
+   n-fold) and divides its gradient and optimizer state by n.
+2. If the plan still does not fit, the costly levers are ranked by bytes saved per device per
+   second added: ZeRO-3 on a weight (saves (n-1)/n of it, costs an all-gather in forward and one
+   in backward) and recomputation of an op (saves what it keeps for backward, costs its forward
+   again); the shortest prefix of that ranking that fits is found by bisection (peak memory
+   falls as levers are added), each step priced by `estimate`.
+3. If even every lever does not fit, the plan with all of them is returned (`fits` false): its
+   peak is the least these levers reach.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from unityc.cost.estimate import Estimate, gradient_flags
+from unityc.cost.pricing import copy_collectives, phase, piece, placement
+from unityc.graph import Graph
+from unityc.machine.spec import Machine
+
+
+@dataclass(frozen=True)
+class Lever:
+    nid: int
+    zero: int = 0
+    recompute: bool = False
+    ratio: float = 0.0
+    """Bytes saved per device per second added."""
+
+
+@dataclass
+class Levered:
+    graph: Graph
+    estimate: Estimate
+    note: str
+    """What was applied ("" if nothing)."""
+
+
+def applied(graph: Graph, levers: list[Lever]) -> Graph:
+    out = graph.copy()
+    for lever in levers:
+        node = out.nodes[lever.nid]
+        recompute = node.recompute or lever.recompute
+        out.nodes[lever.nid] = replace(node, zero=max(node.zero, lever.zero), recompute=recompute)
+    return out
+
+
+def describe(graph: Graph) -> str:
+    stages = [n.zero for n in graph.nodes.values() if n.zero]
+    parts = [f"ZeRO-{s} on {stages.count(s)} weight(s)" for s in (1, 2, 3) if stages.count(s)]
+    recomputed = sum(n.recompute for n in graph.nodes.values())
+    if recomputed:
+        parts.append(f"{recomputed} op(s) recomputed")
+    return ", ".join(parts)
+
+
+def free_levers(graph: Graph) -> list[Lever]:
+    """ZeRO-2 on every weight held in copies that gets a gradient."""
+    _, gets_grad = gradient_flags(graph, graph.topological())
+    return [
+        Lever(nid, zero=2)
+        for nid, node in graph.nodes.items()
+        if node.op == "pcg.weight" and node.types[0].copy_degree >= 2 and (nid, 0) in gets_grad
+    ]
+
+
+def costly_levers(graph: Graph, e: Estimate, machine: Machine) -> list[Lever]:
+    """ZeRO-3 per weight held in copies and recomputation per op, best ratio first."""
+    order = graph.topological()
+    _, gets_grad = gradient_flags(graph, order)
+    levers: list[Lever] = []
+    for nid, row in zip(order, e.rows, strict=True):
+        node = graph.nodes[nid]
+        t = node.types[0]
+        if node.op == "pcg.weight" and t.copy_degree >= 2 and (nid, 0) in gets_grad:
+            nbytes = piece(t).nbytes  # type: ignore[union-attr]
+            where = placement(t, node.view, machine)
+            seconds = 2 * phase(copy_collectives(machine, "all_gather", where, nbytes))
+            saved = nbytes * (1 - 1 / t.copy_degree)
+            levers.append(Lever(nid, zero=3, ratio=saved / max(seconds, 1e-12)))
+        elif node.op.startswith("pcg.") and not node.is_source and row.memory > 0:
+            if not any((nid, i) in gets_grad for i in range(len(node.types))):
+                continue
+            saved = row.memory / max(len(row.devices), 1)
+            levers.append(Lever(nid, recompute=True, ratio=saved / max(row.fwd_compute_s, 1e-12)))
+    return sorted(levers, key=lambda lever: -lever.ratio)
+
+
+def with_memory_levers(
+    graph: Graph, e: Estimate, machine: Machine, price: Callable[[Graph], Estimate]
+) -> Levered:
+    """The levered plan (see the module docstring); `e` is `graph`'s estimate, `price` prices
+    a graph on `machine` as the caller does."""
+    best = Levered(graph, e, "")
+    if e.fits:
+        return best
+    free = free_levers(graph)
+    if free:
+        cheap = applied(graph, free)
+        best = Levered(cheap, price(cheap), describe(cheap))
+    if best.estimate.fits:
+        return best
+    base = best.graph
+    ranked = costly_levers(base, best.estimate, machine)
+    if not ranked:
+        return best
+    everything = applied(base, ranked)
+    full = price(everything)
+    if not full.fits:
+        return Levered(everything, full, describe(everything))
+    lo, hi, fitting = 0, len(ranked), Levered(everything, full, describe(everything))
+    while hi - lo > 1:  # invariant: prefix hi fits, prefix lo does not
+        mid = (lo + hi) // 2
+        g = applied(base, ranked[:mid])
+        m = price(g)
+        if m.fits:
+            hi, fitting = mid, Levered(g, m, describe(g))
+        else:
+            lo = mid
+    return fitting
+
+
+def next_lever(graph: Graph) -> str:
+    """What a plan that does not fit has of these levers, and which lever would be next."""
+    have = describe(graph)
+    held = "already with " + have if have else "with no weight held in copies to shard"
+    return (
+        f"that plan is {held}; the next lever would be a smaller batch, more devices, pipeline "
+        "parallelism or lower precision"
+    )
+
+
+__all__ = ["Lever", "Levered", "next_lever", "with_memory_levers"]
