@@ -37,12 +37,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from unityc.cost.estimate import Estimate, compute_model, estimate_graph
 from unityc.cost.profile import ProfileCache
 from unityc.dialects.pcg_types import TensorType
-from unityc.graph import Graph, Node, Ref
+from unityc.graph import Graph, Node, Ref, to_module
 from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
@@ -68,6 +68,9 @@ from unityc.search.split import (
 from unityc.search.strategies import data_parallel_graph, megatron_layouts, tensor_degrees
 from unityc.search.substitution import Candidate, SearchStats, SubstitutionOptions, best_first
 from unityc.search.views import big_degrees, canonical_view, task_degrees, to_attr
+
+if TYPE_CHECKING:
+    from unityc.search.pipeline import PipelinePlan
 
 MEMORY_WEIGHTS = (1.0, 10.0, 100.0, 1e3, 1e4, 1e5)
 """Memory rounds after the first: multiples of (iteration time / device capacity) per byte."""
@@ -564,8 +567,30 @@ def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[Pri
     from unityc.search.pipeline import PipelineOptions, pipeline_candidates
 
     options = PipelineOptions(pricing.cost, pricing.optimizer, pricing.profile)
-    candidates = pipeline_candidates(graph, machine, options)
+    candidates = [p for p in pipeline_candidates(graph, machine, options) if runnable_pipeline(p)]
     return [PricedPlan(p.name, p.graph, p.estimate, None, p.note) for p in candidates]
+
+
+def runnable_pipeline(plan: PipelinePlan) -> bool:
+    """Whether `-t torch` can run a pipelined plan, so that the search never returns one it
+    cannot: stages of equal width, data parallel inside (no tensor-parallel stage), and
+    micro-batches that each compute their share of the loss (`microbatch_module`)."""
+    from unityc.dialects.container import graph_function
+    from unityc.dialects.diagnostics import LocatedError
+    from unityc.dialects.pipeline import check_pipeline, microbatch_module
+
+    part = plan.partition
+    if part is None or part.tensor > 1 or len({st.width for st in part.stages}) > 1:
+        return False
+    try:
+        module = to_module(plan.graph)
+        checked = check_pipeline(graph_function(module))
+        if checked is None:
+            return False
+        microbatch_module(module, checked[0].microbatches)
+    except (LocatedError, ValueError):
+        return False
+    return True
 
 
 def levered_plan(plan: PricedPlan, machine: Machine, pricing: Pricing) -> PricedPlan:
