@@ -56,14 +56,16 @@ def plan_properties(attributes: Mapping[str, Attribute]) -> tuple[int, bool]:
 
 
 def plan_attributes(node: Node) -> dict[str, Attribute]:
-    """The attribute dictionary of a node's per-op plan: view, zero, recompute, and the rest."""
-    out: dict[str, Attribute] = dict(node.plan)
+    """The attribute dictionary of a node's per-op plan: view, zero, recompute, then the rest
+    (`stage`, ...)."""
+    out: dict[str, Attribute] = {}
     if node.view is not None:
         out["view"] = node.view
     if node.zero:
         out["zero"] = IntegerAttr(node.zero, 64)
     if node.recompute:
         out["recompute"] = UnitAttr()
+    out.update(node.plan)
     return out
 
 

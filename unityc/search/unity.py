@@ -464,7 +464,9 @@ def unity_search(
             done.append(found)
             for plan in wholes.items() if wholes is not None else ():
                 alternatives.append(plan)
-                levered = levered_plan(plan, machine, pricing) if options.levers else plan
+                # no memory levers inside a pipeline's stages: -t torch does not run them there
+                leverable = options.levers and plan.estimate.pipeline is None
+                levered = levered_plan(plan, machine, pricing) if leverable else plan
                 done.append(_result(levered, report, f"{levered.name} ({levered.note})", alternatives))
             if options.levers and not any(r.fits for r in done):  # memory decides: per layer
                 with contextlib.suppress(ValueError):
