@@ -76,7 +76,9 @@ class _PieceSavePlanner(DefaultSavePlanner):
                 index=MetadataIndex(fqn, torch.Size(e.offsets)),
                 type=WriteItemType.SHARD,
                 tensor_data=TensorWriteData(
-                    chunk=e.chunk, properties=TensorProperties.create_from_tensor(e.tensor), size=torch.Size(e.size)
+                    chunk=e.chunk,
+                    properties=TensorProperties.create_from_tensor(e.tensor),
+                    size=torch.Size(e.size),
                 ),
             )
             for fqn, e in self.entries.items()
@@ -104,7 +106,9 @@ class _PieceLoadPlanner(DefaultLoadPlanner):
             if not isinstance(md, TensorStorageMetadata):
                 raise CheckpointError(f"the checkpoint has no tensor '{fqn}'")
             if tuple(md.size) != e.size:
-                raise CheckpointError(f"'{fqn}' has shape {list(md.size)} in the checkpoint, here {list(e.size)}")
+                raise CheckpointError(
+                    f"'{fqn}' has shape {list(md.size)} in the checkpoint, here {list(e.size)}"
+                )
             items += create_read_items_for_chunk_list(fqn, md, [e.chunk])
         return LoadPlan(items)
 
@@ -112,7 +116,9 @@ class _PieceLoadPlanner(DefaultLoadPlanner):
         return self.entries[index.fqn].tensor.detach()
 
 
-def weight_entries(weights: Mapping[str, torch.Tensor], layouts: Mapping[str, Layout], rank: int) -> dict[str, Entry]:
+def weight_entries(
+    weights: Mapping[str, torch.Tensor], layouts: Mapping[str, Layout], rank: int
+) -> dict[str, Entry]:
     """This rank's weight pieces as checkpoint entries (partial sums other than 0 are not
     weights' business: a weight piece holds values, so only sum index 0 is written)."""
     out: dict[str, Entry] = {}
@@ -126,7 +132,10 @@ def weight_entries(weights: Mapping[str, torch.Tensor], layouts: Mapping[str, La
 
 
 def optimizer_entries(
-    optimizer: torch.optim.Optimizer | None, weights: Mapping[str, torch.Tensor], layouts: Mapping[str, Layout], rank: int
+    optimizer: torch.optim.Optimizer | None,
+    weights: Mapping[str, torch.Tensor],
+    layouts: Mapping[str, Layout],
+    rank: int,
 ) -> dict[str, Entry]:
     """The optimizer state of this rank's pieces: tensors shaped like the piece are chunks of
     the logical state, other tensors (step counters) are whole."""

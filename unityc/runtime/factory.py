@@ -130,12 +130,15 @@ def _check_factory_result(built: Any, where: str) -> tuple[nn.Module, dict[str, 
     return module, inputs
 
 
-def forward_argument_names(module: nn.Module, count: int, where: str) -> list[str]:
+def forward_argument_names(module: nn.Module, count: int | None, where: str) -> list[str]:
+    """The names of `forward`'s first `count` positional arguments (None: all of them)."""
     params = [
         p.name
         for p in inspect.signature(module.forward).parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
+    if count is None:
+        return params
     if len(params) < count:
         raise ModelError(f"{where}: {count} example inputs, but forward takes only {len(params)}")
     return params[:count]

@@ -48,7 +48,11 @@ def optimizer_classes() -> dict[str, type[torch.optim.Optimizer]]:
     out: dict[str, type[torch.optim.Optimizer]] = {}
     for name in dir(torch.optim):
         cls = getattr(torch.optim, name)
-        if isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer) and cls is not torch.optim.Optimizer:
+        if (
+            isinstance(cls, type)
+            and issubclass(cls, torch.optim.Optimizer)
+            and cls is not torch.optim.Optimizer
+        ):
             out[name.lower()] = cls
     return out
 
@@ -140,10 +144,15 @@ class OptimizerSpec:
         shape = 1.0 - progress if self.schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))
         return self.min_ratio + (1.0 - self.min_ratio) * shape
 
-    def scheduler(self, optimizer: torch.optim.Optimizer | None) -> torch.optim.lr_scheduler.LambdaLR | None:
+    def scheduler(
+        self, optimizer: torch.optim.Optimizer | None, start: int = 0
+    ) -> torch.optim.lr_scheduler.LambdaLR | None:
+        """The schedule, its learning rate set for step `start` (0-based; a resumed run)."""
         if optimizer is None:
             return None
-        return torch.optim.lr_scheduler.LambdaLR(optimizer, self.factor)
+        for group in optimizer.param_groups:
+            group.setdefault("initial_lr", group["lr"])
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, self.factor, last_epoch=start - 1)
 
     def check_plan(self, layouts: Iterable[Layout]) -> None:
         """Refuses an optimizer that is not element-wise for a plan that shards a weight."""

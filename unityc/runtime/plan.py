@@ -187,3 +187,12 @@ class Plan:
     constants: Mapping[str, Constant] = field(default_factory=dict)
     tables: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     """Index vectors the kernels use (gather indices), moved to the device once."""
+    flops: float = 0.0
+    """The model's training FLOPs per iteration (forward, backward, update; the cost model's
+    count on logical shapes): the numerator of model FLOPs utilization."""
+    peak_flops: float = 0.0
+    """The machine's peak FLOP/s, all devices together (the cost model's)."""
+    predicted_s: float = 0.0
+    """The cost model's iteration time for the plan (its simulated timeline)."""
+    tokens: int = 0
+    """Tokens per iteration (the first input's elements, for integer token inputs), else 0."""
