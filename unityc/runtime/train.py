@@ -80,6 +80,13 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="DIR",
         help="continue from a checkpoint: weights, optimizer state and step (to --steps)",
     )
+    parser.add_argument(
+        "--stop-after",
+        type=int,
+        metavar="N",
+        help="stop (and save, with --save) after step N; the schedule still spans --steps, so a run "
+        "resumed from there repeats the uninterrupted one",
+    )
     parser.add_argument("--init", metavar="DIR", help="initial weights from a checkpoint (of any plan)")
     parser.add_argument(
         "--log-every",
@@ -128,6 +135,8 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--lr must be a positive number, got {args.lr}")
     if args.resume and args.init:
         parser.error("--resume and --init both give initial weights: pass one")
+    if args.stop_after is not None and args.stop_after < 1:
+        parser.error("--stop-after must be at least 1")
     if args.save_every < 0 or args.log_every < 0:
         parser.error("--save-every and --log-every must not be negative")
     args.optim = optim.spec_from_args(args, parser)
@@ -215,6 +224,7 @@ class Trainer:
     ):
         self.plan, self.forward, self.args, self.backend, self.device = plan, forward, args, backend, device
         self.heartbeat = heartbeat
+        self.lr: float | None = None  # the learning rate of the last step
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.agree(
             self.world == plan.world_size,
@@ -269,7 +279,8 @@ class Trainer:
         self.seeds_loss = loss is not None and loss[-1] == 0  # copy 0 carries the loss's gradient
         self.keys = list(plan.weights)
         self.layouts = [plan.weights[k] for k in self.keys]
-        self.progress = Progress(plan, args.log_every, args.steps)
+        self.stop = min(args.steps, args.stop_after or args.steps)
+        self.progress = Progress(plan, args.log_every, self.stop)
 
     def _reference(
         self,
@@ -335,7 +346,7 @@ class Trainer:
             )
         times: list[float] = []
         with profiled(args.profile, self.rank, self.device):
-            for step in range(self.start_step, args.steps):
+            for step in range(self.start_step, self.stop):
                 times.append(self.run_step(step))
         self.at("the end of the run")
         if args.check_copies:
@@ -346,7 +357,9 @@ class Trainer:
         self.report_timing(times)
         if args.check and self.rank == 0:
             print(
-                f"check passed: {args.steps} step(s) within relative error {args.tolerance:.0e}", flush=True
+                f"check passed: {self.stop - self.start_step} step(s) "
+                f"within relative error {args.tolerance:.0e}",
+                flush=True,
             )
         return 0
 
@@ -376,7 +389,7 @@ class Trainer:
             self.report_loss(step, outputs[0])
         for p in self.params:
             p.grad = None
-        if args.save and (step + 1 == args.steps or (args.save_every and (step + 1) % args.save_every == 0)):
+        if args.save and (step + 1 == self.stop or (args.save_every and (step + 1) % args.save_every == 0)):
             self.at(f"step {step + 1}: saving a checkpoint")
             path = os.path.join(args.save, f"step-{step + 1}")
             checkpoint.save(path, step + 1, self.weights, self.plan.weights, self.rank, self.optimizer)
@@ -422,6 +435,7 @@ class Trainer:
             self.norm = optim.clip_gradients(
                 self.weights, self.plan.weights, spec.clip_grad_norm, self.rank, self.device
             )
+        self.lr = self.optimizer.param_groups[0]["lr"] if self.optimizer is not None else None
         if self.optimizer is not None:
             self.optimizer.step()
         if self.scheduler is not None:
@@ -435,8 +449,7 @@ class Trainer:
     def report_loss(self, step: int, loss: torch.Tensor | None) -> None:
         values = self.assemble(list(self.plan.outputs[:1]), [loss])
         if values is not None:
-            lr = self.scheduler.get_last_lr()[0] if self.scheduler is not None else None
-            print(self.progress.line(step, values[0].item(), lr), flush=True)
+            print(self.progress.line(step, values[0].item(), self.lr), flush=True)
 
     def check_step(
         self,
