@@ -19,14 +19,17 @@ machine view on every op. Ranks are the machine's global device indices.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp
+from xdsl.dialects.builtin import DictionaryAttr, IntegerType, ModuleOp
 
 from unityc.codegen.analysis import Analysis, CodegenError, analyze
 from unityc.codegen.emit import Writer, layout_text
 from unityc.codegen.memory import predicted_memory, zero_stages
 from unityc.codegen.pipeline import emit_pipelined, is_pipelined
+from unityc.cost.estimate import estimate_module
+from unityc.dialects.pcg_types import TensorType
 from unityc.models.spec import ModelError, ModelSpec, absolute_model, factory_file
 
 __all__ = ["CodegenError", "emit_program"]
@@ -58,10 +61,25 @@ def _model_text(model: DictionaryAttr, source: str) -> tuple[str, str]:
     return text, f"{spec.model} ({spec.config} config, seed {spec.seed})"
 
 
+def _measures(module: ModuleOp, a: Analysis) -> dict[str, float]:
+    """What the program's progress lines compare with: the model's training FLOPs per iteration,
+    the machine's peak FLOP/s and the cost model's iteration time for this plan."""
+    try:
+        estimate = estimate_module(module, a.machine)
+    except (ValueError, KeyError, NotImplementedError):
+        return {}  # a plan the cost model cannot price still runs, without MFU
+    peak = a.machine.total_peak_flops("f32", True)
+    return {"flops": estimate.model_flops, "peak_flops": peak, "predicted_s": estimate.iteration_s}
+
+
 def _table(name: str, entries: dict[str, str]) -> list[str]:
     if not entries:
         return [f"    {name}={{}},"]
     return [f"    {name}={{", *(f'        "{k}": {v},' for k, v in entries.items()), "    },"]
+
+
+def _integer(t: TensorType) -> bool:
+    return isinstance(t.element_type, IntegerType)
 
 
 def emit_program(module: ModuleOp, machine: str | None = None, source: str = "plan.mlir") -> str:
@@ -77,7 +95,9 @@ def emit_program(module: ModuleOp, machine: str | None = None, source: str = "pl
         f"{writer.transfers} implicit transfer(s).",
         "",
         f"Run: torchrun --standalone --nproc_per_node {a.world} {{this file}} [--steps N]",
-        "     [--optimizer sgd|adam] [--lr LR] [--check] [--json FILE] [--timeout S]",
+        "     [--optimizer NAME] [--optimizer-args ARGS] [--lr LR] [--clip-grad-norm MAX] [--lr-schedule S]",
+        "     [--data MODULE:FUNCTION] [--save DIR] [--resume DIR] [--log-every N] [--profile DIR]",
+        "     [--check] [--json FILE] [--timeout S]   (--help lists them all)",
         "",
         "Every rank runs this file (SPMD). `forward` computes this rank's pieces: the tasks of each op that",
         "run on this rank apply the op's kernel to local pieces; `ctx.p2p` moves a piece a task reads from",
@@ -85,7 +105,7 @@ def emit_program(module: ModuleOp, machine: str | None = None, source: str = "pl
     ]
     return "\n".join(
         [
-            *program_head(a, writer, source, about),
+            *program_head(a, writer, source, about, _measures(module, a)),
             *forward,
             "",
             "",
@@ -96,12 +116,16 @@ def emit_program(module: ModuleOp, machine: str | None = None, source: str = "pl
     )
 
 
-def program_head(a: Analysis, writer: Writer, source: str, about: list[str]) -> list[str]:
+def program_head(
+    a: Analysis, writer: Writer, source: str, about: list[str], measures: dict[str, float] | None = None
+) -> list[str]:
     """The program's docstring (`about` its body), imports and `PLAN` (the tables `writer`
-    collected while writing the code)."""
+    collected while writing the code; `measures`: what progress lines compare with)."""
     model, model_summary = _model_text(a.model, source)
     inputs = [v for op in a.ops if op.name == "pcg.input" for v in op.results]
     samples = a.value(inputs[0]).type.shape[0] if inputs and a.value(inputs[0]).type.rank else 1
+    first = a.value(inputs[0]).type if inputs else None
+    tokens = math.prod(first.shape) if first is not None and first.rank >= 2 and _integer(first) else 0
     outputs = ", ".join(layout_text(a.value(v)) for v in a.outputs)
     groups = tuple(writer.groups)
     return [
@@ -136,6 +160,8 @@ def program_head(a: Analysis, writer: Writer, source: str, about: list[str]) -> 
         f"    tables={writer.tables!r},",
         *([f"    zero={zero_stages(a)!r},"] if zero_stages(a) else []),
         f"    memory={predicted_memory(a)!r},",
+        *(f"    {k}={v!r}," for k, v in (measures or {}).items()),
+        f"    tokens={tokens},",
         ")",
         "",
         "",

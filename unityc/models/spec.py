@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 from torch import nn
 
-from unityc.models.factory import (
+from unityc.runtime.factory import (
     ModelError,
     TrainingModeWarning,
     absolute_model,

@@ -21,8 +21,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from unityc.runtime.sources import SourceError
-from unityc.runtime.train import RunError, Trainer, fail_collective, parse_args, pick_device, start
+from unityc.runtime.train import STOPPING, RunError, Trainer, fail_collective, parse_args, pick_device, start
 from unityc.runtime.watch import DEFAULT_TIMEOUT_S
 
 
@@ -63,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             forward = getattr(program, "PROGRAM", None) or program.forward  # PROGRAM: a pipelined program
             trainer = getattr(forward, "trainer", Trainer)
             status = trainer(program.PLAN, forward, args, backend, device, heartbeat, build).run()
-        except (RunError, SourceError) as e:
+        except STOPPING as e:
             if rank == 0:
                 print(f"error: {e}", flush=True)
             status = 1

@@ -124,11 +124,20 @@ def dropout_off() -> Iterator[None]:
 class Reference:
     """The single-device model and its optimizer, stepped from the plan's state."""
 
-    def __init__(self, module: torch.nn.Module, inputs: Mapping[str, torch.Tensor], optimizer: Any):
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        inputs: Mapping[str, torch.Tensor],
+        optimizer: Any,
+        clip_grad_norm: float | None = None,
+        scheduler: Any = None,
+    ):
         self.module = module
         self.inputs = dict(inputs)
         self.params = dict(module.named_parameters(remove_duplicate=False))
         self.optimizer = optimizer
+        self.clip_grad_norm = clip_grad_norm
+        self.scheduler = scheduler
 
     def load(self, weights: Mapping[str, torch.Tensor]) -> None:
         with torch.no_grad():
@@ -146,12 +155,17 @@ class Reference:
         return [o.detach() for o in outputs], grads
 
     def update(self, grads: Mapping[str, torch.Tensor]) -> None:
-        """One optimizer step with the given gradients (parameters not given stay put)."""
+        """One optimizer step with the given gradients (parameters not given stay put): clipped
+        to the global norm by torch's clip_grad_norm_, then the schedule steps."""
         self.optimizer.zero_grad(set_to_none=True)
         for key, grad in grads.items():
             param = self.params[key]
             param.grad = grad.to(param.device, param.dtype).clone()
+        if self.clip_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.clip_grad_norm)
         self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
 
     def weight(self, key: str) -> torch.Tensor:
         return self.params[key].detach()

@@ -216,3 +216,12 @@ class Plan:
     memory: Mapping[str, Mapping[int, tuple[int, int, int]]] = field(default_factory=dict)
     """Optimizer -> rank -> (weights, gradients, optimizer state) bytes the memory model predicts
     the rank keeps (`cost.memory.persistent_bytes`); --check compares them."""
+    flops: float = 0.0
+    """The model's training FLOPs per iteration (forward, backward, update; the cost model's
+    count on logical shapes): the numerator of model FLOPs utilization."""
+    peak_flops: float = 0.0
+    """The machine's peak FLOP/s, all devices together (the cost model's)."""
+    predicted_s: float = 0.0
+    """The cost model's iteration time for the plan (its simulated timeline)."""
+    tokens: int = 0
+    """Tokens per iteration (the first input's elements, for integer token inputs), else 0."""

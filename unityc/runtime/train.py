@@ -1,11 +1,14 @@
 """The training loop of a generated program: setup, steps, gradient sync, optimizer, timing.
 
-    torchrun --standalone --nproc_per_node 2 train.py [--steps N] [--optimizer sgd|adam] [--check]
+    torchrun --standalone --nproc_per_node 2 train.py [--steps N] [--optimizer NAME] [--check]
+        [--data module:function] [--save DIR] [--resume DIR] [--log-every N] [--profile DIR]
 
 NCCL on CUDA when every local rank has a GPU, gloo on CPU otherwise. Every rank loads the
 reference model (`sources.load_reference`, the spec and seed the plan records) and keeps its own
-pieces of the weights and of the batch; the batch is the model's seeded example inputs, the same
-every step (synthetic data, identical to what the reference run uses).
+pieces of the weights (or reads them from a checkpoint, `checkpoint.py`) and of the batch: the
+model's seeded example inputs, the same every step (synthetic data, identical to what the
+reference run uses), or this rank's pieces of the batches of `--data` (`data.py`). The optimizer,
+clipping and schedule are `optim.py`'s; progress lines and traces `progress.py`'s.
 
 Every collective waits at most `--timeout` seconds (default 600); a rank whose collective times
 out names the rank at fault from the heartbeats (`watch.py`) and exits 1, as does a rank whose
@@ -26,11 +29,15 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from unityc.runtime import checkpoint, optim
 from unityc.runtime.check import NOISE_FLOOR, Reference, Verdict, assemble, copies_differ, largest
 from unityc.runtime.comm import Communicator
 from unityc.runtime.context import Context
+from unityc.runtime.data import Batches, DataError, load_data_function
+from unityc.runtime.factory import forward_argument_names
 from unityc.runtime.grads import GradientSync
 from unityc.runtime.plan import Layout, Plan
+from unityc.runtime.progress import Progress, profiled
 from unityc.runtime.sources import Build, SourceError, load_reference, local_data, local_weights
 from unityc.runtime.watch import DEFAULT_TIMEOUT_S, Heartbeat, collective_failure, timeout
 from unityc.runtime.zero import Zero
@@ -42,6 +49,10 @@ class RunError(Exception):
     """A problem that stops the run on every rank with one message."""
 
 
+STOPPING = (RunError, SourceError, DataError, optim.OptimizerError, checkpoint.CheckpointError)
+"""Errors that stop a run with one message on every rank (no traceback)."""
+
+
 def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=f"Train {plan.model.name} ({plan.model.config}) with the plan {plan.source} "
@@ -49,8 +60,45 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--steps", type=int, default=10, help="training steps (default 10)")
     parser.add_argument("--warmup", type=int, default=2, help="steps left out of the timing (default 2)")
-    parser.add_argument("--lr", type=float, default=0.01, help="learning rate (default 0.01)")
-    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="optimizer (default sgd)")
+    optim.add_arguments(parser)
+    parser.add_argument(
+        "--data",
+        metavar="MODULE:FUNCTION",
+        help="training batches from module:function or path/to/file.py:function (see "
+        "unityc/runtime/data.py); default: the model's seeded example inputs every step",
+    )
+    parser.add_argument(
+        "--data-args", default="", metavar="ARGS", help="keyword arguments for the data function"
+    )
+    parser.add_argument(
+        "--save", metavar="DIR", help="save checkpoints to DIR/step-<k> (torch.distributed.checkpoint)"
+    )
+    parser.add_argument(
+        "--save-every", type=int, default=0, metavar="N", help="also every N steps (default: at the end only)"
+    )
+    parser.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="continue from a checkpoint: weights, optimizer state and step (to --steps)",
+    )
+    parser.add_argument(
+        "--stop-after",
+        type=int,
+        metavar="N",
+        help="stop (and save, with --save) after step N; the schedule still spans --steps, so a run "
+        "resumed from there repeats the uninterrupted one",
+    )
+    parser.add_argument("--init", metavar="DIR", help="initial weights from a checkpoint (of any plan)")
+    parser.add_argument(
+        "--log-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print progress every N steps (default: first and last)",
+    )
+    parser.add_argument(
+        "--profile", metavar="DIR", help="write a torch.profiler trace per rank to DIR/rank-<r>.json"
+    )
     parser.add_argument(
         "--check",
         action="store_true",
@@ -86,6 +134,18 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--warmup must not be negative")
     if not args.lr > 0 or args.lr == float("inf"):
         parser.error(f"--lr must be a positive number, got {args.lr}")
+    if args.resume and args.init:
+        parser.error("--resume and --init both give initial weights: pass one")
+    if args.stop_after is not None and args.stop_after < 1:
+        parser.error("--stop-after must be at least 1")
+    if args.save_every < 0 or args.log_every < 0:
+        parser.error("--save-every and --log-every must not be negative")
+    args.optim = optim.spec_from_args(args, parser)
+    args.data_function = None  # main(data=...) sets it
+    try:
+        args.data_kwargs = optim.parse_kwargs(args.data_args)
+    except optim.OptimizerError as e:
+        parser.error(f"--data-args: {e}")
     if not args.tolerance >= 0 or args.tolerance == float("inf"):
         parser.error(f"--tolerance must be a non-negative number, got {args.tolerance}")
     if not args.timeout > 0 or args.timeout == float("inf"):
@@ -104,16 +164,18 @@ def pick_device() -> tuple[str, torch.device]:
     return "gloo", torch.device("cpu")
 
 
-def make_optimizer(name: str, params: list[torch.Tensor], lr: float) -> torch.optim.Optimizer | None:
-    if not params:
-        return None
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr)
-    return torch.optim.SGD(params, lr=lr)
-
-
-def main(plan: Plan, forward: Forward, argv: Sequence[str] | None = None, build: Build | None = None) -> int:
+def main(
+    plan: Plan,
+    forward: Forward,
+    argv: Sequence[str] | None = None,
+    build: Build | None = None,
+    data: Callable[..., Any] | None = None,
+) -> int:
+    """Trains with `plan` (the program's `PLAN` and `forward`; `build` makes its reference
+    model); `data` is a data function as `--data` names one (the Python API:
+    `rt.main(PLAN, forward, data=my_batches)`)."""
     args = parse_args(plan, argv)
+    args.data_function = data
     if "RANK" not in os.environ:
         print(f"error: run with torchrun --standalone --nproc_per_node {plan.world_size} {sys.argv[0]}")
         return 2
@@ -122,7 +184,7 @@ def main(plan: Plan, forward: Forward, argv: Sequence[str] | None = None, build:
     try:
         trainer = getattr(forward, "trainer", Trainer)  # a pipelined program brings its own
         status = trainer(plan, forward, args, backend, device, heartbeat, build).run()
-    except (RunError, SourceError) as e:
+    except STOPPING as e:
         if dist.get_rank() == 0:
             print(f"error: {e}", flush=True)
         status = 1
@@ -170,6 +232,7 @@ class Trainer:
     ):
         self.plan, self.forward, self.args, self.backend, self.device = plan, forward, args, backend, device
         self.heartbeat = heartbeat
+        self.lr: float | None = None  # the learning rate of the last step
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.agree(
             self.world == plan.world_size,
@@ -185,27 +248,78 @@ class Trainer:
         self.ctx.tables = {
             k: torch.tensor(v, dtype=torch.int64, device=device) for k, v in plan.tables.items()
         }
+        self.float_dtype = float_dtype
         loaded = load_reference(plan.model, build)
+        spec: optim.OptimizerSpec = args.optim
+        spec.check_plan(plan.weights.values())
         self.weights = local_weights(plan, self.rank, loaded.module, device, float_dtype)
         self.data = local_data(plan, self.rank, loaded.inputs, device, float_dtype)
         self.zero = Zero(self.comm, plan, self.weights)  # ZeRO shards (none: plain copies)
         self.params = self.zero.params()
-        self.optimizer = make_optimizer(args.optimizer, self.params, args.lr)
+        self.optimizer = spec.build(self.params)
+        self.start_step = 0
+        initial = args.resume or args.init
+        if initial:
+            step = checkpoint.load(
+                initial, self.weights, plan.weights, self.rank, self.optimizer if args.resume else None
+            )
+            self.start_step = step if args.resume else 0
+            self.agree(
+                self.start_step < args.steps,
+                f"--resume {args.resume}: the checkpoint is at step {self.start_step}, "
+                f"--steps {args.steps} asks for no more",
+            )
+        self.scheduler = spec.scheduler(self.optimizer, self.start_step)
         self.sync = GradientSync(self.comm, self.zero.sync_layouts, self.weights)
+        function = args.data_function or (load_data_function(args.data) if args.data else None)
+        self.batches: Batches | None = None
+        if function is not None:
+            names = forward_argument_names(loaded.module, None, plan.model.name)
+            names += [k for k in plan.inputs if k not in names]
+            self.batches = Batches(
+                function, args.data_kwargs, plan.inputs, names, self.rank, self.world, self.start_step
+            )
         self.reference: Reference | None = None
-        if args.check and self.rank == 0:
-            module = loaded.module.to(device, float_dtype) if float_dtype else loaded.module.to(device)
-            inputs = {
-                k: v.to(device, float_dtype or v.dtype) if v.is_floating_point() else v.to(device)
-                for k, v in loaded.inputs.items()
-            }
-            optimizer = make_optimizer(args.optimizer, list(module.parameters()), args.lr)
-            self.reference = Reference(module, inputs, optimizer)
+        if args.check:
+            self.reference = self._reference(
+                loaded.module, loaded.inputs, spec, initial if args.resume else None
+            )
         loss = plan.outputs[0].pieces.get(self.rank)
         self.seeds_loss = loss is not None and loss[-1] == 0  # copy 0 carries the loss's gradient
         self.keys = list(plan.weights)
         self.memory_reported = False
         self.layouts = [plan.weights[k] for k in self.keys]
+        self.stop = min(args.steps, args.stop_after or args.steps)
+        self.progress = Progress(plan, args.log_every, self.stop)
+
+    def _reference(
+        self,
+        module: torch.nn.Module,
+        inputs: dict[str, torch.Tensor],
+        spec: optim.OptimizerSpec,
+        resume: str | None,
+    ) -> Reference | None:
+        """Rank 0's single-device model and optimizer (others: None); resumed, its optimizer state
+        is read from the checkpoint too (a collective)."""
+        device, float_dtype = self.device, self.float_dtype
+        module = module.to(device, float_dtype) if float_dtype else module.to(device)
+        optimizer = spec.build(list(module.parameters()))
+        if resume:
+            params = {k: p for k, p in module.named_parameters() if k in self.plan.weights and self.rank == 0}
+            whole = {
+                k: Layout(tuple(p.shape), "float32", (1,) * p.dim(), pieces={0: (0,) * p.dim() + (0, 0)})
+                for k, p in params.items()
+            }
+            checkpoint.load(resume, params, whole, self.rank, optimizer if self.rank == 0 else None)
+        if self.rank != 0:
+            return None
+        inputs = {
+            k: v.to(device, float_dtype or v.dtype) if v.is_floating_point() else v.to(device)
+            for k, v in inputs.items()
+        }
+        return Reference(
+            module, inputs, optimizer, spec.clip_grad_norm, spec.scheduler(optimizer, self.start_step)
+        )
 
     def at(self, where: str) -> None:
         """Says what this rank is doing (named by a peer's collective-timeout message)."""
@@ -236,26 +350,15 @@ class Trainer:
             model = self.plan.model
             print(
                 f"unityc plan {self.plan.source}: {model.name} ({model.config}) on {self.plan.machine}, "
-                f"{self.world} ranks, {self.backend} on {self.device.type}, {args.optimizer} lr {args.lr}"
-                + (", float64" if args.float64 else ""),
+                f"{self.world} ranks, {self.backend} on {self.device.type}, {args.optim.describe()}"
+                + (", float64" if args.float64 else "")
+                + (f", resumed at step {self.start_step}" if self.start_step else ""),
                 flush=True,
             )
         times: list[float] = []
-        for step in range(args.steps):
-            self.at(f"step {step + 1}: start")
-            before = self.assemble(self.layouts, self.weight_pieces()) if args.check else None
-            self._sync_device()
-            dist.barrier()
-            start = time.perf_counter()
-            outputs, grads = self.step(step)
-            self._sync_device()
-            times.append(time.perf_counter() - start)
-            self.at(f"step {step + 1}: {'check' if args.check else 'after the step'}")
-            if args.check:
-                self.check_step(step, outputs, grads, before)
-            elif step in (0, args.steps - 1):
-                self.report_loss(step, outputs[0])
-            self.zero.zero_grad()
+        with profiled(args.profile, self.rank, self.device):
+            for step in range(self.start_step, self.stop):
+                times.append(self.run_step(step))
         self.at("the end of the run")
         if args.check_copies:
             differ = copies_differ(self.keys, self.layouts, self.weight_pieces(), self.rank, self.device)
@@ -265,9 +368,58 @@ class Trainer:
         self.report_timing(times)
         if args.check and self.rank == 0:
             print(
-                f"check passed: {args.steps} step(s) within relative error {args.tolerance:.0e}", flush=True
+                f"check passed: {self.stop - self.start_step} step(s) "
+                f"within relative error {args.tolerance:.0e}",
+                flush=True,
             )
         return 0
+
+    def run_step(self, step: int) -> float:
+        """One step with its data, check, progress line and checkpoint; returns its seconds."""
+        args = self.args
+        self.at(f"step {step + 1}: start")
+        if self.batches is not None:
+            self.at(f"step {step + 1}: data")
+            for key, piece in self.batches.next().items():
+                dtype = self.float_dtype if self.float_dtype and piece.is_floating_point() else piece.dtype
+                self.data[key] = piece.to(self.device, dtype)
+        before = self.assemble(self.layouts, self.weight_pieces()) if args.check else None
+        if args.check and self.batches is not None:
+            self._reference_inputs()
+        self._sync_device()
+        dist.barrier()
+        start = time.perf_counter()
+        outputs, grads = self.step(step)
+        self._sync_device()
+        seconds = time.perf_counter() - start
+        self.progress.add(seconds)
+        self.at(f"step {step + 1}: {'check' if args.check else 'after the step'}")
+        if args.check:
+            self.check_step(step, outputs, grads, before)
+        elif self.progress.due(step, self.start_step):
+            self.report_loss(step, outputs[0])
+        self.zero.zero_grad()
+        if args.save and (step + 1 == self.stop or (args.save_every and (step + 1) % args.save_every == 0)):
+            self.at(f"step {step + 1}: saving a checkpoint")
+            path = os.path.join(args.save, f"step-{step + 1}")
+            checkpoint.save(path, step + 1, self.weights, self.plan.weights, self.rank, self.optimizer)
+            if self.rank == 0:
+                print(f"saved {path}", flush=True)
+        return seconds
+
+    def _reference_inputs(self) -> None:
+        """The reference's batch: the plan's pieces of this step's batch, assembled (collective)."""
+        layouts = list(self.plan.inputs.values())
+        whole = self.assemble(layouts, [self.data.get(k) for k in self.plan.inputs])
+        if self.reference is None or whole is None:
+            return
+        for key, value, layout in zip(self.plan.inputs, whole, layouts, strict=True):
+            dtype = (
+                self.float_dtype or layout.torch_dtype
+                if layout.torch_dtype.is_floating_point
+                else layout.torch_dtype
+            )
+            self.reference.inputs[key] = value.to(self.device, dtype)
 
     def step(self, step: int) -> tuple[list[Any], list[torch.Tensor | None]]:
         """Forward, backward (the token chain orders every rank's collectives), gradient sync of
@@ -292,9 +444,20 @@ class Trainer:
         self.sync.run()
         self.zero.after_sync()
         grads = [p.grad for p in self.params]
+        spec: optim.OptimizerSpec = self.args.optim
+        if spec.clip_grad_norm is not None:
+            if self.args.check:  # --check compares the gradients before clipping
+                grads = [None if g is None else g.clone() for g in grads]
+            self.at(f"step {step + 1}: gradient norm")
+            self.norm = optim.clip_gradients(
+                self.weights, self.plan.weights, spec.clip_grad_norm, self.rank, self.device
+            )
+        self.lr = self.optimizer.param_groups[0]["lr"] if self.optimizer is not None else None
         if self.optimizer is not None:
             self.optimizer.step()
         self.zero.after_step()
+        if self.scheduler is not None:
+            self.scheduler.step()
         return grads
 
     def _sync_device(self) -> None:
@@ -304,7 +467,7 @@ class Trainer:
     def report_loss(self, step: int, loss: torch.Tensor | None) -> None:
         values = self.assemble(list(self.plan.outputs[:1]), [loss])
         if values is not None:
-            print(f"step {step + 1}: loss {values[0].item():.6f}", flush=True)
+            print(self.progress.line(step, values[0].item(), self.lr), flush=True)
 
     def check_step(
         self,

@@ -71,15 +71,9 @@ def absolute_model(model: str, base: Path | None = None) -> str:
     return f"{((base or Path.cwd()) / path).resolve()}:{factory}"
 
 
-def build_from_file(
-    model: str, overrides: tuple[tuple[str, str], ...], batch: int | None
-) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    """Calls the factory of `model` (`path/to/file.py:factory`) with the settings as keyword
-    arguments (values read as Python literals) and `batch`; ModelError on any failure."""
-    found = factory_file(model)
-    if found is None:
-        raise ModelError(f"'{model}' is not path/to/file.py:factory")
-    path, factory_name = found
+def load_function(path: Path, name: str) -> Any:
+    """The function `name` of the Python file `path` (the file is imported afresh); ModelError
+    if the file is missing, fails to import or has no such function."""
     if not path.is_file():
         raise ModelError(f"{path}: no such file")
     module_name = f"unityc_user_model_{abs(hash(str(path.resolve())))}"
@@ -92,9 +86,22 @@ def build_from_file(
         loader_spec.loader.exec_module(user_module)
     except (Exception, SystemExit) as e:
         raise ModelError(f"{path}: failed to import: {type(e).__name__}: {e}") from None
-    factory = getattr(user_module, factory_name, None)
-    if not callable(factory):
-        raise ModelError(f"{path}: has no function '{factory_name}'")
+    function = getattr(user_module, name, None)
+    if not callable(function):
+        raise ModelError(f"{path}: has no function '{name}'")
+    return function
+
+
+def build_from_file(
+    model: str, overrides: tuple[tuple[str, str], ...], batch: int | None
+) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    """Calls the factory of `model` (`path/to/file.py:factory`) with the settings as keyword
+    arguments (values read as Python literals) and `batch`; ModelError on any failure."""
+    found = factory_file(model)
+    if found is None:
+        raise ModelError(f"'{model}' is not path/to/file.py:factory")
+    path, factory_name = found
+    factory = load_function(path, factory_name)
     kwargs: dict[str, Any] = {key: literal(text) for key, text in overrides}
     if batch is not None:
         kwargs["batch"] = batch
@@ -116,19 +123,22 @@ def _check_factory_result(built: Any, where: str) -> tuple[nn.Module, dict[str, 
     if isinstance(inputs, torch.Tensor):
         inputs = (inputs,)
     if isinstance(inputs, tuple | list):
-        names = _forward_argument_names(module, len(inputs), where)
+        names = forward_argument_names(module, len(inputs), where)
         inputs = dict(zip(names, inputs, strict=True))
     if not isinstance(inputs, dict) or not all(isinstance(v, torch.Tensor) for v in inputs.values()):
         raise ModelError(f"{where}: example inputs must be tensors (a tuple or a dict by argument name)")
     return module, inputs
 
 
-def _forward_argument_names(module: nn.Module, count: int, where: str) -> list[str]:
+def forward_argument_names(module: nn.Module, count: int | None, where: str) -> list[str]:
+    """The names of `forward`'s first `count` positional arguments (None: all of them)."""
     params = [
         p.name
         for p in inspect.signature(module.forward).parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
+    if count is None:
+        return params
     if len(params) < count:
         raise ModelError(f"{where}: {count} example inputs, but forward takes only {len(params)}")
     return params[:count]
