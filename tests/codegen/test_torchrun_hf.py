@@ -117,7 +117,8 @@ def programs(tmp_path_factory: pytest.TempPathFactory) -> Programs:
         if program is None:
             result.problems[name] = problem
             continue
-        result.parallel_ops[name] = program.with_suffix(".mlir").read_text().count("= parallel.")
+        text = program.with_suffix(".mlir").read_text()  # parallel ops, or a pipeline's later stages
+        result.parallel_ops[name] = text.count("= parallel.") + text.count("stage = 1 : i64")
         result.texts[name] = program.read_text()
         entries.append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
     manifest = directory / "batch.json"

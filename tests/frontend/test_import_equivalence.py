@@ -165,25 +165,21 @@ def test_overrides_and_batch_reach_the_model() -> None:
 
 
 def test_llama_reads_each_kv_head_from_its_query_group() -> None:
-    """hf:llama has 4 query heads and 2 KV heads: K and V are projected to 2 heads and
-    broadcast to 4 along a new group dim ([B, 2, 1, S, D] -> [B, 2, 2, S, D], by adding one
-    shared zero constant), so query head h reads KV head h // 2; the import is exact (loss and
-    every gradient)."""
+    """hf:llama has 4 query heads and 2 KV heads: the importer's repeat_kv (K and V broadcast
+    from 2 heads to 4) fuses into one grouped-query `pcg.attention` per layer (`kv_heads 2`:
+    query head h reads KV head h // 2), whose K and V projections have 2 heads' rows; the import
+    is exact (loss and every gradient)."""
     loaded = load_model(ModelSpec("hf:llama"), weights=False)
     config = loaded.module.model.config
     assert (config.num_attention_heads, config.num_key_value_heads) == (4, 2)
     module, checks = check_import(ModelSpec("hf:llama"))
     assert not _failures(checks)
-    repeats = [
-        op
-        for op in module.walk()
-        if isinstance(op, pcg.AddOp) and isinstance(op.rhs.owner, pcg.ConstantOp) and op.rhs.type.rank == 5
-    ]
-    assert len(repeats) == 2 * 2  # K and V in each of the 2 layers
-    assert len({op.rhs for op in repeats}) == 1, "one zero constant, shared"
-    assert {(tuple(op.lhs.type.shape), tuple(op.output.type.shape)) for op in repeats} == {
-        ((2, 2, 1, 16, 8), (2, 2, 2, 16, 8))
-    }
+    attentions = [op for op in module.walk() if isinstance(op, pcg.AttentionOp)]
+    assert len(attentions) == 2  # one per layer
+    for op in attentions:
+        attrs = op.attrs()
+        assert (attrs["heads"], attrs["kv_heads"]) == (4, 2)
+        assert op.wk.type.shape[0] == op.wq.type.shape[0] // 2  # K projects to 2 heads' rows
 
 
 def test_vit_classifies_images_with_a_cls_token() -> None:

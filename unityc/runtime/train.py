@@ -270,6 +270,7 @@ class Trainer:
                 f"--steps {args.steps} asks for no more",
             )
         self.scheduler = spec.scheduler(self.optimizer, self.start_step)
+        self.checked_grads: dict[str, torch.Tensor | None] = {}
         self.sync = GradientSync(self.comm, self.zero.sync_layouts, self.weights)
         function = args.data_function or (load_data_function(args.data) if args.data else None)
         self.batches: Batches | None = None
@@ -444,9 +445,12 @@ class Trainer:
         self.sync.run()
         self.zero.after_sync()
         grads = [p.grad for p in self.params]
+        if self.args.check:  # --check compares the summed gradients before clipping and the update
+            whole = self.zero.whole_grads()
+            self.checked_grads = {k: None if g is None else g.clone() for k, g in whole.items()}
         spec: optim.OptimizerSpec = self.args.optim
         if spec.clip_grad_norm is not None:
-            if self.args.check:  # --check compares the gradients before clipping
+            if self.args.check:
                 grads = [None if g is None else g.clone() for g in grads]
             self.at(f"step {step + 1}: gradient norm")
             self.norm = optim.clip_gradients(
@@ -477,7 +481,7 @@ class Trainer:
         before: list[torch.Tensor] | None,
     ) -> None:
         """Collective: every rank assembles; rank 0 compares (see `check.py`); all share the verdict."""
-        local_grads = self.zero.whole_grads()
+        local_grads = self.checked_grads  # taken in `update`, before clipping
         memory = self.memory_problem()
         got_outputs = self.assemble(list(self.plan.outputs), outputs)
         got_grads = self.assemble(self.layouts, [local_grads.get(k) for k in self.keys])
