@@ -39,6 +39,8 @@ from unityc.machine.spec import Machine
 SCHEDULE = "unityc.schedule"
 MICROBATCHES = "unityc.microbatches"
 VIRTUAL_STAGES = "unityc.virtual_stages"
+PIPELINE_ATTRS = (SCHEDULE, MICROBATCHES, VIRTUAL_STAGES)
+"""The graph-function attributes of a pipelined plan."""
 
 
 def is_pipelined(graph: Graph) -> bool:
@@ -300,4 +302,11 @@ def _assemble(
     )
 
 
-__all__ = ["estimate_pipelined", "graph_schedule", "is_pipelined", "microbatch_graph", "stages_of"]
+__all__ = [
+    "PIPELINE_ATTRS",
+    "estimate_pipelined",
+    "graph_schedule",
+    "is_pipelined",
+    "microbatch_graph",
+    "stages_of",
+]

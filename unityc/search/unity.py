@@ -31,6 +31,7 @@ data parallelism and checkpointing (`galvatron.py`) adds its plan to those compa
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
 import threading
 import time
@@ -41,13 +42,14 @@ from typing import TYPE_CHECKING, Any
 
 from unityc.cost.estimate import Estimate, compute_model, estimate_graph
 from unityc.cost.profile import ProfileCache
+from unityc.cost.staged import PIPELINE_ATTRS
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref, to_module
 from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.search.background import Background
-from unityc.search.bounds import Bound
+from unityc.search.bounds import Bound, pipeline_bound
 from unityc.search.galvatron import galvatron_plan
 from unityc.search.levers import with_memory_levers
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
@@ -452,7 +454,7 @@ def unity_search(
     # the whole-graph and pipelined plans do not depend on the segment search: priced beside it
     # (background.py)
     wholes = (
-        Background(lambda: _alternative_plans(start, machine, pricing, options))
+        Background(lambda: _alternative_plans(start, machine, pricing, options, fallback))
         if options.whole_graph or options.pipelines
         else None
     )
@@ -482,7 +484,7 @@ def unity_search(
     finally:
         if wholes is not None:
             wholes.close()
-    if report.stopped_early is not None and fallback is not None:
+    if fallback is not None:  # a competitor too: what pipelines are pruned against
         done.append(fallback)
     if not done:
         raise ValueError(f"no plan completed within the time limit ({options.time_limit:g} s)")
@@ -554,23 +556,66 @@ def _whole_graph_plans(graph: Graph, machine: Machine, pricing: Pricing) -> Iter
 
 
 def _alternative_plans(
-    graph: Graph, machine: Machine, pricing: Pricing, options: UnityOptions
+    graph: Graph, machine: Machine, pricing: Pricing, options: UnityOptions, one: UnityResult | None
 ) -> Iterator[PricedPlan]:
     """The plans the search's result is compared with: whole-graph data-parallel and Megatron
-    plans (`whole_graph`), pipelined plans (`pipelines`)."""
+    plans (`whole_graph`), pipelined plans (`pipelines`). The pipelined plans are not built when
+    a lower bound of any pipeline's time (`bounds.pipeline_bound`, from the graph on one device
+    `one`) is no better than a plan already at hand that fits (`one` or a whole-graph plan):
+    none of them could be chosen."""
+    best = math.inf
+    if one is not None and (one.fits or not options.memory_check):
+        best = one.estimate.iteration_s
     if options.whole_graph:
-        yield from _whole_graph_plans(graph, machine, pricing)
-    if options.pipelines:
+        for plan in _whole_graph_plans(graph, machine, pricing):
+            if plan.estimate.fits or not options.memory_check:
+                best = min(best, plan.estimate.iteration_s)
+            yield plan
+    if options.pipelines and not pipelines_pruned(graph, machine, pricing, one, best):
         yield from pipeline_plans(graph, machine, pricing)
+
+
+def pipelines_pruned(
+    graph: Graph, machine: Machine, pricing: Pricing, one: UnityResult | None, best: float
+) -> bool:
+    """Whether no pipelined plan of `graph` can be faster than `best` seconds (see
+    `bounds.pipeline_bound`; `one` is the graph's plan on one device)."""
+    from unityc.search.pipeline import PipelineError, batch_size
+
+    if one is None or best == math.inf:
+        return False
+    try:
+        batch = batch_size(graph)
+    except PipelineError:
+        return False
+    return pipeline_bound(one.estimate, machine, batch, pricing.cost) >= best
 
 
 def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[PricedPlan]:
     """The pipelined plans the search considers (`pipeline.pipeline_candidates`), as plans."""
     from unityc.search.pipeline import PipelineOptions, pipeline_candidates
 
+    if not microbatchable(graph):
+        return []
     options = PipelineOptions(pricing.cost, pricing.optimizer, pricing.profile)
     candidates = [p for p in pipeline_candidates(graph, machine, options) if runnable_pipeline(p)]
     return [PricedPlan(p.name, p.graph, p.estimate, None, p.note) for p in candidates]
+
+
+def microbatchable(graph: Graph) -> bool:
+    """Whether micro-batches of `graph` compute its loss (`microbatch_module` with one
+    micro-batch, which refuses what no count allows: ops mixing samples such as batch norm, a
+    summed loss, a reshape moving the batch out of dim 0). A plan of the graph computes the same
+    values, so where this fails no pipelined plan is runnable (`runnable_pipeline`): the
+    pipeline candidates are not built (Inception-v3's and ResNeXt's batch norms)."""
+    from unityc.dialects.diagnostics import LocatedError
+    from unityc.dialects.pipeline import microbatch_module
+
+    try:
+        microbatch_module(to_module(graph), 1)
+    except (LocatedError, ValueError):
+        return False
+    return True
 
 
 def runnable_pipeline(plan: PipelinePlan) -> bool:
@@ -656,12 +701,13 @@ def hard_deadline(at: float | None) -> Iterator[None]:
 
 
 def strip_views(graph: Graph) -> Graph:
-    """A copy without per-op plans (machine views, zero stages, recompute marks) and dead nodes
-    (what the search starts from)."""
+    """A copy without per-op plans (machine views, stages, zero stages, recompute marks), the
+    pipeline schedule of a pipelined plan, and dead nodes (what the search starts from)."""
     out = graph.copy()
     for nid, node in out.nodes.items():
-        if node.view is not None or node.zero or node.recompute:
+        if node.view is not None or node.plan or node.zero or node.recompute:
             out.nodes[nid] = Node(node.op, node.operands, node.attrs, node.types, None, node.hint)
+    out.function_attrs = {k: v for k, v in out.function_attrs.items() if k not in PIPELINE_ATTRS}
     return out.prune()
 
 

@@ -313,7 +313,13 @@ class _Hang(BaseException):
     pass
 
 
+_rang: list[bool] = [False]
+"""Whether the time limit of the input now running has passed (an alarm raised inside a
+finalizer or weakref callback is printed and swallowed by Python, and the tool goes on)."""
+
+
 def _on_alarm(signum: int, frame: object) -> None:
+    _rang[0] = True
     raise _Hang()
 
 
@@ -325,6 +331,7 @@ def run_tool(tool: str, argv: list[str], out: str | None, limit: float) -> Resul
     stdout, stderr = io.StringIO(), io.StringIO()
     detail = ""
     previous = signal.signal(signal.SIGALRM, _on_alarm)
+    _rang[0] = False
     signal.setitimer(signal.ITIMER_REAL, limit)
     try:
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
@@ -339,6 +346,8 @@ def run_tool(tool: str, argv: list[str], out: str | None, limit: float) -> Resul
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     err = stderr.getvalue() + stdout.getvalue()[-2000:]
+    if _rang[0]:  # past the limit, though the alarm was swallowed where it landed
+        return Result("hang", -1, err, "the time limit passed (the alarm landed in a finalizer)")
     if detail or "Traceback (most recent call last)" in err:
         return Result("traceback", rc, err, detail or err)
     if rc == 0:
