@@ -472,12 +472,10 @@ def unity_search(
             found = _search(start, machine, rules, options, profile, progress, report, soft)
             found.alternatives = alternatives
             done.append(found)
-            for plan in wholes.items() if wholes is not None else ():
-                alternatives.append(plan)
-                # no memory levers inside a pipeline's stages: -t torch does not run them there
-                leverable = options.levers and plan.estimate.pipeline is None
-                levered = levered_plan(plan, machine, pricing) if leverable else plan
-                done.append(_result(levered, report, f"{levered.name} ({levered.note})", alternatives))
+            for alternative, plan in wholes.items() if wholes is not None else ():
+                if alternative is not None:
+                    alternatives.append(alternative)
+                done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
             # without the whole-graph plans (galvatron among them): memory decides, per layer
             if options.levers and not options.whole_graph and not any(r.fits for r in done):
                 with contextlib.suppress(ValueError):
@@ -576,25 +574,36 @@ def _whole_graph_plans(
         yield from built
     if not levers:
         return
+    if priced:
+        with contextlib.suppress(ValueError):  # no layer strategy fits at any degree
+            yield galvatron_plan(graph, machine, pricing, priced)
     for plan in priced:
         if plan.name == "data-parallel" and machine.num_devices > 1:
             for stage in ZERO_STAGES:
                 yield zero_version(plan, machine, pricing, stage)
                 yield zero_version(plan, machine, pricing, stage, recompute=True)
-    if priced:
-        with contextlib.suppress(ValueError):  # no layer strategy fits at any degree
-            yield galvatron_plan(graph, machine, pricing, priced)
 
 
 def _alternative_plans(
     graph: Graph, machine: Machine, pricing: Pricing, options: UnityOptions
-) -> Iterator[PricedPlan]:
-    """The plans the search's result is compared with: whole-graph data-parallel and Megatron
-    plans (`whole_graph`), pipelined plans (`pipelines`)."""
+) -> Iterator[tuple[PricedPlan | None, PricedPlan]]:
+    """The plans the search's result is compared with, as (the plan as the report's baselines
+    show it, or None; the plan compared): whole-graph plans (`whole_graph`, with the zero and
+    galvatron plans where `levers`), then the data-parallel and Megatron plans that do not fit
+    with memory levers (`levered_plan`), then pipelined plans (`pipelines`; no levers inside a
+    pipeline's stages: -t torch does not run them there). Made in the background beside the
+    segment search, cheapest and most telling first (a time limit keeps those had)."""
+    unfit: list[PricedPlan] = []
     if options.whole_graph:
-        yield from _whole_graph_plans(graph, machine, pricing, options.levers)
+        for plan in _whole_graph_plans(graph, machine, pricing, options.levers):
+            yield plan, plan
+            if options.levers and plan.name in ("data-parallel", "megatron") and not plan.estimate.fits:
+                unfit.append(plan)
+    for plan in unfit:
+        yield None, levered_plan(plan, machine, pricing)
     if options.pipelines:
-        yield from pipeline_plans(graph, machine, pricing)
+        for plan in pipeline_plans(graph, machine, pricing):
+            yield plan, plan
 
 
 def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[PricedPlan]:
