@@ -11,8 +11,8 @@ plan without the levers.
 Global batch: BERT-Large and T5-3B, each method at the batch (of `BATCHES`, doubling) that gives
 it the most throughput among those that fit, its largest fitting batch in practice; Llama-3-8B,
 a common global batch of 32 in every cell. The joint search runs at the batch where the fastest
-baseline of its row had its best (it weighs that plan, so it is never slower there) and at the
-next larger batch of the list.
+baseline of its row and `galvatron` had their best (it weighs their plans, so it is never slower
+there) and at the next larger batch of the list (smaller batches, largest first, if none fits).
 
 Methods: `unity-search` (the joint search, `--budget 1`, bounded by `--time-limit`; it
 compares its own plan with the data-parallel, Megatron, zero, galvatron and pipelined plans, with
@@ -50,7 +50,7 @@ GIB = 2**30
 BUDGETS = (8, 12, 16)
 MACHINES = ("dgx-a100:1", "dgx-a100:2")
 TABLE_MODELS = ("BERT-Large", "T5-3B", "Llama-3-8B")
-BATCHES = {"BERT-Large": (16, 32, 64, 128, 256), "T5-3B": (8, 16, 32, 64), "GPT-2 XL": (16, 32, 64)}
+BATCHES = {"BERT-Large": (16, 32, 64, 128, 256), "T5-3B": (16, 32, 64), "GPT-2 XL": (16, 32, 64)}
 COMMON_BATCH = {"Llama-3-8B": 32}
 BASELINES = ("DP", "ZeRO-3", "TP", "DP+TP", "megatron", "galvatron")
 METHODS = ("unity-search", *BASELINES)
@@ -150,13 +150,16 @@ def row(model: str, machine: str, gib: int, fixed: Fixed, time_limit: float) -> 
             return None
 
     cells["galvatron"] = best_over(listed, galvatron_at, budget)
-    # the search at the batch of the row's best baseline (it weighs their plans: never slower
-    # there) and at the next larger batch of the list
+    # the search at the batch of the row's best baseline and of galvatron (it weighs their plans:
+    # never slower there) and at the next larger batch of the list; smaller ones if none fits
     ahead = max((c for c in cells.values() if c is not None), default=None)
     start = listed[0] if ahead is None else ahead[1]
-    tried = [b for b in listed if b >= start][:2]
+    tried = {b for b in listed if b >= start}
+    tried = set(sorted(tried)[:2]) | ({cells["galvatron"][1]} if cells["galvatron"] else set())
     best: Cell = None
-    for b in tried:
+    for b in [*sorted(tried), *sorted((b for b in listed if b < min(tried)), reverse=True)]:
+        if best is not None and b < min(tried):
+            break
         plan = search(fixed.graph(model, b), m, time_limit)
         if plan.estimate.peak_memory > budget:
             continue

@@ -556,32 +556,37 @@ without recomputation of every op."""
 
 def _whole_graph_plans(
     graph: Graph, machine: Machine, pricing: Pricing, levers: bool = False
-) -> Iterator[PricedPlan]:
-    """Whole-graph data-parallel and Megatron plans, as each is priced. (Cuts keep copies out of
-    segment boundaries, so a whole-graph Megatron plan is not always a search result.) With
-    `levers`, also the `zero` and `galvatron` baselines' plans, built on those (so the search is
-    never slower than either on the same model, machine and memory)."""
-    priced: list[PricedPlan] = []
-    for build in (
-        lambda: [data_parallel_plan(graph, machine, pricing)],
-        lambda: megatron_plans(graph, machine, pricing),
-    ):
-        try:
-            built = build()
-        except ValueError:  # a plan with no feasible mapping is no alternative
-            continue
-        priced += built
-        yield from built
-    if not levers:
-        return
-    if priced:
-        with contextlib.suppress(ValueError):  # no layer strategy fits at any degree
-            yield galvatron_plan(graph, machine, pricing, priced)
-    for plan in priced:
-        if plan.name == "data-parallel" and machine.num_devices > 1:
+) -> Iterator[tuple[PricedPlan | None, PricedPlan]]:
+    """Whole-graph data-parallel and Megatron plans, as each is priced, as (the plan as the
+    report's baselines show it, or None; the plan compared). (Cuts keep copies out of segment
+    boundaries, so a whole-graph Megatron plan is not always a search result.) With `levers`,
+    also the `zero` and `galvatron` baselines' plans, built on those (so the search is never
+    slower than either on the same model, machine and memory): cheapest first, as a time limit
+    keeps those had: data parallelism, its zero plans and Galvatron's DP over it alone, then the
+    Megatron plans (costly on big graphs) and Galvatron's DP over every tensor degree."""
+    try:
+        dp = [data_parallel_plan(graph, machine, pricing)]
+    except ValueError:  # a plan with no feasible mapping is no alternative
+        dp = []
+    for plan in dp:
+        yield plan, plan
+        if levers and machine.num_devices > 1:
             for stage in ZERO_STAGES:
-                yield zero_version(plan, machine, pricing, stage)
-                yield zero_version(plan, machine, pricing, stage, recompute=True)
+                for recompute in (False, True):
+                    zero = zero_version(plan, machine, pricing, stage, recompute)
+                    yield zero, zero
+            with contextlib.suppress(ValueError):  # no layer strategy fits
+                yield None, galvatron_plan(graph, machine, pricing, dp)
+    try:
+        megatron = megatron_plans(graph, machine, pricing)
+    except ValueError:
+        megatron = []
+    for plan in megatron:
+        yield plan, plan
+    if levers and dp + megatron:
+        with contextlib.suppress(ValueError):  # no layer strategy fits at any degree
+            galvatron = galvatron_plan(graph, machine, pricing, dp + megatron)
+            yield galvatron, galvatron
 
 
 def _alternative_plans(
@@ -595,8 +600,8 @@ def _alternative_plans(
     segment search, cheapest and most telling first (a time limit keeps those had)."""
     unfit: list[PricedPlan] = []
     if options.whole_graph:
-        for plan in _whole_graph_plans(graph, machine, pricing, options.levers):
-            yield plan, plan
+        for alternative, plan in _whole_graph_plans(graph, machine, pricing, options.levers):
+            yield alternative, plan
             if options.levers and plan.name in ("data-parallel", "megatron") and not plan.estimate.fits:
                 unfit.append(plan)
     for plan in unfit:
