@@ -4,7 +4,8 @@ GPT-2 (one schedule each on 2 ranks, and a 2-stage x 2-way data-parallel hybrid 
 `torch.distributed.pipelining` under torchrun with `--check` (loss, outputs, every gradient and
 every updated weight against single-device PyTorch). The MLP also returns its logits, so each
 micro-batch's outputs must come back in place. A program whose last stage sums the micro-batch
-losses instead of averaging them (its loss times M) must fail `--check`. All 2-rank programs run
+losses instead of averaging them (its loss times M) must fail `--check`; trained on `--data`
+batches, the stages see each step's batch. All 2-rank programs run
 in one torchrun, all 4-rank ones in another (`unityc.runtime.batch`).
 """
 
@@ -43,6 +44,8 @@ PLANS = [
 ]
 SUMMED = "mlp-summed-2"
 """mlp-1f1b-2 with its last stage's loss times the 4 micro-batches: the sum, not the mean."""
+DATA = "mlp-1f1b-data-2"
+"""mlp-1f1b-2 trained on `--data` batches (each step's own, none of them the example batch)."""
 
 
 @dataclass
@@ -88,6 +91,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     assert result.texts["mlp-1f1b-2"].count(loss_line) == 1
     summed.write_text(result.texts["mlp-1f1b-2"].replace(loss_line, "    return (nll_loss_forward * 4, "))
     entries[2].append({"name": SUMMED, "program": str(summed), "args": ["--check", "--steps", "1"]})
+    data = ["--data", f"{MLP.removesuffix(':make')}:batches", "--check", "--steps", "2"]
+    entries[2].append({"name": DATA, "program": str(directory / "mlp-1f1b-2.py"), "args": data})
     for ranks, batch in entries.items():
         manifest = directory / f"batch{ranks}.json"
         manifest.write_text(json.dumps(batch))
@@ -104,6 +109,7 @@ def test_pipelined_plan_trains_like_the_reference(runs: Runs, name: str, ranks: 
     assert "gradients (worst" in section and "weights (worst" in section
     text = runs.texts[name]
     assert "PIPELINE = rt.Pipeline(" in text and "def stage_1(" in text
+    assert "flops=" in text and "predicted_s=" in text  # progress lines report MFU as for any plan
 
 
 def test_hybrid_stages_are_data_parallel(runs: Runs) -> None:
@@ -117,3 +123,10 @@ def test_summed_microbatch_losses_fail_the_check(runs: Runs) -> None:
     section = runs.section(SUMMED, 2)
     assert section.endswith("exit 1"), section
     assert "check failed at step 1: loss differs" in section
+
+
+def test_each_step_trains_on_its_own_batch(runs: Runs) -> None:
+    """`--data` batches reach the stages (the reference trains on the same batches): a pipelined
+    run fed the example batch every step would fail the check at step 1."""
+    section = runs.section(DATA, 2)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section

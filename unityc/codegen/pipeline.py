@@ -38,8 +38,11 @@ def is_pipelined(module: ModuleOp) -> bool:
     return pipeline_of(graph_function(module)) is not None
 
 
-def emit_pipelined(module: ModuleOp, a: Analysis, machine: str | None, source: str) -> str:
-    """The program of a pipelined plan (`a`: its analysis for the whole batch)."""
+def emit_pipelined(
+    module: ModuleOp, a: Analysis, machine: str | None, source: str, measures: dict[str, float]
+) -> str:
+    """The program of a pipelined plan (`a`: its analysis for the whole batch; `measures`: what
+    its progress lines compare with, as for any plan)."""
     from unityc.codegen import program_head  # the package imports this module
 
     fn = graph_function(module)
@@ -51,7 +54,7 @@ def emit_pipelined(module: ModuleOp, a: Analysis, machine: str | None, source: s
     micro = microbatch_module(module, pipeline.microbatches)
     origin = dict(zip(graph_ops(graph_function(micro)), graph_ops(fn), strict=True))
     try:
-        return _emit(a, analyze(micro, machine), pipeline, count, source, program_head)
+        return _emit(a, analyze(micro, machine), pipeline, count, source, program_head, measures)
     except CodegenError as e:
         raise CodegenError(str(e), origin.get(e.op, e.op) if e.op is not None else None) from None  # type: ignore[arg-type]
 
@@ -63,6 +66,7 @@ def _emit(
     count: int,
     source: str,
     program_head: Callable[..., list[str]],
+    measures: dict[str, float],
 ) -> str:
     stage = {op: stage_of(op) for op in m.ops}
     groups = _rank_groups(m, stage, pipeline.rank_groups(count))
@@ -83,13 +87,11 @@ def _emit(
             sources.source(op)
     sources.tables = tables
     stage_ranks = tuple(groups[k % len(groups)] for k in range(count))
-    about = [
+    summary = (
         f"Pipelined: {count} stages, schedule {pipeline.schedule}, {pipeline.microbatches} micro-batches; "
-        f"stage k on ranks {', '.join(map(str, stage_ranks))} (by k).",
-        "",
-        f"Run: torchrun --standalone --nproc_per_node {a.world} {{this file}} [--steps N]",
-        "     [--optimizer sgd|adam] [--lr LR] [--check] [--json FILE] [--timeout S]",
-        "",
+        f"stage k on ranks {', '.join(map(str, stage_ranks))} (by k)."
+    )
+    about = [
         "Every rank runs this file. `stage_k` computes this rank's pieces of stage k for one micro-batch",
         "from what the previous stage sent (its arguments after `x`) and returns what the next stage",
         "receives (the last stage: the outputs, the loss first); torch.distributed.pipelining runs the",
@@ -98,7 +100,7 @@ def _emit(
     names = ", ".join(f"stage_{k}" for k in range(count)) + ("," if count == 1 else "")
     return "\n".join(
         [
-            *program_head(a, sources, source, about),
+            *program_head(a, sources, source, summary, about, measures),
             f"PIPELINE = rt.Pipeline({pipeline.schedule!r}, {pipeline.microbatches}, {stage_ranks!r})",
             "",
             "",

@@ -124,7 +124,6 @@ class PipelineTrainer(Trainer):
         groups = self.comm.new_groups(chains)  # a collective: every rank creates every group
         mine = next(c for c in chains if self.rank in c)
         constants = {k: v for k, v in self.data.items() if k not in plan.inputs}
-        self.inputs = {k: v for k, v in self.data.items() if k in plan.inputs}
         self.modules = [
             StageModule(program.stages[k], self.ctx, self.weights, constants)
             for k in pipeline.stages_of(self.rank)
@@ -153,7 +152,8 @@ class PipelineTrainer(Trainer):
         self.at(f"step {step + 1}: pipeline schedule")
         losses: list[torch.Tensor] = []
         target = torch.zeros(self.pipeline.microbatches, device=self.device)  # the loss is the stage's own
-        self.schedule.step(target=target, losses=losses, return_outputs=False, **self.inputs)
+        inputs = {k: v for k, v in self.data.items() if k in self.plan.inputs}  # this step's batch
+        self.schedule.step(target=target, losses=losses, return_outputs=False, **inputs)
         return self._outputs(losses), self.update(step)
 
     def _outputs(self, losses: list[torch.Tensor]) -> list[Any]:
