@@ -464,10 +464,11 @@ def unity_search(
             done.append(found)
             for plan in wholes.items() if wholes is not None else ():
                 alternatives.append(plan)
+                done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
                 # no memory levers inside a pipeline's stages: -t torch does not run them there
-                leverable = options.levers and plan.estimate.pipeline is None
-                levered = levered_plan(plan, machine, pricing) if leverable else plan
-                done.append(_result(levered, report, f"{levered.name} ({levered.note})", alternatives))
+                if options.levers and plan.estimate.pipeline is None:
+                    levered = levered_plan(plan, machine, pricing)
+                    done[-1] = _result(levered, report, f"{levered.name} ({levered.note})", alternatives)
             if options.levers and not any(r.fits for r in done):  # memory decides: per layer
                 with contextlib.suppress(ValueError):
                     layered = galvatron_plan(start, machine, pricing)
@@ -475,6 +476,9 @@ def unity_search(
                     done.append(_result(layered, report, source, alternatives))
     except Stopped:
         report.stopped_early = "time limit"
+        for plan in wholes.ready() if wholes is not None else ():  # priced by then: they compete
+            alternatives.append(plan)
+            done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
     except KeyboardInterrupt:
         report.stopped_early = "interrupted"
         if fallback is None and not done:
