@@ -53,7 +53,7 @@ from unityc.cost.profile import ProfileCache
 from unityc.cost.staged import MICROBATCHES, SCHEDULE, VIRTUAL_STAGES, microbatch_graph
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph
-from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
+from unityc.graph.simplify import fuse_collectives, simplify
 from unityc.machine.spec import Machine
 from unityc.search.rebuild import rebuild
 from unityc.search.strategies import _batch_forms, megatron_layouts, sync_batch_norm, tensor_degrees
@@ -269,9 +269,7 @@ class LayerCosts:
         for nid in order:
             k = layer.get(nid, k)
             seq.append(k)
-        plan = fuse_collectives(
-            reduce_loss(simplify(megatron_layouts(micro, width // tensor, tensor)[0].graph))
-        )
+        plan = fuse_collectives(simplify(megatron_layouts(micro, width // tensor, tensor)[0].graph))
         where = carry_stages(plan, [base.nodes[n].op for n in order], seq)
         for nid, view in _block_views(plan, self.machine, width).items():
             plan.with_view(nid, to_attr(view, self.machine))
@@ -587,9 +585,11 @@ def materialize(
         if len(set(width)) != 1 or width[0] % tensor:
             raise PipelineError(f"tensor-parallel stages need one width, a multiple of {tensor}: got {width}")
         layout = megatron_layouts(graph, width[0] // tensor, tensor)[0].graph
-        plan = fuse_collectives(reduce_loss(simplify(layout)))
-    else:  # the loss stays in partial sums, one per pipeline: each seeds its own (no collective)
+        plan = fuse_collectives(simplify(layout))
+    else:
         plan = fuse_collectives(simplify(rebuild(base, propose)))
+    # the loss stays in partial sums, one per pipeline (copies over a tensor-parallel group): each
+    # pipeline's last stage seeds its own, no collective
     stage = carry_stages(plan, [base.nodes[n].op for n in order], stage_seq)
     _carry_names(plan, base, order)
     views = _block_views(plan, machine, width[0]) if tensor > 1 else None

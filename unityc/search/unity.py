@@ -579,14 +579,14 @@ def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[Pri
 
 def runnable_pipeline(plan: PipelinePlan) -> bool:
     """Whether `-t torch` can run a pipelined plan, so that the search never returns one it
-    cannot: stages of equal width, data parallel inside (no tensor-parallel stage), and
-    micro-batches that each compute their share of the loss (`microbatch_module`)."""
+    cannot: stages of equal width (data or tensor parallel inside), and micro-batches that each
+    compute their share of the loss (`microbatch_module`)."""
     from unityc.dialects.container import graph_function
     from unityc.dialects.diagnostics import LocatedError
     from unityc.dialects.pipeline import check_pipeline, microbatch_module
 
     part = plan.partition
-    if part is None or part.tensor > 1 or len({st.width for st in part.stages}) > 1:
+    if part is None or len({st.width for st in part.stages}) > 1:
         return False
     try:
         module = to_module(plan.graph)
