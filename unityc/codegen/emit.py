@@ -58,6 +58,8 @@ class Writer:
         self.tables: dict[str, tuple[int, ...]] = {}
         self.transfers = 0
         self.collectives = 0
+        self.peers: set[int] = set()
+        """The ranks the transfers and collectives written so far involve."""
         self.regions = 0
         self.dropping: dict[PcgOp, list[SSAValue]] = {}
 
@@ -134,6 +136,7 @@ class Writer:
         dtype = torch_dtype_name(v.type.element_type)
         self.emit(f'{name} = ctx.p2p({v.var}, {moves!r}, {v.type.piece_shape!r}, "{dtype}", grad={v.grad})')
         self.transfers += len(moves)
+        self.peers.update(r for move in moves for r in move)
         return name
 
     def compute(self, op: PcgOp) -> None:
@@ -177,6 +180,7 @@ class Writer:
         for stage in stages:
             for c in stage:
                 self.groups.setdefault(c.ranks)
+                self.peers.update(c.ranks)
             self.collectives += len(stage)
             inner = ", ".join(collective_text(c) for c in stage)
             texts.append(f"({inner},)")

@@ -25,14 +25,15 @@ class Context:
         self.seed = seed
         self.step = 0
         self.tables: dict[str, torch.Tensor] = {}
-        self.token = self._new_token()
+        self.token = self.new_token()
 
-    def _new_token(self) -> torch.Tensor:
+    def new_token(self) -> torch.Tensor:
+        """The start of a token chain (a step's, or a pipeline stage's micro-batch's)."""
         return torch.zeros((), device=self.device, requires_grad=True)
 
     def begin_step(self, step: int) -> None:
         self.step = step
-        self.token = self._new_token()
+        self.token = self.new_token()
 
     # --- data movement -------------------------------------------------------------------
 

@@ -486,6 +486,10 @@ def unity_search(
                     done.append(_result(layered, report, source, alternatives))
     except Stopped:
         report.stopped_early = "time limit"
+        for alternative, plan in wholes.ready() if wholes is not None else ():  # priced by then: they compete
+            if alternative is not None:
+                alternatives.append(alternative)
+            done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
     except KeyboardInterrupt:
         report.stopped_early = "interrupted"
         if fallback is None and not done:
@@ -669,14 +673,14 @@ def microbatchable(graph: Graph) -> bool:
 
 def runnable_pipeline(plan: PipelinePlan) -> bool:
     """Whether `-t torch` can run a pipelined plan, so that the search never returns one it
-    cannot: stages of equal width, data parallel inside (no tensor-parallel stage), and
-    micro-batches that each compute their share of the loss (`microbatch_module`)."""
+    cannot: stages of equal width (data or tensor parallel inside), and micro-batches that each
+    compute their share of the loss (`microbatch_module`)."""
     from unityc.dialects.container import graph_function
     from unityc.dialects.diagnostics import LocatedError
     from unityc.dialects.pipeline import check_pipeline, microbatch_module
 
     part = plan.partition
-    if part is None or part.tensor > 1 or len({st.width for st in part.stages}) > 1:
+    if part is None or len({st.width for st in part.stages}) > 1:
         return False
     try:
         module = to_module(plan.graph)
