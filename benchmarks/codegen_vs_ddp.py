@@ -115,12 +115,13 @@ def worker(args: argparse.Namespace) -> int:
     backend, device = pick_device()
     dist.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()
-    ours = Trainer(plan, program.forward, program_args(plan, ["--lr", "0.001"]), backend, device)
-    late = Trainer(
-        plan, program.forward, program_args(plan, ["--lr", "0.001", "--no-overlap"]), backend, device
+    build = program.build_reference
+    ours, late = (
+        Trainer(plan, program.forward, program_args(plan, flags), backend, device, None, build)
+        for flags in (["--lr", "0.001"], ["--lr", "0.001", "--no-overlap"])
     )
 
-    loaded = load_reference(plan.model)
+    loaded = load_reference(plan.model, build)
     model = DistributedDataParallel(loaded.module.to(device))
     shard = {k: v.chunk(world)[rank].to(device) for k, v in loaded.inputs.items()}
     optimizer = torch.optim.SGD(model.parameters(), lr=0.001)
