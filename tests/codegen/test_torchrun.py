@@ -198,6 +198,12 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> Batches:
         "3",
         "--check-copies",
     )
+    # gradient buckets of a few KiB: BERT's 42 weights in many buckets, each started during the
+    # backward by the hooks, in order; and the same sums reduced after the backward
+    add("buckets", 2, write_program(build("bert-data-2"), directory, "buckets"), "--check", "--steps", "2",
+        "--bucket-mb", "0.004")  # fmt: skip
+    add("no-overlap", 2, write_program(build("mlp-data-2"), directory, "no-overlap"), "--check", "--steps",
+        "2", "--no-overlap")  # fmt: skip
 
     result = Batches()
     for model in ZOO:
@@ -275,6 +281,23 @@ def test_dropout_keeps_copies_equal(batches: Batches) -> None:
     assert section.endswith("exit 0") and "copies equal after 3 step(s)" in section, section
     losses = [float(m.group(1)) for m in re.finditer(r"^step \d+: loss ([-+0-9.e]+)", section, re.M)]
     assert len(losses) == 2 and losses[1] < losses[0]
+
+
+def test_gradient_buckets_start_during_the_backward(batches: Batches) -> None:
+    """Every bucket of every step starts from the post-accumulate-grad hooks, before the
+    backward returns, and the gradients still equal the reference's."""
+    section = batches.section("buckets", 2)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    found = re.search(r"gradient buckets \(rank 0\): (\d+) per step, (\d+) of (\d+) started", section)
+    assert found is not None, section
+    per_step, early, total = map(int, found.groups())
+    assert per_step > 10 and early == total == 2 * per_step
+
+
+def test_gradient_sync_without_overlap(batches: Batches) -> None:
+    section = batches.section("no-overlap", 2)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    assert re.search(r"gradient buckets \(rank 0\): \d+ per step, 0 of \d+ started", section), section
 
 
 @pytest.mark.parametrize(("model", "nproc"), MEGATRONS, ids=[f"{m}-{n}" for m, n in MEGATRONS])

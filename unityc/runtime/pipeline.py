@@ -120,6 +120,10 @@ class StageModule(nn.Module):
 class PipelineTrainer(Trainer):
     """A `Trainer` whose step runs the pipeline schedule (see the module docstring)."""
 
+    overlaps_gradients = False
+    """The schedule accumulates each gradient over the micro-batches' backward passes: the
+    gradients of weight copies are reduced after it."""
+
     def __init__(self, plan: Plan, program: Pipelined, args: argparse.Namespace, *rest: Any) -> None:
         super().__init__(plan, program.stages[0], args, *rest)
         self.pipeline = pipeline = program.pipeline

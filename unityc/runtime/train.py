@@ -36,6 +36,7 @@ from unityc.runtime.context import Context
 from unityc.runtime.data import Batches, DataError, load_data_function
 from unityc.runtime.factory import forward_argument_names
 from unityc.runtime.grads import GradientSync
+from unityc.runtime.patterns import BUCKET_BYTES
 from unityc.runtime.plan import Layout, Plan
 from unityc.runtime.progress import Progress, profiled
 from unityc.runtime.sources import Build, SourceError, load_reference, local_data, local_weights
@@ -118,6 +119,18 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
         help="after the last step, check that all copies of every weight piece are equal (also with "
         "dropout on); assembles every weight on rank 0",
     )
+    parser.add_argument(
+        "--no-overlap",
+        action="store_true",
+        help="all-reduce the gradients of weight copies after the backward instead of during it",
+    )
+    parser.add_argument(
+        "--bucket-mb",
+        type=float,
+        default=BUCKET_BYTES / 2**20,
+        metavar="MIB",
+        help=f"gradient bucket size in MiB (default {BUCKET_BYTES / 2**20:g}, as the cost model assumes)",
+    )
     parser.add_argument("--json", metavar="FILE", help="write the timing (rank 0) to FILE as JSON")
     parser.add_argument(
         "--timeout",
@@ -138,6 +151,8 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--resume and --init both give initial weights: pass one")
     if args.stop_after is not None and args.stop_after < 1:
         parser.error("--stop-after must be at least 1")
+    if not args.bucket_mb > 0 or args.bucket_mb == float("inf"):
+        parser.error(f"--bucket-mb must be a positive number, got {args.bucket_mb}")
     if args.save_every < 0 or args.log_every < 0:
         parser.error("--save-every and --log-every must not be negative")
     args.optim = optim.spec_from_args(args, parser)
@@ -220,6 +235,9 @@ def fail_collective(heartbeat: Heartbeat, error: RuntimeError) -> None:
 class Trainer:
     """One rank's training run: its pieces, optimizer, gradient sync, and (rank 0) reference."""
 
+    overlaps_gradients = True
+    """Whether the gradients of weight copies are reduced during the backward (`grads.py`)."""
+
     def __init__(
         self,
         plan: Plan,
@@ -271,7 +289,9 @@ class Trainer:
             )
         self.scheduler = spec.scheduler(self.optimizer, self.start_step)
         self.checked_grads: dict[str, torch.Tensor | None] = {}
-        self.sync = GradientSync(self.comm, self.zero.sync_layouts, self.weights)
+        overlap = self.overlaps_gradients and not args.no_overlap
+        bucket_bytes = max(1, round(args.bucket_mb * 2**20))
+        self.sync = GradientSync(self.comm, self.zero.sync_layouts, self.weights, bucket_bytes, overlap)
         function = args.data_function or (load_data_function(args.data) if args.data else None)
         self.batches: Batches | None = None
         if function is not None:
@@ -435,6 +455,7 @@ class Trainer:
             roots.append(loss)
             seeds.append(torch.ones_like(loss))
         self.at(f"step {step + 1}: backward")
+        self.sync.begin()
         torch.autograd.backward(roots, seeds)
         return outputs, self.update(step)
 
@@ -442,7 +463,7 @@ class Trainer:
         """After backward: the gradient sync of weight copies and the optimizer step; returns
         the synchronized gradients."""
         self.at(f"step {step + 1}: gradient sync")
-        self.sync.run()
+        self.sync.finish()
         self.zero.after_sync()
         grads = [p.grad for p in self.params]
         if self.args.check:  # --check compares the summed gradients before clipping and the update
@@ -570,6 +591,13 @@ class Trainer:
             f"{result['samples_per_s']:.1f} samples/s{note}",
             flush=True,
         )
+        sync = self.sync
+        if sync.total:
+            print(
+                f"gradient buckets (rank 0): {sync.buckets} per step, {sync.early} of {sync.total} "
+                f"started during the backward{'' if sync.overlap else ' (--no-overlap)'}",
+                flush=True,
+            )
         if self.args.json:
             with open(self.args.json, "w") as f:
                 json.dump(result, f, indent=2)

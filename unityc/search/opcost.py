@@ -228,7 +228,7 @@ class Prices:
                 view_placement(task_degrees(t), sview),
                 (source, 0) in p.gets_grad,
             )
-            time += self.options.sync_weight * phase(wparts.sync) + max(
+            time += self.options.sync_weight * phase(wparts.after_backward) + max(
                 (s for _, s in wparts.update), default=0.0
             )
             for device, held in wparts.held.items():

@@ -286,7 +286,7 @@ class LayerCosts:
             out["fwd"][k] += max((s for _, s in step.fwd_compute), default=0.0) + phase(step.fwd_comm)
             out["bwd"][k] += max((s for _, s in step.bwd_compute), default=0.0) + phase(step.bwd_comm)
             out["update"][k] += max((s for _, s in step.update), default=0.0)
-            out["sync"][k] += phase(step.grad_sync)
+            out["sync"][k] += phase(step.after_backward)
             if node.op == "pcg.weight" and (nid, 0) in b.gets_grad:
                 out["weights"][k] += piece(node.types[0]).nbytes  # type: ignore[union-attr]
         for v in saved_values(plan, steps_order, b.gets_grad):
