@@ -20,6 +20,7 @@ from xdsl.utils.exceptions import VerifyException
 from unityc.cost.pricing import placement
 from unityc.dialects.container import check_loss, graph_function
 from unityc.dialects.pcg_types import FLOAT_TYPES, PcgOp, TensorType
+from unityc.dialects.precision import FP32, precision_of
 from unityc.dialects.view import MachineViewAttr
 from unityc.machine import Machine, MachineSpecError, load_machine
 
@@ -64,6 +65,8 @@ class Analysis:
     ops: list[PcgOp]
     outputs: list[SSAValue]
     values: dict[SSAValue, Value] = field(default_factory=dict)
+    precision: str = FP32
+    """The graph function's `unityc.precision`: the program runs bf16-mixed under autocast."""
 
     def value(self, v: SSAValue) -> Value:
         return self.values[v]
@@ -111,7 +114,7 @@ def analyze(module: ModuleOp, machine_override: str | None = None) -> Analysis:
         if not isinstance(op, PcgOp):
             raise CodegenError(f"'{op.name}' is not a pcg or parallel op", op)
         ops.append(op)
-    a = Analysis(machine_name, machine, machine.num_devices, model, ops, outputs)
+    a = Analysis(machine_name, machine, machine.num_devices, model, ops, outputs, precision=precision_of(fn))
     names: set[str] = set()
     for op in ops:
         _check_op(op)

@@ -64,6 +64,7 @@ from unityc.dialects.container import graph_function
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import PcgOp, TensorType, own_form
 from unityc.graph import Graph, Node, Ref, from_module, full_attrs
+from unityc.graph.precision import priced_graph
 from unityc.machine.spec import Machine
 
 COST_MODES = ("roofline", "profile")
@@ -697,7 +698,9 @@ def estimate_module(
 def build_steps(
     graph: Graph, machine: Machine, compute: ComputeModel, optimizer: str
 ) -> tuple[_Builder, list[int], list[Step], list[OpRow]]:
-    """Every node as a schedule step and a report row, saved activations added to memory."""
+    """Every node as a schedule step and a report row, saved activations added to memory; each
+    value in the element type the program runs it in (`graph.precision.priced_graph`)."""
+    graph = priced_graph(graph)
     order = graph.topological()
     b = _Builder(graph, machine, compute, optimizer)
     _, b.gets_grad = gradient_flags(graph, order)

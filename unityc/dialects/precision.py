@@ -18,6 +18,8 @@ function's attributes; `check_precision` is part of verification.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from xdsl.dialects import func
 from xdsl.dialects.builtin import StringAttr
 
@@ -59,3 +61,26 @@ def precision_attrs(precision: str) -> dict[str, StringAttr]:
     if (problem := precision_problem(precision)) is not None:
         raise ValueError(problem)
     return {} if precision == FP32 else {PRECISION: StringAttr(precision)}
+
+
+FLOAT_WIDTH = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8}
+"""Float element types by width: torch promotes to the widest one an op reads."""
+
+
+def autocast_dtype(rule: str, operands: Sequence[str | None], declared: str) -> str:
+    """The element type (`bf16`, `f32`, ...) an op of autocast `rule` (an op class's
+    `AUTOCAST`) writes under bf16-mixed, given the element types it reads under it (None: an
+    absent operand) and its declared result type. Integer and boolean results stay declared."""
+    if declared not in FLOAT_WIDTH or rule == "declared":
+        return declared
+    if rule == "bf16":
+        return "bf16"
+    if rule == "f32":
+        return "f32"
+    floats = [d for d in operands if d in FLOAT_WIDTH]
+    if rule == "input":
+        first = operands[0] if operands else None
+        return first if first in FLOAT_WIDTH else declared  # type: ignore[return-value]
+    if rule == "promote":
+        return max(floats, key=FLOAT_WIDTH.__getitem__) if floats else declared
+    raise ValueError(f"unknown autocast rule '{rule}'")

@@ -91,7 +91,9 @@ def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph
     """`graph` with every op in the first proposed form it accepts (see the module docstring).
     Sources in `keep` keep their type (they are converted for their readers instead)."""
     out = Graph(
-        module_attrs=dict(graph.module_attrs), next_id=graph.next_id, function_attrs=graph.kept_function_attrs()
+        module_attrs=dict(graph.module_attrs),
+        next_id=graph.next_id,
+        function_attrs=graph.kept_function_attrs(),
     )  # sources keep their ids
     refs: dict[Ref, Ref] = {}
     users = graph.users()
