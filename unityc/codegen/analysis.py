@@ -20,7 +20,7 @@ from xdsl.utils.exceptions import VerifyException
 from unityc.cost.pricing import placement
 from unityc.dialects.container import check_loss, graph_function
 from unityc.dialects.pcg_types import FLOAT_TYPES, PcgOp, TensorType
-from unityc.dialects.precision import FP32, precision_of
+from unityc.dialects.precision import BF16_MIXED, FP32, autocast_dtype, precision_of
 from unityc.dialects.view import MachineViewAttr
 from unityc.machine import Machine, MachineSpecError, load_machine
 
@@ -54,6 +54,9 @@ class Value:
     held: dict[int, Coord]
     grad: bool = False
     """Whether it carries a gradient (depends on a weight and the loss depends on it)."""
+    dtype: str = ""
+    """The element type (`f32`, `bf16`, ...) the program holds it in: its type's, or under
+    bf16-mixed the one autocast gives it (`dialects/precision.py`); collectives move it so."""
 
 
 @dataclass
@@ -132,7 +135,19 @@ def analyze(module: ModuleOp, machine_override: str | None = None) -> Analysis:
             a.values[r] = Value(_unique(_python_name(r, op, a), names), r.type, where, held)
     check_loss(fn)
     _mark_gradients(a)
+    _run_dtypes(a)
     return a
+
+
+def _run_dtypes(a: Analysis) -> None:
+    """Each value's element type in the program (see `Value.dtype`)."""
+    mixed = a.precision == BF16_MIXED
+    for op in a.ops:
+        rule = type(op).AUTOCAST if mixed else "declared"
+        operands = [a.values[o].dtype for o in op.operands]
+        for r in op.results:
+            v = a.values[r]
+            v.dtype = autocast_dtype(rule, operands, str(v.type.element_type))
 
 
 def _check_op(op: PcgOp) -> None:
