@@ -308,7 +308,8 @@ def test_bf16_mixed_plan_trains_like_the_autocast_reference(batches: Batches) ->
     (updated weights agree to fp32 rounding), compared with the single-device model under the
     same autocast at the bf16 tolerance; its tensor-parallel all-reduces move bf16."""
     section = batches.section("bf16-megatron-gpt2-2", 2)
-    assert section.endswith("exit 0") and "check passed: 2 step(s) within relative error 5e-02" in section, section
+    assert section.endswith("exit 0"), section
+    assert "check passed: 2 step(s) within relative error 5e-02" in section, section
     assert "bf16-mixed (autocast)" in section
     weights = re.search(r"weights \(worst ([0-9.e+-]+) ", section)
     assert weights is not None and float(weights.group(1)) < 1e-5, section
