@@ -21,8 +21,11 @@ from pathlib import Path
 
 import pytest
 from strategies import build
-from torchrun import TIMEOUT_S, Run, torchrun, write_program
+from torchrun import TIMEOUT_S, Run, torchrun, without_compiler, write_program
 
+from unityc.dialects.container import graph_function
+from unityc.dialects.precision import BF16_MIXED as BF16
+from unityc.dialects.precision import precision_attrs
 from unityc.frontend import ModelSpec, import_model
 from unityc.tools import demo
 
@@ -145,12 +148,15 @@ def _search(directory: Path, model: str, nproc: int) -> tuple[Path | None, str]:
     return program, ""
 
 
-def _megatron(directory: Path, model: str, nproc: int) -> Path:
-    """The program of the `megatron` baseline's plan for cpu:N (Adam)."""
-    source = directory / f"{model}-megatron.mlir"
+def _megatron(directory: Path, model: str, nproc: int, precision: str = "fp32") -> Path:
+    """The program of the `megatron` baseline's plan for cpu:N (Adam), in `precision`."""
+    name = model if precision == "fp32" else f"{model}-{precision}"
+    source = directory / f"{name}-megatron.mlir"
     if not source.exists():
-        source.write_text(str(import_model(MEGATRON_SPECS[model])))
-    plan = directory / f"{model}-megatron-{nproc}.mlir"
+        module = import_model(MEGATRON_SPECS[model])
+        graph_function(module).attributes.update(precision_attrs(precision))  # unityc-import --precision
+        source.write_text(str(module))
+    plan = directory / f"{name}-megatron-{nproc}.mlir"
     done = _opt(str(source), "-p", f'megatron{{machine="cpu:{nproc}" optimizer="adam"}}', "-o", str(plan))
     assert done.returncode == 0, done.stderr
     program = plan.with_suffix(".py")
@@ -233,10 +239,14 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> Batches:
             *ADAM,
         )
 
+    add("bf16-megatron-gpt2-2", 2, _megatron(directory, "gpt2", 2, BF16), "--check", "--steps", "2", *ADAM)
+
     for nproc, batch in entries.items():
         manifest = directory / f"batch{nproc}.json"
         manifest.write_text(json.dumps(batch))
-        run = torchrun("unityc.runtime.batch", nproc, str(manifest), timeout=BATCH_TIMEOUT_S)
+        # every program runs where xdsl, z3 and lark cannot be imported (a node with torch alone)
+        env = without_compiler(directory)
+        run = torchrun("unityc.runtime.batch", nproc, str(manifest), timeout=BATCH_TIMEOUT_S, env=env)
         result.runs[nproc] = run
         result.sections.update(_sections(run.output))
     return result
@@ -314,3 +324,15 @@ def test_searched_plan_trains_like_the_reference(batches: Batches, model: str, n
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
     if model in PARALLEL_SPECS:
         assert batches.parallel_ops[name] > 0, f"{name}: the search chose a one-device plan"
+
+
+def test_bf16_mixed_plan_trains_like_the_autocast_reference(batches: Batches) -> None:
+    """GPT-2 Megatron-style under bf16-mixed: forward under autocast, fp32 master weights
+    (updated weights agree to fp32 rounding), compared with the single-device model under the
+    same autocast at the bf16 tolerance; its tensor-parallel all-reduces move bf16."""
+    section = batches.section("bf16-megatron-gpt2-2", 2)
+    assert section.endswith("exit 0"), section
+    assert "check passed: 2 step(s) within relative error 5e-02" in section, section
+    assert "bf16-mixed (autocast)" in section
+    weights = re.search(r"weights \(worst ([0-9.e+-]+) ", section)
+    assert weights is not None and float(weights.group(1)) < 1e-5, section

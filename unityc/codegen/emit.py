@@ -133,7 +133,7 @@ class Writer:
         if not moves:
             return v.var
         name = f"{v.var}_to_{reader.var}"
-        dtype = torch_dtype_name(v.type.element_type)
+        dtype = torch_dtype_name(v.dtype)
         self.emit(f'{name} = ctx.p2p({v.var}, {moves!r}, {v.type.piece_shape!r}, "{dtype}", grad={v.grad})')
         self.transfers += len(moves)
         self.peers.update(r for move in moves for r in move)
@@ -172,7 +172,7 @@ class Writer:
                 dst.type,
                 src.where,
                 dst.where,
-                torch_dtype_name(src.type.element_type),
+                torch_dtype_name(src.dtype),
             )
         except ValueError as e:
             raise CodegenError(str(e), op) from None

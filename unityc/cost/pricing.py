@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, f32
 
 from unityc.cost.communication import PARALLEL_PATTERN, Coord, collective_time, parallel_groups, price_group
 from unityc.cost.compute import OpCost, Piece, kernel_time
@@ -100,8 +100,16 @@ def _logical_piece(t: TensorType) -> Piece:
 def node_form(
     op: str, attrs: tuple[tuple[str, Any], ...], operand_types: tuple[TensorType | None, ...]
 ) -> Form:
-    """The parallel form of an op (how its tasks read operand pieces), by the dialect's inference."""
-    return op_class(op).infer(list(operand_types), full_attrs(op, attrs))[0]
+    """The parallel form of an op (how its tasks read operand pieces), by the dialect's inference.
+    Forms do not depend on element types: bf16 operands (a bf16-mixed graph as priced, see
+    `graph.precision.priced_graph`) are read as f32, so mixed operands infer."""
+    declared = [t if t is None or str(t.element_type) != "bf16" else _as_f32(t) for t in operand_types]
+    return op_class(op).infer(declared, full_attrs(op, attrs))[0]
+
+
+@lru_cache(maxsize=100_000)
+def _as_f32(t: TensorType) -> TensorType:
+    return TensorType(t.shape, f32, t.shard, t.sum_degree, t.copy_degree)
 
 
 def placement(t: TensorType, view: MachineViewAttr | None, machine: Machine) -> dict[Coord, int]:

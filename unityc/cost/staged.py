@@ -78,7 +78,7 @@ def microbatch_graph(graph: Graph, microbatches: int) -> Graph:
     if microbatches == 1:
         return graph
     out = graph.copy()
-    out.function_attrs = {}
+    out.function_attrs = out.kept_function_attrs()
     batched: set[int] = set()
     for nid in graph.topological():
         node = graph.nodes[nid]

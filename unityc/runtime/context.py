@@ -38,6 +38,8 @@ class Context:
     # --- data movement -------------------------------------------------------------------
 
     def _run(self, c: Collective, x: torch.Tensor | None, grad: bool) -> torch.Tensor | None:
+        if x is not None and x.is_floating_point() and x.dtype != (dtype := self.comm.dtype(c.dtype)):
+            x = x.to(dtype)  # the element type the plan moves (bf16-mixed: what autocast gives)
         if not grad:
             with torch.no_grad():
                 return self.comm.run(c, x)

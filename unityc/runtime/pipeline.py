@@ -24,6 +24,7 @@ each micro-batch's pieces concatenated along dim 0, again as the plan defines th
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -93,10 +94,17 @@ class StageModule(nn.Module):
     The last stage keeps each micro-batch's outputs (detached) for the step's results."""
 
     def __init__(
-        self, fn: StageFunction, ctx: Context, weights: dict[str, torch.Tensor], constants: dict[str, Any]
+        self,
+        fn: StageFunction,
+        ctx: Context,
+        weights: dict[str, torch.Tensor],
+        constants: dict[str, Any],
+        autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     ):
         super().__init__()
         self.fn, self.ctx, self.weights, self.constants = fn, ctx, weights, constants
+        self.autocast = autocast
+        """The plan's precision (bf16-mixed: the stage's forward under autocast)."""
         self.outputs: list[tuple[Any, ...]] = []
         self.calls = 0
 
@@ -107,7 +115,8 @@ class StageModule(nn.Module):
         )  # dropout differs per micro-batch
         start = self.ctx.token = self.ctx.new_token()  # this micro-batch's own token chain
         try:
-            out = self.fn(self.ctx, self.weights, {**self.constants, **inputs}, *received)
+            with self.autocast():
+                out = self.fn(self.ctx, self.weights, {**self.constants, **inputs}, *received)
         finally:
             self.ctx.step = step
         self.calls += 1
@@ -136,7 +145,7 @@ class PipelineTrainer(Trainer):
         mine = next(c for c in chains if self.rank in c)
         constants = {k: v for k, v in self.data.items() if k not in plan.inputs}
         self.modules = [
-            StageModule(program.stages[k], self.ctx, self.weights, constants)
+            StageModule(program.stages[k], self.ctx, self.weights, constants, self.autocast)
             for k in pipeline.stages_of(self.rank)
         ]
         stages = [

@@ -396,7 +396,9 @@ class _Run:
     def _stitch(self, chain: list[_Choice]) -> Graph:
         """One graph from the chosen segment candidates: each segment's `@in` becomes the
         previous segment's result, local source names become the original ones."""
-        plan = Graph(module_attrs=dict(self.graph.module_attrs))
+        plan = Graph(
+            module_attrs=dict(self.graph.module_attrs), function_attrs=self.graph.kept_function_attrs()
+        )
         sources: dict[tuple[str, str], Ref] = {}
         previous: Ref | None = None
         outputs: tuple[Ref, ...] = ()
