@@ -49,6 +49,7 @@ PLANS = [
     ("bert-heads-4", 4, ()),
     ("dlrm-hybrid-4", 4, ()),
     ("collectives-4", 4, ADAM),
+    ("ignored-hybrid-4", 4, ADAM),  # ignore_index; rows x classes (vocabulary-parallel) sharded
 ]
 ZOO = ["mlp", "bert", "dlrm", "xdl", "candle_uno", "resnext50", "inception_v3"]
 # Small configs are too small for parallelism to pay on cpu:N (the search rightly keeps them on
@@ -67,8 +68,14 @@ MEGATRON_SPECS = {
     "bert": ModelSpec("bert", "small", batch=4),
     "gpt2": ModelSpec("hf:gpt2", "small", batch=4),
     "llama": ModelSpec(LLAMA, "small", batch=4),
+    # GPT-2's own `labels=` loss: labels -100 at the padding, ignore_index kept; the vocabulary-
+    # parallel head and cross-entropy (classes sharded; rows too on cpu:4, the kept count
+    # all-reduced across them)
+    "gpt2_own_loss": ModelSpec("hf:gpt2", "small", batch=4, overrides=(("own_loss", "True"),)),
 }
 MEGATRONS = [(model, n) for n in (2, 4) for model in MEGATRON_SPECS]
+IGNORED_DATA = "data-parallel-gpt2_own_loss-2"
+"""GPT-2's own loss data parallel: each row shard divides by the kept count of the whole batch."""
 CNNS = ("resnext50", "inception_v3")
 BATCH_TIMEOUT_S = 2400
 """For each batch of programs (4-5 minutes for both on a quiet machine)."""
@@ -145,13 +152,13 @@ def _search(directory: Path, model: str, nproc: int) -> tuple[Path | None, str]:
     return program, ""
 
 
-def _megatron(directory: Path, model: str, nproc: int) -> Path:
-    """The program of the `megatron` baseline's plan for cpu:N (Adam)."""
+def _megatron(directory: Path, model: str, nproc: int, baseline: str = "megatron") -> Path:
+    """The program of the `megatron` (or another) baseline's plan for cpu:N (Adam)."""
     source = directory / f"{model}-megatron.mlir"
     if not source.exists():
         source.write_text(str(import_model(MEGATRON_SPECS[model])))
-    plan = directory / f"{model}-megatron-{nproc}.mlir"
-    done = _opt(str(source), "-p", f'megatron{{machine="cpu:{nproc}" optimizer="adam"}}', "-o", str(plan))
+    plan = directory / f"{model}-{baseline}-{nproc}.mlir"
+    done = _opt(str(source), "-p", f'{baseline}{{machine="cpu:{nproc}" optimizer="adam"}}', "-o", str(plan))
     assert done.returncode == 0, done.stderr
     program = plan.with_suffix(".py")
     done = _opt(str(plan), "-t", "torch", "-o", str(program))
@@ -227,6 +234,9 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> Batches:
             *ADAM,
         )
 
+    program = _megatron(directory, "gpt2_own_loss", 2, "data-parallel")
+    add(IGNORED_DATA, 2, program, "--check", "--steps", "2", *ADAM)
+
     for nproc, batch in entries.items():
         manifest = directory / f"batch{nproc}.json"
         manifest.write_text(json.dumps(batch))
@@ -280,6 +290,11 @@ def test_dropout_keeps_copies_equal(batches: Batches) -> None:
 @pytest.mark.parametrize(("model", "nproc"), MEGATRONS, ids=[f"{m}-{n}" for m, n in MEGATRONS])
 def test_megatron_baseline_trains_like_the_reference(batches: Batches, model: str, nproc: int) -> None:
     section = batches.section(f"megatron-{model}-{nproc}", nproc)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+
+
+def test_ignored_targets_data_parallel(batches: Batches) -> None:
+    section = batches.section(IGNORED_DATA, 2)
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
 
 
