@@ -118,8 +118,7 @@ def _cross_entropy(task: Task, logits: torch.Tensor, target: torch.Tensor) -> to
     peers' pieces: the whole rows for class shards, the whole target for the kept count."""
     ignore = task.attrs.get("ignore_index")
     t = task.operand_type(0)
-    if ignore is None:
-        check_classes(target, t.shape[1])
+    check_classes(target, t.shape[1], ignore)
     kept = None if ignore is None else target != ignore
     if task.degree("v") == 1:
         total = F.cross_entropy(

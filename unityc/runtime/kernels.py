@@ -99,15 +99,21 @@ class Shards(Protocol):
     def gather(self, x: torch.Tensor, dim: int) -> torch.Tensor: ...
 
 
-def check_classes(target: torch.Tensor, classes: int) -> None:
-    """Every target is a class in [0, classes): a cross-entropy without ignore_index counts each
-    one, so a target such as -100 (torch's ignore_index) is an error, not a row silently dropped
-    from the sum and still counted by the mean. (Asynchronous on a GPU.)"""
-    ok = ((target >= 0) & (target < classes)).all()
-    message = (
-        f"cross-entropy target outside the {classes} classes (an ignored target such as -100?): the "
-        "plan's cross-entropy has no ignore_index; import the model with targets holding it"
-    )
+def check_classes(target: torch.Tensor, classes: int, ignore_index: int | None = None) -> None:
+    """Every target is a class in [0, classes) or the ignore_index. Without one, every target is
+    counted, so a target such as -100 (torch's ignore_index) is an error, not a row silently
+    dropped from the sum and still counted by the mean. (Asynchronous on a GPU.)"""
+    ok = (target >= 0) & (target < classes)
+    if ignore_index is not None:
+        ok |= target == ignore_index
+    ok = ok.all()
+    if ignore_index is not None:
+        message = f"cross-entropy target outside the {classes} classes, not the ignore_index {ignore_index}"
+    else:
+        message = (
+            f"cross-entropy target outside the {classes} classes (an ignored target such as -100?): the "
+            "plan's cross-entropy has no ignore_index; import the model with targets holding it"
+        )
     if target.is_cuda:
         torch._assert_async(ok, message)
     elif not bool(ok):
@@ -149,8 +155,7 @@ def cross_entropy(
     cross-entropy): the row maxima and sums of exponentials are reduced across them, never the
     logits, and this shard's part is `class_shard_losses`."""
     shards = 1 if classes is None else classes.size
-    if ignore_index is None:
-        check_classes(target, logits.shape[1] * shards)
+    check_classes(target, logits.shape[1] * shards, ignore_index)
     kept = None if ignore_index is None else target != ignore_index
     if classes is None:
         total = F.cross_entropy(
