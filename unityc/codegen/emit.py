@@ -150,7 +150,7 @@ class Writer:
         for i, (t, layout) in enumerate(zip(typed, form.operands, strict=True)):
             args.append(None if t is None else self.operand(op, i, next(values), tasks, layout))
         results = [self.a.value(r) for r in op.results]
-        call = Call(op.attrs(), args, list(typed), [r.type for r in results], tasks, result.var)  # type: ignore[attr-defined]
+        call = Call(op.attrs(), args, list(typed), [r.type for r in results], tasks, result.var, self.groups)  # type: ignore[attr-defined]
         if op.name == "pcg.gather":
             self.tables[result.var] = tuple(int(i) for i in call.attrs["indices"])
             expr = f'torch.index_select({args[0]}, {call.attrs["dim"]}, ctx.tables["{result.var}"])'

@@ -75,6 +75,11 @@ class Context:
             return x
         return self._run(c, x if self.rank in c.ins else None, grad)
 
+    def shards(self, groups: Sequence[tuple[int, ...]]) -> ShardGroup | None:
+        """This rank's group among `groups` (the ranks holding the other shards of its piece, in
+        shard order), for kernels that reduce across them; None if it is in none."""
+        return next((ShardGroup(self, g) for g in groups if self.rank in g), None)
+
     # --- randomness ----------------------------------------------------------------------
 
     def dropout(
@@ -114,3 +119,31 @@ class Context:
         h = h ^ (h >> 15)
         uniform = (h & 0xFFFFFF).to(torch.float32) / float(1 << 24)
         return uniform >= p
+
+
+class ShardGroup:
+    """Collectives among the ranks holding the shards of one piece (a kernel's own reductions:
+    the vocabulary-parallel cross-entropy's row maxima, sums of exponentials and target counts)."""
+
+    def __init__(self, ctx: Context, ranks: tuple[int, ...]) -> None:
+        self.ctx, self.ranks = ctx, ranks
+
+    @property
+    def size(self) -> int:
+        return len(self.ranks)
+
+    def _collective(self, kind: str, x: torch.Tensor, dim: int = 0) -> Collective:
+        dtype = str(x.dtype).removeprefix("torch.")
+        return Collective(kind, self.ranks, self.ranks, tuple(x.shape), dtype, dim)
+
+    def sum(self, x: torch.Tensor, grad: bool = True) -> torch.Tensor:
+        """The sum of every rank's `x` (its gradient: the sum of theirs, by the dual all-reduce)."""
+        out = self.ctx._run(self._collective("all_reduce", x), x, grad)
+        assert out is not None
+        return out
+
+    def gather(self, x: torch.Tensor, dim: int) -> torch.Tensor:
+        """Every rank's `x` concatenated along `dim`, in shard order (no gradient)."""
+        out = self.ctx._run(self._collective("all_gather", x, dim), x.detach(), False)
+        assert out is not None
+        return out
