@@ -28,6 +28,7 @@ from unityc.cost.estimate import Estimate, gradient_flags, node_attrs
 from unityc.cost.pricing import ComputeModel, piece, type_info
 from unityc.dialects.parallel import BatchOp, ParallelOp, PipelineOp
 from unityc.graph import Graph, Ref, op_classes
+from unityc.graph.precision import priced_graph
 from unityc.machine.spec import Machine
 
 
@@ -66,6 +67,7 @@ class Bound:
         self, graph: Graph, requires: Iterable[Ref] = (), roots: Iterable[Ref] | None = None
     ) -> float:
         """A lower bound of `Mapper.map(graph, ..., requires, roots).objective`."""
+        graph = priced_graph(graph)
         order = graph.topological()
         _, gets_grad = gradient_flags(graph, order, requires, roots)
         finish: dict[int, float] = {}

@@ -171,7 +171,7 @@ def segment_graph(
     last: bool,
 ) -> SegmentGraph:
     """The segment of `ops` as a graph of its own (see the module docstring)."""
-    g = Graph()
+    g = Graph(function_attrs=graph.kept_function_attrs())
     refs: dict[Ref, Ref] = {}
     keys: dict[str, str] = {}
     keep: set[int] = set()
