@@ -57,6 +57,7 @@ class SourceOp(PcgOp):
     """An op with no operands: its tasks are exactly the pieces of its result (sum 1)."""
 
     result = result_def(TensorType)
+    AUTOCAST: ClassVar[str] = "declared"
 
     @classmethod
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
@@ -209,6 +210,7 @@ class CastOp(UnaryOp):
     name = "pcg.cast"
     PROPS = (("dtype", Kind.TYPE, False),)
     FLOATING = False
+    AUTOCAST = "declared"
 
     @classmethod
     def out_dtype(cls, x: TensorType, attrs: dict[str, Any]) -> Attribute:
@@ -310,6 +312,7 @@ class LinearOp(PcgOp):
     """
 
     name = "pcg.linear"
+    AUTOCAST = "bf16"
     input = operand_def(TensorType)
     weight = operand_def(TensorType)
     bias = opt_operand_def(TensorType)
@@ -336,6 +339,7 @@ class _MatmulBase(PcgOp):
     output = result_def(TensorType)
     MIN_RANK: ClassVar[int] = 2
     MAX_RANK: ClassVar[int] = 2
+    AUTOCAST: ClassVar[str] = "bf16"
 
     @classmethod
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
@@ -397,6 +401,7 @@ class Conv2dOp(PcgOp):
     """
 
     name = "pcg.conv2d"
+    AUTOCAST = "bf16"
     input = operand_def(TensorType)
     weight = operand_def(TensorType)
     bias = opt_operand_def(TensorType)
@@ -501,6 +506,7 @@ class BatchNormOp(PcgOp):
     """
 
     name = "pcg.batch_norm"
+    AUTOCAST = "input"
     input = operand_def(TensorType)
     weight = opt_operand_def(TensorType)
     bias = opt_operand_def(TensorType)
@@ -532,6 +538,7 @@ class LayerNormOp(PcgOp):
     """Layer norm over the last `dims` dimensions, with optional elementwise weight and bias."""
 
     name = "pcg.layer_norm"
+    AUTOCAST = "input"
     input = operand_def(TensorType)
     weight = opt_operand_def(TensorType)
     bias = opt_operand_def(TensorType)
@@ -871,6 +878,7 @@ class AttentionOp(PcgOp):
     """
 
     name = "pcg.attention"
+    AUTOCAST = "bf16"
     query = operand_def(TensorType)
     key = operand_def(TensorType)
     value = operand_def(TensorType)
@@ -962,6 +970,7 @@ class _LossOp(PcgOp):
 
     output = result_def(TensorType)
     PROPS: ClassVar[tuple] = (("reduction", Kind.STR, False),)
+    AUTOCAST: ClassVar[str] = "f32"
 
     @classmethod
     def check_reduction(cls, attrs: dict[str, Any]) -> None:

@@ -25,18 +25,21 @@ class Context:
         self.seed = seed
         self.step = 0
         self.tables: dict[str, torch.Tensor] = {}
-        self.token = self._new_token()
+        self.token = self.new_token()
 
-    def _new_token(self) -> torch.Tensor:
+    def new_token(self) -> torch.Tensor:
+        """The start of a token chain (a step's, or a pipeline stage's micro-batch's)."""
         return torch.zeros((), device=self.device, requires_grad=True)
 
     def begin_step(self, step: int) -> None:
         self.step = step
-        self.token = self._new_token()
+        self.token = self.new_token()
 
     # --- data movement -------------------------------------------------------------------
 
     def _run(self, c: Collective, x: torch.Tensor | None, grad: bool) -> torch.Tensor | None:
+        if x is not None and x.is_floating_point() and x.dtype != (dtype := self.comm.dtype(c.dtype)):
+            x = x.to(dtype)  # the element type the plan moves (bf16-mixed: what autocast gives)
         if not grad:
             with torch.no_grad():
                 return self.comm.run(c, x)
