@@ -653,9 +653,7 @@ def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[Pri
     if not microbatchable(graph):
         return []
     options = PipelineOptions(pricing.cost, pricing.optimizer, pricing.profile)
-    # no tensor-parallel stages: runnable_pipeline refuses them
-    found = pipeline_candidates(graph, machine, options, tensor=False)
-    candidates = [p for p in found if runnable_pipeline(p)]
+    candidates = [p for p in pipeline_candidates(graph, machine, options) if runnable_pipeline(p)]
     return [PricedPlan(p.name, p.graph, p.estimate, None, p.note) for p in candidates]
 
 
