@@ -101,6 +101,21 @@ class Background(Generic[T]):
             if i >= given:
                 yield item
 
+    def ready(self) -> Iterator[T]:
+        """The items the worker has sent and `items()` has not given yet, without waiting for
+        more (what a caller stopped by a time limit still has); none when nothing runs in the
+        background (the work is done in `items()` itself)."""
+        while self.conn is not None:
+            try:
+                if not self.conn.poll(0):
+                    return
+                message = self.conn.recv()
+            except Exception:  # closed, or a message cut by the signal that stopped items()
+                return
+            if message[0] != "item":
+                return
+            yield message[1]
+
     def close(self) -> None:
         """Stops the worker (if still running) and releases the pipe."""
         if self.process is not None:

@@ -484,6 +484,10 @@ def unity_search(
                     done.append(_result(layered, report, source, alternatives))
     except Stopped:
         report.stopped_early = "time limit"
+        for alternative, plan in wholes.ready() if wholes is not None else ():  # had by now
+            if alternative is not None:
+                alternatives.append(alternative)
+            done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
     except KeyboardInterrupt:
         report.stopped_early = "interrupted"
         if fallback is None and not done:
