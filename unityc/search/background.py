@@ -101,20 +101,22 @@ class Background(Generic[T]):
             if i >= given:
                 yield item
 
-    def ready(self) -> Iterator[T]:
-        """The items the worker has sent and `items()` has not given yet, without waiting for
-        more (what a caller stopped by a time limit still has); none when nothing runs in the
-        background (the work is done in `items()` itself)."""
-        while self.conn is not None:
-            try:
-                if not self.conn.poll(0):
-                    return
+    def ready(self) -> list[T]:
+        """After a stop: the items the worker had already sent that `items` did not give, without
+        waiting (the worker is stopped first, so a message it was still writing ends the list)."""
+        if self.conn is None:
+            return []
+        if self.process is not None and self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        out: list[T] = []
+        with contextlib.suppress(Exception):  # a message cut short (by the stop or the kill) ends it
+            while self.conn.poll(0):
                 message = self.conn.recv()
-            except Exception:  # closed, or a message cut by the signal that stopped items()
-                return
-            if message[0] != "item":
-                return
-            yield message[1]
+                if message[0] != "item":
+                    break
+                out.append(message[1])
+        return out
 
     def close(self) -> None:
         """Stops the worker (if still running) and releases the pipe."""

@@ -34,6 +34,7 @@ result is never slower than either on the same model, machine and memory budget.
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
 import threading
 import time
@@ -44,13 +45,14 @@ from typing import TYPE_CHECKING, Any
 
 from unityc.cost.estimate import Estimate, compute_model, estimate_graph
 from unityc.cost.profile import ProfileCache
+from unityc.cost.staged import PIPELINE_ATTRS
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref, to_module
 from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.search.background import Background
-from unityc.search.bounds import Bound
+from unityc.search.bounds import Bound, pipeline_bound
 from unityc.search.galvatron import galvatron_plan, per_layer
 from unityc.search.levers import with_memory_levers
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
@@ -394,7 +396,9 @@ class _Run:
     def _stitch(self, chain: list[_Choice]) -> Graph:
         """One graph from the chosen segment candidates: each segment's `@in` becomes the
         previous segment's result, local source names become the original ones."""
-        plan = Graph(module_attrs=dict(self.graph.module_attrs))
+        plan = Graph(
+            module_attrs=dict(self.graph.module_attrs), function_attrs=self.graph.kept_function_attrs()
+        )
         sources: dict[tuple[str, str], Ref] = {}
         previous: Ref | None = None
         outputs: tuple[Ref, ...] = ()
@@ -462,7 +466,7 @@ def unity_search(
     # the whole-graph and pipelined plans do not depend on the segment search: priced beside it
     # (background.py)
     wholes = (
-        Background(lambda: _alternative_plans(start, machine, pricing, options))
+        Background(lambda: _alternative_plans(start, machine, pricing, options, fallback))
         if options.whole_graph or options.pipelines
         else None
     )
@@ -484,7 +488,7 @@ def unity_search(
                     done.append(_result(layered, report, source, alternatives))
     except Stopped:
         report.stopped_early = "time limit"
-        for alternative, plan in wholes.ready() if wholes is not None else ():  # had by now
+        for alternative, plan in wholes.ready() if wholes is not None else ():  # priced by then: they compete
             if alternative is not None:
                 alternatives.append(alternative)
             done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
@@ -495,7 +499,7 @@ def unity_search(
     finally:
         if wholes is not None:
             wholes.close()
-    if report.stopped_early is not None and fallback is not None:
+    if fallback is not None:  # a competitor too: what pipelines are pruned against
         done.append(fallback)
     if not done:
         raise ValueError(f"no plan completed within the time limit ({options.time_limit:g} s)")
@@ -596,46 +600,91 @@ def _whole_graph_plans(
 
 
 def _alternative_plans(
-    graph: Graph, machine: Machine, pricing: Pricing, options: UnityOptions
+    graph: Graph, machine: Machine, pricing: Pricing, options: UnityOptions, one: UnityResult | None
 ) -> Iterator[tuple[PricedPlan | None, PricedPlan]]:
     """The plans the search's result is compared with, as (the plan as the report's baselines
     show it, or None; the plan compared): whole-graph plans (`whole_graph`, with the zero and
     galvatron plans where `levers`), then the data-parallel and Megatron plans that do not fit
     with memory levers (`levered_plan`), then pipelined plans (`pipelines`; no levers inside a
     pipeline's stages: -t torch does not run them there). Made in the background beside the
-    segment search, cheapest and most telling first (a time limit keeps those had)."""
+    segment search, cheapest and most telling first (a time limit keeps those had). The
+    pipelined plans are not built when a lower bound of any pipeline's time
+    (`bounds.pipeline_bound`, from the graph on one device `one`) is no better than a plan
+    already at hand that fits: none of them could be chosen."""
+    best = math.inf
+    if one is not None and (one.fits or not options.memory_check):
+        best = one.estimate.iteration_s
     unfit: list[PricedPlan] = []
     if options.whole_graph:
         for alternative, plan in _whole_graph_plans(graph, machine, pricing, options.levers):
+            if plan.estimate.fits or not options.memory_check:
+                best = min(best, plan.estimate.iteration_s)
             yield alternative, plan
             if options.levers and plan.name in ("data-parallel", "megatron") and not plan.estimate.fits:
                 unfit.append(plan)
     for plan in unfit:
-        yield None, levered_plan(plan, machine, pricing)
-    if options.pipelines:
+        levered = levered_plan(plan, machine, pricing)
+        if levered.estimate.fits or not options.memory_check:
+            best = min(best, levered.estimate.iteration_s)
+        yield None, levered
+    if options.pipelines and not pipelines_pruned(graph, machine, pricing, one, best):
         for plan in pipeline_plans(graph, machine, pricing):
             yield plan, plan
+
+
+def pipelines_pruned(
+    graph: Graph, machine: Machine, pricing: Pricing, one: UnityResult | None, best: float
+) -> bool:
+    """Whether no pipelined plan of `graph` can be faster than `best` seconds (see
+    `bounds.pipeline_bound`; `one` is the graph's plan on one device)."""
+    from unityc.search.pipeline import PipelineError, batch_size
+
+    if one is None or best == math.inf:
+        return False
+    try:
+        batch = batch_size(graph)
+    except PipelineError:
+        return False
+    return pipeline_bound(one.estimate, machine, batch, pricing.cost) >= best
 
 
 def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[PricedPlan]:
     """The pipelined plans the search considers (`pipeline.pipeline_candidates`), as plans."""
     from unityc.search.pipeline import PipelineOptions, pipeline_candidates
 
+    if not microbatchable(graph):
+        return []
     options = PipelineOptions(pricing.cost, pricing.optimizer, pricing.profile)
     candidates = [p for p in pipeline_candidates(graph, machine, options) if runnable_pipeline(p)]
     return [PricedPlan(p.name, p.graph, p.estimate, None, p.note) for p in candidates]
 
 
+def microbatchable(graph: Graph) -> bool:
+    """Whether micro-batches of `graph` compute its loss (`microbatch_module` with one
+    micro-batch, which refuses what no count allows: ops mixing samples such as batch norm, a
+    summed loss, a reshape moving the batch out of dim 0). A plan of the graph computes the same
+    values, so where this fails no pipelined plan is runnable (`runnable_pipeline`): the
+    pipeline candidates are not built (Inception-v3's and ResNeXt's batch norms)."""
+    from unityc.dialects.diagnostics import LocatedError
+    from unityc.dialects.pipeline import microbatch_module
+
+    try:
+        microbatch_module(to_module(graph), 1)
+    except (LocatedError, ValueError):
+        return False
+    return True
+
+
 def runnable_pipeline(plan: PipelinePlan) -> bool:
     """Whether `-t torch` can run a pipelined plan, so that the search never returns one it
-    cannot: stages of equal width, data parallel inside (no tensor-parallel stage), and
-    micro-batches that each compute their share of the loss (`microbatch_module`)."""
+    cannot: stages of equal width (data or tensor parallel inside), and micro-batches that each
+    compute their share of the loss (`microbatch_module`)."""
     from unityc.dialects.container import graph_function
     from unityc.dialects.diagnostics import LocatedError
     from unityc.dialects.pipeline import check_pipeline, microbatch_module
 
     part = plan.partition
-    if part is None or part.tensor > 1 or len({st.width for st in part.stages}) > 1:
+    if part is None or len({st.width for st in part.stages}) > 1:
         return False
     try:
         module = to_module(plan.graph)
@@ -732,12 +781,13 @@ def hard_deadline(at: float | None) -> Iterator[None]:
 
 
 def strip_views(graph: Graph) -> Graph:
-    """A copy without per-op plans (machine views, zero stages, recompute marks) and dead nodes
-    (what the search starts from)."""
+    """A copy without per-op plans (machine views, stages, zero stages, recompute marks), the
+    pipeline schedule of a pipelined plan, and dead nodes (what the search starts from)."""
     out = graph.copy()
     for nid, node in out.nodes.items():
-        if node.view is not None or node.zero or node.recompute:
+        if node.view is not None or node.plan or node.zero or node.recompute:
             out.nodes[nid] = Node(node.op, node.operands, node.attrs, node.types, None, node.hint)
+    out.function_attrs = {k: v for k, v in out.function_attrs.items() if k not in PIPELINE_ATTRS}
     return out.prune()
 
 
