@@ -1,7 +1,8 @@
 """Pipelined plans through the whole chain: `gpipe{...}` plans of the MLP (every schedule on 2
 and 4 ranks, with 2-way data parallelism inside each stage on 4), the zoo BERT and Hugging Face
 GPT-2 (one schedule each on 2 ranks, and a 2-stage x 2-way data-parallel hybrid on 4), and the
-MLP with tensor-parallel stages (1F1B and interleaved on 4 ranks: collectives inside stages), run by
+MLP with tensor-parallel stages (1F1B and interleaved on 4 ranks: collectives inside stages) and
+with ZeRO-2/3 and recomputation inside the hybrid's stages, run by
 `torch.distributed.pipelining` under torchrun with `--check` (loss, outputs, every gradient and
 every updated weight against single-device PyTorch). The MLP also returns its logits, so each
 micro-batch's outputs must come back in place. A program whose last stage sums the micro-batch
@@ -13,6 +14,7 @@ in one torchrun, all 4-rank ones in another (`unityc.runtime.batch`).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -50,6 +52,9 @@ TENSOR = [
     ("mlp-tp-1f1b-4", MLP, 16, "1f1b", 2, (0, 1 / 2, 1)),
     ("mlp-tp-interleaved-4", MLP, 16, "interleaved-1f1b", 4, (0, 1 / 4, 1 / 2, 3 / 4, 1)),
 ]
+LEVERS = "mlp-zero-recompute-hybrid-4"
+"""mlp-1f1b-hybrid-4 with memory levers inside its stages: stage 0's weights ZeRO-2, stage 1's
+ZeRO-3, every linear and relu recomputed (a run across the stage boundary: one per stage), Adam."""
 SUMMED = "mlp-summed-2"
 """mlp-1f1b-2 with its last stage's loss times the 4 micro-batches: the sum, not the mean."""
 DATA = "mlp-1f1b-data-2"
@@ -121,6 +126,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         program = _tensor_program(directory, name, model, batch, schedule, microbatches, cuts)
         result.texts[name] = program.read_text()
         entries[4].append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
+    levers = re.sub(
+        r'(pcg\.weight key "[^"]+" \{view = #pcg\.view<start (\d), \[intra 1\]>)',
+        lambda w: f"{w.group(1)}, zero = {2 if w.group(2) == '0' else 3} : i64",
+        (directory / "mlp-1f1b-hybrid-4.mlir").read_text(),
+    )
+    levers = re.sub(r"(= pcg\.(relu|linear) [^{]*\{)view", r"\1recompute, view", levers)
+    module = parse_source(make_context(), levers, f"{LEVERS}.mlir")
+    program = write_program(module, directory, LEVERS)
+    result.texts[LEVERS] = program.read_text()
+    args = ["--check", "--steps", "2", "--optimizer", "adam"]
+    entries[4].append({"name": LEVERS, "program": str(program), "args": args})
     summed = directory / f"{SUMMED}.py"
     loss_line = "    return (nll_loss_forward, "
     assert result.texts["mlp-1f1b-2"].count(loss_line) == 1
@@ -156,6 +172,16 @@ def test_tensor_parallel_stages_train_like_the_reference(runs: Runs, name: str) 
     text = runs.texts[name]
     assert 'Collective("all_reduce", ins=(2, 3), outs=(2, 3)' in text
     assert "(2, 3)" in text.split("groups=", 1)[1].split("\n", 1)[0]  # PLAN's groups hold the stage's
+
+
+def test_zero_and_recompute_run_inside_stages(runs: Runs) -> None:
+    section = runs.section(LEVERS, 4)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    assert "(as the memory model predicts)" in section  # the shards' bytes
+    text = runs.texts[LEVERS]
+    assert "'fc.0.weight': 2" in text and "'fc.4.weight': 3" in text
+    stages = text.split("def stage_1(")
+    assert all("= checkpoint(_recompute_1, " in part for part in stages)
 
 
 def test_hybrid_stages_are_data_parallel(runs: Runs) -> None:
