@@ -465,8 +465,7 @@ def unity_search(
             for plan in wholes.items() if wholes is not None else ():
                 alternatives.append(plan)
                 done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
-                # no memory levers inside a pipeline's stages: -t torch does not run them there
-                if options.levers and plan.estimate.pipeline is None:
+                if options.levers:  # (inside a pipeline's stages too: -t torch runs them there)
                     levered = levered_plan(plan, machine, pricing)
                     done[-1] = _result(levered, report, f"{levered.name} ({levered.note})", alternatives)
             if options.levers and not any(r.fits for r in done):  # memory decides: per layer
