@@ -30,6 +30,7 @@ from unityc.codegen.memory import predicted_memory, zero_stages
 from unityc.codegen.pipeline import emit_pipelined, is_pipelined
 from unityc.cost.estimate import estimate_module
 from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.precision import FP32
 from unityc.models.spec import ModelError, ModelSpec, absolute_model, factory_file
 
 __all__ = ["CodegenError", "emit_program"]
@@ -171,6 +172,7 @@ def program_head(
         f"    memory={predicted_memory(a)!r},",
         *(f"    {k}={v!r}," for k, v in (measures or {}).items()),
         f"    tokens={tokens},",
+        *([f"    precision={a.precision!r},"] if a.precision != FP32 else []),
         ")",
         "",
         "",

@@ -24,6 +24,7 @@ each micro-batch's pieces concatenated along dim 0, again as the plan defines th
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -94,9 +95,18 @@ class StageModule(nn.Module):
     arguments) and constants, and what the previous stage sent. The last stage keeps each
     micro-batch's outputs (detached) for the step's results."""
 
-    def __init__(self, fn: StageFunction, ctx: Context, zero: Zero, constants: dict[str, Any]):
+    def __init__(
+        self,
+        fn: StageFunction,
+        ctx: Context,
+        zero: Zero,
+        constants: dict[str, Any],
+        autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    ):
         super().__init__()
         self.fn, self.ctx, self.zero, self.constants = fn, ctx, zero, constants
+        self.autocast = autocast
+        """The plan's precision (bf16-mixed: the stage's forward under autocast)."""
         self.outputs: list[tuple[Any, ...]] = []
         self.calls = 0
 
@@ -107,7 +117,7 @@ class StageModule(nn.Module):
         )  # dropout differs per micro-batch
         start = self.ctx.token = self.ctx.new_token()  # this micro-batch's own token chain
         try:
-            with self.zero.saving():
+            with self.autocast(), self.zero.saving():
                 out = self.fn(self.ctx, self.zero.forward_weights, {**self.constants, **inputs}, *received)
         finally:
             self.ctx.step = step
@@ -121,6 +131,10 @@ class StageModule(nn.Module):
 class PipelineTrainer(Trainer):
     """A `Trainer` whose step runs the pipeline schedule (see the module docstring)."""
 
+    overlaps_gradients = False
+    """The schedule accumulates each gradient over the micro-batches' backward passes: the
+    gradients of weight copies are reduced after it."""
+
     def __init__(self, plan: Plan, program: Pipelined, args: argparse.Namespace, *rest: Any) -> None:
         super().__init__(plan, program.stages[0], args, *rest)
         self.pipeline = pipeline = program.pipeline
@@ -133,7 +147,7 @@ class PipelineTrainer(Trainer):
         mine = next(c for c in chains if self.rank in c)
         constants = {k: v for k, v in self.data.items() if k not in plan.inputs}
         self.modules = [
-            StageModule(program.stages[k], self.ctx, self.zero, constants)
+            StageModule(program.stages[k], self.ctx, self.zero, constants, self.autocast)
             for k in pipeline.stages_of(self.rank)
         ]
         stages = [

@@ -286,7 +286,7 @@ class LayerCosts:
             out["fwd"][k] += max((s for _, s in step.fwd_compute), default=0.0) + phase(step.fwd_comm)
             out["bwd"][k] += max((s for _, s in step.bwd_compute), default=0.0) + phase(step.bwd_comm)
             out["update"][k] += max((s for _, s in step.update), default=0.0)
-            out["sync"][k] += phase(step.grad_sync)
+            out["sync"][k] += phase(step.after_backward)
             if node.op == "pcg.weight" and (nid, 0) in b.gets_grad:
                 out["weights"][k] += piece(node.types[0]).nbytes  # type: ignore[union-attr]
         for v in saved_values(plan, steps_order, b.gets_grad):
@@ -601,7 +601,11 @@ def materialize(
             view = to_attr(canonical_view(task_degrees(node.types[0]), start[k]), machine)
         plan.nodes[nid] = node.with_plan(**{STAGE: IntegerAttr(k, i64)})
         plan.with_view(nid, view)
-    plan.function_attrs = {SCHEDULE: StringAttr(schedule), MICROBATCHES: IntegerAttr(microbatches, i64)}
+    plan.function_attrs = {
+        **plan.kept_function_attrs(),
+        SCHEDULE: StringAttr(schedule),
+        MICROBATCHES: IntegerAttr(microbatches, i64),
+    }
     if virtual > 1:
         plan.function_attrs[VIRTUAL_STAGES] = IntegerAttr(virtual, i64)
     return plan
@@ -997,7 +1001,7 @@ def _plain(graph: Graph) -> Graph:
     from unityc.search.unity import strip_views
 
     out = strip_views(graph)
-    out.function_attrs = {}
+    out.function_attrs = graph.kept_function_attrs()
     for nid, node in list(out.nodes.items()):
         if node.plan:
             out.nodes[nid] = node.with_plan(**{k: None for k, _ in node.plan})
