@@ -57,6 +57,9 @@ LEVERS = "mlp-zero-recompute-hybrid-4"
 ZeRO-3, every linear and relu recomputed (a run across the stage boundary: one per stage), Adam."""
 SUMMED = "mlp-summed-2"
 """mlp-1f1b-2 with its last stage's loss times the 4 micro-batches: the sum, not the mean."""
+RESUME = "mlp-1f1b-resume-2"
+"""mlp-1f1b-2 trained 3 steps on `--data` with Adam: uninterrupted (`-full`), stopped after step 1
+with a checkpoint (`-half`), resumed from it under --check (`-resume`)."""
 DATA = "mlp-1f1b-data-2"
 """mlp-1f1b-2 trained on `--data` batches (each step's own, none of them the example batch)."""
 
@@ -144,6 +147,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     entries[2].append({"name": SUMMED, "program": str(summed), "args": ["--check", "--steps", "1"]})
     data = ["--data", f"{MLP.removesuffix(':make')}:batches", "--check", "--steps", "2"]
     entries[2].append({"name": DATA, "program": str(directory / "mlp-1f1b-2.py"), "args": data})
+    train = ["--data", f"{MLP.removesuffix(':make')}:batches", "--optimizer", "adam", "--steps", "3"]
+    half = str(directory / "ck" / "step-1")
+    for name, more in (
+        ("full", ["--log-every", "1"]),
+        ("half", ["--log-every", "1", "--stop-after", "1", "--save", str(directory / "ck")]),
+        ("resume", ["--resume", half, "--check"]),
+    ):
+        program = str(directory / "mlp-1f1b-2.py")
+        entries[2].append({"name": f"{RESUME}-{name}", "program": program, "args": train + more})
     for ranks, batch in entries.items():
         manifest = directory / f"batch{ranks}.json"
         manifest.write_text(json.dumps(batch))
@@ -202,3 +214,16 @@ def test_each_step_trains_on_its_own_batch(runs: Runs) -> None:
     run fed the example batch every step would fail the check at step 1."""
     section = runs.section(DATA, 2)
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+
+
+def test_a_resumed_pipeline_repeats_the_uninterrupted_run(runs: Runs) -> None:
+    """Weights, Adam's state and the step come back from the checkpoint, and the data resumes at
+    the step: the losses of steps 2 and 3 are the uninterrupted run's, digit for digit."""
+    losses = {}
+    for name in ("full", "half", "resume"):
+        section = runs.section(f"{RESUME}-{name}", 2)
+        assert section.endswith("exit 0"), section
+        losses[name] = {int(k): v for k, v in re.findall(r"^step (\d+): loss ([0-9.]+)", section, re.M)}
+    assert sorted(losses["full"]) == [1, 2, 3] and losses["half"] == {1: losses["full"][1]}
+    assert losses["resume"] == {k: losses["full"][k] for k in (2, 3)}, losses
+    assert "check passed: 2 step(s)" in runs.section(f"{RESUME}-resume", 2)
