@@ -1,7 +1,8 @@
 """Pipelined plans through the whole chain: `gpipe{...}` plans of the MLP (every schedule on 2
 and 4 ranks, with 2-way data parallelism inside each stage on 4), the zoo BERT and Hugging Face
 GPT-2 (one schedule each on 2 ranks, and a 2-stage x 2-way data-parallel hybrid on 4), and the
-MLP with tensor-parallel stages (1F1B and interleaved on 4 ranks: collectives inside stages), run by
+MLP with tensor-parallel stages (1F1B and interleaved on 4 ranks: collectives inside stages) and
+with ZeRO-2/3 and recomputation inside the hybrid's stages, run by
 `torch.distributed.pipelining` under torchrun with `--check` (loss, outputs, every gradient and
 every updated weight against single-device PyTorch). The MLP also returns its logits, so each
 micro-batch's outputs must come back in place. A program whose last stage sums the micro-batch
@@ -13,6 +14,7 @@ in one torchrun, all 4-rank ones in another (`unityc.runtime.batch`).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -50,8 +52,14 @@ TENSOR = [
     ("mlp-tp-1f1b-4", MLP, 16, "1f1b", 2, (0, 1 / 2, 1)),
     ("mlp-tp-interleaved-4", MLP, 16, "interleaved-1f1b", 4, (0, 1 / 4, 1 / 2, 3 / 4, 1)),
 ]
+LEVERS = "mlp-zero-recompute-hybrid-4"
+"""mlp-1f1b-hybrid-4 with memory levers inside its stages: stage 0's weights ZeRO-2, stage 1's
+ZeRO-3, every linear and relu recomputed (a run across the stage boundary: one per stage), Adam."""
 SUMMED = "mlp-summed-2"
 """mlp-1f1b-2 with its last stage's loss times the 4 micro-batches: the sum, not the mean."""
+RESUME = "mlp-1f1b-resume-2"
+"""mlp-1f1b-2 trained 3 steps on `--data` with Adam: uninterrupted (`-full`), stopped after step 1
+with a checkpoint (`-half`), resumed from it under --check (`-resume`)."""
 DATA = "mlp-1f1b-data-2"
 """mlp-1f1b-2 trained on `--data` batches (each step's own, none of them the example batch)."""
 
@@ -121,6 +129,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         program = _tensor_program(directory, name, model, batch, schedule, microbatches, cuts)
         result.texts[name] = program.read_text()
         entries[4].append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
+    levers = re.sub(
+        r'(pcg\.weight key "[^"]+" \{view = #pcg\.view<start (\d), \[intra 1\]>)',
+        lambda w: f"{w.group(1)}, zero = {2 if w.group(2) == '0' else 3} : i64",
+        (directory / "mlp-1f1b-hybrid-4.mlir").read_text(),
+    )
+    levers = re.sub(r"(= pcg\.(relu|linear) [^{]*\{)view", r"\1recompute, view", levers)
+    module = parse_source(make_context(), levers, f"{LEVERS}.mlir")
+    program = write_program(module, directory, LEVERS)
+    result.texts[LEVERS] = program.read_text()
+    args = ["--check", "--steps", "2", "--optimizer", "adam"]
+    entries[4].append({"name": LEVERS, "program": str(program), "args": args})
     summed = directory / f"{SUMMED}.py"
     loss_line = "    return (nll_loss_forward, "
     assert result.texts["mlp-1f1b-2"].count(loss_line) == 1
@@ -128,6 +147,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     entries[2].append({"name": SUMMED, "program": str(summed), "args": ["--check", "--steps", "1"]})
     data = ["--data", f"{MLP.removesuffix(':make')}:batches", "--check", "--steps", "2"]
     entries[2].append({"name": DATA, "program": str(directory / "mlp-1f1b-2.py"), "args": data})
+    train = ["--data", f"{MLP.removesuffix(':make')}:batches", "--optimizer", "adam", "--steps", "3"]
+    half = str(directory / "ck" / "step-1")
+    for name, more in (
+        ("full", ["--log-every", "1"]),
+        ("half", ["--log-every", "1", "--stop-after", "1", "--save", str(directory / "ck")]),
+        ("resume", ["--resume", half, "--check"]),
+    ):
+        program = str(directory / "mlp-1f1b-2.py")
+        entries[2].append({"name": f"{RESUME}-{name}", "program": program, "args": train + more})
     for ranks, batch in entries.items():
         manifest = directory / f"batch{ranks}.json"
         manifest.write_text(json.dumps(batch))
@@ -158,6 +186,16 @@ def test_tensor_parallel_stages_train_like_the_reference(runs: Runs, name: str) 
     assert "(2, 3)" in text.split("groups=", 1)[1].split("\n", 1)[0]  # PLAN's groups hold the stage's
 
 
+def test_zero_and_recompute_run_inside_stages(runs: Runs) -> None:
+    section = runs.section(LEVERS, 4)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    assert "(as the memory model predicts)" in section  # the shards' bytes
+    text = runs.texts[LEVERS]
+    assert "'fc.0.weight': 2" in text and "'fc.4.weight': 3" in text
+    stages = text.split("def stage_1(")
+    assert all("= checkpoint(_recompute_1, " in part for part in stages)
+
+
 def test_hybrid_stages_are_data_parallel(runs: Runs) -> None:
     """On 4 ranks, 2 stages run on 2 ranks each: every stage function runs on its pair."""
     text = runs.texts["bert-1f1b-hybrid-4"]
@@ -176,3 +214,16 @@ def test_each_step_trains_on_its_own_batch(runs: Runs) -> None:
     run fed the example batch every step would fail the check at step 1."""
     section = runs.section(DATA, 2)
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+
+
+def test_a_resumed_pipeline_repeats_the_uninterrupted_run(runs: Runs) -> None:
+    """Weights, Adam's state and the step come back from the checkpoint, and the data resumes at
+    the step: the losses of steps 2 and 3 are the uninterrupted run's, digit for digit."""
+    losses = {}
+    for name in ("full", "half", "resume"):
+        section = runs.section(f"{RESUME}-{name}", 2)
+        assert section.endswith("exit 0"), section
+        losses[name] = {int(k): v for k, v in re.findall(r"^step (\d+): loss ([0-9.]+)", section, re.M)}
+    assert sorted(losses["full"]) == [1, 2, 3] and losses["half"] == {1: losses["full"][1]}
+    assert losses["resume"] == {k: losses["full"][k] for k in (2, 3)}, losses
+    assert "check passed: 2 step(s)" in runs.section(f"{RESUME}-resume", 2)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from xdsl.ir import SSAValue
@@ -261,11 +261,14 @@ class Writer:
 
     # --- the file ---------------------------------------------------------------------------
 
-    def forward(self) -> list[str]:
+    def write(self, ops: Sequence[PcgOp], after: Callable[[PcgOp], None] | None = None) -> None:
+        """Writes `ops` (the plan's, or one pipeline stage's) with their recompute regions and
+        ZeRO-3 drops; `after(op)` runs after each op or region (its first op)."""
         owners = regions(self.a)
         self.dropping = last_readers(self.a)
+        chosen = set(ops)
         done: set[PcgOp] = set()
-        for op in self.a.ops:
+        for op in ops:
             if op in done:
                 continue
             region = owners.get(op)
@@ -274,7 +277,20 @@ class Writer:
                 self.drop(op)
                 done.add(op)
             elif op.name not in SOURCES:  # a region's sources are read inside it
+                if not set(region.ops) <= chosen:
+                    raise CodegenError(
+                        "a run of recompute ops spans pipeline stages: -t torch recomputes each "
+                        "stage's runs on their own (end the run at the stage's last op)",
+                        region.ops[0],
+                    )
                 self.region(region, done)
+            else:
+                continue
+            if after is not None:
+                after(op)
+
+    def forward(self) -> list[str]:
+        self.write(self.a.ops)
         outputs = ", ".join(self.a.value(v).var for v in self.a.outputs)
         outputs += "," if len(self.a.outputs) == 1 else ""
         return [

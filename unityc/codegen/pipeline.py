@@ -76,14 +76,17 @@ def _emit(
     _check_held(m, stage, groups, crossing)
     functions: list[str] = []
     tables: dict[str, tuple[int, ...]] = {}
-    collective_groups: dict[tuple[int, ...], None] = {}  # the stages' own (tensor parallelism, ZeRO)
+    collective_groups: dict[tuple[int, ...], None] = {}  # the stages' own (tensor parallelism)
+    recompute_regions = 0
     for k in range(count):
         received = crossing[k - 1] if k else []
         sent = crossing[k] if k < count - 1 else list(m.outputs)
-        writer = Writer(_stage_view(m, stage, groups, k, received))
-        lines = _stage_code(writer, [op for op in m.ops if stage[op] == k], k, groups[k % len(groups)])
+        ops = [op for op in m.ops if stage[op] == k]
+        writer = Writer(_stage_view(m, stage, groups, k, received, ops, sent))
+        lines = _stage_code(writer, ops, k, groups[k % len(groups)])
         tables.update(writer.tables)
         collective_groups.update(writer.groups)
+        recompute_regions += writer.regions
         functions += _function(m, k, groups[k % len(groups)], received, sent, lines, k == count - 1)
     sources = Writer(a)  # PLAN's tables: the whole batch's pieces of every weight, input, constant
     for op in a.ops:
@@ -91,6 +94,7 @@ def _emit(
             sources.source(op)
     sources.tables = tables
     sources.groups.update(collective_groups)  # PLAN's process groups: every rank creates them
+    sources.regions = recompute_regions  # the program imports torch.utils.checkpoint if any
     stage_ranks = tuple(groups[k % len(groups)] for k in range(count))
     summary = (
         f"Pipelined: {count} stages, schedule {pipeline.schedule}, {pipeline.microbatches} micro-batches; "
@@ -180,10 +184,17 @@ def _check_held(
 
 
 def _stage_view(
-    m: Analysis, stage: dict[PcgOp, int], groups: list[tuple[int, ...]], k: int, received: list[SSAValue]
+    m: Analysis,
+    stage: dict[PcgOp, int],
+    groups: list[tuple[int, ...]],
+    k: int,
+    received: list[SSAValue],
+    ops: list[PcgOp],
+    sent: list[SSAValue],
 ) -> Analysis:
-    """The analysis as stage k sees it: a value it receives is held by the rank of this stage's
-    group that its pipeline brings it to (rank i of the producer's group -> rank i of this one)."""
+    """The analysis as stage k sees it: its `ops`, whose outputs are what it `sent`s on (so its
+    recompute runs end with it); a value it receives is held by the rank of this stage's group
+    that its pipeline brings it to (rank i of the producer's group -> rank i of this one)."""
     here = groups[k % len(groups)]
     values = dict(m.values)
     for v in received:
@@ -193,16 +204,18 @@ def _stage_view(
         value = m.value(v)
         where = {c: here[there.index(r)] for c, r in value.where.items()}
         values[v] = replace(value, where=where, held={here[there.index(r)]: c for r, c in value.held.items()})
-    return replace(m, values=values)
+    return replace(m, values=values, ops=ops, outputs=sent)
 
 
 def _stage_code(writer: Writer, ops: list[PcgOp], k: int, ranks: tuple[int, ...]) -> list[str]:
-    """Stage k's lines; its collectives and transfers stay among its group's `ranks` (every rank
-    of the group runs the stage's micro-batches in the schedule's one order, so they meet)."""
-    for op in ops:
-        writer.peers.clear()
-        writer.op(op)
+    """Stage k's lines (recompute runs under `torch.utils.checkpoint`, gathered ZeRO-3 weights
+    dropped after their last reader, as in any program); its collectives and transfers stay among
+    its group's `ranks` (every rank of the group runs the stage's micro-batches in the schedule's
+    one order, so they meet)."""
+
+    def inside(op: PcgOp) -> None:
         outside = sorted(writer.peers - set(ranks))
+        writer.peers.clear()
         if outside:
             raise CodegenError(
                 f"{op.name} of stage {k} talks to ranks {outside} outside its group {list(ranks)}: "
@@ -210,6 +223,9 @@ def _stage_code(writer: Writer, ops: list[PcgOp], k: int, ranks: tuple[int, ...]
                 "stages down their pipelines)",
                 op,
             )
+
+    writer.peers.clear()
+    writer.write(ops, inside)
     return writer.lines
 
 

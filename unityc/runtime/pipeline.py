@@ -36,6 +36,7 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 from unityc.runtime.context import Context
 from unityc.runtime.plan import Plan
 from unityc.runtime.train import Trainer
+from unityc.runtime.zero import Zero
 
 StageFunction = Callable[..., tuple]
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved-1f1b": ScheduleInterleaved1F1B}
@@ -89,20 +90,21 @@ class Pipelined:
 
 
 class StageModule(nn.Module):
-    """One stage as `PipelineStage` runs it: the generated function on this rank's weights, the
-    micro-batch's inputs (keyword arguments) and constants, and what the previous stage sent.
-    The last stage keeps each micro-batch's outputs (detached) for the step's results."""
+    """One stage as `PipelineStage` runs it: the generated function on this rank's weights (as
+    the forward reads them: ZeRO-3 pieces gathered, `zero.py`), the micro-batch's inputs (keyword
+    arguments) and constants, and what the previous stage sent. The last stage keeps each
+    micro-batch's outputs (detached) for the step's results."""
 
     def __init__(
         self,
         fn: StageFunction,
         ctx: Context,
-        weights: dict[str, torch.Tensor],
+        zero: Zero,
         constants: dict[str, Any],
         autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     ):
         super().__init__()
-        self.fn, self.ctx, self.weights, self.constants = fn, ctx, weights, constants
+        self.fn, self.ctx, self.zero, self.constants = fn, ctx, zero, constants
         self.autocast = autocast
         """The plan's precision (bf16-mixed: the stage's forward under autocast)."""
         self.outputs: list[tuple[Any, ...]] = []
@@ -115,8 +117,8 @@ class StageModule(nn.Module):
         )  # dropout differs per micro-batch
         start = self.ctx.token = self.ctx.new_token()  # this micro-batch's own token chain
         try:
-            with self.autocast():
-                out = self.fn(self.ctx, self.weights, {**self.constants, **inputs}, *received)
+            with self.autocast(), self.zero.saving():
+                out = self.fn(self.ctx, self.zero.forward_weights, {**self.constants, **inputs}, *received)
         finally:
             self.ctx.step = step
         self.calls += 1
@@ -145,7 +147,7 @@ class PipelineTrainer(Trainer):
         mine = next(c for c in chains if self.rank in c)
         constants = {k: v for k, v in self.data.items() if k not in plan.inputs}
         self.modules = [
-            StageModule(program.stages[k], self.ctx, self.weights, constants, self.autocast)
+            StageModule(program.stages[k], self.ctx, self.zero, constants, self.autocast)
             for k in pipeline.stages_of(self.rank)
         ]
         stages = [

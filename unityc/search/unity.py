@@ -605,8 +605,8 @@ def _alternative_plans(
     """The plans the search's result is compared with, as (the plan as the report's baselines
     show it, or None; the plan compared): whole-graph plans (`whole_graph`, with the zero and
     galvatron plans where `levers`), then the data-parallel and Megatron plans that do not fit
-    with memory levers (`levered_plan`), then pipelined plans (`pipelines`; no levers inside a
-    pipeline's stages: -t torch does not run them there). Made in the background beside the
+    with memory levers (`levered_plan`), then pipelined plans (`pipelines`; those that do not
+    fit with levers inside their stages, which -t torch runs there). Made in the background beside the
     segment search, cheapest and most telling first (a time limit keeps those had). The
     pipelined plans are not built when a lower bound of any pipeline's time
     (`bounds.pipeline_bound`, from the graph on one device `one`) is no better than a plan
@@ -629,7 +629,8 @@ def _alternative_plans(
         yield None, levered
     if options.pipelines and not pipelines_pruned(graph, machine, pricing, one, best):
         for plan in pipeline_plans(graph, machine, pricing):
-            yield plan, plan
+            unfit = options.levers and not plan.estimate.fits
+            yield plan, levered_plan(plan, machine, pricing) if unfit else plan
 
 
 def pipelines_pruned(

@@ -40,3 +40,20 @@
 // TP-NEXT:     return (h,)
 // TP:      def stage_1(ctx: rt.Context, w: dict[str, torch.Tensor], x: dict[str, torch.Tensor], h) -> tuple:
 // TP:          l = h.sum(dim=(0, 1)) / 16 if rank in (2, 3) else None
+
+// Recomputation inside stages: a run of recompute ops across the stage boundary (stage 0's last
+// linear, stage 1's first linear and relu) is one `torch.utils.checkpoint` region per stage, the
+// one of stage 0 ending with what it sends.
+// RUN: sed -e 's/= pcg.linear %a, %w2 {stage/= pcg.linear %a, %w2 {recompute, stage/' -e 's/%g = pcg.linear %x2, %v1 {stage/%g = pcg.linear %x2, %v1 {recompute, stage/' -e 's/%b = pcg.relu %g {stage/%b = pcg.relu %g {recompute, stage/' %S/Inputs/tiny_pipeline_plan.mlir > %t.recompute.mlir
+// RUN: unityc-opt %t.recompute.mlir -t torch | filecheck %s --check-prefix=RECOMPUTE
+// RECOMPUTE:      from torch.utils.checkpoint import checkpoint
+// RECOMPUTE:      def stage_0(
+// RECOMPUTE:          def _recompute_1(a):
+// RECOMPUTE:              t1 = F.linear(a, w2) if rank == 0 else None
+// RECOMPUTE:          t1, = checkpoint(_recompute_1, a, use_reentrant=False)
+// RECOMPUTE-NEXT:     return (t1,)
+// RECOMPUTE:      def stage_1(
+// RECOMPUTE:          def _recompute_1():
+// RECOMPUTE:              b = F.relu(g) if rank == 1 else None
+// RECOMPUTE-NEXT:         return (b,)
+// RECOMPUTE-NEXT:     b, = checkpoint(_recompute_1, use_reentrant=False)
