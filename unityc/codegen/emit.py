@@ -58,6 +58,8 @@ class Writer:
         self.tables: dict[str, tuple[int, ...]] = {}
         self.transfers = 0
         self.collectives = 0
+        self.peers: set[int] = set()
+        """The ranks the transfers and collectives written so far involve."""
         self.regions = 0
         self.dropping: dict[PcgOp, list[SSAValue]] = {}
 
@@ -131,9 +133,10 @@ class Writer:
         if not moves:
             return v.var
         name = f"{v.var}_to_{reader.var}"
-        dtype = torch_dtype_name(v.type.element_type)
+        dtype = torch_dtype_name(v.dtype)
         self.emit(f'{name} = ctx.p2p({v.var}, {moves!r}, {v.type.piece_shape!r}, "{dtype}", grad={v.grad})')
         self.transfers += len(moves)
+        self.peers.update(r for move in moves for r in move)
         return name
 
     def compute(self, op: PcgOp) -> None:
@@ -147,7 +150,7 @@ class Writer:
         for i, (t, layout) in enumerate(zip(typed, form.operands, strict=True)):
             args.append(None if t is None else self.operand(op, i, next(values), tasks, layout))
         results = [self.a.value(r) for r in op.results]
-        call = Call(op.attrs(), args, list(typed), [r.type for r in results], tasks, result.var)  # type: ignore[attr-defined]
+        call = Call(op.attrs(), args, list(typed), [r.type for r in results], tasks, result.var, self.groups)  # type: ignore[attr-defined]
         if op.name == "pcg.gather":
             self.tables[result.var] = tuple(int(i) for i in call.attrs["indices"])
             expr = f'torch.index_select({args[0]}, {call.attrs["dim"]}, ctx.tables["{result.var}"])'
@@ -169,7 +172,7 @@ class Writer:
                 dst.type,
                 src.where,
                 dst.where,
-                torch_dtype_name(src.type.element_type),
+                torch_dtype_name(src.dtype),
             )
         except ValueError as e:
             raise CodegenError(str(e), op) from None
@@ -177,6 +180,7 @@ class Writer:
         for stage in stages:
             for c in stage:
                 self.groups.setdefault(c.ranks)
+                self.peers.update(c.ranks)
             self.collectives += len(stage)
             inner = ", ".join(collective_text(c) for c in stage)
             texts.append(f"({inner},)")

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, bf16
 
 from unityc.cost.communication import PARALLEL_PATTERN, Coord, collective_time
 from unityc.cost.compute import (
@@ -64,7 +64,8 @@ from unityc.cost.units import format_bytes
 from unityc.dialects.container import graph_function
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import PcgOp, TensorType, own_form
-from unityc.graph import Graph, Node, Ref, from_module, full_attrs
+from unityc.graph import Graph, Node, Ref, from_module, full_attrs, op_class
+from unityc.graph.precision import priced_graph
 from unityc.machine.spec import Machine
 
 COST_MODES = ("roofline", "profile")
@@ -338,6 +339,8 @@ class _Builder:
         extra = 0.0
         if backward and node.op == "pcg.attention":
             extra = self.attention_memory(nid, attrs, types, node.types[0], parts.tasks, m)
+        if backward:
+            extra += self.autocast_copies(nid, node, types, parts.tasks)
         bwd = parts.bwd
         if backward and node.recompute:  # its forward runs again in backward
             bwd = merge_work(parts.fwd, parts.bwd)
@@ -390,6 +393,29 @@ class _Builder:
         for device, count in tasks.items():
             self.memory[device]["activations"] += per_task * count * m
         return float(per_task * sum(tasks.values()) * m)
+
+    def autocast_copies(
+        self, nid: int, node: Node, types: Sequence[TensorType | None], tasks: Mapping[int, int]
+    ) -> float:
+        """bf16-mixed: autocast casts each fp32 weight a bf16 op reads to a bf16 copy that the op
+        saves for its backward; held like attention's internal tensors (from forward to the op's
+        backward, only then if it is recomputed). Returns the bytes kept from forward."""
+        if node.types[0].element_type != bf16 or op_class(node.op).AUTOCAST != "bf16":
+            return 0.0
+        per_task = sum(
+            2 * piece(t).numel  # type: ignore[union-attr]
+            for r, t in zip(node.operands, types, strict=True)
+            if r is not None and t is not None and self.graph.nodes[r[0]].op == "pcg.weight"
+            and t.element_type != bf16
+        )  # fmt: skip
+        if not per_task:
+            return 0.0
+        held = self.internal.setdefault(nid, {})
+        for device, count in tasks.items():
+            held[device] = held.get(device, 0.0) + per_task * count
+            if not node.recompute:
+                self.memory[device]["activations"] += per_task * count
+        return 0.0 if node.recompute else float(per_task * sum(tasks.values()))
 
     def add_model_flops(
         self,
@@ -711,7 +737,9 @@ def estimate_module(
 def build_steps(
     graph: Graph, machine: Machine, compute: ComputeModel, optimizer: str
 ) -> tuple[_Builder, list[int], list[Step], list[OpRow]]:
-    """Every node as a schedule step and a report row, saved activations added to memory."""
+    """Every node as a schedule step and a report row, saved activations added to memory; each
+    value in the element type the program runs it in (`graph.precision.priced_graph`)."""
+    graph = priced_graph(graph)
     order = graph.topological()
     b = _Builder(graph, machine, compute, optimizer)
     _, b.gets_grad = gradient_flags(graph, order)

@@ -39,6 +39,8 @@ from unityc.machine.spec import Machine
 SCHEDULE = "unityc.schedule"
 MICROBATCHES = "unityc.microbatches"
 VIRTUAL_STAGES = "unityc.virtual_stages"
+PIPELINE_ATTRS = (SCHEDULE, MICROBATCHES, VIRTUAL_STAGES)
+"""The graph-function attributes of a pipelined plan."""
 
 
 def is_pipelined(graph: Graph) -> bool:
@@ -76,7 +78,7 @@ def microbatch_graph(graph: Graph, microbatches: int) -> Graph:
     if microbatches == 1:
         return graph
     out = graph.copy()
-    out.function_attrs = {}
+    out.function_attrs = out.kept_function_attrs()
     batched: set[int] = set()
     for nid in graph.topological():
         node = graph.nodes[nid]
@@ -300,4 +302,11 @@ def _assemble(
     )
 
 
-__all__ = ["estimate_pipelined", "graph_schedule", "is_pipelined", "microbatch_graph", "stages_of"]
+__all__ = [
+    "PIPELINE_ATTRS",
+    "estimate_pipelined",
+    "graph_schedule",
+    "is_pipelined",
+    "microbatch_graph",
+    "stages_of",
+]

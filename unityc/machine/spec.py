@@ -111,6 +111,7 @@ class Machine:
     _devices: tuple[Device, ...] = field(default=(), repr=False, compare=False)
     _first: tuple[int, ...] = field(default=(), repr=False, compare=False)
     _hash: int = field(default=0, repr=False, compare=False)
+    _node_size: int | None = field(default=None, repr=False, compare=False)
 
     def __hash__(self) -> int:  # cached: the cost model hashes the machine on every lookup
         return self._hash
@@ -132,6 +133,8 @@ class Machine:
                     local += 1
         object.__setattr__(self, "_devices", tuple(devices))
         object.__setattr__(self, "_first", tuple(first))
+        sizes = {node.num_devices for node in set(self.nodes)}
+        object.__setattr__(self, "_node_size", sizes.pop() if len(sizes) == 1 else None)
 
     def with_memory(self, capacity: float) -> Machine:
         """The same machine with `capacity` bytes per device (a memory budget: `--memory-budget`)."""
@@ -149,6 +152,11 @@ class Machine:
     @property
     def num_nodes(self) -> int:
         return len(self.nodes)
+
+    @property
+    def node_size(self) -> int | None:
+        """Devices per node where every node has as many (else None)."""
+        return self._node_size
 
     def device(self, index: int) -> Device:
         if not 0 <= index < len(self._devices):

@@ -38,6 +38,7 @@ from unityc.runtime.factory import forward_argument_names
 from unityc.runtime.grads import GradientSync
 from unityc.runtime.patterns import BUCKET_BYTES
 from unityc.runtime.plan import Layout, Plan
+from unityc.runtime.precision import BF16_TOLERANCE, FP32_TOLERANCE, autocast, default_tolerance
 from unityc.runtime.progress import Progress, profiled
 from unityc.runtime.sources import Build, SourceError, load_reference, local_data, local_weights
 from unityc.runtime.watch import DEFAULT_TIMEOUT_S, Heartbeat, collective_failure, timeout
@@ -106,7 +107,12 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
         help="compare loss, outputs, gradients and updated weights with single-device training "
         "after every step (dropout off); exit 1 naming the first mismatch",
     )
-    parser.add_argument("--tolerance", type=float, default=1e-4, help="relative error allowed by --check")
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        help=f"relative error allowed by --check (default {default_tolerance(plan.precision):g} for "
+        f"this {plan.precision} plan: {FP32_TOLERANCE:g} for fp32, {BF16_TOLERANCE:g} for bf16-mixed)",
+    )
     parser.add_argument(
         "--float64",
         action="store_true",
@@ -161,6 +167,8 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
         args.data_kwargs = optim.parse_kwargs(args.data_args)
     except optim.OptimizerError as e:
         parser.error(f"--data-args: {e}")
+    if args.tolerance is None:
+        args.tolerance = default_tolerance(plan.precision)
     if not args.tolerance >= 0 or args.tolerance == float("inf"):
         parser.error(f"--tolerance must be a non-negative number, got {args.tolerance}")
     if not args.timeout > 0 or args.timeout == float("inf"):
@@ -267,6 +275,8 @@ class Trainer:
             k: torch.tensor(v, dtype=torch.int64, device=device) for k, v in plan.tables.items()
         }
         self.float_dtype = float_dtype
+        # bf16-mixed: each forward under autocast (a float64 run computes everything in float64)
+        self.autocast = lambda: autocast(plan.precision, device, enabled=float_dtype is None)
         loaded = load_reference(plan.model, build)
         spec: optim.OptimizerSpec = args.optim
         spec.check_plan(plan.weights.values())
@@ -339,7 +349,12 @@ class Trainer:
             for k, v in inputs.items()
         }
         return Reference(
-            module, inputs, optimizer, spec.clip_grad_norm, spec.scheduler(optimizer, self.start_step)
+            module,
+            inputs,
+            optimizer,
+            spec.clip_grad_norm,
+            spec.scheduler(optimizer, self.start_step),
+            self.autocast,
         )
 
     def at(self, where: str) -> None:
@@ -373,6 +388,11 @@ class Trainer:
                 f"unityc plan {self.plan.source}: {model.name} ({model.config}) on {self.plan.machine}, "
                 f"{self.world} ranks, {self.backend} on {self.device.type}, {args.optim.describe()}"
                 + (", float64" if args.float64 else "")
+                + (
+                    f", {self.plan.precision} (autocast)"
+                    if self.plan.precision != "fp32" and not args.float64
+                    else ""
+                )
                 + (f", resumed at step {self.start_step}" if self.start_step else ""),
                 flush=True,
             )
@@ -447,7 +467,7 @@ class Trainer:
         weight copies, optimizer step. Returns the outputs and the synchronized gradients."""
         self.ctx.begin_step(step)
         self.at(f"step {step + 1}: forward")
-        with self.zero.saving():
+        with self.zero.saving(), self.autocast():
             outputs = list(self.forward(self.ctx, self.zero.forward_weights, self.data))
         roots, seeds = [self.ctx.token], [torch.zeros((), device=self.device)]
         loss = outputs[0]

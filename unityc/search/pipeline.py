@@ -38,20 +38,42 @@ from functools import cached_property
 from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
 
 from unityc.cost.communication import collective_time
-from unityc.cost.estimate import Estimate, build_steps, compute_model, estimate_graph, saved_values
+from unityc.cost.compute import Piece, forward_work
+from unityc.cost.estimate import (
+    Estimate,
+    build_steps,
+    compute_model,
+    estimate_graph,
+    node_attrs,
+    saved_values,
+)
 from unityc.cost.pipeline import StageCost
 from unityc.cost.pricing import phase, piece
 from unityc.cost.profile import ProfileCache
 from unityc.cost.staged import MICROBATCHES, SCHEDULE, VIRTUAL_STAGES, microbatch_graph
+from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph
-from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
+from unityc.graph.simplify import fuse_collectives, simplify
 from unityc.machine.spec import Machine
-from unityc.search.gpipe import forward_flops
 from unityc.search.rebuild import rebuild
 from unityc.search.strategies import _batch_forms, megatron_layouts, sync_batch_norm, tensor_degrees
 from unityc.search.views import Block, View, canonical_view, task_degrees, to_attr
 
 STAGE = "stage"
+
+
+def forward_flops(graph: Graph, nid: int) -> float:
+    """Forward FLOPs of an op (all its tasks), what `layer_of` balances when it merges layers."""
+    node = graph.nodes[nid]
+    if node.op.startswith("parallel.") or node.is_source:
+        return 0.0
+    operands = [None if r is None else _piece(graph.type_of(r)) for r in node.operands]
+    work = forward_work(node.op, node_attrs(node), operands, [_piece(t) for t in node.types])
+    return work.flops * node.types[0].num_pieces
+
+
+def _piece(t: TensorType) -> Piece:
+    return Piece(t.piece_shape, str(t.element_type))
 
 
 class PipelineError(ValueError):
@@ -247,9 +269,7 @@ class LayerCosts:
         for nid in order:
             k = layer.get(nid, k)
             seq.append(k)
-        plan = fuse_collectives(
-            reduce_loss(simplify(megatron_layouts(micro, width // tensor, tensor)[0].graph))
-        )
+        plan = fuse_collectives(simplify(megatron_layouts(micro, width // tensor, tensor)[0].graph))
         where = carry_stages(plan, [base.nodes[n].op for n in order], seq)
         for nid, view in _block_views(plan, self.machine, width).items():
             plan.with_view(nid, to_attr(view, self.machine))
@@ -565,10 +585,13 @@ def materialize(
         if len(set(width)) != 1 or width[0] % tensor:
             raise PipelineError(f"tensor-parallel stages need one width, a multiple of {tensor}: got {width}")
         layout = megatron_layouts(graph, width[0] // tensor, tensor)[0].graph
-        plan = fuse_collectives(reduce_loss(simplify(layout)))
+        plan = fuse_collectives(simplify(layout))
     else:
-        plan = fuse_collectives(reduce_loss(simplify(rebuild(base, propose))))
+        plan = fuse_collectives(simplify(rebuild(base, propose)))
+    # the loss stays in partial sums, one per pipeline (copies over a tensor-parallel group): each
+    # pipeline's last stage seeds its own, no collective
     stage = carry_stages(plan, [base.nodes[n].op for n in order], stage_seq)
+    _carry_names(plan, base, order)
     views = _block_views(plan, machine, width[0]) if tensor > 1 else None
     for nid, node in list(plan.nodes.items()):
         k = stage[nid]
@@ -578,10 +601,27 @@ def materialize(
             view = to_attr(canonical_view(task_degrees(node.types[0]), start[k]), machine)
         plan.nodes[nid] = node.with_plan(**{STAGE: IntegerAttr(k, i64)})
         plan.with_view(nid, view)
-    plan.function_attrs = {SCHEDULE: StringAttr(schedule), MICROBATCHES: IntegerAttr(microbatches, i64)}
+    plan.function_attrs = {
+        **plan.kept_function_attrs(),
+        SCHEDULE: StringAttr(schedule),
+        MICROBATCHES: IntegerAttr(microbatches, i64),
+    }
     if virtual > 1:
         plan.function_attrs[VIRTUAL_STAGES] = IntegerAttr(virtual, i64)
     return plan
+
+
+def _carry_names(plan: Graph, base: Graph, order: Sequence[int]) -> None:
+    """The SSA names of `base`'s compute ops (in `order`) on the same ops of `plan`, a rebuild of
+    it that `carry_stages` checked keeps them in order (the program's variables keep them too)."""
+    rebuilt = [
+        nid
+        for nid in plan.topological()
+        if not plan.nodes[nid].is_source and not plan.nodes[nid].op.startswith("parallel.")
+    ]
+    for nid, old in zip(rebuilt, order, strict=True):
+        if plan.nodes[nid].hint is None:
+            plan.nodes[nid] = replace(plan.nodes[nid], hint=base.nodes[old].hint)
 
 
 def carry_stages(plan: Graph, ops: Sequence[str], stages: Sequence[int]) -> dict[int, int]:
@@ -668,10 +708,8 @@ class PipelineOptions:
 
 
 def _finish(name: str, graph: Graph, machine: Machine, part: Partition, schedule: str, M: int,
-            options: PipelineOptions, note: str) -> PipelinePlan:  # fmt: skip
-    plan = materialize(
-        graph, machine, part.stages, schedule, M, max_layers=options.max_layers, tensor=part.tensor
-    )
+            options: PipelineOptions, note: str, virtual: int = 1) -> PipelinePlan:  # fmt: skip
+    plan = materialize(graph, machine, part.stages, schedule, M, virtual, options.max_layers, part.tensor)
     e = estimate_graph(plan, machine, options.cost, options.optimizer, options.profile)
     return PipelinePlan(name, plan, e, note, part)
 
@@ -836,31 +874,52 @@ def hetero_gpipe_plan(graph: Graph, machine: Machine, options: PipelineOptions |
 
 def even_split_plan(
     graph: Graph, machine: Machine, options: PipelineOptions | None = None, stages: int | None = None,
-    microbatches: int | None = None, schedule: str = "gpipe",
+    microbatches: int | None = None, schedule: str = "gpipe", virtual: int = 1,
 ) -> PipelinePlan:  # fmt: skip
-    """GPipe's even split, for comparisons: S stages (default: as many as devices and layers
-    allow) of equal device groups, the layers split so that each stage gets an equal share of
-    the compute, the GPipe schedule with M = 4 S micro-batches where the batch allows (GPipe's
-    advice M >= 4 S). (The `gpipe` pass of `search/gpipe.py` splits FLOPs evenly at the strict
-    cut points; this one uses `pipeline_cuts`, so it also splits models with an attention mask.)"""
+    """GPipe's even split (the `gpipe` baseline and pass): S stages (default: as many as devices
+    and layers allow) on S / `virtual` equal groups of consecutive devices (stage k on group k mod
+    S / v; v > 1 only for interleaved 1F1B), data parallel inside a group; the layers
+    (`pipeline_cuts`, so models with an attention mask split too) cut so that each stage gets an
+    equal share of the compute (forward + backward, priced per layer); M micro-batches (default
+    4 S where the batch allows: GPipe's advice M >= 4 S)."""
     options = options or PipelineOptions()
     graph = _plain(graph)
     costs = options.layer_costs(graph, machine)
     D = machine.num_devices
     S = stages or max(s for s in range(1, min(D, costs.count) + 1) if D % s == 0)
-    if D % S:
-        raise PipelineError(f"gpipe: {S} stages do not divide the {D} devices into equal groups")
-    width = D // S
-    counts = [m for m in microbatch_counts(costs.batch, 64) if costs.batch % (m * width) == 0]
-    counts = [m for m in counts if costs.feasible(0, costs.batch // (m * width))]
-    if not counts:
-        raise PipelineError(f"gpipe: the batch of {costs.batch} does not split over {width} devices")
-    M = microbatches or max([m for m in counts if m <= 4 * S] or counts[:1])
+    if S < 1 or virtual < 1 or S % virtual:
+        raise PipelineError(f"{S} stages do not split into rank groups of {virtual} stages each")
+    if costs.count < S:
+        raise PipelineError(
+            f"{S} stages need {S - 1} cuts where one activation crosses, but the graph has "
+            f"{costs.count - 1}: at most {costs.count} stages"
+        )
+    groups = S // virtual
+    if D % groups:
+        raise PipelineError(
+            f"{groups} rank groups do not divide the {D} devices of the machine into equal groups"
+        )
+    width = D // groups
+
+    def splits(m: int) -> bool:
+        return costs.batch % (m * width) == 0 and costs.feasible(0, costs.batch // (m * width))
+
+    if microbatches is None:
+        counts = [m for m in microbatch_counts(costs.batch, 64) if splits(m)]
+        if not counts:
+            raise PipelineError(f"the batch of {costs.batch} does not split over {width} devices")
+        M = max([m for m in counts if m <= 4 * S] or counts[:1])
+    elif not splits(M := microbatches):
+        raise PipelineError(
+            f"{M} micro-batches on {width} device(s) per stage do not split the batch of {costs.batch} rows"
+        )
     p = costs.of(0, costs.batch // (M * width))
     work = [f + b for f, b in zip(p["fwd"], p["bwd"], strict=True)]
     bounds = proportional_split(work, [1.0] * S)
-    part = Partition(tuple(Stage(bounds[k], bounds[k + 1], k * width, width) for k in range(S)), math.inf)
-    return _finish("gpipe", graph, machine, part, schedule, M, options, describe(part, schedule, M))
+    chosen = tuple(Stage(bounds[k], bounds[k + 1], (k % groups) * width, width) for k in range(S))
+    part = Partition(chosen, math.inf)
+    note = describe(part, schedule, M) + (f", {virtual} stages per rank group" if virtual > 1 else "")
+    return _finish("gpipe", graph, machine, part, schedule, M, options, note, virtual)
 
 
 def interleaved_plan(
@@ -942,7 +1001,7 @@ def _plain(graph: Graph) -> Graph:
     from unityc.search.unity import strip_views
 
     out = strip_views(graph)
-    out.function_attrs = {}
+    out.function_attrs = graph.kept_function_attrs()
     for nid, node in list(out.nodes.items()):
         if node.plan:
             out.nodes[nid] = node.with_plan(**{k: None for k, _ in node.plan})

@@ -27,7 +27,16 @@
 // CHECK:      PROGRAM = rt.Pipelined(PIPELINE, (stage_0, stage_1))
 // CHECK:          sys.exit(rt.main(PLAN, PROGRAM, build=build_reference))
 
-// A stage that needs communication between its ranks (here tensor parallel) is refused, located.
-// RUN: not unityc-opt %S/Inputs/pipeline_tensor_parallel.mlir -t torch 2>&1 | filecheck %s --check-prefix=TP
-// TP-NOT: Traceback
-// TP: pipeline_tensor_parallel.mlir:6:5: error: parallel.replicate of stage 0 needs a collective: -t torch runs each pipeline stage without communication between its ranks (data parallelism inside a stage: each task reads the pieces its own pipeline brings)
+// A stage that communicates between its ranks (here tensor parallel: its input broadcast to
+// both ranks of its group) runs its collectives in the stage's code, on the group's process group
+// (in PLAN's groups: every rank creates it).
+// RUN: unityc-opt %S/Inputs/pipeline_tensor_parallel.mlir -t torch | filecheck %s --check-prefix=TP
+// TP:      groups=((0, 1),),
+// TP:      PIPELINE = rt.Pipeline('gpipe', 2, ((0, 1), (2, 3)))
+// TP:      def stage_0(
+// TP:          x1r = ctx.parallel(x1, (Collective("broadcast", ins=(0,), outs=(0, 1), shape=(2, 4)),), grad=False)
+// TP-NEXT:     w1 = w.get("tower1.0.weight")  # 8x4xf32, shard [2, 1] on ranks 0, 1
+// TP:          h = F.linear(x1r, w1) if rank in (0, 1) else None
+// TP-NEXT:     return (h,)
+// TP:      def stage_1(ctx: rt.Context, w: dict[str, torch.Tensor], x: dict[str, torch.Tensor], h) -> tuple:
+// TP:          l = h.sum(dim=(0, 1)) / 16 if rank in (2, 3) else None
