@@ -45,10 +45,21 @@ class DeviceKind:
     memory_efficiency: float = 1.0
     kernel_latency: float = 0.0
     """Fixed cost of one kernel (launch, framework overhead), seconds."""
+    vector_flops: float = 0.0
+    """FLOP/s of element-wise and other non-matmul ops in f32, where they run far below the
+    matmul rate (a CPU core: no blocking, one pass per op); 0: the `flops` table's rate."""
     allow_tf32: bool = False
     """Whether f32 matmul-like ops run at the `tf32` rate (off by default, as in PyTorch)."""
     reserved: float = 0.0
     """Bytes the framework holds on the device whatever the plan (context, workspaces)."""
+
+    def op_flops(self, dtype: str, matmul: bool) -> float:
+        """The FLOP/s an op's kernels reach at peak: matmul-like ops the `flops` table's, others
+        `vector_flops` where set (slower dtypes proportionally slower, none faster)."""
+        if matmul or self.vector_flops <= 0:
+            return self.peak_flops(dtype, matmul)
+        table = dict(self.flops)
+        return self.vector_flops * min(1.0, table.get(dtype, table["f32"]) / table["f32"])
 
     def peak_flops(self, dtype: str, matmul: bool = False) -> float:
         table = dict(self.flops)
