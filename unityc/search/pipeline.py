@@ -185,6 +185,13 @@ class LayerCosts:
     max_layers: int | None = None
     """Coarsen the split points to at most this many layers (big graphs)."""
     _cache: dict[tuple[int, int], dict[str, list[float]]] = field(default_factory=dict)
+    _failed: dict[tuple[int, int], str] = field(default_factory=dict)
+    """Micro-batch sizes the graph cannot have, and why (asked again and again by the DP)."""
+    _partitions: dict[tuple[str, int | None, bool], tuple[Partition, int] | None] = field(
+        default_factory=dict
+    )
+    """`best_partition`'s results (schedule, stages, tensor): the search's candidates and the
+    pipedream baseline solve the same DP."""
 
     @cached_property
     def layers(self) -> tuple[list[int], dict[int, int]]:
@@ -208,12 +215,15 @@ class LayerCosts:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
+        if key in self._failed:
+            raise PipelineError(self._failed[key])
         if self.batch % rows:
             raise PipelineError(f"{rows} rows do not divide the batch of {self.batch}")
         try:
             micro = microbatch_graph(self.graph, self.batch // rows)
         except ValueError as e:
-            raise PipelineError(f"micro-batches of {rows} rows: {e}") from None
+            self._failed[key] = f"micro-batches of {rows} rows: {e}"
+            raise PipelineError(self._failed[key]) from None
         for nid, node in micro.nodes.items():
             micro.with_view(nid, to_attr(canonical_view(task_degrees(node.types[0]), device), self.machine))
         b, order, steps, _ = build_steps(
@@ -740,6 +750,9 @@ def best_partition(
     from unityc.cost.pipeline import simulate_pipeline
 
     costs = costs or options.layer_costs(graph, machine)
+    memo = (schedule, stages, tensor)
+    if memo in costs._partitions:
+        return costs._partitions[memo]
     layouts: list[tuple[int, list[int]]] = [(t, [t]) for t in tensor_degrees(machine)] if tensor else []
     if not tensor:
         layouts = [(1, allowed_widths(machine))]
@@ -753,18 +766,24 @@ def best_partition(
             run = simulate_pipeline(stage_costs(model, part.stages), schedule, M)
             if found is None or run.iteration_s < found[0]:
                 found = (run.iteration_s, replace(part, tensor=t), M)
-    return None if found is None else (found[1], found[2])
+    costs._partitions[memo] = None if found is None else (found[1], found[2])
+    return costs._partitions[memo]
 
 
 def pipedream_plan(
-    graph: Graph, machine: Machine, options: PipelineOptions | None = None, stages: int | None = None
+    graph: Graph,
+    machine: Machine,
+    options: PipelineOptions | None = None,
+    stages: int | None = None,
+    costs: LayerCosts | None = None,
 ) -> PipelinePlan:
     """PipeDream: its partition DP (stage replication, per-stage device groups), the 1F1B
     schedule (flushed, as the IR's plans are; `estimate{schedule="2bw"}` prices 2BW), the
-    micro-batch count whose simulated iteration is fastest."""
+    micro-batch count whose simulated iteration is fastest. `costs`: the graph's layer costs,
+    if already had (shared with other plans of the same graph and machine)."""
     options = options or PipelineOptions()
     graph = _plain(graph)
-    found = best_partition(graph, machine, options, "1f1b", stages)
+    found = best_partition(graph, machine, options, "1f1b", stages, costs)
     if found is None:
         raise PipelineError("pipedream: no partition fits the machine's memory")
     part, M = found
@@ -837,14 +856,16 @@ def bubble_and_underuse(costs: LayerCosts, stages: int, width: int, counts: Sequ
     return best
 
 
-def hetero_gpipe_plan(graph: Graph, machine: Machine, options: PipelineOptions | None = None) -> PipelinePlan:
+def hetero_gpipe_plan(
+    graph: Graph, machine: Machine, options: PipelineOptions | None = None, costs: LayerCosts | None = None
+) -> PipelinePlan:
     """002's method: merge the slowest devices until speeds are even, one stage per (merged)
     device with layers split in proportion to its speed, the batch split inside a merged device
     (its devices are equal in 002; the paper splits channels, which costs the same compute here
     and an all-gather more), GPipe's schedule with the micro-batch count of its criterion."""
     options = options or PipelineOptions()
     graph = _plain(graph)
-    costs = options.layer_costs(graph, machine)
+    costs = costs or options.layer_costs(graph, machine)
     groups = merge_devices([device_speed(machine, d) for d in range(machine.num_devices)])
     for g in groups:
         if g != list(range(g[0], g[0] + len(g))):
@@ -958,22 +979,24 @@ def interleaved_plan(
 
 
 def pipeline_candidates(
-    graph: Graph, machine: Machine, options: PipelineOptions | None = None
+    graph: Graph, machine: Machine, options: PipelineOptions | None = None, tensor: bool = True
 ) -> list[PipelinePlan]:
     """The joint search's pipeline plans: the partition DP with each flush schedule's simulation
     choosing the micro-batch count (and the 1F1B partition interleaved), plus the baselines
     (`pipedream`, `hetero-gpipe`, `gpipe`) so that the search never returns a plan slower than
     they are. Plans the machine or graph
-    cannot have are left out."""
+    cannot have are left out. `tensor`: also partitions with tensor-parallel stages. The layer
+    costs are computed once for all of them, and pipedream's plan is the 1F1B DP's."""
     options = options or PipelineOptions()
     graph = _plain(graph)
     if machine.num_devices < 2:
         return []
     plans: list[PipelinePlan] = []
     costs = options.layer_costs(graph, machine)
-    for schedule, tensor in itertools.product(("1f1b", "gpipe"), (False, True)):
+    pipedream: PipelinePlan | None = None
+    for schedule, staged in itertools.product(("1f1b", "gpipe"), (False, True) if tensor else (False,)):
         try:
-            found = best_partition(graph, machine, options, schedule, costs=costs, tensor=tensor)
+            found = best_partition(graph, machine, options, schedule, costs=costs, tensor=staged)
         except (PipelineError, ValueError):
             continue
         if found is not None and len(found[0].stages) > 1:
@@ -981,12 +1004,14 @@ def pipeline_candidates(
             plans.append(
                 _finish("pipeline", graph, machine, part, schedule, M, options, describe(part, schedule, M))
             )
+            if schedule == "1f1b" and not staged:  # pipedream_plan's own DP and plan
+                pipedream = replace(plans[-1], name="pipedream")
             if schedule == "1f1b":
                 with contextlib.suppress(PipelineError, ValueError):
                     plans.append(interleaved_plan(graph, machine, part, M, costs, options))
     for build in (
-        lambda: pipedream_plan(graph, machine, options),
-        lambda: hetero_gpipe_plan(graph, machine, options),
+        lambda: pipedream or pipedream_plan(graph, machine, options, costs=costs),
+        lambda: hetero_gpipe_plan(graph, machine, options, costs),
         lambda: even_split_plan(graph, machine, options),
     ):
         try:

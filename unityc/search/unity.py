@@ -570,8 +570,9 @@ def _whole_graph_plans(
     boundaries, so a whole-graph Megatron plan is not always a search result.) With `levers`,
     also the `zero` and `galvatron` baselines' plans, built on those (so the search is never
     slower than either on the same model, machine and memory): cheapest first, as a time limit
-    keeps those had: data parallelism, its zero plans and Galvatron's DP over it alone, then the
-    Megatron plans (costly on big graphs) and Galvatron's DP over every tensor degree."""
+    keeps those had: data parallelism, its ZeRO-3 plans, Galvatron's DP over it alone, its other
+    zero plans, then the Megatron plans (costly on big graphs) and Galvatron's DP over every
+    tensor degree."""
     try:
         dp = [data_parallel_plan(graph, machine, pricing)]
     except ValueError:  # a plan with no feasible mapping is no alternative
@@ -579,12 +580,13 @@ def _whole_graph_plans(
     for plan in dp:
         yield plan, plan
         if levers and machine.num_devices > 1:
-            for stage in ZERO_STAGES:
-                for recompute in (False, True):
+            for stage in sorted(ZERO_STAGES, reverse=True):  # the smallest footprints first
+                for recompute in (True, False):
                     zero = zero_version(plan, machine, pricing, stage, recompute)
                     yield zero, zero
-            with contextlib.suppress(ValueError):  # no layer strategy fits
-                yield None, galvatron_plan(graph, machine, pricing, dp)
+                if stage == max(ZERO_STAGES):
+                    with contextlib.suppress(ValueError):  # no layer strategy fits
+                        yield None, galvatron_plan(graph, machine, pricing, dp)
     try:
         megatron = megatron_plans(graph, machine, pricing)
     except ValueError:

@@ -14,5 +14,7 @@
 // CHECK:     {{^}}proven    merge_linears
 // CHECK:     {{^}}proven    cross_entropy_vocabulary_parallel
 // CHECK:     {{^}}proven    cross_entropy_ignore_index_vocabulary_parallel
+// CHECK:     {{^}}proven    embedding_vocabulary_parallel
+// CHECK:     {{^}}proven    embedding_padding_vocabulary_parallel
 // CHECK:     {{^}}{{[0-9]+}} rules: {{[0-9]+}} proven, 0 unproven, 0 refuted ({{[0-9]+}} axioms; Z3 per rule median {{[0-9.]+}} s, max {{[0-9.]+}} s)
 // CHECK-NOT: {{REFUTED|UNPROVEN}}

@@ -13,13 +13,13 @@
 // GALV:     pcg.cross_entropy {{.*}} : !pcg.tensor<128x128xf32, shard [1, 2]>, !pcg.tensor<128xi64, copy 2> -> !pcg.tensor<f32, sum 2>
 // GALV-ERR: galvatron (data 1 x tensor 2; 1 DP, 2 DP+ckpt) on cpu:2: iteration time {{.*}}, peak memory {{.*}} KiB{{$}}
 
-// The joint search under the same budget: data parallelism does not fit; the search's plan gets
-// ZeRO stages and recomputation per weight and op (levers.py), at least as fast as galvatron
-// (here a 2-stage pipeline with recomputation inside its stages).
+// The joint search under the same budget: data parallelism does not fit; the search weighs its
+// own plan with ZeRO stages and recomputation (levers.py, and Galvatron's DP over its layers)
+// against the zero and galvatron plans, so it is at least as fast as galvatron (speedup >= 1).
 // RUN: unityc-opt %S/Inputs/tiny_transformer.mlir --unity-search --machine cpu:2 --optimizer adam --memory-budget 0.0004 --budget 2 --baselines galvatron,data-parallel -o %t.plan.mlir 2>&1 | filecheck %s --check-prefix=SEARCH
 // RUN: filecheck %s --check-prefix=PLAN < %t.plan.mlir
 // SEARCH:      memory per device: peak {{.*}} of 419.43 KiB (fits)
-// SEARCH:      galvatron      data 1 x tensor 2; 1 DP, 2 DP+ckpt {{.*}} fits
+// SEARCH:      galvatron      data {{[12]}} x tensor {{[12]}}; {{.*}} {{[1-9][0-9]*\.[0-9]+}}x {{ +}}fits
 // SEARCH-NEXT: data-parallel  2-way {{.*}} does not fit
 // PLAN:        {{zero = [23] : i64|recompute}}
 
