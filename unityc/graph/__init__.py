@@ -288,6 +288,25 @@ def sources(graph: Graph) -> Iterable[tuple[int, Node]]:
     return ((nid, n) for nid, n in graph.nodes.items() if n.is_source)
 
 
+def side_ops(graph: Graph) -> set[int]:
+    """The pcg ops computed from inputs and constants alone, reading no weight even indirectly
+    (an attention mask built from the padding mask, position ids, reshaped labels): values any
+    layer may read, which the search's splitting and machine mapping treat like sources. A
+    parallel op is never one (it moves such a value for its readers), nor what reads it."""
+    moved: set[int] = set()
+    side: set[int] = set()
+    for nid in graph.topological():
+        node = graph.nodes[nid]
+        if node.is_source:
+            if node.op == "pcg.weight":
+                moved.add(nid)
+        elif node.op.startswith("parallel.") or any(r[0] in moved for r in node.operand_refs()):
+            moved.add(nid)
+        else:
+            side.add(nid)
+    return side
+
+
 from unityc.graph.convert import from_module, to_module  # noqa: E402
 
 __all__ = [
@@ -299,6 +318,7 @@ __all__ = [
     "full_attrs",
     "infer_types",
     "op_class",
+    "side_ops",
     "sources",
     "to_module",
     "with_plan_of",
