@@ -289,22 +289,33 @@ def sources(graph: Graph) -> Iterable[tuple[int, Node]]:
 
 
 def side_ops(graph: Graph) -> set[int]:
-    """The pcg ops computed from inputs and constants alone, reading no weight even indirectly
-    (an attention mask built from the padding mask, position ids, reshaped labels): values any
-    layer may read, which the search's splitting and machine mapping treat like sources. A
-    parallel op is never one (it moves such a value for its readers), nor what reads it."""
-    moved: set[int] = set()
-    side: set[int] = set()
+    """Values computed from inputs and constants alone (reading no weight, even indirectly)
+    that several other ops read, and the ops they are computed from: an attention mask built
+    from the padding mask and read by every layer. The search's splitting and machine mapping
+    treat them like sources (edges from them to every layer would leave no cut). A parallel op
+    is never one (it moves such a value for its readers), nor what reads it; weightless ops
+    feeding one reader only (a reshape of the labels) stay with it."""
+    weighted: set[int] = set()
+    weightless: list[int] = []
     for nid in graph.topological():
         node = graph.nodes[nid]
         if node.is_source:
             if node.op == "pcg.weight":
-                moved.add(nid)
-        elif node.op.startswith("parallel.") or any(r[0] in moved for r in node.operand_refs()):
-            moved.add(nid)
+                weighted.add(nid)
+        elif node.op.startswith("parallel.") or any(r[0] in weighted for r in node.operand_refs()):
+            weighted.add(nid)
         else:
-            side.add(nid)
-    return side
+            weightless.append(nid)
+    # per weightless op, up to two ops outside them that read it (directly or through others)
+    readers: dict[int, set[int]] = {nid: set() for nid in weightless}
+    users = graph.users()
+    for nid in reversed(weightless):
+        found = readers[nid]
+        for user in users[nid]:
+            found |= readers.get(user, {user})
+            if len(found) > 1:
+                break
+    return {nid for nid in weightless if len(readers[nid]) > 1}
 
 
 from unityc.graph.convert import from_module, to_module  # noqa: E402
