@@ -74,7 +74,7 @@ _CONSTRAINT: dict[Kind, Any] = {
     Kind.DENSE: Attribute,  # verify_source names a value that is not a dense literal
 }
 
-PACK_BYTES = 256
+PACK_BYTES = 1024
 """Dense literals of more bytes than this print packed (`Kind.DENSE`) unless they are splats."""
 
 
