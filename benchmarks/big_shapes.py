@@ -32,7 +32,7 @@ MODELS: dict[str, tuple[str, dict[str, int], int]] = {
     # name: (model, settings, global batch per node)
     "GPT-2 XL": (
         "hf:gpt2",
-        {"hidden": 1600, "heads": 25, "layers": 48, "ffn": 6400, "vocab": 50257, "seq": 1024},
+        {"hidden": 1600, "heads": 25, "layers": 48, "vocab": 50257, "seq": 1024},  # FFN 4 x hidden
         8,
     ),
     "Llama-2-7B": (
@@ -89,7 +89,10 @@ def cpu_children() -> float:
 def run(name: str, machine: str) -> dict:
     nodes = int(machine.split(":")[1])
     batch = MODELS[name][2] * nodes
-    source = imported(name, batch)
+    try:
+        source = imported(name, batch)
+    except subprocess.CalledProcessError:
+        return {"model": name, "machine": machine, "batch": batch, "ok": False, "error": "the import failed"}
     plan = os.path.join(CACHE, f"plan_{os.path.basename(source)[4:-5]}_{machine.replace(':', '')}.mlir")
     report = plan[:-5] + ".json"
     command = [
