@@ -90,9 +90,9 @@ def kendall_tau(xs: list[float], ys: list[float]) -> float:
 STATS = {"mean": "ms_per_iteration", "median": "median_ms", "min": "min_ms"}
 
 
-def measure(program: Path, nproc: int, steps: int, warmup: int, stat: str) -> float:
-    """ms per iteration of the program (slowest rank per step, `stat` over the steps after
-    warm-up)."""
+def measure(program: Path, nproc: int, steps: int, warmup: int) -> dict[str, float]:
+    """ms per iteration of the program (slowest rank per step), each of `STATS` over the steps
+    after warm-up."""
     out = program.with_suffix(".json")
     command = [
         sys.executable,
@@ -111,7 +111,8 @@ def measure(program: Path, nproc: int, steps: int, warmup: int, stat: str) -> fl
     done = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"{program.name} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return float(json.loads(out.read_text())[STATS[stat]])
+    result = json.loads(out.read_text())
+    return {name: float(result[key]) for name, key in STATS.items()}
 
 
 def searched(size: str, nproc: int, tmp: Path):  # type: ignore[no-untyped-def]
@@ -159,7 +160,8 @@ def main() -> int:
     plans = PLANS + SEARCHED + (FOUR if args.four else [])
     if args.only:
         plans = [p for p in plans if p[0] in args.only]
-    rows: list[tuple[str, str, float, float]] = []
+    rows: list[tuple[str, str, float, dict[str, float]]] = []
+    load: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, size in tqdm(plans, desc="plans", unit="plan"):
             nproc = int(name.rsplit("-", 1)[1])
@@ -168,22 +170,30 @@ def main() -> int:
             predicted = estimate_module(module, load_machine(f"cpu:{nproc}"), args.cost, "sgd", cache)
             program = Path(tmp) / f"{name}-{size}.py"
             program.write_text(emit_program(module, source=f"{name}.mlir"))
-            measured = measure(program, nproc, args.steps, args.warmup, args.stat)
+            load.append(os.getloadavg()[0])
+            measured = measure(program, nproc, args.steps, args.warmup)
             rows.append((name, size, predicted.iteration_s * 1e3, measured))
-    print(f"\n{'plan':<18}{'size':<10}{'predicted ms':>14}{'measured ms':>13}{'pred/meas':>11}")
+    other = "min" if args.stat != "min" else "median"
+    print(
+        f"\n| plan | size | predicted ms | measured ms ({args.stat}) | pred/meas | measured ms ({other}) "
+        f"| pred/meas |\n|---|---|---:|---:|---:|---:|---:|"
+    )
     for name, size, predicted_ms, measured_ms in rows:
         print(
-            f"{name:<18}{size:<10}{predicted_ms:>14.2f}{measured_ms:>13.2f}"
-            f"{predicted_ms / measured_ms:>11.2f}"
+            f"| {name} | {size} | {predicted_ms:.2f} | {measured_ms[args.stat]:.2f} | "
+            f"{predicted_ms / measured_ms[args.stat]:.2f} | {measured_ms[other]:.2f} | "
+            f"{predicted_ms / measured_ms[other]:.2f} |"
         )
     predicted = [r[2] for r in rows]
-    measured = [r[3] for r in rows]
-    errors = [abs(p - m) / m for p, m in zip(predicted, measured, strict=True)]
-    print(
-        f"\n{len(rows)} plans, cost model '{args.cost}', {args.stat} step times: "
-        f"Kendall tau {kendall_tau(predicted, measured):.3f}, "
-        f"median relative error {statistics.median(errors) * 100:.1f} %"
-    )
+    mean_load = statistics.fmean(load)
+    print(f"\n{len(rows)} plans, cost model '{args.cost}', load average {mean_load:.1f} during the runs")
+    for stat in (args.stat, other):
+        measured = [r[3][stat] for r in rows]
+        errors = [abs(p - m) / m for p, m in zip(predicted, measured, strict=True)]
+        print(
+            f"{stat} step times: Kendall tau {kendall_tau(predicted, measured):.3f}, "
+            f"median relative error {statistics.median(errors) * 100:.1f} %"
+        )
     return 0
 
 

@@ -7,11 +7,23 @@ thread. What it prints (and what `unityc/machine/presets.py` records):
 
 * matmul throughput per dtype: `torch.mm` of two n x n matrices, best of several runs,
   2 n^3 FLOPs each;
+* element-wise throughput (`vector_flops`): f32 add, mul, relu, gelu, exp, sigmoid and tanh on
+  activations of 64 Ki to 1 Mi elements, FLOPs counted as the cost model counts them
+  (`unityc.cost.compute.UNARY_FLOPS`), the median over ops and sizes;
 * memory bandwidth: `dst.copy_(src)` of a 256 MiB tensor, counting a read and a write;
-* per-op overhead: an eager `torch.relu` of a 1-element tensor (what a tiny op costs);
+* per-op overhead: an eager `torch.relu` of a 1-element tensor (what a tiny op costs), and the
+  cost per op inside a training step (`kernel_latency`): a chain of tiny element-wise ops on a
+  tensor that requires a gradient, forward and backward, per op and pass (autograd records each
+  op and runs a backward node for it);
+* the dropout of a program (`unityc.runtime.context`: a hash of each element's index), as
+  f32 adds of the same size (`unityc.cost.compute.DROPOUT_HASH_FLOPS`);
 * gloo all-reduce between two local processes (torch.multiprocessing, TCP rendezvous on
   127.0.0.1) for sizes from 4 B to 64 MiB, fitted to the two-process ring formula
-  t(S) = 2 alpha + S / beta (for n = 2, 2(n-1)/n = 1 and 2(n-1) = 2).
+  t(S) = 2 alpha + S / beta (for n = 2, 2(n-1)/n = 1 and 2(n-1) = 2): alpha in isolation;
+* alpha inside a training step: both processes run steps of a small MLP's forward and backward
+  with k tiny all-reduces interleaved (each after a layer, as a plan's collectives are), and
+  without; the extra time per collective over 2 is the alpha a plan's collectives pay (the
+  ranks' skew, gloo's thread hand-offs and the cores shared with the other process's compute).
 """
 
 from __future__ import annotations
@@ -56,6 +68,54 @@ def op_overhead(repeat: int) -> float:
     return best_time(lambda: torch.relu(x), repeat, inner=1000)
 
 
+def vector_flops(repeat: int) -> float:
+    """FLOP/s of f32 element-wise ops, as the cost model counts their FLOPs."""
+    import torch.nn.functional as F
+
+    ops = {  # op: (FLOPs per element, the kernel)
+        "add": (1, lambda a, b: a + b),
+        "mul": (1, lambda a, b: a * b),
+        "relu": (1, lambda a, b: torch.relu(a)),
+        "gelu": (8, lambda a, b: F.gelu(a)),
+        "exp": (4, lambda a, b: torch.exp(a)),
+        "sigmoid": (4, lambda a, b: torch.sigmoid(a)),
+        "tanh": (4, lambda a, b: torch.tanh(a)),
+    }
+    rates = []
+    for n in (64 * 1024, 256 * 1024, 1024 * 1024):
+        a, b = torch.randn(n), torch.randn(n)
+        for flops, kernel in ops.values():
+            rates.append(flops * n / best_time(lambda: kernel(a, b), repeat, inner=10))  # noqa: B023
+    return statistics.median(rates)
+
+
+def step_op_overhead(repeat: int, ops: int = 200) -> float:
+    """Seconds per op and pass of tiny element-wise ops in a forward + backward."""
+    x = torch.ones(8, requires_grad=True)
+
+    def run() -> None:
+        y = x
+        for _ in range(ops):
+            y = y * 1.0001
+        y.sum().backward()
+
+    return best_time(run, repeat) / (2 * ops)
+
+
+def dropout_flops(repeat: int, n: int = 256 * 1024) -> float:
+    """A dropout of the program (`unityc.runtime.context`: the keep mask hashes each element's
+    logical index, then x * mask / (1 - p)) in f32 adds of the same size: its cost in
+    element-wise FLOPs per element. A ratio, so other load on the machine cancels out."""
+    from unityc.runtime.context import Context
+
+    ctx = Context.__new__(Context)  # only what the mask reads
+    ctx.device, ctx.seed, ctx.step, ctx.check = torch.device("cpu"), 0, 0, False
+    shape = (n // 256, 256)
+    x, y = torch.randn(shape), torch.randn(shape)
+    dropout = best_time(lambda: ctx.dropout(x, 0.1, "k", (0, 0), shape), repeat)
+    return dropout / best_time(lambda: x + y, repeat, inner=10)
+
+
 SIZES = [4, 1024, 64 * 1024, 1024**2, 16 * 1024**2, 64 * 1024**2]
 
 
@@ -77,14 +137,69 @@ def _worker(rank: int, port: int, sizes: list[int], repeat: int, out: dict) -> N
     dist.destroy_process_group()
 
 
-def gloo_all_reduce(sizes: list[int], repeat: int) -> dict[int, float]:
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def gloo_all_reduce(sizes: list[int], repeat: int) -> dict[int, float]:
     manager = mp.Manager()
     out = manager.dict()
-    mp.spawn(_worker, args=(port, sizes, repeat, out), nprocs=2, join=True)
+    mp.spawn(_worker, args=(_free_port(), sizes, repeat, out), nprocs=2, join=True)
     return dict(out)
+
+
+def _step_worker(rank: int, port: int, repeat: int, out: dict) -> None:
+    """Steps of an MLP (8 layers of 256, batch 64) with a 4-byte all-reduce after every
+    layer in forward and backward (an autograd function), and without; median step times."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    torch.manual_seed(0)
+    layers = [torch.randn(256, 256, requires_grad=True) for _ in range(8)]
+    x = torch.randn(64, 256)
+    flag = torch.zeros(1)
+
+    class Sync(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):  # type: ignore[no-untyped-def, override]
+            dist.all_reduce(flag)
+            return t
+
+        @staticmethod
+        def backward(ctx, g):  # type: ignore[no-untyped-def, override]
+            dist.all_reduce(flag)
+            return g
+
+    def step(sync: bool) -> float:
+        dist.barrier()
+        start = time.perf_counter()
+        h = x
+        for w in layers:
+            h = torch.relu(h @ w)
+            if sync:
+                h = Sync.apply(h)
+        h.sum().backward()
+        for w in layers:
+            w.grad = None
+        return time.perf_counter() - start
+
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for i in range(repeat * 10 + 4):
+        for sync in (True, False):
+            if i >= 4:
+                times[sync].append(step(sync))
+    if rank == 0:
+        out["with"], out["without"] = statistics.median(times[True]), statistics.median(times[False])
+        out["collectives"] = 2 * len(layers)
+    dist.destroy_process_group()
+
+
+def gloo_alpha_in_a_step(repeat: int) -> float:
+    manager = mp.Manager()
+    out = manager.dict()
+    mp.spawn(_step_worker, args=(_free_port(), repeat, out), nprocs=2, join=True)
+    return (out["with"] - out["without"]) / out["collectives"] / 2
 
 
 def fit_alpha_beta(times: dict[int, float]) -> tuple[float, float]:
@@ -109,12 +224,18 @@ def main() -> None:
     for name, dtype in (("f32", torch.float32), ("f64", torch.float64), ("bf16", torch.bfloat16)):
         print(f"matmul {name} (1 thread, n=1024): {matmul_flops(dtype, 1024, repeat) / 1e9:.1f} GFLOP/s")
     print(f"copy bandwidth (1 thread, 256 MiB): {copy_bandwidth(256, repeat) / 1e9:.2f} GB/s")
+    vector = vector_flops(repeat)
+    print(f"element-wise f32 (1 thread, 64 Ki-1 Mi elements, median of 7 ops): {vector / 1e9:.2f} GFLOP/s")
     print(f"eager op overhead (relu of 1 element): {op_overhead(repeat) * 1e6:.2f} us")
+    step_op = step_op_overhead(repeat)
+    print(f"op in a training step (forward + backward, per op and pass): {step_op * 1e6:.2f} us")
+    print(f"dropout (hash of the index, mask, scale): {dropout_flops(repeat):.0f} f32 adds per element")
     times = gloo_all_reduce(SIZES, repeat)
     for size, t in sorted(times.items()):
         print(f"gloo all_reduce, 2 processes, {size:>9} B: {t * 1e6:10.1f} us")
     alpha, beta = fit_alpha_beta(times)
     print(f"fit t = 2 alpha + S / beta: alpha = {alpha * 1e6:.1f} us, beta = {beta / 1e9:.2f} GB/s")
+    print(f"alpha inside a training step: {gloo_alpha_in_a_step(repeat) * 1e6:.1f} us")
 
 
 if __name__ == "__main__":

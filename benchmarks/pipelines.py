@@ -82,7 +82,8 @@ def table(header: list[str], rows: list[list[str]]) -> None:
     print("|" + "|".join("---" for _ in header) + "|")
     for r in rows:
         print("| " + " | ".join(r) + " |")
-    print()
+    if rows:
+        print()
     sys.stdout.flush()
 
 
@@ -147,7 +148,9 @@ def llms(args: argparse.Namespace) -> None:
     options = UnityOptions(budget=args.budget, time_limit=args.time_limit or None)
     popts = PipelineOptions()
     print("(b) LLM shapes on DGX-A100 nodes over 100 Gb/s Ethernet; iteration time (ms), estimated\n")
-    rows = []
+    header = ["model", "GPUs", "batch", "joint search", "gpipe", "pipedream", "megatron", "data parallel",
+              "vs best baseline", "joint search's plan", "search (s)"]  # fmt: skip
+    table(header, [])  # rows as they are had (a long run keeps what it finished)
     for name, (model, settings) in LLM.items():
         settings = dict(settings)
         if args.layers:
@@ -171,18 +174,15 @@ def llms(args: argparse.Namespace) -> None:
                 plan, _ = timed(build)
                 values[label] = None if plan is None else plan.estimate.iteration_s  # type: ignore[attr-defined]
             best = min((v for v in values.values() if v is not None), default=None)
-            rows.append([
+            row = [
                 f"{name} ({settings['layers']} layers)", f"{nodes} x 8", str(batch),
                 ms(found.estimate.iteration_s),
                 *(ms(v) for v in values.values()),
                 f"{best / found.estimate.iteration_s:.2f}x" if best else "-",
                 found.source[:70], f"{search_s:.0f}",
-            ])  # fmt: skip
-    table(
-        ["model", "GPUs", "batch", "joint search", "gpipe", "pipedream", "megatron", "data parallel",
-         "vs best baseline", "joint search's plan", "search (s)"],
-        rows,
-    )  # fmt: skip
+            ]  # fmt: skip
+            print("| " + " | ".join(row) + " |", flush=True)
+    print()
 
 
 # --- (c) --------------------------------------------------------------------------------------

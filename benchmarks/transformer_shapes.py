@@ -5,11 +5,14 @@ and rotary tables stored once and packed); the cost model needs the shapes, whic
 builders give without the import's minute.
 
 * `bert_large`: BERT-Large (24 layers, hidden 1024, 16 heads, FFN 4096, vocab 30522, seq 512);
+* `t5_3b`: T5-3B's shape (24 encoder and 24 decoder layers, hidden 1024, 32 heads of width 128,
+  ReLU FFN 16384, vocab 32128, seq 512 in and out; `hf:T5Config` does not import: the HF
+  wrapper knows causal and masked language models, not encoder-decoders);
 * `gpt2_xl`: GPT-2 XL (48 layers, hidden 1600, 25 heads, FFN 6400, vocab 50257, seq 1024);
 * `llama3_8b`: Llama-3-8B (32 layers, hidden 4096, 32 heads sharing 8 KV heads, SwiGLU FFN
-  14336, vocab 128256, seq 2048): grouped-query attention as batch matmuls of each KV head with
-  its group of 4 query heads; RMSNorm as a layer norm, rotary embeddings and the causal mask left
-  out (element-wise ops: their time and memory are small beside the rest).
+  14336, vocab 128256, seq 2048): the fused `pcg.attention` with `kv_heads` 8 (as `hf:llama`
+  imports); RMSNorm as a layer norm, rotary embeddings and the causal mask left out
+  (element-wise ops: their time and memory are small beside the rest).
 
 Layer weights are keyed `layers.N.` (what the `galvatron` baseline groups layers by).
 """
@@ -47,17 +50,10 @@ def transformer(
     labels = g.add_source("pcg.input", "labels", TensorType((batch, seq), i64))
     x = g.add("pcg.embedding", [ids, _w(g, "embed.weight", vocab, hidden)])[0]
     kv = kv_heads or heads
-    d = hidden // heads
-    group = heads // kv
     for n in range(layers):
         p = f"layers.{n}"
         h = _norm(g, x, f"{p}.norm1", hidden, bias=not gated)
-        if kv == heads and not gated:
-            w = [_w(g, f"{p}.attn.{k}", hidden, hidden) for k in ("wq", "wk", "wv", "wo")]
-            b = [_w(g, f"{p}.attn.b{k}", hidden) for k in "qkvo"]
-            a = g.add("pcg.attention", [h, h, h, *w, *b, None], heads=heads)[0]
-        else:
-            a = _gqa(g, h, p, hidden, heads, kv, d, group, seq, batch)
+        a = _attention(g, h, h, f"{p}.attn", hidden, heads, kv, bias=not gated)
         x = g.add("pcg.add", [x, a])[0]
         h = _norm(g, x, f"{p}.norm2", hidden, bias=not gated)
         if gated:
@@ -83,36 +79,93 @@ def transformer(
     return g
 
 
-def _gqa(
-    g: Graph, h: Ref, p: str, hidden: int, heads: int, kv: int, d: int, group: int, seq: int, batch: int
+def _attention(
+    g: Graph, q: Ref, kv: Ref, key: str, hidden: int, heads: int, kv_heads: int, bias: bool
 ) -> Ref:
-    """Attention whose `heads` query heads share `kv` KV heads: per KV head, one batch matmul
-    with its `group` query heads stacked along the sequence."""
-    q = _linear(g, h, f"{p}.attn.q", hidden, hidden, bias=False)
-    k = _linear(g, h, f"{p}.attn.k", kv * d, hidden, bias=False)
-    v = _linear(g, h, f"{p}.attn.v", kv * d, hidden, bias=False)
-    q = g.add("pcg.reshape", [q], shape=(batch, seq, kv, group, d))[0]
-    q = g.add("pcg.transpose", [q], perm=(0, 2, 3, 1, 4))[0]
-    q = g.add("pcg.reshape", [q], shape=(batch * kv, group * seq, d))[0]
+    """The dialect's fused attention (`pcg.attention`), `kv_heads` key/value heads shared by
+    groups of query heads (grouped-query attention where fewer)."""
+    d = hidden // heads
+    shapes = {
+        "wq": (hidden, hidden),
+        "wk": (kv_heads * d, hidden),
+        "wv": (kv_heads * d, hidden),
+        "wo": (hidden, hidden),
+    }
+    w = [_w(g, f"{key}.{k}", *shape) for k, shape in shapes.items()]
+    b = [_w(g, f"{key}.b{k[1]}", shape[0]) if bias else None for k, shape in shapes.items()]
+    attrs = {"heads": heads} if kv_heads == heads else {"heads": heads, "kv_heads": kv_heads}
+    return g.add("pcg.attention", [q, kv, kv, *w, *b, None, None, None], **attrs)[0]
 
-    def heads_first(t: Ref) -> Ref:
-        t = g.add("pcg.reshape", [t], shape=(batch, seq, kv, d))[0]
-        t = g.add("pcg.transpose", [t], perm=(0, 2, 1, 3))[0]
-        return g.add("pcg.reshape", [t], shape=(batch * kv, seq, d))[0]
 
-    k, v = heads_first(k), heads_first(v)
-    kt = g.add("pcg.transpose", [k], perm=(0, 2, 1))[0]
-    scores = g.add("pcg.scalar_mul", [g.add("pcg.batch_matmul", [q, kt])[0]], scale=d**-0.5)[0]
-    probs = g.add("pcg.softmax", [scores], dim=2)[0]
-    ctx = g.add("pcg.batch_matmul", [probs, v])[0]
-    ctx = g.add("pcg.reshape", [ctx], shape=(batch, kv, group, seq, d))[0]
-    ctx = g.add("pcg.transpose", [ctx], perm=(0, 3, 1, 2, 4))[0]
-    ctx = g.add("pcg.reshape", [ctx], shape=(batch, seq, hidden))[0]
-    return _linear(g, ctx, f"{p}.attn.o", hidden, hidden, bias=False)
+def _wide_attention(
+    g: Graph, q: Ref, kv: Ref, key: str, hidden: int, heads: int, d: int, batch: int, sq: int, sk: int
+) -> Ref:
+    """T5's attention: `heads` heads of width `d` (heads x d may differ from `hidden`), no
+    biases, no scaling, spelled out as projections, head reshapes and batch matmuls (the fused
+    op's projections are hidden x hidden); the relative position bias is left out (an
+    element-wise add)."""
+    inner = heads * d
+
+    def split(x: Ref, name: str, s: int) -> Ref:
+        y = _linear(g, x, f"{key}.{name}", inner, hidden, bias=False)
+        y = g.add("pcg.reshape", [y], shape=(batch, s, heads, d))[0]
+        return g.add("pcg.transpose", [y], perm=(0, 2, 1, 3))[0]
+
+    qh, kh, vh = split(q, "q", sq), split(kv, "k", sk), split(kv, "v", sk)
+    kt = g.add("pcg.transpose", [kh], perm=(0, 1, 3, 2))[0]
+    probs = g.add("pcg.softmax", [g.add("pcg.batch_matmul", [qh, kt])[0]], dim=3)[0]
+    ctx = g.add("pcg.batch_matmul", [probs, vh])[0]
+    ctx = g.add("pcg.transpose", [ctx], perm=(0, 2, 1, 3))[0]
+    ctx = g.add("pcg.reshape", [ctx], shape=(batch, sq, inner))[0]
+    return _linear(g, ctx, f"{key}.o", hidden, inner, bias=False)
+
+
+def t5(layers: int, hidden: int, heads: int, d: int, ffn: int, vocab: int, seq: int, batch: int) -> Graph:
+    """An encoder-decoder in T5's shape: `layers` encoder layers (self-attention, ReLU FFN) and
+    `layers` decoder layers (self-attention, cross-attention reading the encoder's output, FFN),
+    RMSNorm (a layer norm without bias), no biases, sequence `seq` on both sides, a token
+    cross-entropy loss on the decoder's logits. Decoder layers are keyed `layers.{layers + n}`."""
+    g = Graph()
+    ids = g.add_source("pcg.input", "input_ids", TensorType((batch, seq), i64))
+    dec_ids = g.add_source("pcg.input", "decoder_input_ids", TensorType((batch, seq), i64))
+    labels = g.add_source("pcg.input", "labels", TensorType((batch, seq), i64))
+
+    def ffn_block(x: Ref, p: str) -> Ref:
+        h = _norm(g, x, f"{p}.norm_ff", hidden, bias=False)
+        f = g.add("pcg.relu", [_linear(g, h, f"{p}.ff.wi", ffn, hidden, bias=False)])[0]
+        return g.add("pcg.add", [x, _linear(g, f, f"{p}.ff.wo", hidden, ffn, bias=False)])[0]
+
+    def self_attention(x: Ref, p: str) -> Ref:
+        h = _norm(g, x, f"{p}.norm_sa", hidden, bias=False)
+        a = _wide_attention(g, h, h, f"{p}.sa", hidden, heads, d, batch, seq, seq)
+        return g.add("pcg.add", [x, a])[0]
+
+    x = g.add("pcg.embedding", [ids, _w(g, "encoder.embed.weight", vocab, hidden)])[0]
+    for n in range(layers):
+        x = ffn_block(self_attention(x, f"layers.{n}"), f"layers.{n}")
+    memory = _norm(g, x, "encoder.norm", hidden, bias=False)
+    y = g.add("pcg.embedding", [dec_ids, _w(g, "decoder.embed.weight", vocab, hidden)])[0]
+    for n in range(layers, 2 * layers):
+        p = f"layers.{n}"
+        y = self_attention(y, p)
+        h = _norm(g, y, f"{p}.norm_ca", hidden, bias=False)
+        a = _wide_attention(g, h, memory, f"{p}.ca", hidden, heads, d, batch, seq, seq)
+        y = g.add("pcg.add", [y, a])[0]
+        y = ffn_block(y, p)
+    y = _norm(g, y, "decoder.norm", hidden, bias=False)
+    logits = _linear(g, y, "lm_head", vocab, hidden, bias=False)
+    flat = g.add("pcg.reshape", [logits], shape=(batch * seq, vocab))[0]
+    targets = g.add("pcg.reshape", [labels], shape=(batch * seq,))[0]
+    g.outputs = (g.add("pcg.cross_entropy", [flat, targets], reduction="mean")[0],)
+    return g
 
 
 def bert_large(batch: int) -> Graph:
     return transformer(24, 1024, 16, 4096, 30522, 512, batch)
+
+
+def t5_3b(batch: int) -> Graph:
+    return t5(24, 1024, 32, 128, 16384, 32128, 512, batch)
 
 
 def gpt2_xl(batch: int) -> Graph:
@@ -123,4 +176,4 @@ def llama3_8b(batch: int) -> Graph:
     return transformer(32, 4096, 32, 14336, 128256, 2048, batch, kv_heads=8, gated=True)
 
 
-MODELS = {"BERT-Large": bert_large, "GPT-2 XL": gpt2_xl, "Llama-3-8B": llama3_8b}
+MODELS = {"BERT-Large": bert_large, "T5-3B": t5_3b, "GPT-2 XL": gpt2_xl, "Llama-3-8B": llama3_8b}

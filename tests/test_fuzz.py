@@ -5,7 +5,10 @@ input is generous (the CI machine may be slow): only a real hang reaches it."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+
+import pytest
 
 from unityc.tools import fuzz
 
@@ -37,3 +40,34 @@ def test_outcomes_are_classified(tmp_path: Path) -> None:
     assert fuzz.run_tool("run", [str(good)], None, 120.0).outcome == "accepted"
     assert fuzz.run_tool("opt", [str(bad), "-o", out + "2"], out + "2", 120.0).outcome == "located"
     assert fuzz.run_tool("opt", [str(tmp_path / "missing.mlir")], None, 120.0).outcome == "unlocated"
+
+
+def _spin(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_the_limit_counts_cpu_seconds_and_alarms_swallowed_in_finalizers(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A tool waiting (no CPU) past the limit is not a hang: on a loaded machine wall time runs
+    ahead of the CPU time an input needs. A tool spinning past it is, even where the alarm lands
+    in a finalizer (Python prints it as "Exception ignored" and the tool goes on)."""
+    from unityc.tools import opt
+
+    class SpinsWhenCollected:
+        def __del__(self) -> None:
+            _spin(0.5)
+
+    def sleeps(argv: list[str]) -> int:
+        time.sleep(0.4)
+        return 0
+
+    def spins_in_a_finalizer(argv: list[str]) -> int:
+        SpinsWhenCollected()  # collected at once: the limit passes inside __del__
+        return 0
+
+    monkeypatch.setattr(opt, "main", sleeps)
+    assert fuzz.run_tool("opt", [], None, 0.2).outcome == "accepted"
+    monkeypatch.setattr(opt, "main", spins_in_a_finalizer)
+    assert fuzz.run_tool("opt", [], None, 0.2).outcome == "hang"

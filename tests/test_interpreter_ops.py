@@ -602,6 +602,29 @@ def test_cross_entropy(reduction):
     )
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("ignore_index", [-100, 2])
+def test_cross_entropy_ignore_index(reduction, ignore_index):
+    logits = randn(6, 5) * 2
+    target = randint(5, 6, seed=1)
+    target[4:] = ignore_index
+    check(
+        pcg.CrossEntropyOp,
+        [logits, target],
+        lambda x, t: F.cross_entropy(x, t, reduction=reduction, ignore_index=ignore_index),
+        reduction=reduction,
+        ignore_index=ignore_index,
+    )
+
+
+def test_cross_entropy_without_ignore_index_refuses_outside_targets():
+    """Without ignore_index every target is counted: -100 is an error, never a dropped row."""
+    target = randint(5, 6, seed=1)
+    target[0] = -100
+    with pytest.raises(ValueError, match="outside the 5 classes"):
+        check(pcg.CrossEntropyOp, [randn(6, 5), target], lambda x, t: x.sum(), reduction="mean")
+
+
 @pytest.mark.parametrize("shape", [[6], [3, 4], [2, 3, 2]])
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
 def test_mse_loss(reduction, shape):

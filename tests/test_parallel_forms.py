@@ -546,6 +546,25 @@ def test_cross_entropy_sharded_rows(reduction, degree):
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("ignore_index", [None, -100, 2])
+@pytest.mark.parametrize(("rows", "classes"), [(1, 2), (1, 4), (2, 2), (2, 1)])
+def test_cross_entropy_vocabulary_parallel(reduction, ignore_index, rows, classes):
+    """Megatron-LM's vocabulary-parallel cross-entropy: class shards' partial sums (log-sum-exp
+    over the shards, the target's logit where held) add up to the loss; with ignore_index the
+    mean divides by the kept targets of the whole batch, also when rows are sharded."""
+    logits, target = randn(8, 8) * 3, randint(8, 8, seed=1)
+    target[:3] = -100 if ignore_index == -100 else target[:3]
+    attrs = {"reduction": reduction} | ({} if ignore_index is None else {"ignore_index": ignore_index})
+    check_form(
+        pcg.CrossEntropyOp,
+        [logits, target],
+        [D(rows, classes), D(rows, copy=classes)],
+        attrs,
+        ([], rows * classes, 1),
+    )
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
 @pytest.mark.parametrize(
     "xs, ts, expect",
     [

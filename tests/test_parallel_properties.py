@@ -503,9 +503,9 @@ REJECTED = [
     ("reshape non-leading dim", pcg.ReshapeOp, [T([4, 6], [1, 2])], {"shape": [24]}),
     ("reshape degree not dividing result", pcg.ReshapeOp, [T([4, 6], [4, 1])], {"shape": [2, 12]}),
     (
-        "cross_entropy classes",
+        "cross_entropy classes, target not copied",
         pcg.CrossEntropyOp,
-        [T([4, 6], [1, 2]), T([4], elt=i64, copy=2)],
+        [T([4, 6], [1, 2]), T([4], elt=i64)],
         {"reduction": "mean"},
     ),
     (
@@ -766,6 +766,12 @@ CASES = {
         lambda: [_x(4, 3), _ids(3, 4)],
         lambda: [candidates([4, 3]), candidates([4], i64)],
         {"reduction": "mean"},
+    ),
+    "cross_entropy_ignore_index": (  # a class ignored: the mean counts the kept targets
+        pcg.CrossEntropyOp,
+        lambda: [_x(4, 3), _ids(3, 4)],
+        lambda: [candidates([4, 3]), candidates([4], i64)],
+        {"reduction": "mean", "ignore_index": 1},
     ),
     "mse_loss": (
         pcg.MseLossOp,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from plans import PlanBuilder, Strategy, base_graph, interpret_equal, plan_module, retyped
 from xdsl.dialects.builtin import ModuleOp, StringAttr
@@ -160,6 +161,21 @@ def channel_parallel(n: int) -> Strategy:
     return Strategy(n, sources=sources)
 
 
+def rows_and_classes(node: Node) -> tuple[Sequence[int] | None, int]:
+    """A classifier data parallel 2 x vocabulary parallel 2: inputs split on the batch and
+    copied; the output head's rows (classes) split, its copies one per batch shard; the rest
+    copied."""
+    t = node.types[0]
+    if node.op == "pcg.input":
+        return [2] + [1] * (t.rank - 1), 2
+    if _key(node).startswith("head."):
+        return [2] + [1] * (t.rank - 1), 2
+    return None, 4
+
+
+IGNORED_TARGETS = str(Path(__file__).parent / "ignored_targets.py") + ":make"
+
+
 STRATEGIES: dict[str, tuple[str, Callable[[], Strategy]]] = {
     "mlp-serial-1": ("mlp", lambda: Strategy(1)),
     "bert-serial-1": ("bert", lambda: Strategy(1)),
@@ -181,6 +197,7 @@ STRATEGIES: dict[str, tuple[str, Callable[[], Strategy]]] = {
     "inception_v3-data-2": ("inception_v3", lambda: Strategy(2, sources=batch_sharded(2))),
     "xdl-data-2": ("xdl", lambda: Strategy(2, sources=batch_sharded(2))),
     "candle_uno-data-2": ("candle_uno", lambda: Strategy(2, sources=batch_sharded(2))),
+    "ignored-hybrid-4": (IGNORED_TARGETS, lambda: Strategy(4, sources=rows_and_classes)),
 }
 
 

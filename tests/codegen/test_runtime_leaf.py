@@ -12,11 +12,9 @@ from pathlib import Path
 
 import pytest
 from test_torchrun import FACTORY, _opt
-from torchrun import environment, torchrun
+from torchrun import COMPILER, torchrun, without_compiler
 
 from unityc.frontend import ModelSpec, import_model
-
-COMPILER = ("xdsl", "z3", "lark")
 
 
 def imported_after(code: str, allowed: tuple[str, ...] = ("unityc.runtime",)) -> list[str]:
@@ -65,11 +63,6 @@ def test_a_factory_program_runs_without_the_compiler(tmp_path: Path) -> None:
         str(tmp_path / "net.mlir"), "-p", 'data-parallel{machine="cpu:2"}', "-t", "torch", "-o", str(program)
     )
     assert done.returncode == 0, done.stderr
-    shadow = tmp_path / "shadow"
-    for name in COMPILER:
-        (shadow / name).mkdir(parents=True)
-        (shadow / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed here')\n")
-    path = f"{shadow}:{environment().get('PYTHONPATH', '')}"
-    run = torchrun(program, 2, "--check", "--steps", "2", env={"PYTHONPATH": path})
+    run = torchrun(program, 2, "--check", "--steps", "2", env=without_compiler(tmp_path))
     assert run.returncode == 0, run.report()
     assert "check passed: 2 step(s)" in run.output, run.report()

@@ -21,8 +21,11 @@ from pathlib import Path
 
 import pytest
 from strategies import build
-from torchrun import TIMEOUT_S, Run, torchrun, write_program
+from torchrun import TIMEOUT_S, Run, torchrun, without_compiler, write_program
 
+from unityc.dialects.container import graph_function
+from unityc.dialects.precision import BF16_MIXED as BF16
+from unityc.dialects.precision import precision_attrs
 from unityc.frontend import ModelSpec, import_model
 from unityc.tools import demo
 
@@ -49,6 +52,7 @@ PLANS = [
     ("bert-heads-4", 4, ()),
     ("dlrm-hybrid-4", 4, ()),
     ("collectives-4", 4, ADAM),
+    ("ignored-hybrid-4", 4, ADAM),  # ignore_index; rows x classes (vocabulary-parallel) sharded
 ]
 ZOO = ["mlp", "bert", "dlrm", "xdl", "candle_uno", "resnext50", "inception_v3"]
 # Small configs are too small for parallelism to pay on cpu:N (the search rightly keeps them on
@@ -67,8 +71,14 @@ MEGATRON_SPECS = {
     "bert": ModelSpec("bert", "small", batch=4),
     "gpt2": ModelSpec("hf:gpt2", "small", batch=4),
     "llama": ModelSpec(LLAMA, "small", batch=4),
+    # GPT-2's own `labels=` loss: labels -100 at the padding, ignore_index kept; the vocabulary-
+    # parallel head and cross-entropy (classes sharded; rows too on cpu:4, the kept count
+    # all-reduced across them)
+    "gpt2_own_loss": ModelSpec("hf:gpt2", "small", batch=4, overrides=(("own_loss", "True"),)),
 }
 MEGATRONS = [(model, n) for n in (2, 4) for model in MEGATRON_SPECS]
+IGNORED_DATA = "data-parallel-gpt2_own_loss-2"
+"""GPT-2's own loss data parallel: each row shard divides by the kept count of the whole batch."""
 CNNS = ("resnext50", "inception_v3")
 BATCH_TIMEOUT_S = 2400
 """For each batch of programs (4-5 minutes for both on a quiet machine)."""
@@ -145,13 +155,18 @@ def _search(directory: Path, model: str, nproc: int) -> tuple[Path | None, str]:
     return program, ""
 
 
-def _megatron(directory: Path, model: str, nproc: int) -> Path:
-    """The program of the `megatron` baseline's plan for cpu:N (Adam)."""
-    source = directory / f"{model}-megatron.mlir"
+def _megatron(
+    directory: Path, model: str, nproc: int, precision: str = "fp32", baseline: str = "megatron"
+) -> Path:
+    """The program of the `megatron` (or another) baseline's plan for cpu:N (Adam), in `precision`."""
+    name = model if precision == "fp32" else f"{model}-{precision}"
+    source = directory / f"{name}-megatron.mlir"
     if not source.exists():
-        source.write_text(str(import_model(MEGATRON_SPECS[model])))
-    plan = directory / f"{model}-megatron-{nproc}.mlir"
-    done = _opt(str(source), "-p", f'megatron{{machine="cpu:{nproc}" optimizer="adam"}}', "-o", str(plan))
+        module = import_model(MEGATRON_SPECS[model])
+        graph_function(module).attributes.update(precision_attrs(precision))  # unityc-import --precision
+        source.write_text(str(module))
+    plan = directory / f"{name}-{baseline}-{nproc}.mlir"
+    done = _opt(str(source), "-p", f'{baseline}{{machine="cpu:{nproc}" optimizer="adam"}}', "-o", str(plan))
     assert done.returncode == 0, done.stderr
     program = plan.with_suffix(".py")
     done = _opt(str(plan), "-t", "torch", "-o", str(program))
@@ -198,6 +213,12 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> Batches:
         "3",
         "--check-copies",
     )
+    # gradient buckets of a few KiB: BERT's 42 weights in many buckets, each started during the
+    # backward by the hooks, in order; and the same sums reduced after the backward
+    add("buckets", 2, write_program(build("bert-data-2"), directory, "buckets"), "--check", "--steps", "2",
+        "--bucket-mb", "0.004")  # fmt: skip
+    add("no-overlap", 2, write_program(build("mlp-data-2"), directory, "no-overlap"), "--check", "--steps",
+        "2", "--no-overlap")  # fmt: skip
 
     result = Batches()
     for model in ZOO:
@@ -227,10 +248,16 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> Batches:
             *ADAM,
         )
 
+    add("bf16-megatron-gpt2-2", 2, _megatron(directory, "gpt2", 2, BF16), "--check", "--steps", "2", *ADAM)
+    program = _megatron(directory, "gpt2_own_loss", 2, baseline="data-parallel")
+    add(IGNORED_DATA, 2, program, "--check", "--steps", "2", *ADAM)
+
     for nproc, batch in entries.items():
         manifest = directory / f"batch{nproc}.json"
         manifest.write_text(json.dumps(batch))
-        run = torchrun("unityc.runtime.batch", nproc, str(manifest), timeout=BATCH_TIMEOUT_S)
+        # every program runs where xdsl, z3 and lark cannot be imported (a node with torch alone)
+        env = without_compiler(directory)
+        run = torchrun("unityc.runtime.batch", nproc, str(manifest), timeout=BATCH_TIMEOUT_S, env=env)
         result.runs[nproc] = run
         result.sections.update(_sections(run.output))
     return result
@@ -277,9 +304,31 @@ def test_dropout_keeps_copies_equal(batches: Batches) -> None:
     assert len(losses) == 2 and losses[1] < losses[0]
 
 
+def test_gradient_buckets_start_during_the_backward(batches: Batches) -> None:
+    """Every bucket of every step starts from the post-accumulate-grad hooks, before the
+    backward returns, and the gradients still equal the reference's."""
+    section = batches.section("buckets", 2)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    found = re.search(r"gradient buckets \(rank 0\): (\d+) per step, (\d+) of (\d+) started", section)
+    assert found is not None, section
+    per_step, early, total = map(int, found.groups())
+    assert per_step > 10 and early == total == 2 * per_step
+
+
+def test_gradient_sync_without_overlap(batches: Batches) -> None:
+    section = batches.section("no-overlap", 2)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    assert re.search(r"gradient buckets \(rank 0\): \d+ per step, 0 of \d+ started", section), section
+
+
 @pytest.mark.parametrize(("model", "nproc"), MEGATRONS, ids=[f"{m}-{n}" for m, n in MEGATRONS])
 def test_megatron_baseline_trains_like_the_reference(batches: Batches, model: str, nproc: int) -> None:
     section = batches.section(f"megatron-{model}-{nproc}", nproc)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+
+
+def test_ignored_targets_data_parallel(batches: Batches) -> None:
+    section = batches.section(IGNORED_DATA, 2)
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
 
 
@@ -291,3 +340,15 @@ def test_searched_plan_trains_like_the_reference(batches: Batches, model: str, n
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
     if model in PARALLEL_SPECS:
         assert batches.parallel_ops[name] > 0, f"{name}: the search chose a one-device plan"
+
+
+def test_bf16_mixed_plan_trains_like_the_autocast_reference(batches: Batches) -> None:
+    """GPT-2 Megatron-style under bf16-mixed: forward under autocast, fp32 master weights
+    (updated weights agree to fp32 rounding), compared with the single-device model under the
+    same autocast at the bf16 tolerance; its tensor-parallel all-reduces move bf16."""
+    section = batches.section("bf16-megatron-gpt2-2", 2)
+    assert section.endswith("exit 0"), section
+    assert "check passed: 2 step(s) within relative error 5e-02" in section, section
+    assert "bf16-mixed (autocast)" in section
+    weights = re.search(r"weights \(worst ([0-9.e+-]+) ", section)
+    assert weights is not None and float(weights.group(1)) < 1e-5, section

@@ -1,16 +1,20 @@
 """Pipelined plans through the whole chain: `gpipe{...}` plans of the MLP (every schedule on 2
 and 4 ranks, with 2-way data parallelism inside each stage on 4), the zoo BERT and Hugging Face
-GPT-2 (one schedule each on 2 ranks, and a 2-stage x 2-way data-parallel hybrid on 4), run by
+GPT-2 (one schedule each on 2 ranks, and a 2-stage x 2-way data-parallel hybrid on 4), and the
+MLP with tensor-parallel stages (1F1B and interleaved on 4 ranks: collectives inside stages) and
+with ZeRO-2/3 and recomputation inside the hybrid's stages, run by
 `torch.distributed.pipelining` under torchrun with `--check` (loss, outputs, every gradient and
 every updated weight against single-device PyTorch). The MLP also returns its logits, so each
 micro-batch's outputs must come back in place. A program whose last stage sums the micro-batch
-losses instead of averaging them (its loss times M) must fail `--check`. All 2-rank programs run
+losses instead of averaging them (its loss times M) must fail `--check`; trained on `--data`
+batches, the stages see each step's batch. All 2-rank programs run
 in one torchrun, all 4-rank ones in another (`unityc.runtime.batch`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -41,8 +45,23 @@ PLANS = [
     ("bert-1f1b-hybrid-4", 4, "bert", 4, (2, 2, "1f1b")),
     ("gpt2-gpipe-hybrid-4", 4, "hf:gpt2", 4, (2, 2, "gpipe")),
 ]
+# (name, model, batch, schedule, micro-batches, stage bounds as fractions of the layers): plans
+# whose stages are tensor parallel (the Megatron layout on 2 ranks each, `materialize(tensor=2)`,
+# as the joint search makes them) on 4 ranks: collectives inside the stages' code
+TENSOR = [
+    ("mlp-tp-1f1b-4", MLP, 16, "1f1b", 2, (0, 1 / 2, 1)),
+    ("mlp-tp-interleaved-4", MLP, 16, "interleaved-1f1b", 4, (0, 1 / 4, 1 / 2, 3 / 4, 1)),
+]
+LEVERS = "mlp-zero-recompute-hybrid-4"
+"""mlp-1f1b-hybrid-4 with memory levers inside its stages: stage 0's weights ZeRO-2, stage 1's
+ZeRO-3, every linear and relu recomputed (a run across the stage boundary: one per stage), Adam."""
 SUMMED = "mlp-summed-2"
 """mlp-1f1b-2 with its last stage's loss times the 4 micro-batches: the sum, not the mean."""
+RESUME = "mlp-1f1b-resume-2"
+"""mlp-1f1b-2 trained 3 steps on `--data` with Adam: uninterrupted (`-full`), stopped after step 1
+with a checkpoint (`-half`), resumed from it under --check (`-resume`)."""
+DATA = "mlp-1f1b-data-2"
+"""mlp-1f1b-2 trained on `--data` batches (each step's own, none of them the example batch)."""
 
 
 @dataclass
@@ -74,6 +93,29 @@ def _program(
     return write_program(module, directory, name)
 
 
+def _tensor_program(
+    directory: Path, name: str, model: str, batch: int, schedule: str, microbatches: int,
+    cuts: tuple[float, ...],
+) -> Path:  # fmt: skip
+    """2 x tensor-parallel stage groups of 2 ranks on cpu:4 (interleaved: each group 2 stages)."""
+    from xdsl.dialects.builtin import StringAttr
+
+    from unityc.graph import from_module, to_module
+    from unityc.machine import load_machine
+    from unityc.search.pipeline import LayerCosts, Stage, materialize
+
+    graph = from_module(parse_source(make_context(), _imported(model, batch), f"{name}-model.mlir"))
+    machine = load_machine("cpu:4")
+    layers = LayerCosts(graph, machine).count
+    bounds = [round(c * layers) for c in cuts]
+    stages = [Stage(bounds[k], bounds[k + 1], 2 * (k % 2), 2) for k in range(len(bounds) - 1)]
+    virtual = len(stages) // 2
+    plan = materialize(graph, machine, stages, schedule, microbatches, virtual, tensor=2)
+    module = to_module(plan)
+    module.attributes["unityc.machine"] = StringAttr("cpu:4")
+    return write_program(module, directory, name)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     directory = tmp_path_factory.mktemp("pipelined")
@@ -83,11 +125,37 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         program = _program(directory, name, model, batch, options, ranks)
         result.texts[name] = program.read_text()
         entries[ranks].append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
+    for name, model, batch, schedule, microbatches, cuts in TENSOR:
+        program = _tensor_program(directory, name, model, batch, schedule, microbatches, cuts)
+        result.texts[name] = program.read_text()
+        entries[4].append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
+    levers = re.sub(
+        r'(pcg\.weight key "[^"]+" \{view = #pcg\.view<start (\d), \[intra 1\]>)',
+        lambda w: f"{w.group(1)}, zero = {2 if w.group(2) == '0' else 3} : i64",
+        (directory / "mlp-1f1b-hybrid-4.mlir").read_text(),
+    )
+    levers = re.sub(r"(= pcg\.(relu|linear) [^{]*\{)view", r"\1recompute, view", levers)
+    module = parse_source(make_context(), levers, f"{LEVERS}.mlir")
+    program = write_program(module, directory, LEVERS)
+    result.texts[LEVERS] = program.read_text()
+    args = ["--check", "--steps", "2", "--optimizer", "adam"]
+    entries[4].append({"name": LEVERS, "program": str(program), "args": args})
     summed = directory / f"{SUMMED}.py"
     loss_line = "    return (nll_loss_forward, "
     assert result.texts["mlp-1f1b-2"].count(loss_line) == 1
     summed.write_text(result.texts["mlp-1f1b-2"].replace(loss_line, "    return (nll_loss_forward * 4, "))
     entries[2].append({"name": SUMMED, "program": str(summed), "args": ["--check", "--steps", "1"]})
+    data = ["--data", f"{MLP.removesuffix(':make')}:batches", "--check", "--steps", "2"]
+    entries[2].append({"name": DATA, "program": str(directory / "mlp-1f1b-2.py"), "args": data})
+    train = ["--data", f"{MLP.removesuffix(':make')}:batches", "--optimizer", "adam", "--steps", "3"]
+    half = str(directory / "ck" / "step-1")
+    for name, more in (
+        ("full", ["--log-every", "1"]),
+        ("half", ["--log-every", "1", "--stop-after", "1", "--save", str(directory / "ck")]),
+        ("resume", ["--resume", half, "--check"]),
+    ):
+        program = str(directory / "mlp-1f1b-2.py")
+        entries[2].append({"name": f"{RESUME}-{name}", "program": program, "args": train + more})
     for ranks, batch in entries.items():
         manifest = directory / f"batch{ranks}.json"
         manifest.write_text(json.dumps(batch))
@@ -104,6 +172,28 @@ def test_pipelined_plan_trains_like_the_reference(runs: Runs, name: str, ranks: 
     assert "gradients (worst" in section and "weights (worst" in section
     text = runs.texts[name]
     assert "PIPELINE = rt.Pipeline(" in text and "def stage_1(" in text
+    assert "flops=" in text and "predicted_s=" in text  # progress lines report MFU as for any plan
+
+
+@pytest.mark.parametrize("name", [t[0] for t in TENSOR])
+def test_tensor_parallel_stages_train_like_the_reference(runs: Runs, name: str) -> None:
+    """Each stage's all-reduces run in its code on its group's process group; the loss, held in
+    copies over the last group, seeds the backward once."""
+    section = runs.section(name, 4)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    text = runs.texts[name]
+    assert 'Collective("all_reduce", ins=(2, 3), outs=(2, 3)' in text
+    assert "(2, 3)" in text.split("groups=", 1)[1].split("\n", 1)[0]  # PLAN's groups hold the stage's
+
+
+def test_zero_and_recompute_run_inside_stages(runs: Runs) -> None:
+    section = runs.section(LEVERS, 4)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    assert "(as the memory model predicts)" in section  # the shards' bytes
+    text = runs.texts[LEVERS]
+    assert "'fc.0.weight': 2" in text and "'fc.4.weight': 3" in text
+    stages = text.split("def stage_1(")
+    assert all("= checkpoint(_recompute_1, " in part for part in stages)
 
 
 def test_hybrid_stages_are_data_parallel(runs: Runs) -> None:
@@ -117,3 +207,23 @@ def test_summed_microbatch_losses_fail_the_check(runs: Runs) -> None:
     section = runs.section(SUMMED, 2)
     assert section.endswith("exit 1"), section
     assert "check failed at step 1: loss differs" in section
+
+
+def test_each_step_trains_on_its_own_batch(runs: Runs) -> None:
+    """`--data` batches reach the stages (the reference trains on the same batches): a pipelined
+    run fed the example batch every step would fail the check at step 1."""
+    section = runs.section(DATA, 2)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+
+
+def test_a_resumed_pipeline_repeats_the_uninterrupted_run(runs: Runs) -> None:
+    """Weights, Adam's state and the step come back from the checkpoint, and the data resumes at
+    the step: the losses of steps 2 and 3 are the uninterrupted run's, digit for digit."""
+    losses = {}
+    for name in ("full", "half", "resume"):
+        section = runs.section(f"{RESUME}-{name}", 2)
+        assert section.endswith("exit 0"), section
+        losses[name] = {int(k): v for k, v in re.findall(r"^step (\d+): loss ([0-9.]+)", section, re.M)}
+    assert sorted(losses["full"]) == [1, 2, 3] and losses["half"] == {1: losses["full"][1]}
+    assert losses["resume"] == {k: losses["full"][k] for k in (2, 3)}, losses
+    assert "check passed: 2 step(s)" in runs.section(f"{RESUME}-resume", 2)

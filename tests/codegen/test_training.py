@@ -3,12 +3,15 @@ clipping and a schedule, checkpoints that resume exactly and load into the plain
 module and into another plan, progress lines.
 
 The README's example: a character-level GPT-2 (`examples/charlm/charlm.py`) on the text of
-Python's standard library, with the plan `--unity-search` finds for cpu:2. All programs run in
-one torchrun (`unityc.runtime.batch`):
+Python's standard library, with the plan `--unity-search` finds for cpu:2 (pipelines compete;
+pipelined programs stop and resume exactly too: tests/codegen/test_torchrun_pipeline.py). All
+programs run in one torchrun (`unityc.runtime.batch`):
 
 - `full`: 21 steps of AdamW (weight decay, clipping, cosine schedule), checkpoints at 20 and 21;
 - `half` + `resume`: the same run stopped after step 10 and resumed from its checkpoint, under
   `--check` (the reference resumes from the checkpoint too): the same losses, digit for digit;
+- `bf16`: the same training under `--precision bf16-mixed` (the searched plan of the bf16
+  graph), under `--check` against the single-device model under autocast, every step;
 - `other-plan`: the Megatron plan of the same model resumed from the searched plan's checkpoint
   (resharded on load), under `--check`: the same losses to float rounding;
 - `net`: a tensor-parallel plan of a small MLP (sharded weights) with AdamW, clipping that
@@ -25,8 +28,10 @@ from pathlib import Path
 import pytest
 import torch
 from test_torchrun import _opt
-from torchrun import torchrun
+from torchrun import torchrun, without_compiler
 
+from unityc.dialects.container import graph_function
+from unityc.dialects.precision import BF16_MIXED, precision_attrs
 from unityc.frontend import ModelSpec, import_model
 
 pytestmark = pytest.mark.torchrun
@@ -92,14 +97,18 @@ def _losses(section: str) -> dict[int, float]:
 def run(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     directory = tmp_path_factory.mktemp("training")
     source = directory / "charlm.mlir"
-    source.write_text(str(import_model(ModelSpec(f"{CHARLM}:make"))))
-    # pipelines off: resuming a pipelined plan from a checkpoint does not yet match the reference
-    searched = _program(
-        source,
-        ["--unity-search", "--machine", "cpu:2", "--budget", "4", "--pipelines", "off"],
-        "charlm-search",
-    )
+    module = import_model(ModelSpec(f"{CHARLM}:make"))
+    source.write_text(str(module))
+    bf16 = directory / "charlm-bf16.mlir"  # as `unityc-import --precision bf16-mixed` records it
+    graph_function(module).attributes.update(precision_attrs(BF16_MIXED))
+    bf16.write_text(str(module))
+    searched = _program(source, ["--unity-search", "--machine", "cpu:2", "--budget", "4"], "charlm-search")
     megatron = _program(source, ["-p", 'megatron{machine="cpu:2"}'], "charlm-megatron")
+    searched_bf16 = _program(
+        bf16,
+        ["--unity-search", "--machine", "cpu:2", "--budget", "4", "--pipelines", "off"],
+        "charlm-bf16-search",
+    )
     (directory / "net.py").write_text(NET)
     (directory / "net.mlir").write_text(str(import_model(ModelSpec(f"{directory / 'net.py'}:make"))))
     net = _program(directory / "net.mlir", ["-p", 'megatron{machine="cpu:2"}'], "net-megatron")
@@ -110,6 +119,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Ran:
         ("half", searched, [*TRAIN, "--stop-after", str(STOP), "--save", str(ck / "half")]),
         ("resume", searched, [*TRAIN, "--resume", half, "--check"]),
         ("other-plan", megatron, [*TRAIN, "--resume", half, "--check", "--stop-after", str(STOP + 3)]),
+        ("bf16", searched_bf16, [*TRAIN, "--check"]),
         (
             "net",
             net,
@@ -123,7 +133,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     ]  # fmt: skip
     manifest = directory / "manifest.json"
     manifest.write_text(json.dumps([{"name": n, "program": str(p), "args": a} for n, p, a in entries]))
-    done = torchrun("unityc.runtime.batch", 2, str(manifest), cwd=directory)
+    done = torchrun("unityc.runtime.batch", 2, str(manifest), cwd=directory, env=without_compiler(directory))
     sections: dict[str, str] = {}
     for name, _, _ in entries:
         match = re.search(rf"^=== {name}\n(.*?)^=== {name}: exit (\d+)", done.output, re.M | re.S)
@@ -138,6 +148,17 @@ def test_the_character_model_learns(run: Ran) -> None:
     assert sorted(losses) == list(range(1, STEPS + 1))
     assert losses[STEPS] < 0.7 * losses[1], losses
     assert re.search(r"step 1: loss [0-9.]+, lr [0-9.e-]+, .* samples/s, \d+ tokens/s, MFU", run[1]["full"])
+
+
+def test_bf16_mixed_training_learns_and_checks(run: Ran) -> None:
+    """bf16-mixed: the loss falls as in fp32, and every step agrees with the single-device
+    model under autocast at the bf16 tolerance (updated fp32 master weights to fp32 rounding)."""
+    section = run[1]["bf16"]
+    losses = _losses(section)
+    assert sorted(losses) == list(range(1, STEPS + 1))
+    assert losses[STEPS] < 0.7 * losses[1], losses
+    assert "bf16-mixed (autocast)" in section
+    assert f"check passed: {STEPS} step(s) within relative error 5e-02" in section, section
 
 
 def test_stop_and_resume_repeats_the_uninterrupted_run(run: Ran) -> None:

@@ -152,3 +152,18 @@ def wait_for(predicate: Callable[[], bool], limit_s: float, poll_s: float = 0.2)
             return time.monotonic() - start
         time.sleep(poll_s)
     return None
+
+
+COMPILER = ("xdsl", "z3", "lark")
+"""What a generated program must not import: the compiler's own dependencies."""
+
+
+def without_compiler(directory: Path) -> dict[str, str]:
+    """An environment (for `torchrun(env=...)`) in which importing xdsl, z3 or lark fails, as on
+    a cluster node with torch alone: packages of those names that refuse to import, first on
+    PYTHONPATH. A program that touches the compiler then fails."""
+    shadow = directory / "no-compiler"
+    for name in COMPILER:
+        (shadow / name).mkdir(parents=True, exist_ok=True)
+        (shadow / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed here')\n")
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(shadow), environment().get("PYTHONPATH")) if p)}

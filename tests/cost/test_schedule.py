@@ -1,11 +1,14 @@
-"""The iteration simulation: gradient sync and updates follow the backward, as in the generated
-program, so where a weight appears in the graph does not change the estimate."""
+"""The iteration simulation: gradient collectives that are not bucketed (ZeRO's) and the updates
+follow the backward, as in the generated program, so where a weight appears in the graph does
+not change the estimate; the all-reduces of weight copies are bucketed as the program buckets
+them and start during the backward."""
 
 from __future__ import annotations
 
 import pytest
 
-from unityc.cost.schedule import Comm, Step, simulate
+from unityc.cost.schedule import Comm, Step, buckets, simulate
+from unityc.runtime.patterns import gradient_buckets
 
 MS = 1e-3
 SYNC = (Comm((0, 1), 2 * MS, 1e6),)  # all-reduce of a weight's gradient across its copies
@@ -40,3 +43,55 @@ def test_gradient_sync_and_updates_follow_the_backward(steps: list[Step]) -> Non
     assert schedule.forward_s == pytest.approx(2 * MS)
     assert schedule.backward_s == pytest.approx(4 * MS)
     assert schedule.iteration_s == pytest.approx(8.1 * MS)
+
+
+def reduced(value: int) -> Step:
+    """A weight held in copies on devices 0 and 1: its all-reduce is bucketed."""
+    return Step(f"w{value}", (), (value,), grad_reduce=(Comm((0, 1), 2 * MS, 1e6),), update=UPDATE)
+
+
+def price(devices: tuple[int, ...], nbytes: float) -> float:
+    return 2 * MS * nbytes / 1e6  # 2 ms per MB
+
+
+def test_buckets_start_during_the_backward() -> None:
+    """One bucket per weight: w2's gradient is ready at 3 ms (the last layer's backward) and is
+    reduced during w1's backward (3-5 ms); w1's bucket follows (5-7 ms); the updates wait for
+    both (7-7.2 ms). Without overlap the same all-reduces would end at 8 ms."""
+    steps = [X, reduced(1), reduced(2), layer(3, 0, 1), layer(4, 3, 2)]
+    grad_buckets = buckets(steps, price, limit=1_000_000)
+    assert [b.members for b in grad_buckets] == [(2,), (1,)]  # reverse graph order
+    schedule = simulate(steps, {}, 4, grad_buckets)
+    assert schedule.backward_s == pytest.approx(4 * MS)
+    assert schedule.iteration_s == pytest.approx(7.2 * MS)  # two 0.1 ms updates per device
+    assert schedule.buckets == 2
+    assert schedule.sync_after_s == pytest.approx(3 * MS)
+
+
+def test_one_bucket_waits_for_its_last_gradient() -> None:
+    """With the default 25 MiB both gradients share one bucket of 2 MB (4 ms), which starts
+    when the backward ends."""
+    steps = [X, reduced(1), reduced(2), layer(3, 0, 1), layer(4, 3, 2)]
+    grad_buckets = buckets(steps, price)
+    assert [(b.members, b.comm.nbytes) for b in grad_buckets] == [((2, 1), 2e6)]
+    schedule = simulate(steps, {}, 4, grad_buckets)
+    assert schedule.iteration_s == pytest.approx(8.2 * MS)
+
+
+def test_buckets_start_in_their_order() -> None:
+    """w2 is read first, so its bucket comes first; w1's gradient is ready first (3 ms) but
+    its bucket waits until w2's starts (4 ms), as every rank of the group must issue them in
+    the same order."""
+    steps = [X, reduced(1), reduced(2), layer(3, 0, 2), layer(4, 3, 1)]
+    grad_buckets = buckets(steps, price, limit=1_000_000)
+    assert [b.members for b in grad_buckets] == [(2,), (1,)]
+    schedule = simulate(steps, {}, 4, grad_buckets)
+    assert schedule.iteration_s == pytest.approx(8.2 * MS)
+
+
+def test_gradient_buckets_cut_by_size_and_dtype() -> None:
+    """The cut the runtime and the cost model share: in order, at most `limit` bytes, one dtype
+    per bucket, a piece larger than the limit alone."""
+    pieces = [(10, "f32"), (10, "f32"), (30, "f32"), (5, "f32"), (5, "f64"), (1, "f64")]
+    assert gradient_buckets(pieces, limit=20) == [[0, 1], [2], [3], [4, 5]]
+    assert gradient_buckets([], limit=20) == []

@@ -79,6 +79,20 @@ def test_cpu_preset_divides_memory() -> None:
     )
 
 
+def test_element_wise_ops_run_at_the_vector_rate() -> None:
+    """`vector_gflops` is the rate of non-matmul ops (f64 proportionally slower, bf16 no faster);
+    matmul-like ops and the peak table keep the `flops` rates. The cpu preset sets it."""
+    kind = machine_from_dict(_with("kinds.g.vector_gflops", 6), "m.toml").kind_of(0)
+    f32 = kind.peak_flops("f32")
+    assert kind.op_flops("f32", False) == pytest.approx(6e9)
+    assert kind.op_flops("f32", True) == kind.peak_flops("f32", True) == f32
+    without = machine_from_dict(_with("kinds.g.memory_gib", 1), "m.toml").kind_of(0)
+    assert without.op_flops("f32", False) == f32
+    cpu = load_machine("cpu:2").kind_of(0)
+    assert cpu.op_flops("f64", False) < cpu.op_flops("f32", False) == cpu.op_flops("bf16", False)
+    assert cpu.op_flops("f32", False) < cpu.op_flops("f32", True)
+
+
 def test_mixed_example() -> None:
     m = load_machine(os.path.join(EXAMPLES, "mixed.toml"))
     assert m.num_devices == 14
@@ -126,6 +140,7 @@ def _with(path: str, value: object) -> dict:
         ("kinds.g.flops_tflops", {"f8": 1.0}, "m.toml: kinds.g.flops_tflops.f8: unknown dtype"),
         ("kinds.g.flops_tflops", {"f16": 1.0}, "m.toml: kinds.g.flops_tflops.f32: missing"),
         ("kinds.g.compute_efficiency", 1.5, "m.toml: kinds.g.compute_efficiency: expected a fraction"),
+        ("kinds.g.vector_gflops", -1, "m.toml: kinds.g.vector_gflops: expected a non-negative number"),
         ("kinds.g.color", "red", "m.toml: kinds.g.color: unknown field"),
         ("links.intra_socket", None, "m.toml: links.intra_socket: missing"),
         ("links.intra_socket.latency_us", "fast", "m.toml: links.intra_socket.latency_us: expected a number"),

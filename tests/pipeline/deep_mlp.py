@@ -5,6 +5,8 @@ logits, so that a pipelined program must put every micro-batch's outputs back in
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -28,3 +30,15 @@ def make(batch: int = 16, layers: int = 5) -> tuple[nn.Module, dict[str, torch.T
     x = torch.randn(batch, 32, generator=generator)
     label = torch.randint(0, 10, (batch,), generator=generator)
     return DeepMLP(layers), {"x": x, "label": label}
+
+
+def batches(pieces: Any, start: int = 0, batch: int = 16) -> Iterator[dict[str, torch.Tensor]]:
+    """Training batches for `--data`: batch k drawn from a generator seeded by k + 1 (never the
+    example batch of `make`), each rank's pieces only."""
+    step = start
+    while True:
+        generator = torch.Generator().manual_seed(step + 1)
+        whole = {"x": torch.randn(batch, 32, generator=generator),
+                 "label": torch.randint(0, 10, (batch,), generator=generator)}  # fmt: skip
+        yield {k: v[pieces.slices(k)] for k, v in whole.items() if pieces.slices(k) is not None}
+        step += 1

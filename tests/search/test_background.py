@@ -87,3 +87,29 @@ def test_a_daemon_process_does_the_work_itself() -> None:
     child.join()
     assert isinstance(pids, list), pids
     assert len(set(pids)) == 1 and pids[0] == child.pid
+
+
+def test_ready_gives_what_the_worker_sent_without_waiting(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A caller stopped by a time limit keeps the items the worker has already sent (`ready`),
+    and does not wait for the rest (were it to wait, it would get the third item too)."""
+    if not background.can_fork():
+        pytest.skip("no second core or no fork here")
+    import time
+
+    marker = tmp_path / "sent"
+
+    def two_then_slow() -> Iterator[int]:
+        yield 0
+        yield 1
+        marker.touch()  # after both were sent: a send returns once the pipe holds the item
+        time.sleep(120)
+        yield 2
+
+    work = Background(two_then_slow)
+    for _ in range(600):
+        if marker.exists():
+            break
+        time.sleep(0.1)
+    assert list(work.ready()) == [0, 1]
+    work.close()
+    assert work.process is None

@@ -9,12 +9,15 @@ import subprocess
 import sys
 
 from unityc.cost.estimate import estimate_graph
+from unityc.dialects.source import read_module
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import from_module
 from unityc.machine.presets import preset
+from unityc.passes.unity_search import load_rules
+from unityc.search.galvatron import galvatron_plan
 from unityc.search.levers import with_memory_levers
-from unityc.search.plans import Pricing, data_parallel_plan
-from unityc.search.unity import strip_views
+from unityc.search.plans import Pricing, data_parallel_plan, zero_plan
+from unityc.search.unity import UnityOptions, strip_views, unity_search
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
 
@@ -47,5 +50,70 @@ def test_memory_budget_error_names_the_next_lever(tmp_path) -> None:  # type: ig
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert "with a memory budget of 1e-05 GiB per device" in last
-    assert "the next lever would be a smaller batch, more devices, pipeline parallelism" in last
+    assert "its weights, gradients and optimizer state take" in last
+    assert "the next lever would be more devices" in last
     assert not (tmp_path / "plan.mlir").exists()
+
+
+def test_search_weighs_the_zero_and_galvatron_plans() -> None:
+    """The joint search compares its plan with the `zero` plans (each stage, with and without
+    recomputation) and Galvatron-BMW's per-layer plan on the same machine and memory budget, so
+    it is never slower than either; where nothing fits it returns the smallest footprint."""
+    graph = strip_views(from_module(import_model(ModelSpec("mlp", "small", batch=64))))
+    pricing = Pricing(optimizer="adam")
+    need = data_parallel_plan(graph, preset("cpu:4"), pricing).estimate.peak_memory
+    options = UnityOptions(budget=1, optimizer="adam", pipelines=False)
+    tight = preset("cpu:4").with_memory(need * 0.5)  # data parallelism does not fit
+    result = unity_search(graph, tight, load_rules(""), options)
+    names = {p.name for p in result.alternatives}
+    assert {"zero", "galvatron", "data-parallel"} <= names
+    baselines = [galvatron_plan(graph, tight, pricing)]
+    baselines += [zero_plan(graph, tight, pricing, s, r) for s in (1, 2, 3) for r in (False, True)]
+    fitting = [b.estimate.iteration_s for b in baselines if b.estimate.fits]
+    assert fitting and result.fits
+    assert result.estimate.iteration_s <= min(fitting) * (1 + 1e-9)
+    # nothing fits: the smallest footprint of all plans compared, levers included
+    tiny = preset("cpu:4").with_memory(need * 0.2)
+    small = unity_search(graph, tiny, load_rules(""), options)
+    assert not small.fits
+    smallest = min(p.estimate.peak_memory for p in small.alternatives)
+    assert small.estimate.peak_memory <= smallest
+
+
+def test_levers_never_grow_a_plan_that_cannot_fit() -> None:
+    """When even every lever does not fit, the levers return the smallest footprint they saw:
+    on the MLP's searched plan for cpu:2 (one weight in copies) recomputation and ZeRO-3 add
+    more transient bytes than they save."""
+    graph = strip_views(from_module(read_module(os.path.join(EXAMPLES, "mlp.mlir"))))
+    tiny = preset("cpu:2").with_memory(1024)
+    options = UnityOptions(budget=2, optimizer="adam", pipelines=False, levers=False, whole_graph=False)
+    plan = unity_search(graph, tiny, load_rules(""), options).plan
+    e = estimate_graph(plan, tiny, optimizer="adam")
+    levered = with_memory_levers(plan, e, tiny, lambda g: estimate_graph(g, tiny, optimizer="adam"))
+    assert not levered.estimate.fits
+    assert levered.estimate.peak_memory <= e.peak_memory
+
+
+def test_levers_make_a_pipelined_plan_fit() -> None:
+    """Inside a pipeline's stages too (-t torch runs ZeRO and recomputation there): the hybrid
+    2 stages x 2-way data parallel plan of the MLP, with Adam, on devices with 70 % of its peak."""
+    from xdsl.dialects.builtin import StringAttr
+
+    from unityc.codegen import emit_program
+    from unityc.graph import to_module
+    from unityc.search.pipeline import LayerCosts, Stage, materialize
+
+    graph = strip_views(from_module(import_model(ModelSpec("mlp", "small", batch=64))))
+    roomy = preset("cpu:4")
+    L = LayerCosts(graph, roomy).count
+    plan = materialize(graph, roomy, [Stage(0, L // 2, 0, 2), Stage(L // 2, L, 2, 2)], "1f1b", 2)
+    need = estimate_graph(plan, roomy, optimizer="adam").peak_memory
+    tight = roomy.with_memory(need * 0.7)
+    e = estimate_graph(plan, tight, optimizer="adam")
+    assert e.pipeline is not None and not e.fits
+    levered = with_memory_levers(plan, e, tight, lambda g: estimate_graph(g, tight, optimizer="adam"))
+    assert levered.estimate.fits and levered.estimate.pipeline is not None, levered.note
+    assert any(n.zero or n.recompute for n in levered.graph.nodes.values())
+    module = to_module(levered.graph)
+    module.attributes["unityc.machine"] = StringAttr("cpu:4")
+    assert "PIPELINE = rt.Pipeline(" in emit_program(module)

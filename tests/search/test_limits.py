@@ -100,6 +100,26 @@ def test_a_search_out_of_time_returns_a_valid_plan_and_says_so() -> None:
     assert all(node.view is not None for node in found.plan.nodes.values())
 
 
+def test_plans_priced_by_the_time_limit_still_compete(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The segment search is still running at the hard deadline; the whole-graph plans the
+    background worker priced by then are not dropped: they compete with the one-device plan."""
+    import time
+
+    from unityc.search import background
+
+    if not background.can_fork():
+        pytest.skip("no second core or no fork here: the whole-graph plans are priced after the search")
+
+    def slow(*args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(120)  # interrupted by the deadline
+
+    monkeypatch.setattr(unity, "_search", slow)
+    found = unity_search(mlp(layers=2), machine("cpu:2"), rules(), UnityOptions(time_limit=6))
+    assert found.report.stopped_early == "time limit"
+    assert "data-parallel" in {p.name for p in found.alternatives}
+    to_module(found.plan).verify()
+
+
 def test_ctrl_c_during_a_search_returns_the_best_plan_so_far(monkeypatch: pytest.MonkeyPatch) -> None:
     def interrupted(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise KeyboardInterrupt

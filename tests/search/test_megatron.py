@@ -1,8 +1,10 @@
 """The `megatron` baseline is Megatron-LM's layout (Shoeybi et al. 2019), derived from the graph:
 per transformer block one all-reduce after the attention and one after the MLP (the column-
 parallel linears' sharding carried through the ops between them to the row-parallel one), a
-vocabulary-parallel word embedding (one all-reduce of its partial sums), nothing gathered, the
-blocks' weights sharded t ways; and the plan computes what the unparallelized graph does."""
+vocabulary-parallel word embedding (one all-reduce of its partial sums), the output head column-
+parallel into the vocabulary-parallel cross-entropy (its partial losses reduced once, the logits
+never gathered), the blocks' weights sharded t ways; and the plan computes what the
+unparallelized graph does."""
 
 from __future__ import annotations
 
@@ -44,8 +46,7 @@ def graph(model: str) -> Graph:
 
 
 def megatron_plans_of(model: str, d: int, t: int) -> list[PricedPlan]:
-    """The layout, then (where the output head was stopped only by the loss) the one gathering
-    the head's logits for the loss instead of replicating it."""
+    """The layouts of data d x tensor t (one: the loss takes class-sharded logits)."""
     plans = megatron_plans(graph(model), load_machine(f"cpu:{d * t}"), Pricing(optimizer="adam"))
     return [p for p in plans if p.note.startswith(f"data {d} x tensor {t}")]
 
@@ -68,17 +69,18 @@ def weight_fraction(plan: PricedPlan, keys: tuple[str, ...]) -> float:
 @pytest.mark.parametrize(("d", "t"), [(1, 2), (2, 2)])
 def test_one_all_reduce_per_block_and_sharded_weights(model: str, d: int, t: int) -> None:
     _, layers, sharded, stops = MODELS[model]
-    strict, gathered = megatron_plans_of(model, d, t)
+    (plan,) = megatron_plans_of(model, d, t)
     per_layer = 1 if model == "gpt2" else 2  # attention and MLP; GPT-2: its MLP (see MODELS)
-    for plan, gathers in ((strict, 0), (gathered, 1)):
-        collectives = Counter(n.op for n in plan.graph.nodes.values() if n.op.startswith("parallel."))
-        assert collectives["parallel.all_reduce"] == 1 + per_layer * layers, collectives
-        assert collectives["parallel.all_gather"] == gathers, collectives  # the head's logits
-        assert not collectives["parallel.combine"] and not collectives["parallel.reduce_scatter"]
-        assert weight_fraction(plan, sharded) <= 1 / t + 0.05
-        for op, n in stops.items():
-            assert f"{op} x{n}" in plan.note, plan.note
-    assert "1 gathered for the loss instead" in gathered.note
+    collectives = Counter(n.op for n in plan.graph.nodes.values() if n.op.startswith("parallel."))
+    assert collectives["parallel.all_reduce"] == 1 + per_layer * layers, collectives
+    assert collectives["parallel.reduce"] == 1, collectives  # the loss's partial sums
+    assert set(collectives) == {"parallel.all_reduce", "parallel.reduce"}, collectives  # nothing gathered
+    assert weight_fraction(plan, sharded) <= 1 / t + 0.05
+    (loss,) = [n for n in plan.graph.nodes.values() if n.op == "pcg.cross_entropy"]
+    logits = plan.graph.type_of(loss.operands[0])
+    assert logits.shard == (d, t), logits  # rows data parallel, classes vocabulary parallel
+    for op, n in stops.items():
+        assert f"{op} x{n}" in plan.note, plan.note
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -7,6 +7,7 @@ import os
 from functools import cache
 
 import pytest
+from xdsl.dialects.builtin import StringAttr
 
 from unityc.cost.estimate import estimate_graph
 from unityc.dialects.container import graph_function
@@ -97,3 +98,22 @@ def test_tensor_parallel_stages_compute_the_same_loss() -> None:
     want, _ = run_graph(module, float_dtype=torch.float64)
     got = run_pipelined(pipelined, float_dtype=torch.float64)
     assert torch.allclose(got[0], assemble(want[0], "loss").reshape(()), atol=1e-9)
+
+
+def test_a_hybrid_partition_has_a_program() -> None:
+    """2 stages x 2-way data parallel (what the search and `gpipe` make): the loss stays in
+    partial sums, one per pipeline (a `parallel.reduce` inside the last stage would be a
+    collective -t torch refuses), and the plan becomes a program. torchrun --check runs the
+    same kind of plan (`mlp-1f1b-hybrid-4` in tests/codegen/test_torchrun_pipeline.py)."""
+    from unityc.codegen import emit_program
+
+    machine = load_machine("cpu:4")
+    g = deep_mlp(3, 64)
+    L = LayerCosts(g, machine).count
+    plan = materialize(g, machine, [Stage(0, L // 2, 0, 2), Stage(L // 2, L, 2, 2)], "1f1b", 4)
+    assert not [n for n in plan.nodes.values() if n.op == "parallel.reduce"]
+    assert plan.type_of(plan.outputs[0]).sum_degree == 2
+    module = to_module(plan)
+    module.attributes["unityc.machine"] = StringAttr("cpu:4")
+    program = emit_program(module)
+    assert "PIPELINE = rt.Pipeline('1f1b', 4, ((0, 1), (2, 3)))" in program

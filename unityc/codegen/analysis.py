@@ -20,6 +20,7 @@ from xdsl.utils.exceptions import VerifyException
 from unityc.cost.pricing import placement
 from unityc.dialects.container import check_loss, graph_function
 from unityc.dialects.pcg_types import FLOAT_TYPES, PcgOp, TensorType
+from unityc.dialects.precision import BF16_MIXED, FP32, autocast_dtype, precision_of
 from unityc.dialects.view import MachineViewAttr
 from unityc.machine import Machine, MachineSpecError, load_machine
 
@@ -53,6 +54,9 @@ class Value:
     held: dict[int, Coord]
     grad: bool = False
     """Whether it carries a gradient (depends on a weight and the loss depends on it)."""
+    dtype: str = ""
+    """The element type (`f32`, `bf16`, ...) the program holds it in: its type's, or under
+    bf16-mixed the one autocast gives it (`dialects/precision.py`); collectives move it so."""
 
 
 @dataclass
@@ -64,6 +68,8 @@ class Analysis:
     ops: list[PcgOp]
     outputs: list[SSAValue]
     values: dict[SSAValue, Value] = field(default_factory=dict)
+    precision: str = FP32
+    """The graph function's `unityc.precision`: the program runs bf16-mixed under autocast."""
 
     def value(self, v: SSAValue) -> Value:
         return self.values[v]
@@ -111,7 +117,7 @@ def analyze(module: ModuleOp, machine_override: str | None = None) -> Analysis:
         if not isinstance(op, PcgOp):
             raise CodegenError(f"'{op.name}' is not a pcg or parallel op", op)
         ops.append(op)
-    a = Analysis(machine_name, machine, machine.num_devices, model, ops, outputs)
+    a = Analysis(machine_name, machine, machine.num_devices, model, ops, outputs, precision=precision_of(fn))
     names: set[str] = set()
     for op in ops:
         _check_op(op)
@@ -129,7 +135,19 @@ def analyze(module: ModuleOp, machine_override: str | None = None) -> Analysis:
             a.values[r] = Value(_unique(_python_name(r, op, a), names), r.type, where, held)
     check_loss(fn)
     _mark_gradients(a)
+    _run_dtypes(a)
     return a
+
+
+def _run_dtypes(a: Analysis) -> None:
+    """Each value's element type in the program (see `Value.dtype`)."""
+    mixed = a.precision == BF16_MIXED
+    for op in a.ops:
+        rule = type(op).AUTOCAST if mixed else "declared"
+        operands = [a.values[o].dtype for o in op.operands]
+        for r in op.results:
+            v = a.values[r]
+            v.dtype = autocast_dtype(rule, operands, str(v.type.element_type))
 
 
 def _check_op(op: PcgOp) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from xdsl.ir import SSAValue
@@ -61,6 +61,8 @@ class Writer:
         self.tables: dict[str, tuple[int, ...]] = {}
         self.transfers = 0
         self.collectives = 0
+        self.peers: set[int] = set()
+        """The ranks the transfers and collectives written so far involve."""
         self.regions = 0
         self.dropping: dict[PcgOp, list[SSAValue]] = {}
 
@@ -140,9 +142,10 @@ class Writer:
         if not moves:
             return v.var
         name = f"{v.var}_to_{reader.var}"
-        dtype = torch_dtype_name(v.type.element_type)
+        dtype = torch_dtype_name(v.dtype)
         self.emit(f'{name} = ctx.p2p({v.var}, {moves!r}, {v.type.piece_shape!r}, "{dtype}", grad={v.grad})')
         self.transfers += len(moves)
+        self.peers.update(r for move in moves for r in move)
         return name
 
     def compute(self, op: PcgOp) -> None:
@@ -156,7 +159,7 @@ class Writer:
         for i, (t, layout) in enumerate(zip(typed, form.operands, strict=True)):
             args.append(None if t is None else self.operand(op, i, next(values), tasks, layout))
         results = [self.a.value(r) for r in op.results]
-        call = Call(op.attrs(), args, list(typed), [r.type for r in results], tasks, result.var)  # type: ignore[attr-defined]
+        call = Call(op.attrs(), args, list(typed), [r.type for r in results], tasks, result.var, self.groups)  # type: ignore[attr-defined]
         if op.name == "pcg.gather":
             self.tables[result.var] = tuple(int(i) for i in call.attrs["indices"])
             expr = f'torch.index_select({args[0]}, {call.attrs["dim"]}, ctx.tables["{result.var}"])'
@@ -178,7 +181,7 @@ class Writer:
                 dst.type,
                 src.where,
                 dst.where,
-                torch_dtype_name(src.type.element_type),
+                torch_dtype_name(src.dtype),
             )
         except ValueError as e:
             raise CodegenError(str(e), op) from None
@@ -186,6 +189,7 @@ class Writer:
         for stage in stages:
             for c in stage:
                 self.groups.setdefault(c.ranks)
+                self.peers.update(c.ranks)
             self.collectives += len(stage)
             inner = ", ".join(collective_text(c) for c in stage)
             texts.append(f"({inner},)")
@@ -266,11 +270,14 @@ class Writer:
 
     # --- the file ---------------------------------------------------------------------------
 
-    def forward(self) -> list[str]:
+    def write(self, ops: Sequence[PcgOp], after: Callable[[PcgOp], None] | None = None) -> None:
+        """Writes `ops` (the plan's, or one pipeline stage's) with their recompute regions and
+        ZeRO-3 drops; `after(op)` runs after each op or region (its first op)."""
         owners = regions(self.a)
         self.dropping = last_readers(self.a)
+        chosen = set(ops)
         done: set[PcgOp] = set()
-        for op in self.a.ops:
+        for op in ops:
             if op in done:
                 continue
             region = owners.get(op)
@@ -279,7 +286,20 @@ class Writer:
                 self.drop(op)
                 done.add(op)
             elif op.name not in SOURCES:  # a region's sources are read inside it
+                if not set(region.ops) <= chosen:
+                    raise CodegenError(
+                        "a run of recompute ops spans pipeline stages: -t torch recomputes each "
+                        "stage's runs on their own (end the run at the stage's last op)",
+                        region.ops[0],
+                    )
                 self.region(region, done)
+            else:
+                continue
+            if after is not None:
+                after(op)
+
+    def forward(self) -> list[str]:
+        self.write(self.a.ops)
         outputs = ", ".join(self.a.value(v).var for v in self.a.outputs)
         outputs += "," if len(self.a.outputs) == 1 else ""
         return [

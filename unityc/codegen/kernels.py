@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from unityc.dialects.forms import Form
@@ -79,6 +79,22 @@ class Call:
     results: list[TensorType]
     tasks: Tasks
     key: str
+    groups: dict[tuple[int, ...], None] = field(default_factory=dict)
+    """The plan's process groups (sorted ranks): a kernel reducing across shards adds its own."""
+
+    def shard_groups(self, factor: str) -> str | None:
+        """`ctx.shards(...)`: per group of tasks that differ only in `factor`, their ranks in
+        `factor` order (None where the factor has degree 1)."""
+        if self.tasks.degree(factor) == 1:
+            return None
+        groups: dict[tuple[tuple[str, int], ...], dict[int, int]] = {}
+        for rank, task in self.tasks.by_rank.items():
+            rest = tuple(sorted((f, i) for f, i in task.items() if f != factor))
+            groups.setdefault(rest, {})[task.get(factor, 0)] = rank
+        ordered = [tuple(g[i] for i in sorted(g)) for _, g in sorted(groups.items())]
+        for ranks in ordered:
+            self.groups.setdefault(tuple(sorted(ranks)))
+        return f"ctx.shards({tuple(ordered)!r})"
 
     def bias(self, b: str | None) -> str:
         """The bias only on tasks holding partial sum 0 (others' partial sums must not add it)."""
@@ -219,10 +235,25 @@ def _loss_divisor(call: Call, count: int) -> int:
 
 
 def _cross_entropy(call: Call) -> str:
+    """Rows over the logical count (a mean), or the kept targets' count across the row shards
+    (a mean with ignore_index); class shards reduce their rows' log-sum-exp together."""
     logits, target = call.args
     t = call.operand_types[0]
     assert t is not None
-    return f"rt.kernels.cross_entropy({logits}, {target}, {_loss_divisor(call, t.shape[0])})"
+    ignore = call.attrs.get("ignore_index")
+    mean = call.attrs["reduction"] == "mean"
+    divisor = None if mean and ignore is not None else _loss_divisor(call, t.shape[0])
+    args = [str(logits), str(target), repr(divisor)]
+    if ignore is not None:
+        args.append(f"ignore_index={ignore}")
+    classes = call.shard_groups("v")
+    if classes is not None:
+        width = t.piece_shape[1]
+        args += [f"start={call.tasks.table(lambda task: task.get('v', 0) * width)}", f"classes={classes}"]
+    rows = call.shard_groups("n") if divisor is None else None
+    if rows is not None:
+        args.append(f"rows={rows}")
+    return f"rt.kernels.cross_entropy({', '.join(args)})"
 
 
 def _mse(call: Call) -> str:

@@ -112,7 +112,7 @@ def _readers(a: Analysis) -> dict[SSAValue, set[PcgOp]]:
     readers: dict[SSAValue, set[PcgOp]] = {r: set() for op in a.ops for r in op.results}
     for op in a.ops:
         for o in op.operands:
-            readers[o].add(op)
+            readers.setdefault(o, set()).add(op)  # (a pipeline stage reads values made before it)
     return readers
 
 

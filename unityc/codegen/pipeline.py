@@ -6,10 +6,12 @@ see micro-batch shapes, a loss divides by the micro-batch's count), stage by sta
 A value a later stage reads crosses each stage boundary up to its last reader (the last stage
 returns the graph's outputs): stage k's function takes what crosses into it and returns what
 crosses out. Rank i of one rank group sends to rank i of the next (`runtime/pipeline.py`), so a
-crossing value must be held on every rank of its stage's group, and a task of a later stage must
-read the piece its own pipeline brings. Inside a stage no rank talks to another (data
-parallelism inside a stage: each rank runs its own pipeline on its shard of the batch); a stage
-needing a collective or a transfer is refused, located at the op.
+crossing value must be held on every rank of its stage's group, and a task of a later stage reads
+the piece its own pipeline brings. Inside a stage the ranks of its group may talk (tensor
+parallelism: the stage's collectives and transfers are in its code, their process groups in
+PLAN's, which every rank creates); every rank of a group runs the group's stages on the same
+micro-batches in the schedule's one order, so their collectives meet. A stage that talks to a rank
+outside its group is refused, located at the op.
 """
 
 from __future__ import annotations
@@ -38,8 +40,11 @@ def is_pipelined(module: ModuleOp) -> bool:
     return pipeline_of(graph_function(module)) is not None
 
 
-def emit_pipelined(module: ModuleOp, a: Analysis, machine: str | None, source: str) -> str:
-    """The program of a pipelined plan (`a`: its analysis for the whole batch)."""
+def emit_pipelined(
+    module: ModuleOp, a: Analysis, machine: str | None, source: str, measures: dict[str, float]
+) -> str:
+    """The program of a pipelined plan (`a`: its analysis for the whole batch; `measures`: what
+    its progress lines compare with, as for any plan)."""
     from unityc.codegen import program_head  # the package imports this module
 
     fn = graph_function(module)
@@ -51,7 +56,7 @@ def emit_pipelined(module: ModuleOp, a: Analysis, machine: str | None, source: s
     micro = microbatch_module(module, pipeline.microbatches)
     origin = dict(zip(graph_ops(graph_function(micro)), graph_ops(fn), strict=True))
     try:
-        return _emit(a, analyze(micro, machine), pipeline, count, source, program_head)
+        return _emit(a, analyze(micro, machine), pipeline, count, source, program_head, measures)
     except CodegenError as e:
         raise CodegenError(str(e), origin.get(e.op, e.op) if e.op is not None else None) from None  # type: ignore[arg-type]
 
@@ -63,6 +68,7 @@ def _emit(
     count: int,
     source: str,
     program_head: Callable[..., list[str]],
+    measures: dict[str, float],
 ) -> str:
     stage = {op: stage_of(op) for op in m.ops}
     groups = _rank_groups(m, stage, pipeline.rank_groups(count))
@@ -70,26 +76,31 @@ def _emit(
     _check_held(m, stage, groups, crossing)
     functions: list[str] = []
     tables: dict[str, tuple[int, ...]] = {}
+    collective_groups: dict[tuple[int, ...], None] = {}  # the stages' own (tensor parallelism)
+    recompute_regions = 0
     for k in range(count):
         received = crossing[k - 1] if k else []
         sent = crossing[k] if k < count - 1 else list(m.outputs)
-        writer = Writer(_stage_view(m, stage, groups, k, received))
-        lines = _stage_code(writer, [op for op in m.ops if stage[op] == k], k)
+        ops = [op for op in m.ops if stage[op] == k]
+        writer = Writer(_stage_view(m, stage, groups, k, received, ops, sent))
+        lines = _stage_code(writer, ops, k, groups[k % len(groups)])
         tables.update(writer.tables)
+        collective_groups.update(writer.groups)
+        recompute_regions += writer.regions
         functions += _function(m, k, groups[k % len(groups)], received, sent, lines, k == count - 1)
     sources = Writer(a)  # PLAN's tables: the whole batch's pieces of every weight, input, constant
     for op in a.ops:
         if op.name in ("pcg.weight", "pcg.input", "pcg.constant"):
             sources.source(op)
     sources.tables = tables
+    sources.groups.update(collective_groups)  # PLAN's process groups: every rank creates them
+    sources.regions = recompute_regions  # the program imports torch.utils.checkpoint if any
     stage_ranks = tuple(groups[k % len(groups)] for k in range(count))
-    about = [
+    summary = (
         f"Pipelined: {count} stages, schedule {pipeline.schedule}, {pipeline.microbatches} micro-batches; "
-        f"stage k on ranks {', '.join(map(str, stage_ranks))} (by k).",
-        "",
-        f"Run: torchrun --standalone --nproc_per_node {a.world} {{this file}} [--steps N]",
-        "     [--optimizer sgd|adam] [--lr LR] [--check] [--json FILE] [--timeout S]",
-        "",
+        f"stage k on ranks {', '.join(map(str, stage_ranks))} (by k)."
+    )
+    about = [
         "Every rank runs this file. `stage_k` computes this rank's pieces of stage k for one micro-batch",
         "from what the previous stage sent (its arguments after `x`) and returns what the next stage",
         "receives (the last stage: the outputs, the loss first); torch.distributed.pipelining runs the",
@@ -98,7 +109,7 @@ def _emit(
     names = ", ".join(f"stage_{k}" for k in range(count)) + ("," if count == 1 else "")
     return "\n".join(
         [
-            *program_head(a, sources, source, about),
+            *program_head(a, sources, source, summary, about, measures),
             f"PIPELINE = rt.Pipeline({pipeline.schedule!r}, {pipeline.microbatches}, {stage_ranks!r})",
             "",
             "",
@@ -173,10 +184,17 @@ def _check_held(
 
 
 def _stage_view(
-    m: Analysis, stage: dict[PcgOp, int], groups: list[tuple[int, ...]], k: int, received: list[SSAValue]
+    m: Analysis,
+    stage: dict[PcgOp, int],
+    groups: list[tuple[int, ...]],
+    k: int,
+    received: list[SSAValue],
+    ops: list[PcgOp],
+    sent: list[SSAValue],
 ) -> Analysis:
-    """The analysis as stage k sees it: a value it receives is held by the rank of this stage's
-    group that its pipeline brings it to (rank i of the producer's group -> rank i of this one)."""
+    """The analysis as stage k sees it: its `ops`, whose outputs are what it `sent`s on (so its
+    recompute runs end with it); a value it receives is held by the rank of this stage's group
+    that its pipeline brings it to (rank i of the producer's group -> rank i of this one)."""
     here = groups[k % len(groups)]
     values = dict(m.values)
     for v in received:
@@ -186,22 +204,28 @@ def _stage_view(
         value = m.value(v)
         where = {c: here[there.index(r)] for c, r in value.where.items()}
         values[v] = replace(value, where=where, held={here[there.index(r)]: c for r, c in value.held.items()})
-    return replace(m, values=values)
+    return replace(m, values=values, ops=ops, outputs=sent)
 
 
-def _stage_code(writer: Writer, ops: list[PcgOp], k: int) -> list[str]:
-    for op in ops:
-        collectives, transfers = writer.collectives, writer.transfers
-        writer.op(op)
-        if (writer.collectives, writer.transfers) == (collectives, transfers):
-            continue
-        what = "a collective" if writer.collectives != collectives else "a piece another rank holds"
-        raise CodegenError(
-            f"{op.name} of stage {k} needs {what}: -t torch runs each pipeline stage without "
-            "communication between its ranks (data parallelism inside a stage: each task reads the "
-            "pieces its own pipeline brings)",
-            op,
-        )
+def _stage_code(writer: Writer, ops: list[PcgOp], k: int, ranks: tuple[int, ...]) -> list[str]:
+    """Stage k's lines (recompute runs under `torch.utils.checkpoint`, gathered ZeRO-3 weights
+    dropped after their last reader, as in any program); its collectives and transfers stay among
+    its group's `ranks` (every rank of the group runs the stage's micro-batches in the schedule's
+    one order, so they meet)."""
+
+    def inside(op: PcgOp) -> None:
+        outside = sorted(writer.peers - set(ranks))
+        writer.peers.clear()
+        if outside:
+            raise CodegenError(
+                f"{op.name} of stage {k} talks to ranks {outside} outside its group {list(ranks)}: "
+                "-t torch keeps each stage's communication inside its group (values reach later "
+                "stages down their pipelines)",
+                op,
+            )
+
+    writer.peers.clear()
+    writer.write(ops, inside)
     return writer.lines
 
 

@@ -10,7 +10,10 @@ None for an absent optional operand). Kernel time is the roofline
     t = kernel_latency + max(FLOPs / (peak[dtype] * compute_efficiency),
                              bytes / (memory_bandwidth * memory_efficiency))
 
-and nothing at all for an op that does no work (sources, reshape: a view).
+and nothing at all for an op that does no work (sources, reshape: a view). Matmul-like ops
+(`MATMUL_LIKE`) run at the device's peak for their dtype, every other op at its element-wise
+rate (`DeviceKind.vector_flops`, where set: a CPU core's element-wise kernels run far below its
+GEMM rate).
 
 Forward FLOPs (n = elements of the result piece unless said otherwise):
 
@@ -23,6 +26,7 @@ Forward FLOPs (n = elements of the result piece unless said otherwise):
 | attention | projections 2·B·(Sq + 2·Sk)·E·Eh + output 2·B·Sq·Eh·E + scores and context |
 | | 4·B·Sq·Sk·Eh + softmax 5·B·h·Sq·Sk (h: the task's heads, Eh = E·h/heads) |
 | unary element-wise | `UNARY_FLOPS[op]`·n (1 for arithmetic, 4 for transcendental, 8 for gelu) |
+| dropout (p > 0) | (1 + `DROPOUT_HASH_FLOPS`)·n: the program hashes each element's index; 0 for p = 0 |
 | binary element-wise | n |
 | softmax | 5·n (max, subtract, exp, sum, divide) |
 | layer_norm, batch_norm | 5·n, + n each for weight and bias |
@@ -38,7 +42,8 @@ nothing, embedding reads indices and the rows it gathers.
 
 Backward: contractions (linear, matmul, batch_matmul, conv2d) cost their forward FLOPs once per
 operand that needs a gradient (dX and dW are each a product as large as the forward), plus n for
-a bias gradient; attention ≈ 2x forward; embedding scatter-adds n; every other op ≈ 1x its
+a bias gradient; attention ≈ 2x forward (its dropout mask saved, not hashed again); embedding
+scatter-adds n; dropout multiplies by its saved mask and scale (2·n); every other op ≈ 1x its
 forward FLOPs. Backward bytes ≈ 2x forward bytes (read the result's gradient and the saved
 operands, write the operands' gradients). An op none of whose operands needs a gradient has no
 backward.
@@ -76,6 +81,9 @@ class Piece:
 class Work:
     flops: float
     bytes: float
+    vector: float = 0.0
+    """Element-wise FLOPs inside a matmul-like op that run at the non-matmul rate (the dropout
+    mask of attention probabilities); not in `flops`."""
 
 
 @dataclass(frozen=True)
@@ -102,10 +110,15 @@ UNARY_FLOPS: dict[str, int] = {
     "pcg.neg": 1,
     "pcg.scalar_mul": 1,
     "pcg.scalar_add": 1,
-    "pcg.dropout": 1,
+    "pcg.dropout": 1,  # + the mask's hash, DROPOUT_HASH_FLOPS
     "pcg.identity": 0,
     "pcg.cast": 0,
 }
+DROPOUT_HASH_FLOPS = 80
+"""Element-wise FLOPs per element of a dropout mask: the program hashes each element's logical
+index (`unityc.runtime.context`, a dozen int64 passes) so every copy drops the same elements;
+a whole dropout measured 76-92 f32 adds per element (`benchmarks/measure_cpu_machine.py`).
+Its backward multiplies by the saved mask and scale (2 per element)."""
 BINARY = ("pcg.add", "pcg.sub", "pcg.mul", "pcg.div")
 SOURCES = ("pcg.input", "pcg.weight", "pcg.constant")
 DATA_MOVEMENT = ("pcg.concat", "pcg.split", "pcg.transpose", "pcg.gather")
@@ -187,9 +200,14 @@ def _unary(name: str) -> Formula:
     return lambda attrs, ops, res: UNARY_FLOPS[name] * _n(res[0])
 
 
+def _dropout(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
+    return (UNARY_FLOPS["pcg.dropout"] + DROPOUT_HASH_FLOPS) * _n(res[0]) if attrs.get("p", 0) > 0 else 0
+
+
 FORWARD_FLOPS: dict[str, Formula] = {
     **{name: _zero for name in (*SOURCES, *DATA_MOVEMENT, "pcg.reshape", "pcg.embedding")},
     **{name: _unary(name) for name in UNARY_FLOPS},
+    "pcg.dropout": _dropout,
     **{name: (lambda attrs, ops, res: _n(res[0])) for name in BINARY},
     "pcg.linear": _linear,
     "pcg.matmul": _matmul,
@@ -234,6 +252,8 @@ def forward_work(kind: str, attrs: Mapping[str, Any], operands: Operands, result
     if kind == "pcg.attention":  # the score matrix is written and read back (no fused kernel)
         batch, sq, sk, _, _, h = _attention_parts(attrs, operands)
         in_bytes += 2 * batch * h * sq * sk * DTYPE_BYTES[results[0].dtype]
+        masked = (UNARY_FLOPS["pcg.dropout"] + DROPOUT_HASH_FLOPS) * batch * h * sq * sk
+        return Work(flops, in_bytes + out_bytes, masked if attrs.get("dropout") else 0.0)
     return Work(flops, in_bytes + out_bytes)
 
 
@@ -254,10 +274,14 @@ def backward_work(
         main = FORWARD_FLOPS[kind](attrs, (*operands[:2], None)[: len(operands)], results)  # no bias
         bias = _n(results[0]) if len(grads) > 2 and grads[2] else 0
         return Work(main * (int(grads[0]) + int(grads[1])) + bias, 2 * fwd.bytes)
-    if kind == "pcg.attention":
-        return Work(2 * fwd.flops, 2 * fwd.bytes)
+    if kind == "pcg.attention":  # the dropout mask is saved, not hashed again
+        return Work(
+            2 * fwd.flops, 2 * fwd.bytes, 2 * fwd.vector / (UNARY_FLOPS["pcg.dropout"] + DROPOUT_HASH_FLOPS)
+        )
     if kind == "pcg.embedding":
         return Work(_n(results[0]), fwd.bytes)
+    if kind == "pcg.dropout":
+        return Work(2 * _n(results[0]) if fwd.flops else 0, 2 * fwd.bytes)
     return Work(fwd.flops, 2 * fwd.bytes)
 
 
@@ -277,9 +301,10 @@ def compute_dtype(operands: Operands, results: Sequence[Piece]) -> str:
 
 def kernel_time(work: Work, dtype: str, device: DeviceKind, matmul: bool = False) -> float:
     """Roofline time of one kernel on `device`; 0 for no work."""
-    if work.flops <= 0 and work.bytes <= 0:
+    if work.flops <= 0 and work.bytes <= 0 and work.vector <= 0:
         return 0.0
-    compute = work.flops / (device.peak_flops(dtype, matmul) * device.compute_efficiency)
+    compute = work.flops / (device.op_flops(dtype, matmul) * device.compute_efficiency)
+    compute += work.vector / (device.op_flops(dtype, False) * device.compute_efficiency)
     memory = work.bytes / (device.memory_bandwidth * device.memory_efficiency)
     return device.kernel_latency + max(compute, memory)
 

@@ -16,8 +16,9 @@ and estimates that graph. Conventions:
 * **Gradients**: weights want gradients, inputs and constants do not; an op has a backward if
   one of its results carries the loss's gradient (the loss is the graph's first output) and one
   of its operands wants one. A weight held with copy degree > 1 and used directly gets its
-  gradient all-reduced across its copies; a weight replicated by `parallel.replicate` gets the
-  replicate's backward (a reduce) instead.
+  gradient all-reduced across its copies, in the program's buckets during the backward
+  (`schedule.buckets`); a weight replicated by `parallel.replicate` gets the replicate's backward
+  (a reduce) instead.
 * **Roofline bound**: the model's training FLOPs (every pcg op on logical shapes, forward and
   backward, plus the optimizer) over the machine's total peak FLOP/s for each op's dtype.
 """
@@ -30,9 +31,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, bf16
 
-from unityc.cost.communication import PARALLEL_PATTERN, Coord
+from unityc.cost.communication import PARALLEL_PATTERN, Coord, collective_time
 from unityc.cost.compute import (
     MATMUL_LIKE,
     SOURCES,
@@ -58,12 +59,13 @@ from unityc.cost.pricing import (
     weight_parts,
 )
 from unityc.cost.profile import ProfileCache, op_key, profiled_cost
-from unityc.cost.schedule import Comm, Step, simulate
+from unityc.cost.schedule import Comm, Step, buckets, simulate
 from unityc.cost.units import format_bytes
 from unityc.dialects.container import graph_function
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import PcgOp, TensorType, own_form
-from unityc.graph import Graph, Node, Ref, from_module, full_attrs
+from unityc.graph import Graph, Node, Ref, from_module, full_attrs, op_class
+from unityc.graph.precision import priced_graph
 from unityc.machine.spec import Machine
 
 COST_MODES = ("roofline", "profile")
@@ -151,6 +153,10 @@ class Estimate:
     notes: tuple[str, ...]
     pipeline: PipelineRun | None = None
     """A pipelined plan's simulated schedule (`cost/pipeline.py`), else None."""
+    buckets: int = 0
+    """Gradient buckets of weights held in copies, all-reduced during the backward."""
+    sync_after_s: float = 0.0
+    """How long their communication runs on after the backward ends (what of it counts)."""
 
     @property
     def busiest(self) -> DeviceRow:
@@ -333,6 +339,8 @@ class _Builder:
         extra = 0.0
         if backward and node.op == "pcg.attention":
             extra = self.attention_memory(nid, attrs, types, node.types[0], parts.tasks, m)
+        if backward:
+            extra += self.autocast_copies(nid, node, types, parts.tasks)
         bwd = parts.bwd
         if backward and node.recompute:  # its forward runs again in backward
             bwd = merge_work(parts.fwd, parts.bwd)
@@ -385,6 +393,29 @@ class _Builder:
         for device, count in tasks.items():
             self.memory[device]["activations"] += per_task * count * m
         return float(per_task * sum(tasks.values()) * m)
+
+    def autocast_copies(
+        self, nid: int, node: Node, types: Sequence[TensorType | None], tasks: Mapping[int, int]
+    ) -> float:
+        """bf16-mixed: autocast casts each fp32 weight a bf16 op reads to a bf16 copy that the op
+        saves for its backward; held like attention's internal tensors (from forward to the op's
+        backward, only then if it is recomputed). Returns the bytes kept from forward."""
+        if node.types[0].element_type != bf16 or op_class(node.op).AUTOCAST != "bf16":
+            return 0.0
+        per_task = sum(
+            2 * piece(t).numel  # type: ignore[union-attr]
+            for r, t in zip(node.operands, types, strict=True)
+            if r is not None and t is not None and self.graph.nodes[r[0]].op == "pcg.weight"
+            and t.element_type != bf16
+        )  # fmt: skip
+        if not per_task:
+            return 0.0
+        held = self.internal.setdefault(nid, {})
+        for device, count in tasks.items():
+            held[device] = held.get(device, 0.0) + per_task * count
+            if not node.recompute:
+                self.memory[device]["activations"] += per_task * count
+        return 0.0 if node.recompute else float(per_task * sum(tasks.values()))
 
     def add_model_flops(
         self,
@@ -478,17 +509,26 @@ class _Builder:
             self.update_flops += parts.update_flops
             self.update_roofline_s += parts.update_flops / self.machine.total_peak_flops(p.dtype)
         base = {**self._base(nid, node, 1), "has_backward": False}
-        step = Step(name=name, fwd_comm=parts.gather, grad_sync=parts.sync, update=parts.update, **base)
+        step = Step(
+            name=name,
+            fwd_comm=parts.gather,
+            grad_reduce=parts.reduce,
+            grad_dtype=piece(t).dtype,  # type: ignore[union-attr]
+            grad_sync=parts.sync,
+            update=parts.update,
+            **base,
+        )
+        sync = parts.after_backward
         row = OpRow(
             name=name,
             kind=node.op,
             label=self.label(node),
             devices=tuple(sorted(parts.held)),
             fwd_comm_s=phase(parts.gather),
-            bwd_comm_s=phase(parts.sync),
-            pattern=WEIGHT_PATTERN[node.zero] if parts.sync else "",
-            collectives=len(parts.sync),
-            comm_bytes=piece(t).nbytes if parts.sync else 0,  # type: ignore[union-attr]
+            bwd_comm_s=phase(sync),
+            pattern=WEIGHT_PATTERN[node.zero] if sync else "",
+            collectives=len(sync),
+            comm_bytes=piece(t).nbytes if sync else 0,  # type: ignore[union-attr]
             memory=held,
         )
         return step, row
@@ -697,7 +737,9 @@ def estimate_module(
 def build_steps(
     graph: Graph, machine: Machine, compute: ComputeModel, optimizer: str
 ) -> tuple[_Builder, list[int], list[Step], list[OpRow]]:
-    """Every node as a schedule step and a report row, saved activations added to memory."""
+    """Every node as a schedule step and a report row, saved activations added to memory; each
+    value in the element type the program runs it in (`graph.precision.priced_graph`)."""
+    graph = priced_graph(graph)
     order = graph.topological()
     b = _Builder(graph, machine, compute, optimizer)
     _, b.gets_grad = gradient_flags(graph, order)
@@ -731,11 +773,18 @@ def estimate_graph(
     check_optimizer(optimizer)
     b, order, steps, rows = build_steps(graph, machine, compute_model(cost, profile), optimizer)
     loss = graph.outputs[0] if graph.outputs else None
-    schedule = simulate(steps, b.mult, b.vid(loss) if loss is not None and loss in b.ids else None)
-    for s in steps:
-        for c in (*s.fwd_comm, *s.bwd_comm, *s.grad_sync):
-            for d in c.devices:
-                b.memory[d]["buffers"] = max(b.memory[d]["buffers"], c.nbytes)
+    grad_buckets = buckets(
+        steps, lambda devices, nbytes: collective_time("all_reduce", nbytes, devices, machine)
+    )
+    schedule = simulate(
+        steps, b.mult, b.vid(loss) if loss is not None and loss in b.ids else None, grad_buckets
+    )
+    for c in (
+        *(c for s in steps for c in (*s.fwd_comm, *s.bwd_comm, *s.grad_sync)),
+        *(g.comm for g in grad_buckets),
+    ):
+        for d in c.devices:
+            b.memory[d]["buffers"] = max(b.memory[d]["buffers"], c.nbytes)
     peaks = b.peaks(order)
     used = sorted(set(schedule.timelines) | set(b.memory))
     devices = tuple(
@@ -781,4 +830,6 @@ def estimate_graph(
         model_flops=b.model_flops,
         roofline_s=b.roofline_s,
         notes=tuple(notes),
+        buckets=schedule.buckets,
+        sync_after_s=schedule.sync_after_s,
     )

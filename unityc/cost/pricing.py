@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, f32
 
 from unityc.cost.communication import PARALLEL_PATTERN, Coord, collective_time, parallel_groups, price_group
 from unityc.cost.compute import OpCost, Piece, kernel_time
@@ -100,8 +100,16 @@ def _logical_piece(t: TensorType) -> Piece:
 def node_form(
     op: str, attrs: tuple[tuple[str, Any], ...], operand_types: tuple[TensorType | None, ...]
 ) -> Form:
-    """The parallel form of an op (how its tasks read operand pieces), by the dialect's inference."""
-    return op_class(op).infer(list(operand_types), full_attrs(op, attrs))[0]
+    """The parallel form of an op (how its tasks read operand pieces), by the dialect's inference.
+    Forms do not depend on element types: bf16 operands (a bf16-mixed graph as priced, see
+    `graph.precision.priced_graph`) are read as f32, so mixed operands infer."""
+    declared = [t if t is None or str(t.element_type) != "bf16" else _as_f32(t) for t in operand_types]
+    return op_class(op).infer(declared, full_attrs(op, attrs))[0]
+
+
+@lru_cache(maxsize=100_000)
+def _as_f32(t: TensorType) -> TensorType:
+    return TensorType(t.shape, f32, t.shard, t.sum_degree, t.copy_degree)
 
 
 def placement(t: TensorType, view: MachineViewAttr | None, machine: Machine) -> dict[Coord, int]:
@@ -203,6 +211,52 @@ def tasks_and_transfers(
     return tasks, fwd, bwd
 
 
+def _task_groups(form: Form, where: Placement, factor: str) -> list[tuple[int, ...]]:
+    """The devices of each group of tasks differing only in `factor`."""
+    groups: dict[tuple[tuple[str, int], ...], list[int]] = defaultdict(list)
+    for task in form.tasks():
+        rest = tuple(sorted((f, i) for f, i in task.items() if f != factor))
+        groups[rest].append(where[form.coord(form.results[0], task)])
+    return [tuple(g) for g in groups.values()]
+
+
+def kernel_collectives(
+    op: str,
+    attrs: Mapping[str, Any],
+    form: Form,
+    where: Placement,
+    operand_types: Sequence[TensorType | None],
+    machine: Machine,
+) -> tuple[list[Comm], list[Comm]]:
+    """Collectives a kernel runs among its own tasks (forward, backward): the vocabulary-parallel
+    cross-entropy's all-gather of row maxima and all-reduce of sums of exponentials (its dual in
+    backward) across class shards, and the count of kept targets across row shards."""
+    if op != "pcg.cross_entropy":
+        return [], []
+    degrees = dict(form.factors)
+    logits = operand_types[0]
+    assert logits is not None
+    rows = _piece(logits, False)
+    row_bytes = rows.nbytes // rows.shape[1]
+    fwd: list[Comm] = []
+    bwd: list[Comm] = []
+
+    def add(pattern: str, nbytes: int, devices: tuple[int, ...], backward: bool) -> None:
+        comm = Comm(devices, collective_time(pattern, nbytes, devices, machine), nbytes)
+        fwd.append(comm)
+        if backward:
+            bwd.append(comm)
+
+    if degrees.get("v", 1) > 1:
+        for devices in _task_groups(form, where, "v"):
+            add("all_gather", row_bytes, devices, False)
+            add("all_reduce", row_bytes, devices, True)
+    if degrees.get("n", 1) > 1 and attrs.get("ignore_index") is not None and attrs["reduction"] == "mean":
+        for devices in _task_groups(form, where, "n"):
+            add("all_reduce", 8, devices, False)
+    return fwd, bwd
+
+
 def compute_parts(
     machine: Machine,
     compute: ComputeModel,
@@ -223,6 +277,9 @@ def compute_parts(
     tasks, fwd_comm, bwd_comm = tasks_and_transfers(
         form, where, operand_types, operand_keys, operand_where, grads, machine
     )
+    kernel_fwd, kernel_bwd = kernel_collectives(op, attrs, form, where, operand_types, machine)
+    fwd_comm += kernel_fwd
+    bwd_comm += kernel_bwd
     costs: dict[str, OpCost] = {}
     fwd: list[tuple[int, float]] = []
     bwd: list[tuple[int, float]] = []
@@ -268,9 +325,9 @@ class WeightParts:
     update: tuple[tuple[int, float], ...]
     """(device, seconds) of the optimizer step."""
     sync: tuple[Comm, ...]
-    """After the backward: the gradients of the weight's copies all-reduced (reduce-scattered
-    with ZeRO-2/3); with ZeRO-1/2 also the updated shards all-gathered (priced here, on the same
-    streams: the update between them is short and memory-bound)."""
+    """After the backward: with ZeRO-2/3 the gradients of the weight's copies reduce-scattered;
+    with ZeRO-1/2 the updated shards all-gathered (priced here, on the same streams: the update
+    between them is short and memory-bound)."""
     update_flops: float
     gather: tuple[Comm, ...] = ()
     """ZeRO-3: the all-gathers of the weight from its shards, before each use (in forward, and
@@ -278,6 +335,15 @@ class WeightParts:
     full: dict[int, float] | None = None
     """ZeRO-2/3: per device, the bytes of the unsharded pieces (what a gather or an unreduced
     gradient holds for a moment)."""
+    reduce: tuple[Comm, ...] = ()
+    """Without ZeRO or with ZeRO-1: the gradients of the weight's copies all-reduced, one per
+    copy group (the program buckets them and starts them during the backward, see
+    `schedule.buckets`)."""
+
+    @property
+    def after_backward(self) -> tuple[Comm, ...]:
+        """Every gradient collective, as if all ran after the backward."""
+        return (*self.reduce, *self.sync)
 
 
 def weight_parts(
@@ -304,14 +370,18 @@ def weight_parts(
         work = update_work(optimizer, count * updated, element)
         update.append((device, kernel_time(work, p.dtype, machine.kind_of(device))))
     sync: list[Comm] = []
+    reduce: list[Comm] = []
     if wants:
-        sync = copy_collectives(machine, "reduce_scatter" if zero >= 2 else "all_reduce", where, p.nbytes)
+        if zero >= 2:
+            sync = copy_collectives(machine, "reduce_scatter", where, p.nbytes)
+        else:
+            reduce = copy_collectives(machine, "all_reduce", where, p.nbytes)
         if zero in (1, 2):
             sync += copy_collectives(machine, "all_gather", where, p.nbytes)
     gather = copy_collectives(machine, "all_gather", where, p.nbytes) if zero == 3 else []
     flops = update_work(optimizer, t.num_pieces // t.copy_degree * p.numel, element).flops if wants else 0.0
     full = {d: float(count * p.nbytes) for d, count in pieces.items()} if zero >= 2 else None
-    return WeightParts(held, tuple(update), tuple(sync), flops, tuple(gather), full)
+    return WeightParts(held, tuple(update), tuple(sync), flops, tuple(gather), full, tuple(reduce))
 
 
 def copy_collectives(machine: Machine, pattern: str, where: Placement, nbytes: int) -> list[Comm]:

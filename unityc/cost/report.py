@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from unityc.cost.estimate import Estimate, OpRow
 from unityc.cost.pipeline import PipelineRun
 from unityc.cost.units import format_bytes, format_flops, format_time
+from unityc.runtime.patterns import BUCKET_BYTES
 
 MAX_DEVICE_ROWS = 64
 
@@ -91,6 +92,7 @@ def render(e: Estimate) -> str:
         f"iteration time: {format_time(e.iteration_s)} (forward {format_time(e.forward_s)}, "
         f"backward {format_time(e.backward_s - e.forward_s)}, "
         f"gradient sync + update {format_time(e.update_s)})",
+        *_bucket_lines(e),
         f"busiest device: {busiest.device} ({busiest.kind}), busy {format_time(busiest.busy_s)}: "
         f"compute {format_time(busiest.compute_s)}, communication {format_time(busiest.comm_s)}",
         f"roofline bound: {format_time(e.roofline_s)} ({format_flops(e.model_flops)} of training at "
@@ -133,6 +135,20 @@ def render(e: Estimate) -> str:
         )
     out += [f"note: {n}" for n in e.notes]
     return "\n".join(out) + "\n"
+
+
+def _bucket_lines(e: Estimate) -> list[str]:
+    if not e.buckets:
+        return []
+    tail = (
+        f"only the {format_time(e.sync_after_s)} after the backward ends counts"
+        if e.sync_after_s > 0
+        else "all of it hidden behind the backward"
+    )
+    return [
+        f"gradient sync: {e.buckets} bucket(s) of at most {format_bytes(BUCKET_BYTES)} all-reduced "
+        f"during the backward, as the program does: {tail}"
+    ]
 
 
 def pipeline_lines(run: PipelineRun) -> list[str]:

@@ -13,11 +13,15 @@ communication it depends on. The graph is a list of `Step`s in topological order
    results are ready (the loss's gradient is ready when the loss is), computes, then sends the
    operands' gradients back (the dual collectives); an operand used several times has its
    gradient when the last use is done;
-3. weight update, as the generated program does it (`unityc.runtime.grads`): after the backward,
-   the gradients of weights held in copies are all-reduced across the copies (one collective
-   per weight here; the runtime buckets them, so this errs high by a latency per weight), then
-   the optimizer step of each piece runs on its device. Neither overlaps the backward, and
-   where weights appear in the graph does not change the estimate.
+3. gradient sync, as the generated program does it (`unityc.runtime.grads`): the all-reduces of
+   weights held in copies (`Step.grad_reduce`) are cut into the runtime's buckets (`buckets`:
+   per copy group, the weights in reverse graph order, `patterns.gradient_buckets`), and a
+   bucket starts as soon as the backward has produced all of its gradients and the bucket
+   before it in its group has started; so it overlaps the rest of the backward, and only what
+   is left after the backward ends lengthens the iteration. Other gradient collectives
+   (`Step.grad_sync`: ZeRO-2/3 reduce-scatters, ZeRO-1/2 all-gathers) follow a rank's backward;
+4. the optimizer step of each piece, on its device, once every bucket of that device is
+   reduced (the program waits for all of them, then steps).
 
 Ops on disjoint devices therefore overlap; ops sharing a device serialize in program order.
 Micro-batches (`parallel.pipeline` ... `parallel.batch`): a step runs once per micro-batch of
@@ -28,8 +32,10 @@ backwards). The iteration time is when the last thing ends.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from unityc.runtime.patterns import BUCKET_BYTES, gradient_buckets
 
 
 @dataclass(frozen=True)
@@ -59,9 +65,48 @@ class Step:
     has_backward: bool = False
     grad_operands: tuple[bool, ...] = ()
     """Which operands receive a gradient from this step's backward."""
+    grad_reduce: tuple[Comm, ...] = ()
+    """A weight's gradient all-reduced over its copies, one per copy group (bucketed)."""
+    grad_dtype: str = "f32"
+    """The element type of that gradient (a bucket holds one)."""
     grad_sync: tuple[Comm, ...] = ()
+    """Other gradient collectives of a weight, after its rank's backward (not bucketed)."""
     update: tuple[tuple[int, float], ...] = ()
     """(device, seconds) of the optimizer step of a weight."""
+
+    @property
+    def after_backward(self) -> tuple[Comm, ...]:
+        """Every gradient collective of a weight (a pipeline stage runs them after its schedule)."""
+        return (*self.grad_reduce, *self.grad_sync)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Gradients all-reduced by one collective: `members` index the weight steps."""
+
+    comm: Comm
+    members: tuple[int, ...]
+
+
+def buckets(
+    steps: Sequence[Step], price: Callable[[tuple[int, ...], float], float], limit: int = BUCKET_BYTES
+) -> tuple[Bucket, ...]:
+    """The runtime's buckets (`unityc.runtime.grads`): per copy group (its devices), the
+    all-reduces of `steps` in reverse order cut by `patterns.gradient_buckets`; `price` is the
+    seconds of an all-reduce of that many bytes over those devices. Groups in order of first
+    appearance, each group's buckets in the order they start."""
+    groups: dict[tuple[int, ...], list[tuple[int, float, str]]] = {}
+    for i, step in enumerate(steps):
+        for c in step.grad_reduce:
+            groups.setdefault(tuple(sorted(c.devices)), []).append((i, c.nbytes, step.grad_dtype))
+    out: list[Bucket] = []
+    for devices, members in groups.items():
+        members.reverse()
+        for cut in gradient_buckets([(int(nbytes), dtype) for _, nbytes, dtype in members], limit):
+            nbytes = sum(members[j][1] for j in cut)
+            comm = Comm(devices, price(devices, nbytes), nbytes)
+            out.append(Bucket(comm, tuple(members[j][0] for j in cut)))
+    return tuple(out)
 
 
 @dataclass
@@ -99,6 +144,10 @@ class Schedule:
     """When the last backward step ends (before the last updates)."""
     timelines: Mapping[int, Timeline]
     step_fwd_end: tuple[float, ...]
+    buckets: int = 0
+    """Gradient buckets all-reduced (started during the backward)."""
+    sync_after_s: float = 0.0
+    """Of the buckets' communication, how long it runs on after the backward ends."""
 
 
 class _Simulator:
@@ -141,8 +190,14 @@ def _instance(index: int, mult: int, of: int) -> int:
     return index * of // mult
 
 
-def simulate(steps: Sequence[Step], multiplicity: Mapping[int, int], loss: int | None) -> Schedule:
-    """Simulate forward, backward and update; `multiplicity[v]` is value v's micro-batch count."""
+def simulate(
+    steps: Sequence[Step],
+    multiplicity: Mapping[int, int],
+    loss: int | None,
+    grad_buckets: Sequence[Bucket] = (),
+) -> Schedule:
+    """Simulate forward, backward, gradient sync and update; `multiplicity[v]` is value v's
+    micro-batch count, `grad_buckets` the buckets of the steps' `grad_reduce` (`buckets`)."""
     sim = _Simulator(multiplicity)
     mult = lambda v: multiplicity.get(v, 1)  # noqa: E731
     ready: dict[int, list[float]] = {}
@@ -168,11 +223,14 @@ def simulate(steps: Sequence[Step], multiplicity: Mapping[int, int], loss: int |
     backward_s = forward_s
     update_end = forward_s
     weights: list[tuple[Step, float]] = []
-    for step in reversed(steps):
-        if step.update or step.grad_sync:
+    queues = _Buckets(sim, grad_buckets)
+    for index in reversed(range(len(steps))):
+        step = steps[index]
+        if step.update or step.grad_sync or step.grad_reduce:
             done = [g for r in step.results for g in grad[r] if g is not None]
             if done:
                 weights.append((step, max(done)))
+                queues.ready(index, max(done))
             continue
         if not step.has_backward:
             continue
@@ -192,11 +250,66 @@ def simulate(steps: Sequence[Step], multiplicity: Mapping[int, int], loss: int |
                 i = _instance(k, m, mult(v))
                 previous = grad[v][i]
                 grad[v][i] = end if previous is None else max(previous, end)
-    # each rank syncs once its own backward is done (compute and communication streams)
+    # each rank finishes its sync once its own backward is done (compute and communication
+    # streams): buckets not started yet (a weight without a gradient), then the other collectives
     done_at = {d: max(sim.compute_free.get(d, 0.0), sim.comm_free.get(d, 0.0)) for d in sim.timelines}
+    reduced = queues.finish(done_at)
     for step, grads_ready in weights:  # compute streams are past every backward step by now
         ranks = {d for c in step.grad_sync for d in c.devices}
         synced = sim.communicate(step.grad_sync, max([grads_ready, *(done_at.get(d, 0.0) for d in ranks)]))
-        update_end = max(update_end, sim.compute(step.update, synced))
+        waits = [reduced.get(d, 0.0) for d, _ in step.update]
+        update_end = max(update_end, sim.compute(step.update, max([synced, *waits])))
     iteration = max(backward_s, update_end, forward_s)
-    return Schedule(iteration, forward_s, backward_s, dict(sim.timelines), tuple(fwd_end))
+    after = max(0.0, max(reduced.values(), default=0.0) - backward_s)
+    return Schedule(
+        iteration, forward_s, backward_s, dict(sim.timelines), tuple(fwd_end), len(grad_buckets), after
+    )
+
+
+class _Buckets:
+    """The gradient buckets of one simulation: each starts once its members' gradients are
+    ready and the bucket before it in its copy group has started (`unityc.runtime.grads`)."""
+
+    def __init__(self, sim: _Simulator, buckets: Sequence[Bucket]):
+        self.sim = sim
+        self.queues: dict[tuple[int, ...], list[Bucket]] = {}
+        for b in buckets:
+            self.queues.setdefault(b.comm.devices, []).append(b)
+        self.of: dict[int, list[tuple[int, ...]]] = {}
+        for b in buckets:
+            for i in b.members:
+                self.of.setdefault(i, []).append(b.comm.devices)
+        self.waiting = {id(b): set(b.members) for b in buckets}
+        self.ready_at = {id(b): 0.0 for b in buckets}
+        self.started = dict.fromkeys(self.queues, 0)
+        self.last_start = dict.fromkeys(self.queues, 0.0)
+        self.end: dict[int, float] = {}
+        """Per device, when its last bucket is reduced."""
+
+    def ready(self, step: int, at: float) -> None:
+        """The gradient of weight step `step` is complete at `at`: start what can start."""
+        for group in self.of.get(step, ()):
+            for b in self.queues[group]:
+                if step in b.members:
+                    self.waiting[id(b)].discard(step)
+                    self.ready_at[id(b)] = max(self.ready_at[id(b)], at)
+            self._start(group, None)
+
+    def finish(self, done_at: Mapping[int, float]) -> dict[int, float]:
+        """Starts every bucket left once its ranks' backward is done; returns `end`."""
+        for group in self.queues:
+            self._start(group, max(done_at.get(d, 0.0) for d in group))
+        return self.end
+
+    def _start(self, group: tuple[int, ...], at: float | None) -> None:
+        queue = self.queues[group]
+        while self.started[group] < len(queue):
+            b = queue[self.started[group]]
+            if self.waiting[id(b)] and at is None:
+                return
+            start = max(self.ready_at[id(b)], self.last_start[group], at or 0.0)
+            self.last_start[group] = start
+            finish = self.sim.communicate((b.comm,), start)
+            for d in group:
+                self.end[d] = max(self.end.get(d, 0.0), finish)
+            self.started[group] += 1

@@ -39,6 +39,8 @@ from unityc.machine.spec import Machine
 SCHEDULE = "unityc.schedule"
 MICROBATCHES = "unityc.microbatches"
 VIRTUAL_STAGES = "unityc.virtual_stages"
+PIPELINE_ATTRS = (SCHEDULE, MICROBATCHES, VIRTUAL_STAGES)
+"""The graph-function attributes of a pipelined plan."""
 
 
 def is_pipelined(graph: Graph) -> bool:
@@ -76,7 +78,7 @@ def microbatch_graph(graph: Graph, microbatches: int) -> Graph:
     if microbatches == 1:
         return graph
     out = graph.copy()
-    out.function_attrs = {}
+    out.function_attrs = out.kept_function_attrs()
     batched: set[int] = set()
     for nid in graph.topological():
         node = graph.nodes[nid]
@@ -177,9 +179,9 @@ def estimate_pipelined(
                 fwd[k] += c.seconds
             else:
                 bwd[k] += c.seconds
-        sync[k] += phase(step.grad_sync)
+        sync[k] += phase(step.after_backward)
         update[k] += max((s for _, s in step.update), default=0.0)
-        for c in step.grad_sync:
+        for c in step.after_backward:
             for d in c.devices:
                 per_device[d][3] += c.seconds
         for d, s in step.update:
@@ -232,7 +234,7 @@ def _assemble(
         for d in groups.get(g.group, ()):
             factor[d] = ratio
     for s in steps:
-        for c in (*s.fwd_comm, *s.bwd_comm, *s.grad_sync):
+        for c in (*s.fwd_comm, *s.bwd_comm, *s.after_backward):
             for d in c.devices:
                 b.memory[d]["buffers"] = max(b.memory[d]["buffers"], c.nbytes)
     devices = []
@@ -300,4 +302,11 @@ def _assemble(
     )
 
 
-__all__ = ["estimate_pipelined", "graph_schedule", "is_pipelined", "microbatch_graph", "stages_of"]
+__all__ = [
+    "PIPELINE_ATTRS",
+    "estimate_pipelined",
+    "graph_schedule",
+    "is_pipelined",
+    "microbatch_graph",
+    "stages_of",
+]

@@ -22,7 +22,7 @@ pieces i*n .. i*n+n-1 (concatenates for combine, sums for reduce).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from xdsl.ir import Attribute, Dialect
 from xdsl.irdl import operand_def, result_def, traits_def
@@ -39,6 +39,7 @@ class ParallelOp(PcgOp):
 
     input = operand_def(TensorType)
     output = result_def(TensorType)
+    AUTOCAST: ClassVar[str] = "input"
 
     @classmethod
     def new_degrees(cls, t: TensorType, attrs: dict[str, Any]) -> tuple[list[int], list[int], int, int]:

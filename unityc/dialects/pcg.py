@@ -57,6 +57,7 @@ class SourceOp(PcgOp):
     """An op with no operands: its tasks are exactly the pieces of its result (sum 1)."""
 
     result = result_def(TensorType)
+    AUTOCAST: ClassVar[str] = "declared"
 
     @classmethod
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
@@ -210,6 +211,7 @@ class CastOp(UnaryOp):
     name = "pcg.cast"
     PROPS = (("dtype", Kind.TYPE, False),)
     FLOATING = False
+    AUTOCAST = "declared"
 
     @classmethod
     def out_dtype(cls, x: TensorType, attrs: dict[str, Any]) -> Attribute:
@@ -311,6 +313,7 @@ class LinearOp(PcgOp):
     """
 
     name = "pcg.linear"
+    AUTOCAST = "bf16"
     input = operand_def(TensorType)
     weight = operand_def(TensorType)
     bias = opt_operand_def(TensorType)
@@ -337,6 +340,7 @@ class _MatmulBase(PcgOp):
     output = result_def(TensorType)
     MIN_RANK: ClassVar[int] = 2
     MAX_RANK: ClassVar[int] = 2
+    AUTOCAST: ClassVar[str] = "bf16"
 
     @classmethod
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
@@ -398,6 +402,7 @@ class Conv2dOp(PcgOp):
     """
 
     name = "pcg.conv2d"
+    AUTOCAST = "bf16"
     input = operand_def(TensorType)
     weight = operand_def(TensorType)
     bias = opt_operand_def(TensorType)
@@ -502,6 +507,7 @@ class BatchNormOp(PcgOp):
     """
 
     name = "pcg.batch_norm"
+    AUTOCAST = "input"
     input = operand_def(TensorType)
     weight = opt_operand_def(TensorType)
     bias = opt_operand_def(TensorType)
@@ -533,6 +539,7 @@ class LayerNormOp(PcgOp):
     """Layer norm over the last `dims` dimensions, with optional elementwise weight and bias."""
 
     name = "pcg.layer_norm"
+    AUTOCAST = "input"
     input = operand_def(TensorType)
     weight = opt_operand_def(TensorType)
     bias = opt_operand_def(TensorType)
@@ -872,6 +879,7 @@ class AttentionOp(PcgOp):
     """
 
     name = "pcg.attention"
+    AUTOCAST = "bf16"
     query = operand_def(TensorType)
     key = operand_def(TensorType)
     value = operand_def(TensorType)
@@ -963,6 +971,7 @@ class _LossOp(PcgOp):
 
     output = result_def(TensorType)
     PROPS: ClassVar[tuple] = (("reduction", Kind.STR, False),)
+    AUTOCAST: ClassVar[str] = "f32"
 
     @classmethod
     def check_reduction(cls, attrs: dict[str, Any]) -> None:
@@ -972,13 +981,24 @@ class _LossOp(PcgOp):
 
 @op_definition
 class CrossEntropyOp(_LossOp):
-    """Cross-entropy of logits [N, C] against class indices [N]; the class dim is unsharded.
-    Every target is a class in [0, C) and counts (no ignore_index: a sharded mean over the kept
-    targets would need their global count; the importer refuses inputs that would need it)."""
+    """Cross-entropy of logits [N, C] against class indices [N].
+
+    `ignore_index` (optional, torch's): a target equal to it adds nothing, and a mean divides
+    by the count of the kept targets of the whole batch. Rows may shard either way: with a sum
+    each task's rows add up; under a mean every task divides by that global count (-t torch
+    all-reduces it across the row shards; a pipelined plan refuses it, since each micro-batch
+    would count its own). Without `ignore_index` every target must be a class.
+
+    Sharding the classes is Megatron-LM's vocabulary-parallel cross-entropy: the tasks holding
+    one block of rows compute each row's log-sum-exp together (the row maximum and the sum of
+    exponentials reduced across their class shards, no logits gathered), and class shard v's
+    partial sum is the sum over its rows of lse / V - the target's logit where shard v holds
+    the target (V class shards), so the partial sums add up to the loss."""
 
     name = "pcg.cross_entropy"
     logits = operand_def(TensorType)
     target = operand_def(TensorType)
+    PROPS: ClassVar[tuple] = (*_LossOp.PROPS, ("ignore_index", Kind.INT, True))
 
     @classmethod
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
@@ -990,8 +1010,9 @@ class CrossEntropyOp(_LossOp):
                 cls, f"logits {list(logits.shape)} and target {list(target.shape)} should be [N, C], [N]"
             )
         b = form_builder(cls, ["logits", "target"], operands)
-        b.forbid(0, 1, "softmax normalizes over the classes")
-        form = b.build([([], [b.shared_dim("n", [(0, 0), (1, 0)])])])
+        rows = b.shared_dim("n", [(0, 0), (1, 0)])
+        classes = b.shared_dim("v", [(0, 1)])
+        form = b.build([([], [rows, classes])])
         return form, [result_type(form, 0, (), float_dtype(cls, logits))]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -222,6 +222,11 @@ class PcgOp(UnitycOp):
     """Base of the ops of both dialects: pure, and checks its machine view."""
 
     traits = traits_def(Pure())
+    AUTOCAST: ClassVar[str] = "promote"
+    """The element type the op computes and writes under bf16 mixed precision (see
+    `dialects/precision.py`): `promote` (the widest float type it reads), `bf16` (autocast's
+    lower-precision ops), `f32` (autocast's fp32 ops), `input` (its first operand's) or
+    `declared` (its result type's)."""
 
     def verify_extra(self) -> None:
         self.verify_plan()

@@ -376,6 +376,12 @@ def _check_mixing(op: UnitycOp, operand_kinds: set[str]) -> None:
         raise _refuse(
             op, "its reduction is 'sum': the loss of a pipelined plan is the mean over micro-batches"
         )
+    if isinstance(op, pcg.CrossEntropyOp) and attrs.get("ignore_index") is not None:
+        raise _refuse(
+            op,
+            f"it ignores targets {attrs['ignore_index']} (ignore_index): its mean divides by the kept "
+            "targets of the whole batch, which a micro-batch cannot count",
+        )
 
 
 def _result_kind(op: UnitycOp, old: TensorType, new: TensorType, operand_kinds: set[str], m: int) -> str:

@@ -38,6 +38,7 @@ from unityc.dialects.diagnostics import (
     record_spans,
 )
 from unityc.dialects.pipeline import check_pipeline
+from unityc.dialects.precision import check_precision
 
 __all__ = [
     "LocatedError",
@@ -165,6 +166,7 @@ def verify_located(module: ModuleOp, spans: dict[Operation, Span]) -> None:
             for block in op.body.blocks:
                 check_sources(block)
             check_pipeline(op)
+            check_precision(op)
     try:  # the remaining structural checks (successors, parent pointers), a safety net
         module.verify()
     except VerifyException as e:

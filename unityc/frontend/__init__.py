@@ -37,11 +37,14 @@ def import_loaded(loaded: LoadedModel, simplify: bool = True) -> ModuleOp:
 
 
 def check_index_inputs(module: ModuleOp, inputs: Mapping[str, torch.Tensor]) -> None:
-    """Every input that cross-entropy reads as targets (through reshapes, slices, transposes)
-    holds only classes. A target outside, such as torch's ignore_index -100, is refused rather
-    than ignored: the mean over the kept targets of a batch-sharded loss would need their global
-    count, which pcg.cross_entropy does not model. (The whole input is checked, also values a
-    slice leaves out.)"""
+    """Settles each cross-entropy's `ignore_index` against the example input its targets come
+    from (through reshapes, slices, transposes; the whole input is checked, also values a slice
+    leaves out). An ignore_index that is a class, or that the example targets hold (Hugging Face's
+    -100-padded labels), is kept. One outside the classes that the example never uses (torch's
+    default -100 on class labels) is dropped, so such losses stay pipelineable; the op then
+    requires every target to be a class, and a batch holding -100 later stops the run with an
+    error instead of changing the loss. A target outside the classes that is not the
+    ignore_index is refused (torch refuses it too)."""
     for op in module.walk():
         if not isinstance(op, pcg.CrossEntropyOp):
             continue
@@ -49,18 +52,21 @@ def check_index_inputs(module: ModuleOp, inputs: Mapping[str, torch.Tensor]) -> 
         while isinstance(source, pcg.ReshapeOp | pcg.SplitOp | pcg.TransposeOp | pcg.IdentityOp):
             source = source.operands[0].owner
         if not isinstance(source, pcg.InputOp) or source.attrs()["key"] not in inputs:
-            continue
+            continue  # targets computed from elsewhere: the declared ignore_index stays
         key, classes = source.attrs()["key"], op.logits.type.shape[1]
         value = inputs[key]
-        outside = (value < 0) | (value >= classes)
-        if not outside.any():
-            continue
-        where = [int(i) for i in outside.nonzero()[0]]
-        raise ImportFailure(
-            f"input '{key}' holds {int(value[tuple(where)])} at {where}, outside the {classes} classes "
-            "of the cross-entropy reading it; ignored targets (ignore_index) are not supported: "
-            "give every target a class"
-        )
+        ignore = op.attrs().get("ignore_index")
+        ignored = value == ignore if ignore is not None else torch.zeros_like(value, dtype=torch.bool)
+        outside = ((value < 0) | (value >= classes)) & ~ignored
+        if outside.any():
+            where = [int(i) for i in outside.nonzero()[0]]
+            raise ImportFailure(
+                f"input '{key}' holds {int(value[tuple(where)])} at {where}, outside the {classes} classes "
+                "of the cross-entropy reading it"
+                + ("" if ignore is None else f" and not its ignore_index {ignore}")
+            )
+        if ignore is not None and not 0 <= ignore < classes and not ignored.any():
+            del op.properties["ignore_index"]
 
 
 def simplify_graph(module: ModuleOp) -> None:

@@ -355,6 +355,34 @@ def _cat(im: FxImporter, node: fx.Node, tensors: list[Value], dim: int = 0) -> V
     return im.op(pcg.ConcatOp, [parts], dim=dim % tensor_type(parts[0]).rank)
 
 
+@lowering(aten.constant_pad_nd.default)
+def _constant_pad(im: FxImporter, node: fx.Node, x: Value, pad: list[int], value: float = 0.0) -> Value:
+    """`pad` holds (before, after) pairs from the last dim backwards: each padded dim becomes a
+    concat with constant blocks of `value` (a negative amount crops, as a slice)."""
+    out = im.tensor(x)
+    dtype = node.meta["val"].dtype
+    if len(pad) % 2 or len(pad) // 2 > tensor_type(out).rank:
+        raise im.fail(
+            f"constant_pad_nd with {len(pad)} pad amounts for a rank-{tensor_type(out).rank} tensor"
+        )
+    for i in range(len(pad) // 2):
+        dim = tensor_type(out).rank - 1 - i
+        before, after = int(pad[2 * i]), int(pad[2 * i + 1])
+        size = tensor_type(out).shape[dim]
+        out = _take(im, out, dim, max(0, -before), size - max(0, -after))
+        blocks = []
+        for amount in (before, after):
+            shape = list(tensor_type(out).shape)
+            shape[dim] = amount
+            blocks.append(
+                [im.builder.constant(torch.full(shape, value, dtype=dtype), "pad")] if amount > 0 else []
+            )
+        parts = [*blocks[0], out, *blocks[1]]
+        if len(parts) > 1:
+            out = im.op(pcg.ConcatOp, [parts], dim=dim)
+    return out
+
+
 @lowering(aten.split.Tensor, aten.split_with_sizes.default)
 def _split(im: FxImporter, node: fx.Node, x: Value, split: Any, dim: int = 0) -> Value:
     x = im.tensor(x)

@@ -144,14 +144,11 @@ def _nll_loss(
         raise im.fail("nll_loss is supported only on log_softmax over dim 1 of [N, C] (cross-entropy)")
     if weight is not None or reduction not in (1, 2):
         raise im.fail("cross-entropy with class weights or reduction='none' is not supported")
-    classes = tensor_type(x.value).shape[1]
-    if 0 <= ignore_index < classes:
-        raise im.fail(
-            f"cross-entropy ignoring class {ignore_index} (ignore_index) is not supported: "
-            "targets are classes, all of them counted"
-        )
     loss = im.op(
-        pcg.CrossEntropyOp, [x.value, im.tensor(target)], reduction="mean" if reduction == 1 else "sum"
+        pcg.CrossEntropyOp,
+        [x.value, im.tensor(target)],
+        reduction="mean" if reduction == 1 else "sum",
+        ignore_index=ignore_index,
     )
     return (loss, Unusable("the nll_loss total weight"))
 

@@ -20,6 +20,7 @@ from xdsl.ir import Attribute
 from unityc.dialects import parallel, pcg
 from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.precision import PRECISION
 from unityc.dialects.syntax import Kind, UnitycOp
 from unityc.dialects.view import MachineViewAttr
 
@@ -27,6 +28,9 @@ Ref = tuple[int, int]
 """A tensor: (node id, result index)."""
 
 SOURCE_OPS = ("pcg.input", "pcg.weight", "pcg.constant")
+KEPT_FUNCTION_ATTRS = (PRECISION,)
+"""Graph-function attributes that say how the model trains, not how a plan runs it: rewrites,
+segments, rebuilt and pipelined plans keep them."""
 
 
 @cache
@@ -169,6 +173,11 @@ class Graph:
         self.next_id += 1
         self.nodes[nid] = node
         return tuple((nid, i) for i in range(len(node.types)))
+
+    def kept_function_attrs(self) -> dict[str, Attribute]:
+        """The graph function's attributes that every graph made from this one keeps (its
+        precision), unlike a plan's (`unityc.schedule`, ...)."""
+        return {k: v for k, v in self.function_attrs.items() if k in KEPT_FUNCTION_ATTRS}
 
     def copy(self) -> Graph:
         nodes = dict(self.nodes)

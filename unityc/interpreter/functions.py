@@ -97,7 +97,7 @@ def run_tasks(
             None if layout is None or value is None else value[form.coord(layout, coords)]
             for layout, value in zip(form.operands, operands, strict=True)
         ]
-        produced = kernel(Task(op, form, coords, attrs, float_dtype), *local)
+        produced = kernel(Task(op, form, coords, attrs, float_dtype, operands), *local)
         produced = produced if isinstance(produced, list | tuple) else [produced]
         for out, layout, piece in zip(outs, form.results, produced, strict=True):
             out.array[form.coord(layout, coords)] = piece
@@ -234,8 +234,7 @@ def _make_functions() -> type[InterpreterFunctions]:
     def pcg_impl(self: PcgFunctions, interpreter: Interpreter, op: Any, args: PythonValues) -> PythonValues:
         try:
             return _per_micro_batch(
-                op,
-                lambda ops: run_tasks(op, ops, self.sources.float_dtype), _flat_operands(op, args)
+                op, lambda ops: run_tasks(op, ops, self.sources.float_dtype), _flat_operands(op, args)
             )
         except RuntimeError as e:  # a torch kernel refused what the verifier let through
             raise located(op, f"{op.name}: the kernel failed: {str(e).splitlines()[0]}") from None

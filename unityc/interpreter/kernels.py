@@ -7,7 +7,7 @@ operand pieces, and returns the local result pieces. Shapes of pieces follow the
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from unityc.dialects import pcg
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import FLOAT_TYPES, TORCH_NAMES, TensorType
-from unityc.runtime.kernels import attention, vocab_lookup
+from unityc.interpreter.pieces import Pieces, assemble
+from unityc.runtime.kernels import attention, check_classes, class_shard_losses, vocab_lookup
 
 
 @dataclass
@@ -27,6 +28,19 @@ class Task:
     coords: dict[str, int]
     attrs: dict[str, Any]
     float_dtype: torch.dtype | None = None
+    values: Sequence[Pieces | None] = ()
+    """Every piece of every operand, for kernels whose tasks reduce across shards (the
+    vocabulary-parallel cross-entropy), as -t torch does with collectives."""
+
+    def peers(self, operand: int, factor: str) -> list[torch.Tensor]:
+        """This task's piece of `operand` as each task differing only in `factor` reads it."""
+        layout = self.form.operands[operand]
+        assert layout is not None
+        value = self.values[operand]
+        assert value is not None
+        return [
+            value[self.form.coord(layout, {**self.coords, factor: j})] for j in range(self.degree(factor))
+        ]
 
     def index(self, factor: str) -> int:
         return self.coords.get(factor, 0)
@@ -100,8 +114,30 @@ def _attention(task: Task, q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, cos=No
 
 
 def _cross_entropy(task: Task, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    total = F.cross_entropy(logits, target, reduction="sum")
-    return total / task.operand_type(0).shape[0] if task.attrs["reduction"] == "mean" else total
+    """As `unityc.runtime.kernels.cross_entropy`, the reductions across shards done on the
+    peers' pieces: the whole rows for class shards, the whole target for the kept count."""
+    ignore = task.attrs.get("ignore_index")
+    t = task.operand_type(0)
+    check_classes(target, t.shape[1], ignore)
+    kept = None if ignore is None else target != ignore
+    if task.degree("v") == 1:
+        total = F.cross_entropy(
+            logits, target, reduction="sum", ignore_index=-100 if kept is None else ignore
+        )
+    else:
+        rows = torch.cat(task.peers(0, "v"), dim=1)
+        peak = rows.detach().max(dim=1).values
+        sumexp = (rows - peak.unsqueeze(1)).exp().sum(dim=1)
+        start = task.index("v") * logits.shape[1]
+        losses = class_shard_losses(logits, target, start, task.degree("v"), peak, sumexp)
+        total = (losses if kept is None else torch.where(kept, losses, torch.zeros_like(losses))).sum()
+    if task.attrs["reduction"] == "sum":
+        return total
+    if kept is None:
+        return total / t.shape[0]
+    values = task.values[1]
+    assert values is not None
+    return total / (assemble(values, "target") != ignore).sum().to(total.dtype)
 
 
 def _mse(task: Task, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,7 @@ memory_gib = 16                        # capacity, GiB
 compute_efficiency = 0.7               # optional: fraction of peak FLOP/s kernels reach (1.0)
 memory_efficiency = 0.8                # optional: fraction of peak bandwidth (1.0)
 kernel_latency_us = 5                  # optional: fixed cost of one kernel (0)
+vector_gflops = 6                      # optional: f32 rate of non-matmul ops (the f32 peak)
 allow_tf32 = false                     # optional: f32 matmuls at the tf32 rate
 
 [links]                                # bandwidth per direction, GB/s; latency, microseconds
@@ -196,6 +197,7 @@ class _Reader:
                 "compute_efficiency",
                 "memory_efficiency",
                 "kernel_latency_us",
+                "vector_gflops",
                 "allow_tf32",
             ),
         )
@@ -224,6 +226,7 @@ class _Reader:
             compute_efficiency=self.number(table, "compute_efficiency", path, 1.0, at_most_one=True),
             memory_efficiency=self.number(table, "memory_efficiency", path, 1.0, at_most_one=True),
             kernel_latency=us(self.number(table, "kernel_latency_us", path, 0.0, positive=False)),
+            vector_flops=self.number(table, "vector_gflops", path, 0.0, positive=False) * 1e9,
             allow_tf32=allow_tf32,
         )
 

@@ -6,19 +6,36 @@ kernels reach (0.7 of peak FLOP/s, 0.8 of peak bandwidth: typical of large cuBLA
 streaming kernels); they are assumptions, to be replaced by `cost="profile"` where it matters.
 
 `cpu:P` — P local gloo processes, one core each — was measured on this machine (2-core AMD EPYC
-KVM guest, 23.5 GiB RAM) on 2026-11-22 with
+KVM guest, 23.5 GiB RAM) with
 
-    .venv/bin/python benchmarks/measure_cpu_machine.py      (run 6 times; medians below)
+    .venv/bin/python benchmarks/measure_cpu_machine.py      (medians of the runs below)
 
-    matmul, 1 thread, n = 1024:   f32 105 GFLOP/s, f64 55 GFLOP/s, bf16 465 GFLOP/s
-    copy of 256 MiB, 1 thread:    38.5 GB/s (read + write counted)
-    eager op overhead:            0.9 us (torch.relu of one element)
-    gloo all_reduce, 2 processes: alpha = 68 us, beta = 1.16 GB/s (t = 2 alpha + S / beta;
-                                  runs ranged 44-108 us and 0.97-1.88 GB/s)
+    matmul, 1 thread, n = 1024:   f32 105 GFLOP/s, f64 55 GFLOP/s, bf16 465 GFLOP/s   (2026-11-22)
+    copy of 256 MiB, 1 thread:    38.5 GB/s (read + write counted)                    (2026-11-22)
+    gloo all_reduce, 2 processes: beta = 1.16 GB/s (t = 2 alpha + S / beta; 0.97-1.88)  (2026-11-22)
+    element-wise f32 ops:         6 GFLOP/s (`vector_flops`; add, mul, relu, gelu, exp, sigmoid,
+                                  tanh on 64 Ki-1 Mi elements, FLOPs as the cost model counts them)
+    op in a training step:        10 us per op and pass (`kernel_latency`): autograd records the
+                                  op in forward and runs its node in backward; an eager op alone
+                                  costs 0.9 us
+    gloo alpha in a step:         890 us (`GLOO_ALPHA`): an MLP's steps with tiny all-reduces
+                                  between layers against the same steps without; alone, between
+                                  two idle processes, a 4-byte all-reduce shows alpha = 68 us, but
+                                  in a step the ranks arrive apart and gloo's threads wait for the
+                                  core the other process computes on
+    dropout:                      about 80 f32 adds per element (`cost.compute.DROPOUT_HASH_FLOPS`)
 
-Those rates are achieved, not peak, so the cpu kind has efficiency 1.0. With more processes than
-cores (P > 2 here) the processes share cores and the estimate is optimistic. Memory capacity per
-process is the machine's RAM divided by P.
+(The element-wise rate, per-op cost and in-step alpha are an earlier run's figures; rerun on
+2026-11-26 while other work kept the load average near 18 on the two cores, the script gave
+5.3-7.6 GFLOP/s element-wise (short kernels, best of many, so little disturbed) but absolute
+rates that are not the machine's (matmul 8 GFLOP/s); the dropout figure, a ratio to an add,
+does not depend on load: 76-92 adds per element then, of which the hash is 41-46.)
+
+Those rates are achieved, not peak, so the cpu kind has efficiency 1.0. Matmul-like ops run at
+the matmul rate, every other op at `vector_flops` (a CPU core runs element-wise kernels one
+pass each, far below its blocked GEMM rate). With more processes than cores (P > 2 here) the
+processes share cores and the estimate is optimistic. Memory capacity per process is the
+machine's RAM divided by P.
 """
 
 from __future__ import annotations
@@ -88,12 +105,16 @@ H100_SXM_80GB = DeviceKind(
     reserved=GPU_RESERVED,
 )
 
+GLOO_ALPHA = us(890)
+"""A gloo collective's latency per ring step as a training step sees it (see the docstring)."""
+
 CPU_CORE = DeviceKind(
     name="cpu",
     flops=(("f32", 105e9), ("f64", 55e9), ("bf16", 465e9)),
     memory_bandwidth=38.5 * GB,
     memory=23.5 * GIB,  # divided by P in `cpu`
-    kernel_latency=us(0.9),
+    kernel_latency=us(10),
+    vector_flops=6e9,
 )
 
 
@@ -145,10 +166,13 @@ def cpu(p: int) -> Machine:
         memory_bandwidth=CPU_CORE.memory_bandwidth,
         memory=CPU_CORE.memory / p,
         kernel_latency=CPU_CORE.kernel_latency,
+        vector_flops=CPU_CORE.vector_flops,
     )
-    gloo = Link(1.16 * GB, us(68))
+    gloo = Link(1.16 * GB, GLOO_ALPHA)
     node = NodeSpec(((kind.name,) * p,), gloo, gloo, Link(float("inf"), 0.0))
-    return Machine(f"cpu:{p}", (kind,), (node,), "local gloo processes, one core each (measured 2026-11-22)")
+    return Machine(
+        f"cpu:{p}", (kind,), (node,), "local gloo processes, one core each (measured 2026-11-22/26)"
+    )
 
 
 PRESETS: dict[str, Callable[[int], Machine]] = {

@@ -45,10 +45,21 @@ class DeviceKind:
     memory_efficiency: float = 1.0
     kernel_latency: float = 0.0
     """Fixed cost of one kernel (launch, framework overhead), seconds."""
+    vector_flops: float = 0.0
+    """FLOP/s of element-wise and other non-matmul ops in f32, where they run far below the
+    matmul rate (a CPU core: no blocking, one pass per op); 0: the `flops` table's rate."""
     allow_tf32: bool = False
     """Whether f32 matmul-like ops run at the `tf32` rate (off by default, as in PyTorch)."""
     reserved: float = 0.0
     """Bytes the framework holds on the device whatever the plan (context, workspaces)."""
+
+    def op_flops(self, dtype: str, matmul: bool) -> float:
+        """The FLOP/s an op's kernels reach at peak: matmul-like ops the `flops` table's, others
+        `vector_flops` where set (slower dtypes proportionally slower, none faster)."""
+        if matmul or self.vector_flops <= 0:
+            return self.peak_flops(dtype, matmul)
+        table = dict(self.flops)
+        return self.vector_flops * min(1.0, table.get(dtype, table["f32"]) / table["f32"])
 
     def peak_flops(self, dtype: str, matmul: bool = False) -> float:
         table = dict(self.flops)
@@ -100,6 +111,7 @@ class Machine:
     _devices: tuple[Device, ...] = field(default=(), repr=False, compare=False)
     _first: tuple[int, ...] = field(default=(), repr=False, compare=False)
     _hash: int = field(default=0, repr=False, compare=False)
+    _node_size: int | None = field(default=None, repr=False, compare=False)
 
     def __hash__(self) -> int:  # cached: the cost model hashes the machine on every lookup
         return self._hash
@@ -121,6 +133,8 @@ class Machine:
                     local += 1
         object.__setattr__(self, "_devices", tuple(devices))
         object.__setattr__(self, "_first", tuple(first))
+        sizes = {node.num_devices for node in set(self.nodes)}
+        object.__setattr__(self, "_node_size", sizes.pop() if len(sizes) == 1 else None)
 
     def with_memory(self, capacity: float) -> Machine:
         """The same machine with `capacity` bytes per device (a memory budget: `--memory-budget`)."""
@@ -138,6 +152,11 @@ class Machine:
     @property
     def num_nodes(self) -> int:
         return len(self.nodes)
+
+    @property
+    def node_size(self) -> int | None:
+        """Devices per node where every node has as many (else None)."""
+        return self._node_size
 
     def device(self, index: int) -> Device:
         if not 0 <= index < len(self._devices):

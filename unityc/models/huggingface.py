@@ -64,9 +64,9 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     # one; by default for the aliases only: some models compute more from it than the importer
     # lowers (OPT's positions are a cumsum of the mask), and they imported without it.
     sizes = {**SMALL, **ALIAS_SMALL.get(name, {})} if spec.config == "small" else PAPER
-    defaults = {**_current(config), **sizes, "mask": name in ALIASES, "attn": "eager"}
+    defaults = {**_current(config), **sizes, "mask": name in ALIASES, "attn": "eager", "own_loss": False}
     images = hasattr(config, "image_size") and not hasattr(config, "vocab_size")
-    for text_only in ("vocab", "seq", "mask") if images else ():
+    for text_only in ("vocab", "seq", "mask", "own_loss") if images else ():
         defaults.pop(text_only, None)
     settings = config_with_overrides(defaults, spec.overrides, f"'{spec.model}'")
     if "kv_heads" in settings and "kv_heads" not in sizes and "kv_heads" not in dict(spec.overrides):
@@ -94,18 +94,26 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
         return _ImageLossFirst(model), image_inputs(config, batch, generator)
     seq = settings["seq"]
     vocab = settings.get("vocab", getattr(config, "vocab_size", 2))
-    wrapped = _LossFirst(model)
+    wrapped = _LossFirst(model, settings["own_loss"])
     mask = settings["mask"] and wrapped.takes_mask
-    return wrapped, example_inputs(config, batch, seq, vocab, mask, generator)
+    return wrapped, example_inputs(config, batch, seq, vocab, mask, generator, settings["own_loss"])
 
 
 def example_inputs(
-    config: Any, batch: int, seq: int, vocab: int, mask: bool, generator: torch.Generator
+    config: Any,
+    batch: int,
+    seq: int,
+    vocab: int,
+    mask: bool,
+    generator: torch.Generator,
+    ignore_padding: bool = False,
 ) -> dict[str, torch.Tensor]:
     """Random token ids and labels in which every other sequence ends in padding (the last
     quarter of it, at least one token): pad tokens (the config's `pad_token_id`, when it is a
     row of the vocabulary) and, if the model takes one, an attention mask that is 0 there, so
-    that checks see the padding path (embedding `padding_idx`, masked attention)."""
+    that checks see the padding path (embedding `padding_idx`, masked attention). With
+    `ignore_padding` the labels there are -100, as Hugging Face's collators make them for the
+    model's own loss."""
     ids = torch.randint(0, vocab, (batch, seq), generator=generator)
     labels = torch.randint(0, vocab, (batch, seq), generator=generator)
     padded = torch.zeros(batch, seq, dtype=torch.bool)
@@ -113,6 +121,8 @@ def example_inputs(
     pad = getattr(config, "pad_token_id", None)
     if isinstance(pad, int) and 0 <= pad < vocab:
         ids = ids.masked_fill(padded, pad)
+    if ignore_padding:
+        labels = labels.masked_fill(padded, -100)
     inputs = {"input_ids": ids, "labels": labels}
     if mask:
         inputs["attention_mask"] = (~padded).long()
@@ -167,19 +177,25 @@ def _model_for(transformers: Any, config: Any, model_name: str, what: str) -> nn
 
 
 class _LossFirst(nn.Module):
-    """Calls the HF model and returns (loss, logits): cross-entropy over every token, with the
-    labels shifted by one for causal models. Computed here rather than by HF, whose losses pad
-    the labels with ignore_index, which the PCG's cross-entropy does not model."""
+    """Calls the HF model and returns (loss, logits). By default the loss is computed here:
+    cross-entropy over every token, with the labels shifted by one for causal models. With
+    `own_loss` it is the model's own `labels=` loss (Hugging Face pads the shifted labels with
+    ignore_index -100 and averages over the kept tokens; the example labels are -100 at the
+    padding, as HF's collators make them)."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, own_loss: bool = False) -> None:
         super().__init__()
         self.model = model
+        self.own_loss = own_loss
         self.causal = "CausalLM" in type(model).__name__ or "LMHead" in type(model).__name__
         self.takes_mask = "attention_mask" in inspect.signature(model.forward).parameters
 
     def forward(
         self, input_ids: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.own_loss:
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+            return out.loss, out.logits
         logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
         scores, targets = (logits[:, :-1], labels[:, 1:]) if self.causal else (logits, labels)
         loss = nn.functional.cross_entropy(scores.reshape(-1, scores.shape[-1]), targets.reshape(-1))

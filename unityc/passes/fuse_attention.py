@@ -74,6 +74,7 @@ class _Proj:
     bias: SSAValue | None
     packed: Any = None  # the activation split of GPT-2's fused QKV projection
     index: int = 0
+    rows: int = 0  # nn.MultiheadAttention's in_proj: W [rows·E, E] stacks the parts' rows
 
 
 @dataclass
@@ -153,6 +154,45 @@ def _split_heads(value: SSAValue, perm: list[int]) -> _Heads | None:
     return _Heads(proj[0], shape[2], shape[3], ops=[t, r, *proj[1]])
 
 
+def _select(value: SSAValue) -> tuple[SSAValue, int, Operation] | None:
+    """value = stacked[i:i+1] along dim 0 (a split's result of size 1): (stacked, i, split)."""
+    split = _owner(value, pcg.SplitOp)
+    if split is None or split.attrs()["dim"] != 0 or not isinstance(value, OpResult):
+        return None
+    sizes = list(split.attrs()["sizes"])
+    if sizes[value.index] != 1:
+        return None
+    return split.input, sum(sizes[: value.index]), split
+
+
+def _mha_heads(value: SSAValue) -> _Heads | None:
+    """nn.MultiheadAttention's heads [B, H, S, D] of part i of its packed in_proj:
+    reshape(transpose(reshape(P_i, [S, B·H, D]), [1, 0, 2]), [B, H, S, D]) where P_i is the
+    i-th [1, S, B, E] of reshape(transpose(reshape(linear(x, W, b), [1, S, B, 3, E]),
+    [3, 1, 2, 0, 4]), [3, S, B, E]) and x is [S, B, E] (seq-first)."""
+    r1 = _owner(value, pcg.ReshapeOp)
+    t = _owner(r1.input, pcg.TransposeOp) if r1 is not None else None
+    r2 = _owner(t.input, pcg.ReshapeOp) if t is not None and _perm(t) == [1, 0, 2] else None
+    if r1 is None or r2 is None or len(_shape(r1.output)) != 4:
+        return None
+    b, h, s, d = _shape(r1.output)
+    picked = _select(r2.input)
+    if picked is None or _shape(r2.input) != (1, s, b, h * d) or _shape(r2.output) != (s, b * h, d):
+        return None
+    stacked, index, split = picked
+    r3 = _owner(stacked, pcg.ReshapeOp)
+    t2 = _owner(r3.input, pcg.TransposeOp) if r3 is not None else None
+    r4 = _owner(t2.input, pcg.ReshapeOp) if t2 is not None and _perm(t2) == [3, 1, 2, 0, 4] else None
+    lin = _owner(r4.input, pcg.LinearOp) if r4 is not None else None
+    if lin is None or r3 is None or len(_shape(lin.output)) != 3:
+        return None
+    parts = _shape(r3.output)[0]
+    if _shape(r4.output) != (1, s, b, parts, h * d) or _shape(lin.output) != (s, b, parts * h * d):
+        return None
+    proj = _Proj(lin.input, lin.weight, lin.bias, index=index, rows=parts)
+    return _Heads(proj, h, d, ops=[r1, t, r2, split, r3, t2, r4, lin])
+
+
 def _half(value: SSAValue, x: SSAValue, index: int) -> Operation | None:
     """The split of x into two halves of its last dim, if `value` is half `index` of it."""
     split = _owner(value, pcg.SplitOp)
@@ -223,6 +263,8 @@ def _heads(value: SSAValue) -> _Heads | None:
         rotary = (cos, sin)
         ops += more
     found = _split_heads(value, [0, 2, 1, 3])
+    if found is None and not ops and rotary is None:
+        return _mha_heads(value)
     if found is None:
         return None
     found.repeat, found.rotary, found.ops = repeat, rotary, [*ops, *found.ops]
@@ -309,6 +351,7 @@ class _Output:
     bias: SSAValue | None
     conv1d: bool
     ops: list[Operation]
+    seq_first: bool = False  # [Sq, B, E] (nn.MultiheadAttention's layout without batch_first)
 
 
 def _output(root: Operation) -> _Output | None:
@@ -327,20 +370,25 @@ def _output(root: Operation) -> _Output | None:
     return _Output(mm.lhs, mm.rhs, bias, True, [root, *ops])
 
 
-def _context(value: SSAValue) -> tuple[Any, SSAValue, SSAValue, list[Operation]] | None:
-    """Matches reshape(transpose(P·V, [0, 2, 1, 3])) flattening heads (and maybe batch·seq)."""
+def _context(value: SSAValue) -> tuple[Any, SSAValue, SSAValue, list[Operation], bool] | None:
+    """Matches reshape(transpose(P·V, [0, 2, 1, 3])) flattening heads (and maybe batch·seq), or
+    nn.MultiheadAttention's seq-first reshape(transpose(P·V, [2, 0, 1, 3]), [Sq·B, E]); the last
+    value says which."""
     flat = _owner(value, pcg.ReshapeOp)
     merged = _owner(flat.input, pcg.TransposeOp) if flat is not None else None
-    if merged is None or _perm(merged) != [0, 2, 1, 3]:
+    if merged is None or _perm(merged) not in ([0, 2, 1, 3], [2, 0, 1, 3]):
         return None
+    seq_first = _perm(merged) == [2, 0, 1, 3]
     b, s, h, d = _shape(merged.output)
-    if _shape(flat.output) not in ((b, s, h * d), (b * s, h * d)):
+    if _shape(flat.output) not in ((b, s, h * d), (b * s, h * d)) or (
+        seq_first and len(_shape(flat.output)) != 2
+    ):
         return None
     found = _batched(merged.input)
     if found is None:
         return None
     bmm, probs, values, ops = found
-    return probs, values, bmm, [flat, merged, *ops]
+    return probs, values, bmm, [flat, merged, *ops], seq_first
 
 
 def _closed(ops: list[Operation], root: Operation) -> bool:
@@ -375,9 +423,22 @@ class _Weights:
     def transposed(self, w: SSAValue, name: str) -> SSAValue:
         return self._parts(w, "t", lambda: pcg.TransposeOp.build_inferred([w], perm=[1, 0]), [name])[0]
 
+    def batch_first(self, x: SSAValue) -> SSAValue:
+        """[B, S, E] of a seq-first [S, B, E]: the value it transposed, else a transpose of it."""
+        t = _owner(x, pcg.TransposeOp)
+        if t is not None and _perm(t) == [1, 0, 2]:
+            return t.input
+        return self._parts(x, "bf", lambda: pcg.TransposeOp.build_inferred([x], perm=[1, 0, 2]), ["x"])[0]
+
     def part(self, proj: _Proj, bias: bool) -> SSAValue | None:
         """The projection's weight (Linear layout) or bias."""
         value = proj.bias if bias else proj.weight
+        if value is not None and proj.rows:  # stacked rows: split dim 0 into the parts
+            rows = _shape(value)[0] // proj.rows
+            kind = "b" if bias else "w"
+            names = [f"{kind}{part}" for part in "qkv"] if proj.rows == 3 else [kind] * proj.rows
+            split = lambda: pcg.SplitOp.build_inferred([value], dim=0, sizes=[rows] * proj.rows)  # noqa: E731
+            return self._parts(value, kind, split, names)[proj.index]
         if value is None or proj.packed is None:
             return value
         sizes = list(proj.packed.attrs()["sizes"])
@@ -402,9 +463,9 @@ def _fuse(root: Operation) -> list[Operation] | None:
     """The ops replacing `root` (weight views, a mask reshape, and the attention), or None."""
     out = _output(root)
     context = _context(out.context) if out is not None else None
-    if out is None or context is None:
+    if out is None or context is None or (context[4] and out.conv1d):
         return None
-    probs_value, values, _, ops = context
+    probs_value, values, _, ops, seq_first = context
     probs = _probabilities(probs_value)
     scores = _scores(probs[0]) if probs is not None else None
     if probs is None or scores is None:
@@ -437,7 +498,12 @@ def _fuse(root: Operation) -> list[Operation] | None:
         mask = shaped.output
     wo = weights.transposed(out.weight, "wo") if out.conv1d else out.weight
     projections = (query.proj, key.proj, value.proj)
-    operands = [p.x for p in projections] + [weights.part(p, False) for p in projections] + [wo]
+    inputs = [p.x for p in projections]
+    if seq_first != any(p.rows for p in projections) or (seq_first and len(_shape(root.results[0])) != 3):
+        return None
+    if seq_first:  # the op reads [B, S, E]: the batch-first value, else a transpose of x
+        inputs = [weights.batch_first(x) for x in inputs]
+    operands = inputs + [weights.part(p, False) for p in projections] + [wo]
     operands += [weights.part(p, True) for p in projections] + [out.bias, mask]
     operands += list(query.rotary or (None, None))
     for table, name in zip(query.rotary or (), ("cos", "sin"), strict=False):
@@ -450,9 +516,12 @@ def _fuse(root: Operation) -> list[Operation] | None:
         fused = pcg.AttentionOp.build_inferred(operands, **attrs)
     except FormError:
         return None  # e.g. a mask of a shape the op does not take
-    if fused.output.type != root.results[0].type:
+    last = [fused]
+    if seq_first:
+        last.append(pcg.TransposeOp.build_inferred([fused.output], perm=[1, 0, 2]))
+    if last[-1].results[0].type != root.results[0].type:
         return None
-    return [*weights.ops, *new_ops, fused]
+    return [*weights.ops, *new_ops, *last]
 
 
 def share_constants(module: ModuleOp) -> None:

@@ -197,7 +197,7 @@ class UnitySearchPass(ModulePass):
         rows: list[BaselineRow] = []
         plan, estimate, source = result.plan, result.estimate, result.source
         known = {"data-parallel": [p for p in result.alternatives if p.name == "data-parallel"]}
-        for name in ("megatron", "gpipe", "pipedream", "hetero-gpipe"):
+        for name in ("megatron", "galvatron", "gpipe", "pipedream", "hetero-gpipe"):
             known[name] = [p for p in result.alternatives if p.name == name]
         for name in names:
             if known.get(name):
@@ -220,14 +220,18 @@ class UnitySearchPass(ModulePass):
                 json.dump(to_json(report), f, indent=2)
                 f.write("\n")
         if self.memory_check and not estimate.fits:
-            device = max(estimate.devices, key=lambda d: d.memory.total)
+            from unityc.cost.estimate import estimate_graph
             from unityc.cost.units import format_bytes
             from unityc.search.levers import next_lever
 
+            device = max(estimate.devices, key=lambda d: d.memory.total)
+            lever = next_lever(
+                plan, estimate, lambda g: estimate_graph(g, machine, self.cost, self.optimizer, profile)
+            )
             raise ValueError(
                 f"no plan fits the memory of {self.machine}{budget_text(self.memory_budget)}: the smallest "
                 f"footprint found needs {format_bytes(device.memory.total)} on device {device.device} "
-                f"({format_bytes(device.capacity)} available); {next_lever(plan)}"
+                f"({format_bytes(device.capacity)} available); {lever}"
             )
         plan.module_attrs["unityc.machine"] = StringAttr(machine_reference(self.machine))
         replace_module(op, to_module(plan))

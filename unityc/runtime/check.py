@@ -17,7 +17,7 @@ All copies of each weight piece must also be equal. Errors are max-norm relative
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,6 +131,7 @@ class Reference:
         optimizer: Any,
         clip_grad_norm: float | None = None,
         scheduler: Any = None,
+        autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     ):
         self.module = module
         self.inputs = dict(inputs)
@@ -138,6 +139,8 @@ class Reference:
         self.optimizer = optimizer
         self.clip_grad_norm = clip_grad_norm
         self.scheduler = scheduler
+        self.autocast = autocast
+        """The context of the forward: the plan's (bf16-mixed: autocast), so both compute alike."""
 
     def load(self, weights: Mapping[str, torch.Tensor]) -> None:
         with torch.no_grad():
@@ -147,7 +150,7 @@ class Reference:
     def gradients(self) -> tuple[list[torch.Tensor], dict[str, torch.Tensor | None]]:
         """Forward and backward at the current weights: the outputs and the gradients by key."""
         self.optimizer.zero_grad(set_to_none=True)
-        with dropout_off():
+        with dropout_off(), self.autocast():
             outputs = self.module(**self.inputs)
         outputs = list(outputs) if isinstance(outputs, tuple | list) else [outputs]
         outputs[0].backward()

@@ -25,18 +25,21 @@ class Context:
         self.seed = seed
         self.step = 0
         self.tables: dict[str, torch.Tensor] = {}
-        self.token = self._new_token()
+        self.token = self.new_token()
 
-    def _new_token(self) -> torch.Tensor:
+    def new_token(self) -> torch.Tensor:
+        """The start of a token chain (a step's, or a pipeline stage's micro-batch's)."""
         return torch.zeros((), device=self.device, requires_grad=True)
 
     def begin_step(self, step: int) -> None:
         self.step = step
-        self.token = self._new_token()
+        self.token = self.new_token()
 
     # --- data movement -------------------------------------------------------------------
 
     def _run(self, c: Collective, x: torch.Tensor | None, grad: bool) -> torch.Tensor | None:
+        if x is not None and x.is_floating_point() and x.dtype != (dtype := self.comm.dtype(c.dtype)):
+            x = x.to(dtype)  # the element type the plan moves (bf16-mixed: what autocast gives)
         if not grad:
             with torch.no_grad():
                 return self.comm.run(c, x)
@@ -71,6 +74,11 @@ class Context:
         if self.rank not in c.ranks:
             return x
         return self._run(c, x if self.rank in c.ins else None, grad)
+
+    def shards(self, groups: Sequence[tuple[int, ...]]) -> ShardGroup | None:
+        """This rank's group among `groups` (the ranks holding the other shards of its piece, in
+        shard order), for kernels that reduce across them; None if it is in none."""
+        return next((ShardGroup(self, g) for g in groups if self.rank in g), None)
 
     # --- randomness ----------------------------------------------------------------------
 
@@ -111,3 +119,31 @@ class Context:
         h = h ^ (h >> 15)
         uniform = (h & 0xFFFFFF).to(torch.float32) / float(1 << 24)
         return uniform >= p
+
+
+class ShardGroup:
+    """Collectives among the ranks holding the shards of one piece (a kernel's own reductions:
+    the vocabulary-parallel cross-entropy's row maxima, sums of exponentials and target counts)."""
+
+    def __init__(self, ctx: Context, ranks: tuple[int, ...]) -> None:
+        self.ctx, self.ranks = ctx, ranks
+
+    @property
+    def size(self) -> int:
+        return len(self.ranks)
+
+    def _collective(self, kind: str, x: torch.Tensor, dim: int = 0) -> Collective:
+        dtype = str(x.dtype).removeprefix("torch.")
+        return Collective(kind, self.ranks, self.ranks, tuple(x.shape), dtype, dim)
+
+    def sum(self, x: torch.Tensor, grad: bool = True) -> torch.Tensor:
+        """The sum of every rank's `x` (its gradient: the sum of theirs, by the dual all-reduce)."""
+        out = self.ctx._run(self._collective("all_reduce", x), x, grad)
+        assert out is not None
+        return out
+
+    def gather(self, x: torch.Tensor, dim: int) -> torch.Tensor:
+        """Every rank's `x` concatenated along `dim`, in shard order (no gradient)."""
+        out = self.ctx._run(self._collective("all_gather", x, dim), x.detach(), False)
+        assert out is not None
+        return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -87,9 +88,89 @@ def attention(
     return F.linear(context.transpose(1, 2).reshape(batch, sq, heads * width), wo, bo)
 
 
-def cross_entropy(logits: torch.Tensor, target: torch.Tensor, divisor: int) -> torch.Tensor:
-    """Summed cross-entropy of these rows over the logical row count (1 for reduction=sum)."""
-    total = F.cross_entropy(logits, target, reduction="sum")
+class Shards(Protocol):
+    """The ranks holding the other shards of a piece: sums (differentiable) and gathers."""
+
+    @property
+    def size(self) -> int: ...
+
+    def sum(self, x: torch.Tensor, grad: bool = True) -> torch.Tensor: ...
+
+    def gather(self, x: torch.Tensor, dim: int) -> torch.Tensor: ...
+
+
+def check_classes(target: torch.Tensor, classes: int, ignore_index: int | None = None) -> None:
+    """Every target is a class in [0, classes) or the ignore_index. Without one, every target is
+    counted, so a target such as -100 (torch's ignore_index) is an error, not a row silently
+    dropped from the sum and still counted by the mean. (Asynchronous on a GPU.)"""
+    ok = (target >= 0) & (target < classes)
+    if ignore_index is not None:
+        ok |= target == ignore_index
+    ok = ok.all()
+    if ignore_index is not None:
+        message = f"cross-entropy target outside the {classes} classes, not the ignore_index {ignore_index}"
+    else:
+        message = (
+            f"cross-entropy target outside the {classes} classes (an ignored target such as -100?): the "
+            "plan's cross-entropy has no ignore_index; import the model with targets holding it"
+        )
+    if target.is_cuda:
+        torch._assert_async(ok, message)
+    elif not bool(ok):
+        raise ValueError(message)
+
+
+def class_shard_losses(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    start: int,
+    shards: int,
+    peak: torch.Tensor,
+    sumexp: torch.Tensor,
+) -> torch.Tensor:
+    """Per row, the part of its cross-entropy that the class shard starting at class `start`
+    (one of `shards`) holds: log(sumexp) / shards, less the target's logit (shifted by the row's
+    `peak`) where this shard holds the target. `sumexp` is the row's sum of exp(logit - peak)
+    over every shard, so the parts of all shards add up to logsumexp(row) - logit[target]."""
+    local = target - start
+    inside = (local >= 0) & (local < logits.shape[1])
+    picked = logits.gather(1, torch.where(inside, local, torch.zeros_like(local)).unsqueeze(1)).squeeze(1)
+    shifted = torch.where(inside, picked - peak, torch.zeros_like(picked))
+    return sumexp.log() / shards - shifted
+
+
+def cross_entropy(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    divisor: int | None,
+    ignore_index: int | None = None,
+    start: int = 0,
+    classes: Shards | None = None,
+    rows: Shards | None = None,
+) -> torch.Tensor:
+    """Summed cross-entropy of these rows over `divisor`: the logical row count for a mean, 1 for
+    a sum, None for a mean over the kept targets (those not `ignore_index`) of the whole batch,
+    counted across the row shards `rows`. `classes` (None: this piece holds every class) are the
+    ranks holding the other class shards of these rows (Megatron-LM's vocabulary-parallel
+    cross-entropy): the row maxima and sums of exponentials are reduced across them, never the
+    logits, and this shard's part is `class_shard_losses`."""
+    shards = 1 if classes is None else classes.size
+    check_classes(target, logits.shape[1] * shards, ignore_index)
+    kept = None if ignore_index is None else target != ignore_index
+    if classes is None:
+        total = F.cross_entropy(
+            logits, target, reduction="sum", ignore_index=-100 if kept is None else ignore_index
+        )
+    else:
+        with torch.no_grad():
+            peak = classes.gather(logits.max(dim=1, keepdim=True).values, 1).max(dim=1).values
+        sumexp = classes.sum((logits - peak.unsqueeze(1)).exp().sum(dim=1))
+        losses = class_shard_losses(logits, target, start, shards, peak, sumexp)
+        total = (losses if kept is None else torch.where(kept, losses, torch.zeros_like(losses))).sum()
+    if divisor is None:
+        assert kept is not None, "a mean over the kept targets needs an ignore_index"
+        count = kept.sum().to(total.dtype)
+        return total / (count if rows is None else rows.sum(count, grad=False))
     return total / divisor if divisor != 1 else total
 
 

@@ -1,7 +1,12 @@
 """The collectives a generated program runs, and each one's dual (the collective that carries
 its gradients back). The cost model prices exactly these (`unityc.cost.communication` imports
-them from here); plain Python, so the compiler can import it without torch.
+them from here), and the gradient buckets of weights held in copies, which both sides cut
+alike; plain Python, so the compiler can import it without torch.
 """
+
+from __future__ import annotations
+
+from collections.abc import Sequence
 
 PATTERNS = (
     "p2p",
@@ -28,3 +33,26 @@ DUAL = {
 }
 """Backward of each pattern: partition/combine are scatter/gather, replicate/reduce are
 broadcast/reduce, reduce_scatter/all_gather; p2p, all_reduce and all_to_all are their own."""
+
+BUCKET_BYTES = 25 * 1024 * 1024
+"""Gradient bucket size of weights held in copies (DDP's default, 25 MiB): the program
+all-reduces each bucket as soon as the backward has produced all of its gradients, and the cost
+model prices the same buckets (`unityc.cost.schedule`)."""
+
+
+def gradient_buckets(pieces: Sequence[tuple[int, str]], limit: int = BUCKET_BYTES) -> list[list[int]]:
+    """Indices into `pieces` ((bytes, dtype) of each gradient of one copy group, in the order
+    the backward is expected to produce them: the plan's weights reversed), cut into buckets of
+    at most `limit` bytes (a piece larger than `limit` is a bucket of its own) and of one dtype.
+    Every rank of the group computes the same buckets, so they issue the same collectives in
+    the same order."""
+    out: list[list[int]] = []
+    size = 0
+    dtype = None
+    for i, (nbytes, kind) in enumerate(pieces):
+        if not out or size + nbytes > limit or kind != dtype:
+            out.append([])
+            size, dtype = 0, kind
+        out[-1].append(i)
+        size += nbytes
+    return out

@@ -8,6 +8,10 @@ stage. Stage k runs on the ranks of its group, k mod (stages / virtual stages); 
 sizes, and rank i of every group forms pipeline i (its own process group): a group of g ranks
 runs g pipelines side by side, each on its own shard of the batch (data parallelism inside a
 stage), and the weights held in copies get their gradients all-reduced after the schedule.
+A stage may also run collectives among its group's ranks (tensor parallelism inside a stage):
+each micro-batch's forward starts its own token chain, whose end is tied (times zero) to the
+stage's output, so the backward `PipelineStage` runs reaches every collective's dual in the
+reverse forward order; a loss held in copies over a group seeds the backward from copy 0 only.
 
 Every rank calls `schedule.step` with its pieces of the inputs as keyword arguments, which the
 schedule splits into micro-batches along dim 0 (micro-batch m = chunk m of each piece, as the
@@ -20,6 +24,7 @@ each micro-batch's pieces concatenated along dim 0, again as the plan defines th
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +36,7 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 from unityc.runtime.context import Context
 from unityc.runtime.plan import Plan
 from unityc.runtime.train import Trainer
+from unityc.runtime.zero import Zero
 
 StageFunction = Callable[..., tuple]
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved-1f1b": ScheduleInterleaved1F1B}
@@ -84,15 +90,23 @@ class Pipelined:
 
 
 class StageModule(nn.Module):
-    """One stage as `PipelineStage` runs it: the generated function on this rank's weights, the
-    micro-batch's inputs (keyword arguments) and constants, and what the previous stage sent.
-    The last stage keeps each micro-batch's outputs (detached) for the step's results."""
+    """One stage as `PipelineStage` runs it: the generated function on this rank's weights (as
+    the forward reads them: ZeRO-3 pieces gathered, `zero.py`), the micro-batch's inputs (keyword
+    arguments) and constants, and what the previous stage sent. The last stage keeps each
+    micro-batch's outputs (detached) for the step's results."""
 
     def __init__(
-        self, fn: StageFunction, ctx: Context, weights: dict[str, torch.Tensor], constants: dict[str, Any]
+        self,
+        fn: StageFunction,
+        ctx: Context,
+        zero: Zero,
+        constants: dict[str, Any],
+        autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     ):
         super().__init__()
-        self.fn, self.ctx, self.weights, self.constants = fn, ctx, weights, constants
+        self.fn, self.ctx, self.zero, self.constants = fn, ctx, zero, constants
+        self.autocast = autocast
+        """The plan's precision (bf16-mixed: the stage's forward under autocast)."""
         self.outputs: list[tuple[Any, ...]] = []
         self.calls = 0
 
@@ -101,17 +115,25 @@ class StageModule(nn.Module):
             self.ctx.step,
             self.ctx.step * 1_000_003 + self.calls,
         )  # dropout differs per micro-batch
+        start = self.ctx.token = self.ctx.new_token()  # this micro-batch's own token chain
         try:
-            out = self.fn(self.ctx, self.weights, {**self.constants, **inputs}, *received)
+            with self.autocast(), self.zero.saving():
+                out = self.fn(self.ctx, self.zero.forward_weights, {**self.constants, **inputs}, *received)
         finally:
             self.ctx.step = step
         self.calls += 1
         self.outputs.append(tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in out))
+        if self.ctx.token is not start:  # collectives ran: their duals run in this micro-batch's backward
+            out = _tied(out, self.ctx.token)
         return out
 
 
 class PipelineTrainer(Trainer):
     """A `Trainer` whose step runs the pipeline schedule (see the module docstring)."""
+
+    overlaps_gradients = False
+    """The schedule accumulates each gradient over the micro-batches' backward passes: the
+    gradients of weight copies are reduced after it."""
 
     def __init__(self, plan: Plan, program: Pipelined, args: argparse.Namespace, *rest: Any) -> None:
         super().__init__(plan, program.stages[0], args, *rest)
@@ -124,9 +146,8 @@ class PipelineTrainer(Trainer):
         groups = self.comm.new_groups(chains)  # a collective: every rank creates every group
         mine = next(c for c in chains if self.rank in c)
         constants = {k: v for k, v in self.data.items() if k not in plan.inputs}
-        self.inputs = {k: v for k, v in self.data.items() if k in plan.inputs}
         self.modules = [
-            StageModule(program.stages[k], self.ctx, self.weights, constants)
+            StageModule(program.stages[k], self.ctx, self.zero, constants, self.autocast)
             for k in pipeline.stages_of(self.rank)
         ]
         stages = [
@@ -136,7 +157,7 @@ class PipelineTrainer(Trainer):
         self.is_last = pipeline.stages - 1 in pipeline.stages_of(self.rank)
         m = pipeline.microbatches
         schedule = SCHEDULES[pipeline.schedule]
-        loss = _loss_of_microbatch(m)
+        loss = _loss_of_microbatch(m, self.seeds_loss)
         if pipeline.schedule == "interleaved-1f1b":
             self.schedule = schedule(stages, m, loss_fn=loss, scale_grads=False)
         else:
@@ -151,30 +172,45 @@ class PipelineTrainer(Trainer):
             module.outputs.clear()
             module.calls = 0
         self.at(f"step {step + 1}: pipeline schedule")
-        losses: list[torch.Tensor] = []
         target = torch.zeros(self.pipeline.microbatches, device=self.device)  # the loss is the stage's own
-        self.schedule.step(target=target, losses=losses, return_outputs=False, **self.inputs)
-        return self._outputs(losses), self.update(step)
+        inputs = {k: v for k, v in self.data.items() if k in self.plan.inputs}  # this step's batch
+        self.schedule.step(target=target, losses=[], return_outputs=False, **inputs)
+        return self._outputs(), self.update(step)
 
-    def _outputs(self, losses: list[torch.Tensor]) -> list[Any]:
+    def _outputs(self) -> list[Any]:
+        """This rank's pieces of the step's outputs (the last stage's): the loss is the mean of the
+        micro-batches' losses, other outputs their pieces concatenated."""
         count = len(self.plan.outputs)
         if not self.is_last:
             return [None] * count
         last = self.modules[-1].outputs[
             -self.pipeline.microbatches :
         ]  # the first step runs a warm-up forward
-        loss = torch.stack([x.detach() for x in losses]).sum() if losses else None
+        losses = [mb[0] for mb in last]
+        loss = None if any(x is None for x in losses) else torch.stack(losses).sum() / len(losses)
         rest = [_concat([mb[i] for mb in last]) for i in range(1, count)]
         return [loss, *rest]
 
 
-def _loss_of_microbatch(microbatches: int) -> Callable[[Any, torch.Tensor], torch.Tensor]:
+def _tied(out: tuple[Any, ...], token: torch.Tensor) -> tuple[Any, ...]:
+    """`out` with the token chain's end tied (times zero) to its first floating output, so that
+    the backward `PipelineStage` runs from the outputs reaches every collective's dual, in the
+    reverse order of the forward on every rank (also on ranks whose collectives feed no output)."""
+    for i, o in enumerate(out):
+        if isinstance(o, torch.Tensor) and o.is_floating_point():
+            return (*out[:i], o + token.to(o.dtype) * 0, *out[i + 1 :])
+    raise ValueError("a pipeline stage with collectives needs a floating-point output")
+
+
+def _loss_of_microbatch(microbatches: int, seeds: bool) -> Callable[[Any, torch.Tensor], torch.Tensor]:
     """The schedule's loss: the stage's first output (this rank's piece of the micro-batch's
-    loss) over M, so that the micro-batches' losses and gradients add up to the batch mean."""
+    loss) over M, so that the micro-batches' losses and gradients add up to the batch mean. A
+    copy of the loss other than copy 0 (`seeds` false: the loss replicated over a tensor-parallel
+    group) seeds zero, else the copies' gradients would add up."""
 
     def loss(output: Any, target: torch.Tensor) -> torch.Tensor:
         first = output[0] if isinstance(output, tuple | list) else output
-        return first / microbatches
+        return first / microbatches if seeds else first * 0
 
     return loss
 

@@ -249,3 +249,6 @@ class Plan:
     """The cost model's iteration time for the plan (its simulated timeline)."""
     tokens: int = 0
     """Tokens per iteration (the first input's elements, for integer token inputs), else 0."""
+    precision: str = "fp32"
+    """The graph function's `unityc.precision`: "bf16-mixed" runs each forward under autocast
+    (`runtime/precision.py`)."""

@@ -36,7 +36,9 @@ from unityc.runtime.context import Context
 from unityc.runtime.data import Batches, DataError, load_data_function
 from unityc.runtime.factory import forward_argument_names
 from unityc.runtime.grads import GradientSync
+from unityc.runtime.patterns import BUCKET_BYTES
 from unityc.runtime.plan import Layout, Plan
+from unityc.runtime.precision import BF16_TOLERANCE, FP32_TOLERANCE, autocast, default_tolerance
 from unityc.runtime.progress import Progress, profiled
 from unityc.runtime.sources import Build, SourceError, load_reference, local_data, local_weights
 from unityc.runtime.watch import DEFAULT_TIMEOUT_S, Heartbeat, collective_failure, timeout
@@ -105,7 +107,12 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
         help="compare loss, outputs, gradients and updated weights with single-device training "
         "after every step (dropout off); exit 1 naming the first mismatch",
     )
-    parser.add_argument("--tolerance", type=float, default=1e-4, help="relative error allowed by --check")
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        help=f"relative error allowed by --check (default {default_tolerance(plan.precision):g} for "
+        f"this {plan.precision} plan: {FP32_TOLERANCE:g} for fp32, {BF16_TOLERANCE:g} for bf16-mixed)",
+    )
     parser.add_argument(
         "--float64",
         action="store_true",
@@ -117,6 +124,18 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="after the last step, check that all copies of every weight piece are equal (also with "
         "dropout on); assembles every weight on rank 0",
+    )
+    parser.add_argument(
+        "--no-overlap",
+        action="store_true",
+        help="all-reduce the gradients of weight copies after the backward instead of during it",
+    )
+    parser.add_argument(
+        "--bucket-mb",
+        type=float,
+        default=BUCKET_BYTES / 2**20,
+        metavar="MIB",
+        help=f"gradient bucket size in MiB (default {BUCKET_BYTES / 2**20:g}, as the cost model assumes)",
     )
     parser.add_argument("--json", metavar="FILE", help="write the timing (rank 0) to FILE as JSON")
     parser.add_argument(
@@ -138,6 +157,8 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--resume and --init both give initial weights: pass one")
     if args.stop_after is not None and args.stop_after < 1:
         parser.error("--stop-after must be at least 1")
+    if not args.bucket_mb > 0 or args.bucket_mb == float("inf"):
+        parser.error(f"--bucket-mb must be a positive number, got {args.bucket_mb}")
     if args.save_every < 0 or args.log_every < 0:
         parser.error("--save-every and --log-every must not be negative")
     args.optim = optim.spec_from_args(args, parser)
@@ -146,6 +167,8 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
         args.data_kwargs = optim.parse_kwargs(args.data_args)
     except optim.OptimizerError as e:
         parser.error(f"--data-args: {e}")
+    if args.tolerance is None:
+        args.tolerance = default_tolerance(plan.precision)
     if not args.tolerance >= 0 or args.tolerance == float("inf"):
         parser.error(f"--tolerance must be a non-negative number, got {args.tolerance}")
     if not args.timeout > 0 or args.timeout == float("inf"):
@@ -220,6 +243,9 @@ def fail_collective(heartbeat: Heartbeat, error: RuntimeError) -> None:
 class Trainer:
     """One rank's training run: its pieces, optimizer, gradient sync, and (rank 0) reference."""
 
+    overlaps_gradients = True
+    """Whether the gradients of weight copies are reduced during the backward (`grads.py`)."""
+
     def __init__(
         self,
         plan: Plan,
@@ -249,6 +275,8 @@ class Trainer:
             k: torch.tensor(v, dtype=torch.int64, device=device) for k, v in plan.tables.items()
         }
         self.float_dtype = float_dtype
+        # bf16-mixed: each forward under autocast (a float64 run computes everything in float64)
+        self.autocast = lambda: autocast(plan.precision, device, enabled=float_dtype is None)
         loaded = load_reference(plan.model, build)
         spec: optim.OptimizerSpec = args.optim
         spec.check_plan(plan.weights.values())
@@ -271,7 +299,9 @@ class Trainer:
             )
         self.scheduler = spec.scheduler(self.optimizer, self.start_step)
         self.checked_grads: dict[str, torch.Tensor | None] = {}
-        self.sync = GradientSync(self.comm, self.zero.sync_layouts, self.weights)
+        overlap = self.overlaps_gradients and not args.no_overlap
+        bucket_bytes = max(1, round(args.bucket_mb * 2**20))
+        self.sync = GradientSync(self.comm, self.zero.sync_layouts, self.weights, bucket_bytes, overlap)
         function = args.data_function or (load_data_function(args.data) if args.data else None)
         self.batches: Batches | None = None
         if function is not None:
@@ -319,7 +349,12 @@ class Trainer:
             for k, v in inputs.items()
         }
         return Reference(
-            module, inputs, optimizer, spec.clip_grad_norm, spec.scheduler(optimizer, self.start_step)
+            module,
+            inputs,
+            optimizer,
+            spec.clip_grad_norm,
+            spec.scheduler(optimizer, self.start_step),
+            self.autocast,
         )
 
     def at(self, where: str) -> None:
@@ -353,6 +388,11 @@ class Trainer:
                 f"unityc plan {self.plan.source}: {model.name} ({model.config}) on {self.plan.machine}, "
                 f"{self.world} ranks, {self.backend} on {self.device.type}, {args.optim.describe()}"
                 + (", float64" if args.float64 else "")
+                + (
+                    f", {self.plan.precision} (autocast)"
+                    if self.plan.precision != "fp32" and not args.float64
+                    else ""
+                )
                 + (f", resumed at step {self.start_step}" if self.start_step else ""),
                 flush=True,
             )
@@ -427,7 +467,7 @@ class Trainer:
         weight copies, optimizer step. Returns the outputs and the synchronized gradients."""
         self.ctx.begin_step(step)
         self.at(f"step {step + 1}: forward")
-        with self.zero.saving():
+        with self.zero.saving(), self.autocast():
             outputs = list(self.forward(self.ctx, self.zero.forward_weights, self.data))
         roots, seeds = [self.ctx.token], [torch.zeros((), device=self.device)]
         loss = outputs[0]
@@ -435,6 +475,7 @@ class Trainer:
             roots.append(loss)
             seeds.append(torch.ones_like(loss))
         self.at(f"step {step + 1}: backward")
+        self.sync.begin()
         torch.autograd.backward(roots, seeds)
         return outputs, self.update(step)
 
@@ -442,7 +483,7 @@ class Trainer:
         """After backward: the gradient sync of weight copies and the optimizer step; returns
         the synchronized gradients."""
         self.at(f"step {step + 1}: gradient sync")
-        self.sync.run()
+        self.sync.finish()
         self.zero.after_sync()
         grads = [p.grad for p in self.params]
         if self.args.check:  # --check compares the summed gradients before clipping and the update
@@ -570,6 +611,13 @@ class Trainer:
             f"{result['samples_per_s']:.1f} samples/s{note}",
             flush=True,
         )
+        sync = self.sync
+        if sync.total:
+            print(
+                f"gradient buckets (rank 0): {sync.buckets} per step, {sync.early} of {sync.total} "
+                f"started during the backward{'' if sync.overlap else ' (--no-overlap)'}",
+                flush=True,
+            )
         if self.args.json:
             with open(self.args.json, "w") as f:
                 json.dump(result, f, indent=2)

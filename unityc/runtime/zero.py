@@ -150,9 +150,10 @@ class Zero:
         return [self.shards[k].shard if k in self.shards else p for k, p in self.weights.items()]
 
     def _reduce_scatter(self, shard: Shard) -> Any:
-        def hook(piece: torch.Tensor) -> None:
+        def hook(piece: torch.Tensor) -> None:  # once per backward: per micro-batch in a pipeline
             assert piece.grad is not None
-            shard.shard.grad = shard.scattered(piece.grad)
+            scattered = shard.scattered(piece.grad)
+            shard.shard.grad = scattered if shard.shard.grad is None else shard.shard.grad + scattered
             piece.grad = None
 
         return hook

@@ -101,6 +101,23 @@ class Background(Generic[T]):
             if i >= given:
                 yield item
 
+    def ready(self) -> list[T]:
+        """After a stop: the items the worker had already sent that `items` did not give, without
+        waiting (the worker is stopped first, so a message it was still writing ends the list)."""
+        if self.conn is None:
+            return []
+        if self.process is not None and self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        out: list[T] = []
+        with contextlib.suppress(Exception):  # a message cut short (by the stop or the kill) ends it
+            while self.conn.poll(0):
+                message = self.conn.recv()
+                if message[0] != "item":
+                    break
+                out.append(message[1])
+        return out
+
     def close(self) -> None:
         """Stops the worker (if still running) and releases the pipe."""
         if self.process is not None:

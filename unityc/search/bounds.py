@@ -18,15 +18,17 @@ without running the DP.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
 from unityc.cost.compute import SOURCES
-from unityc.cost.estimate import gradient_flags, node_attrs
+from unityc.cost.estimate import Estimate, gradient_flags, node_attrs
 from unityc.cost.pricing import ComputeModel, piece, type_info
 from unityc.dialects.parallel import BatchOp, ParallelOp, PipelineOp
 from unityc.graph import Graph, Ref, op_classes
+from unityc.graph.precision import priced_graph
 from unityc.machine.spec import Machine
 
 
@@ -65,6 +67,7 @@ class Bound:
         self, graph: Graph, requires: Iterable[Ref] = (), roots: Iterable[Ref] | None = None
     ) -> float:
         """A lower bound of `Mapper.map(graph, ..., requires, roots).objective`."""
+        graph = priced_graph(graph)
         order = graph.topological()
         _, gets_grad = gradient_flags(graph, order, requires, roots)
         finish: dict[int, float] = {}
@@ -117,4 +120,45 @@ class Bound:
         return seconds
 
 
-__all__ = ["Bound", "fastest_latency"]
+def pipeline_bound(one_device: Estimate, machine: Machine, batch: int, cost: str) -> float:
+    """A lower bound of the iteration time of any pipelined plan of a graph (two rank groups or
+    more, data parallel stages, any partition, schedule and micro-batch count), from the graph's
+    estimate on one device (`one_device`, the whole batch of `batch` rows); 0 where none is had
+    (a profile cost model, devices of several kinds).
+
+    Roofline kernels: an op's kernel takes latency + max(FLOPs / peak, bytes / bandwidth), and
+    for a piece of r <= B rows its FLOPs and activation bytes shrink by r / B at most (weight
+    bytes do not shrink), so t(r) >= lat + (r / B) (t(B) - lat) per kernel: the ops' forward and
+    backward over a micro-batch of r rows take T(r) >= (r / B) T(B) + (1 - r / B) L on any
+    device, L the latencies of the kernels. M micro-batches on G groups of w devices (r = B /
+    (M w) rows a device, G <= D / w): micro-batch 0 runs forward through every stage, then
+    backward (a chain: >= T(r)), and some group runs M x its stages' share (>= M T(r) / G). The
+    bound is the least of max(T(r), M T(r) / G) over every M dividing the batch and every w."""
+    kinds = {machine.kind_of(d).name for d in range(machine.num_devices)}
+    D = machine.num_devices
+    if cost != "roofline" or len(kinds) > 1 or D < 2 or batch < 1 or D > 1 << 12:
+        return 0.0
+    latency = machine.kind_of(0).kernel_latency
+    alpha = fastest_latency(machine)
+    total = 0.0
+    kernels = 0
+    for row in one_device.rows:
+        for t in (row.fwd_compute_s, row.bwd_compute_s):
+            if t > 0:
+                total += t
+                kernels += 1
+    L = kernels * latency
+    best = math.inf
+    divisors = [m for m in range(1, batch + 1) if batch % m == 0]
+    for w in range(1, D // 2 + 1):
+        groups = D // w
+        for m in divisors:
+            if batch % (m * w):
+                continue
+            rho = 1.0 / (m * w)
+            t = rho * total + (1.0 - rho) * L
+            best = min(best, max(t + 2 * alpha, m * t / groups, m * alpha))
+    return 0.0 if best == math.inf else best
+
+
+__all__ = ["Bound", "fastest_latency", "pipeline_bound"]

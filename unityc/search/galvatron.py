@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from unityc.cost.estimate import Estimate
@@ -168,10 +169,18 @@ def realize(plan: PricedPlan, costs: dict[int, LayerCost], chosen: list[Strategy
     return out
 
 
-def base_plans(graph: Graph, machine: Machine, pricing: Pricing) -> dict[int, PricedPlan]:
-    """Per tensor degree, the fastest whole-graph plan (data parallel for degree 1)."""
-    out = {1: data_parallel_plan(graph, machine, pricing)}
-    for p in megatron_plans(graph, machine, pricing):
+def base_plans(
+    graph: Graph, machine: Machine, pricing: Pricing, priced: Sequence[PricedPlan] | None = None
+) -> dict[int, PricedPlan]:
+    """Per tensor degree, the fastest whole-graph plan (data parallel for degree 1): from
+    `priced` (the data-parallel and Megatron plans already priced, e.g. by the joint search)
+    where given, else built here."""
+    if priced is None:
+        priced = [data_parallel_plan(graph, machine, pricing), *megatron_plans(graph, machine, pricing)]
+    out: dict[int, PricedPlan] = {}
+    for p in priced:
+        if p.name not in ("data-parallel", "megatron"):
+            continue
         t = _tensor_degree(p)
         if t not in out or p.estimate.iteration_s < out[t].estimate.iteration_s:
             out[t] = p
@@ -183,34 +192,49 @@ def _tensor_degree(plan: PricedPlan) -> int:
     return int(match.group(1)) if match else 1
 
 
-def galvatron_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedPlan:
+def galvatron_plan(
+    graph: Graph, machine: Machine, pricing: Pricing, priced: Sequence[PricedPlan] | None = None
+) -> PricedPlan:
+    """Galvatron-BMW's plan (see the module docstring); `priced`: the whole-graph plans to start
+    from if already had (`base_plans`)."""
     results: list[PricedPlan] = []
-    for t, base in sorted(base_plans(graph, machine, pricing).items()):
-        costs = layer_costs(base, machine, pricing.optimizer)
+    for t, base in sorted(base_plans(graph, machine, pricing, priced).items()):
         data = machine.num_devices // t
-        options = strategies(data)
-        fixed = _unowned(base.estimate, costs)
-        budget = min(k.memory - k.reserved for k in machine.kinds) - fixed
-        for _ in range(RETRIES):
-            chosen = choose(costs, options, budget)
-            if chosen is None:
-                break
-            g = realize(base, costs, chosen)
-            e: Estimate = pricing.estimate(g, machine)
-            counts: dict[str, int] = defaultdict(int)
-            for s in chosen:
-                counts[str(s)] += 1
-            note = f"data {data} x tensor {t}; " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-            results.append(PricedPlan("galvatron", g, e, base.mapped, note))
-            if e.fits:
-                break
-            budget *= 0.85
+        results += per_layer(base, machine, pricing, data, f"data {data} x tensor {t}")
     if not results:
         raise ValueError("galvatron: no layer strategy fits the memory budget at any tensor degree")
     fitting = [p for p in results if p.estimate.fits]
     if fitting:
         return min(fitting, key=lambda p: p.estimate.iteration_s)
     return min(results, key=lambda p: p.estimate.peak_memory)
+
+
+def per_layer(
+    base: PricedPlan, machine: Machine, pricing: Pricing, data: int, label: str
+) -> list[PricedPlan]:
+    """Galvatron's DP (`choose`) over the layers of one mapped plan, its strategies applied and
+    priced; with a budget 15% smaller while the result does not fit (`RETRIES`). The plans
+    tried: the last one fits if any does. `data`: the plan's data-parallel degree (sharding
+    needs copies)."""
+    costs = layer_costs(base, machine, pricing.optimizer)
+    options = strategies(data)
+    budget = min(k.memory - k.reserved for k in machine.kinds) - _unowned(base.estimate, costs)
+    tried: list[PricedPlan] = []
+    for _ in range(RETRIES):
+        chosen = choose(costs, options, budget)
+        if chosen is None:
+            break
+        g = realize(base, costs, chosen)
+        e: Estimate = pricing.estimate(g, machine)
+        counts: dict[str, int] = defaultdict(int)
+        for s in chosen:
+            counts[str(s)] += 1
+        note = f"{label}; " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        tried.append(PricedPlan("galvatron", g, e, base.mapped, note))
+        if e.fits:
+            break
+        budget *= 0.85
+    return tried
 
 
 def _unowned(e: Estimate, costs: dict[int, LayerCost]) -> float:

@@ -12,8 +12,9 @@ priced by `estimate` like everything else).
    in backward) and recomputation of an op (saves what it keeps for backward, costs its forward
    again); the shortest prefix of that ranking that fits is found by bisection (peak memory
    falls as levers are added), each step priced by `estimate`.
-3. If even every lever does not fit, the plan with all of them is returned (`fits` false): its
-   peak is the least these levers reach.
+3. If even every lever does not fit, the plan with the smallest peak of the three tried (as it
+   was, with ZeRO-2, with every lever) is returned (`fits` false): on a small plan the levers'
+   own transient bytes (gathered weights, recomputed activations) can outweigh what they save.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass, replace
 
 from unityc.cost.estimate import Estimate, gradient_flags
 from unityc.cost.pricing import copy_collectives, phase, piece, placement
+from unityc.cost.units import format_bytes
 from unityc.graph import Graph
 from unityc.machine.spec import Machine
 
@@ -110,13 +112,15 @@ def with_memory_levers(
         return best
     base = best.graph
     ranked = costly_levers(base, best.estimate, machine)
-    if not ranked:
-        return best
-    everything = applied(base, ranked)
-    full = price(everything)
-    if not full.fits:
-        return Levered(everything, full, describe(everything))
-    lo, hi, fitting = 0, len(ranked), Levered(everything, full, describe(everything))
+    tried = [Levered(graph, e, ""), best]
+    if ranked:
+        everything = applied(base, ranked)
+        full = price(everything)
+        tried.append(Levered(everything, full, describe(everything)))
+    fitting = tried[-1]
+    if not fitting.estimate.fits:  # the smallest footprint seen: levers add transient bytes
+        return min(tried, key=lambda lv: lv.estimate.peak_memory)
+    lo, hi = 0, len(ranked)
     while hi - lo > 1:  # invariant: prefix hi fits, prefix lo does not
         mid = (lo + hi) // 2
         g = applied(base, ranked[:mid])
@@ -128,14 +132,43 @@ def with_memory_levers(
     return fitting
 
 
-def next_lever(graph: Graph) -> str:
-    """What a plan that does not fit has of these levers, and which lever would be next."""
+def next_lever(graph: Graph, e: Estimate, price: Callable[[Graph], Estimate]) -> str:
+    """For a plan that does not fit (`e` its estimate, `price` prices a graph as the search
+    did): the levers it has, where the memory of its fullest device goes, and the lever that
+    would be next: ZeRO-3 or recomputation where the plan still has weights or ops without them
+    and adding them lowers its peak, else more devices when the weights, gradients and
+    optimizer state alone overflow a device, else a smaller batch."""
     have = describe(graph)
     held = "already with " + have if have else "with no weight held in copies to shard"
-    return (
-        f"that plan is {held}; the next lever would be a smaller batch, more devices, pipeline "
-        "parallelism or lower precision"
+    device = max(e.devices, key=lambda d: d.memory.total)
+    m = device.memory
+    states = m.weights + m.gradients + m.optimizer
+    where = (
+        f"on device {device.device} its weights, gradients and optimizer state take {format_bytes(states)}, "
+        f"its activations {format_bytes(m.activations)}"
     )
+    rows = e.pipeline is None and len(e.rows) == len(graph.nodes)  # no levers in pipeline stages
+    left = [lv for lv in costly_levers(graph, e, e.machine) if _unapplied(graph, lv)] if rows else []
+    if left and price(applied(graph, left)).peak_memory >= e.peak_memory:
+        left = []  # they would not lower the peak
+    shard = sum(lv.zero == 3 for lv in left)
+    recompute = len(left) - shard
+    if shard or recompute:
+        more = [f"ZeRO-3 on {shard} more weight(s)"] if shard else []
+        more += [f"recomputing {recompute} more op(s)"] if recompute else []
+        nxt = " and ".join(more)
+    elif states + m.reserved >= device.capacity:
+        nxt = (
+            "more devices (or an optimizer with less state): the persistent state alone overflows the device"
+        )
+    else:
+        nxt = "a smaller batch (or more devices): the activations overflow the device"
+    return f"that plan is {held}; {where}; the next lever would be {nxt}"
+
+
+def _unapplied(graph: Graph, lever: Lever) -> bool:
+    node = graph.nodes[lever.nid]
+    return node.zero < lever.zero if lever.zero else lever.recompute and not node.recompute
 
 
 __all__ = ["Lever", "Levered", "next_lever", "with_memory_levers"]

@@ -40,6 +40,7 @@ from unityc.cost.pricing import (
 )
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref, full_attrs, side_ops
+from unityc.graph.precision import priced_graph
 from unityc.machine.spec import Machine
 from unityc.search.views import Block, View, as_view, canonical_view, task_degrees, view_placement, views_in
 
@@ -127,6 +128,7 @@ class Prices:
     def _problem(
         self, graph: Graph, fixed: Mapping[int, View], requires: Iterable[Ref], roots: Iterable[Ref] | None
     ) -> Problem:
+        graph = priced_graph(graph)  # values in the element types the program runs them in
         order = graph.topological()
         _, gets_grad = gradient_flags(graph, order, requires, roots)
         saved = saved_values(graph, order, gets_grad)
@@ -233,7 +235,7 @@ class Prices:
                 view_placement(task_degrees(t), sview),
                 (source, 0) in p.gets_grad,
             )
-            time += self.options.sync_weight * phase(wparts.sync) + max(
+            time += self.options.sync_weight * phase(wparts.after_backward) + max(
                 (s for _, s in wparts.update), default=0.0
             )
             for device, held in wparts.held.items():

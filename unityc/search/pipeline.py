@@ -38,20 +38,42 @@ from functools import cached_property
 from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
 
 from unityc.cost.communication import collective_time
-from unityc.cost.estimate import Estimate, build_steps, compute_model, estimate_graph, saved_values
+from unityc.cost.compute import Piece, forward_work
+from unityc.cost.estimate import (
+    Estimate,
+    build_steps,
+    compute_model,
+    estimate_graph,
+    node_attrs,
+    saved_values,
+)
 from unityc.cost.pipeline import StageCost
 from unityc.cost.pricing import phase, piece
 from unityc.cost.profile import ProfileCache
 from unityc.cost.staged import MICROBATCHES, SCHEDULE, VIRTUAL_STAGES, microbatch_graph
+from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph
-from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
+from unityc.graph.simplify import fuse_collectives, simplify
 from unityc.machine.spec import Machine
-from unityc.search.gpipe import forward_flops
 from unityc.search.rebuild import rebuild
 from unityc.search.strategies import _batch_forms, megatron_layouts, sync_batch_norm, tensor_degrees
 from unityc.search.views import Block, View, canonical_view, task_degrees, to_attr
 
 STAGE = "stage"
+
+
+def forward_flops(graph: Graph, nid: int) -> float:
+    """Forward FLOPs of an op (all its tasks), what `layer_of` balances when it merges layers."""
+    node = graph.nodes[nid]
+    if node.op.startswith("parallel.") or node.is_source:
+        return 0.0
+    operands = [None if r is None else _piece(graph.type_of(r)) for r in node.operands]
+    work = forward_work(node.op, node_attrs(node), operands, [_piece(t) for t in node.types])
+    return work.flops * node.types[0].num_pieces
+
+
+def _piece(t: TensorType) -> Piece:
+    return Piece(t.piece_shape, str(t.element_type))
 
 
 class PipelineError(ValueError):
@@ -163,6 +185,13 @@ class LayerCosts:
     max_layers: int | None = None
     """Coarsen the split points to at most this many layers (big graphs)."""
     _cache: dict[tuple[int, int], dict[str, list[float]]] = field(default_factory=dict)
+    _failed: dict[tuple[int, int], str] = field(default_factory=dict)
+    """Micro-batch sizes the graph cannot have, and why (asked again and again by the DP)."""
+    _partitions: dict[tuple[str, int | None, bool], tuple[Partition, int] | None] = field(
+        default_factory=dict
+    )
+    """`best_partition`'s results (schedule, stages, tensor): the search's candidates and the
+    pipedream baseline solve the same DP."""
 
     @cached_property
     def layers(self) -> tuple[list[int], dict[int, int]]:
@@ -186,12 +215,15 @@ class LayerCosts:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
+        if key in self._failed:
+            raise PipelineError(self._failed[key])
         if self.batch % rows:
             raise PipelineError(f"{rows} rows do not divide the batch of {self.batch}")
         try:
             micro = microbatch_graph(self.graph, self.batch // rows)
         except ValueError as e:
-            raise PipelineError(f"micro-batches of {rows} rows: {e}") from None
+            self._failed[key] = f"micro-batches of {rows} rows: {e}"
+            raise PipelineError(self._failed[key]) from None
         for nid, node in micro.nodes.items():
             micro.with_view(nid, to_attr(canonical_view(task_degrees(node.types[0]), device), self.machine))
         b, order, steps, _ = build_steps(
@@ -247,9 +279,7 @@ class LayerCosts:
         for nid in order:
             k = layer.get(nid, k)
             seq.append(k)
-        plan = fuse_collectives(
-            reduce_loss(simplify(megatron_layouts(micro, width // tensor, tensor)[0].graph))
-        )
+        plan = fuse_collectives(simplify(megatron_layouts(micro, width // tensor, tensor)[0].graph))
         where = carry_stages(plan, [base.nodes[n].op for n in order], seq)
         for nid, view in _block_views(plan, self.machine, width).items():
             plan.with_view(nid, to_attr(view, self.machine))
@@ -266,7 +296,7 @@ class LayerCosts:
             out["fwd"][k] += max((s for _, s in step.fwd_compute), default=0.0) + phase(step.fwd_comm)
             out["bwd"][k] += max((s for _, s in step.bwd_compute), default=0.0) + phase(step.bwd_comm)
             out["update"][k] += max((s for _, s in step.update), default=0.0)
-            out["sync"][k] += phase(step.grad_sync)
+            out["sync"][k] += phase(step.after_backward)
             if node.op == "pcg.weight" and (nid, 0) in b.gets_grad:
                 out["weights"][k] += piece(node.types[0]).nbytes  # type: ignore[union-attr]
         for v in saved_values(plan, steps_order, b.gets_grad):
@@ -565,10 +595,13 @@ def materialize(
         if len(set(width)) != 1 or width[0] % tensor:
             raise PipelineError(f"tensor-parallel stages need one width, a multiple of {tensor}: got {width}")
         layout = megatron_layouts(graph, width[0] // tensor, tensor)[0].graph
-        plan = fuse_collectives(reduce_loss(simplify(layout)))
+        plan = fuse_collectives(simplify(layout))
     else:
-        plan = fuse_collectives(reduce_loss(simplify(rebuild(base, propose))))
+        plan = fuse_collectives(simplify(rebuild(base, propose)))
+    # the loss stays in partial sums, one per pipeline (copies over a tensor-parallel group): each
+    # pipeline's last stage seeds its own, no collective
     stage = carry_stages(plan, [base.nodes[n].op for n in order], stage_seq)
+    _carry_names(plan, base, order)
     views = _block_views(plan, machine, width[0]) if tensor > 1 else None
     for nid, node in list(plan.nodes.items()):
         k = stage[nid]
@@ -578,10 +611,27 @@ def materialize(
             view = to_attr(canonical_view(task_degrees(node.types[0]), start[k]), machine)
         plan.nodes[nid] = node.with_plan(**{STAGE: IntegerAttr(k, i64)})
         plan.with_view(nid, view)
-    plan.function_attrs = {SCHEDULE: StringAttr(schedule), MICROBATCHES: IntegerAttr(microbatches, i64)}
+    plan.function_attrs = {
+        **plan.kept_function_attrs(),
+        SCHEDULE: StringAttr(schedule),
+        MICROBATCHES: IntegerAttr(microbatches, i64),
+    }
     if virtual > 1:
         plan.function_attrs[VIRTUAL_STAGES] = IntegerAttr(virtual, i64)
     return plan
+
+
+def _carry_names(plan: Graph, base: Graph, order: Sequence[int]) -> None:
+    """The SSA names of `base`'s compute ops (in `order`) on the same ops of `plan`, a rebuild of
+    it that `carry_stages` checked keeps them in order (the program's variables keep them too)."""
+    rebuilt = [
+        nid
+        for nid in plan.topological()
+        if not plan.nodes[nid].is_source and not plan.nodes[nid].op.startswith("parallel.")
+    ]
+    for nid, old in zip(rebuilt, order, strict=True):
+        if plan.nodes[nid].hint is None:
+            plan.nodes[nid] = replace(plan.nodes[nid], hint=base.nodes[old].hint)
 
 
 def carry_stages(plan: Graph, ops: Sequence[str], stages: Sequence[int]) -> dict[int, int]:
@@ -668,10 +718,8 @@ class PipelineOptions:
 
 
 def _finish(name: str, graph: Graph, machine: Machine, part: Partition, schedule: str, M: int,
-            options: PipelineOptions, note: str) -> PipelinePlan:  # fmt: skip
-    plan = materialize(
-        graph, machine, part.stages, schedule, M, max_layers=options.max_layers, tensor=part.tensor
-    )
+            options: PipelineOptions, note: str, virtual: int = 1) -> PipelinePlan:  # fmt: skip
+    plan = materialize(graph, machine, part.stages, schedule, M, virtual, options.max_layers, part.tensor)
     e = estimate_graph(plan, machine, options.cost, options.optimizer, options.profile)
     return PipelinePlan(name, plan, e, note, part)
 
@@ -702,6 +750,9 @@ def best_partition(
     from unityc.cost.pipeline import simulate_pipeline
 
     costs = costs or options.layer_costs(graph, machine)
+    memo = (schedule, stages, tensor)
+    if memo in costs._partitions:
+        return costs._partitions[memo]
     layouts: list[tuple[int, list[int]]] = [(t, [t]) for t in tensor_degrees(machine)] if tensor else []
     if not tensor:
         layouts = [(1, allowed_widths(machine))]
@@ -715,18 +766,24 @@ def best_partition(
             run = simulate_pipeline(stage_costs(model, part.stages), schedule, M)
             if found is None or run.iteration_s < found[0]:
                 found = (run.iteration_s, replace(part, tensor=t), M)
-    return None if found is None else (found[1], found[2])
+    costs._partitions[memo] = None if found is None else (found[1], found[2])
+    return costs._partitions[memo]
 
 
 def pipedream_plan(
-    graph: Graph, machine: Machine, options: PipelineOptions | None = None, stages: int | None = None
+    graph: Graph,
+    machine: Machine,
+    options: PipelineOptions | None = None,
+    stages: int | None = None,
+    costs: LayerCosts | None = None,
 ) -> PipelinePlan:
     """PipeDream: its partition DP (stage replication, per-stage device groups), the 1F1B
     schedule (flushed, as the IR's plans are; `estimate{schedule="2bw"}` prices 2BW), the
-    micro-batch count whose simulated iteration is fastest."""
+    micro-batch count whose simulated iteration is fastest. `costs`: the graph's layer costs,
+    if already had (shared with other plans of the same graph and machine)."""
     options = options or PipelineOptions()
     graph = _plain(graph)
-    found = best_partition(graph, machine, options, "1f1b", stages)
+    found = best_partition(graph, machine, options, "1f1b", stages, costs)
     if found is None:
         raise PipelineError("pipedream: no partition fits the machine's memory")
     part, M = found
@@ -799,14 +856,16 @@ def bubble_and_underuse(costs: LayerCosts, stages: int, width: int, counts: Sequ
     return best
 
 
-def hetero_gpipe_plan(graph: Graph, machine: Machine, options: PipelineOptions | None = None) -> PipelinePlan:
+def hetero_gpipe_plan(
+    graph: Graph, machine: Machine, options: PipelineOptions | None = None, costs: LayerCosts | None = None
+) -> PipelinePlan:
     """002's method: merge the slowest devices until speeds are even, one stage per (merged)
     device with layers split in proportion to its speed, the batch split inside a merged device
     (its devices are equal in 002; the paper splits channels, which costs the same compute here
     and an all-gather more), GPipe's schedule with the micro-batch count of its criterion."""
     options = options or PipelineOptions()
     graph = _plain(graph)
-    costs = options.layer_costs(graph, machine)
+    costs = costs or options.layer_costs(graph, machine)
     groups = merge_devices([device_speed(machine, d) for d in range(machine.num_devices)])
     for g in groups:
         if g != list(range(g[0], g[0] + len(g))):
@@ -836,31 +895,52 @@ def hetero_gpipe_plan(graph: Graph, machine: Machine, options: PipelineOptions |
 
 def even_split_plan(
     graph: Graph, machine: Machine, options: PipelineOptions | None = None, stages: int | None = None,
-    microbatches: int | None = None, schedule: str = "gpipe",
+    microbatches: int | None = None, schedule: str = "gpipe", virtual: int = 1,
 ) -> PipelinePlan:  # fmt: skip
-    """GPipe's even split, for comparisons: S stages (default: as many as devices and layers
-    allow) of equal device groups, the layers split so that each stage gets an equal share of
-    the compute, the GPipe schedule with M = 4 S micro-batches where the batch allows (GPipe's
-    advice M >= 4 S). (The `gpipe` pass of `search/gpipe.py` splits FLOPs evenly at the strict
-    cut points; this one uses `pipeline_cuts`, so it also splits models with an attention mask.)"""
+    """GPipe's even split (the `gpipe` baseline and pass): S stages (default: as many as devices
+    and layers allow) on S / `virtual` equal groups of consecutive devices (stage k on group k mod
+    S / v; v > 1 only for interleaved 1F1B), data parallel inside a group; the layers
+    (`pipeline_cuts`, so models with an attention mask split too) cut so that each stage gets an
+    equal share of the compute (forward + backward, priced per layer); M micro-batches (default
+    4 S where the batch allows: GPipe's advice M >= 4 S)."""
     options = options or PipelineOptions()
     graph = _plain(graph)
     costs = options.layer_costs(graph, machine)
     D = machine.num_devices
     S = stages or max(s for s in range(1, min(D, costs.count) + 1) if D % s == 0)
-    if D % S:
-        raise PipelineError(f"gpipe: {S} stages do not divide the {D} devices into equal groups")
-    width = D // S
-    counts = [m for m in microbatch_counts(costs.batch, 64) if costs.batch % (m * width) == 0]
-    counts = [m for m in counts if costs.feasible(0, costs.batch // (m * width))]
-    if not counts:
-        raise PipelineError(f"gpipe: the batch of {costs.batch} does not split over {width} devices")
-    M = microbatches or max([m for m in counts if m <= 4 * S] or counts[:1])
+    if S < 1 or virtual < 1 or S % virtual:
+        raise PipelineError(f"{S} stages do not split into rank groups of {virtual} stages each")
+    if costs.count < S:
+        raise PipelineError(
+            f"{S} stages need {S - 1} cuts where one activation crosses, but the graph has "
+            f"{costs.count - 1}: at most {costs.count} stages"
+        )
+    groups = S // virtual
+    if D % groups:
+        raise PipelineError(
+            f"{groups} rank groups do not divide the {D} devices of the machine into equal groups"
+        )
+    width = D // groups
+
+    def splits(m: int) -> bool:
+        return costs.batch % (m * width) == 0 and costs.feasible(0, costs.batch // (m * width))
+
+    if microbatches is None:
+        counts = [m for m in microbatch_counts(costs.batch, 64) if splits(m)]
+        if not counts:
+            raise PipelineError(f"the batch of {costs.batch} does not split over {width} devices")
+        M = max([m for m in counts if m <= 4 * S] or counts[:1])
+    elif not splits(M := microbatches):
+        raise PipelineError(
+            f"{M} micro-batches on {width} device(s) per stage do not split the batch of {costs.batch} rows"
+        )
     p = costs.of(0, costs.batch // (M * width))
     work = [f + b for f, b in zip(p["fwd"], p["bwd"], strict=True)]
     bounds = proportional_split(work, [1.0] * S)
-    part = Partition(tuple(Stage(bounds[k], bounds[k + 1], k * width, width) for k in range(S)), math.inf)
-    return _finish("gpipe", graph, machine, part, schedule, M, options, describe(part, schedule, M))
+    chosen = tuple(Stage(bounds[k], bounds[k + 1], (k % groups) * width, width) for k in range(S))
+    part = Partition(chosen, math.inf)
+    note = describe(part, schedule, M) + (f", {virtual} stages per rank group" if virtual > 1 else "")
+    return _finish("gpipe", graph, machine, part, schedule, M, options, note, virtual)
 
 
 def interleaved_plan(
@@ -899,22 +979,24 @@ def interleaved_plan(
 
 
 def pipeline_candidates(
-    graph: Graph, machine: Machine, options: PipelineOptions | None = None
+    graph: Graph, machine: Machine, options: PipelineOptions | None = None, tensor: bool = True
 ) -> list[PipelinePlan]:
     """The joint search's pipeline plans: the partition DP with each flush schedule's simulation
     choosing the micro-batch count (and the 1F1B partition interleaved), plus the baselines
     (`pipedream`, `hetero-gpipe`, `gpipe`) so that the search never returns a plan slower than
     they are. Plans the machine or graph
-    cannot have are left out."""
+    cannot have are left out. `tensor`: also partitions with tensor-parallel stages. The layer
+    costs are computed once for all of them, and pipedream's plan is the 1F1B DP's."""
     options = options or PipelineOptions()
     graph = _plain(graph)
     if machine.num_devices < 2:
         return []
     plans: list[PipelinePlan] = []
     costs = options.layer_costs(graph, machine)
-    for schedule, tensor in itertools.product(("1f1b", "gpipe"), (False, True)):
+    pipedream: PipelinePlan | None = None
+    for schedule, staged in itertools.product(("1f1b", "gpipe"), (False, True) if tensor else (False,)):
         try:
-            found = best_partition(graph, machine, options, schedule, costs=costs, tensor=tensor)
+            found = best_partition(graph, machine, options, schedule, costs=costs, tensor=staged)
         except (PipelineError, ValueError):
             continue
         if found is not None and len(found[0].stages) > 1:
@@ -922,12 +1004,14 @@ def pipeline_candidates(
             plans.append(
                 _finish("pipeline", graph, machine, part, schedule, M, options, describe(part, schedule, M))
             )
+            if schedule == "1f1b" and not staged:  # pipedream_plan's own DP and plan
+                pipedream = replace(plans[-1], name="pipedream")
             if schedule == "1f1b":
                 with contextlib.suppress(PipelineError, ValueError):
                     plans.append(interleaved_plan(graph, machine, part, M, costs, options))
     for build in (
-        lambda: pipedream_plan(graph, machine, options),
-        lambda: hetero_gpipe_plan(graph, machine, options),
+        lambda: pipedream or pipedream_plan(graph, machine, options, costs=costs),
+        lambda: hetero_gpipe_plan(graph, machine, options, costs),
         lambda: even_split_plan(graph, machine, options),
     ):
         try:
@@ -942,7 +1026,7 @@ def _plain(graph: Graph) -> Graph:
     from unityc.search.unity import strip_views
 
     out = strip_views(graph)
-    out.function_attrs = {}
+    out.function_attrs = graph.kept_function_attrs()
     for nid, node in list(out.nodes.items()):
         if node.plan:
             out.nodes[nid] = node.with_plan(**{k: None for k, _ in node.plan})

@@ -84,7 +84,14 @@ def zero_plan(
 ) -> PricedPlan:
     """Data parallelism over every device with the weights' copies sharded ZeRO-`stage` (FSDP
     for stage 3), and optionally every op recomputed in backward (`strategies.with_levers`)."""
-    plan = data_parallel_plan(graph, machine, pricing)
+    return zero_version(data_parallel_plan(graph, machine, pricing), machine, pricing, stage, recompute)
+
+
+def zero_version(
+    plan: PricedPlan, machine: Machine, pricing: Pricing, stage: int, recompute: bool = False
+) -> PricedPlan:
+    """A data-parallel `plan` with its weights' copies sharded ZeRO-`stage` and optionally every
+    op recomputed: the `zero` baseline (the mapping stays: the levers change no view)."""
     levered = with_levers(plan.graph, stage, recompute)
     note = f"{machine.num_devices}-way, ZeRO-{stage}" + (", recomputed" if recompute else "")
     return PricedPlan("zero", levered, pricing.estimate(levered, machine), plan.mapped, note)

@@ -90,7 +90,11 @@ def accepts(node: Node, types: Proposal) -> bool:
 def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph:
     """`graph` with every op in the first proposed form it accepts (see the module docstring).
     Sources in `keep` keep their type (they are converted for their readers instead)."""
-    out = Graph(module_attrs=dict(graph.module_attrs), next_id=graph.next_id)  # sources keep their ids
+    out = Graph(
+        module_attrs=dict(graph.module_attrs),
+        next_id=graph.next_id,
+        function_attrs=graph.kept_function_attrs(),
+    )  # sources keep their ids
     refs: dict[Ref, Ref] = {}
     users = graph.users()
     batched = batch_tensors(graph)

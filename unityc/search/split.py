@@ -190,7 +190,7 @@ def segment_graph(
 ) -> SegmentGraph:
     """The segment of `ops` as a graph of its own (see the module docstring): the values of
     `side` ops it reads are inputs (kept as they are), named by position like its sources."""
-    g = Graph()
+    g = Graph(function_attrs=graph.kept_function_attrs())
     refs: dict[Ref, Ref] = {}
     keys: dict[str, str] = {}
     sides: dict[str, Ref] = {}
@@ -205,32 +205,38 @@ def segment_graph(
             if k > 1:
                 (x,) = g.add("parallel.combine", [x], dim=d, degree=k)
         refs[boundary] = x
+
+    def copy_source(ref: Ref) -> None:
+        source = graph.nodes[ref[0]]
+        if ref in refs:
+            return
+        if ref[0] in side:
+            local = f"@{len(keys) + len(sides)}"
+            sides[local] = ref
+            (refs[ref],) = g.add_node(Node("pcg.input", (), (("key", local),), (graph.type_of(ref),)))
+            keep.add(refs[ref][0])
+            return
+        if not source.is_source:
+            return
+        attrs = source.attrs
+        if source.attr("key") is not None:
+            local = f"@{len(keys) + len(sides)}"
+            keys[local] = source.attr("key")
+            attrs = tuple((k, local if k == "key" else v) for k, v in attrs)
+        (refs[ref],) = g.add_node(Node(source.op, (), attrs, source.types))
+        if ref[0] in shared:
+            keep.add(refs[ref][0])
+
     for nid in ops:
         node = graph.nodes[nid]
         for ref in node.operand_refs():
-            source = graph.nodes[ref[0]]
-            if ref in refs:
-                continue
-            if ref[0] in side:
-                local = f"@{len(keys) + len(sides)}"
-                sides[local] = ref
-                (refs[ref],) = g.add_node(Node("pcg.input", (), (("key", local),), (graph.type_of(ref),)))
-                keep.add(refs[ref][0])
-                continue
-            if not source.is_source:
-                continue
-            attrs = source.attrs
-            if source.attr("key") is not None:
-                local = f"@{len(keys) + len(sides)}"
-                keys[local] = source.attr("key")
-                attrs = tuple((k, local if k == "key" else v) for k, v in attrs)
-            (refs[ref],) = g.add_node(Node(source.op, (), attrs, source.types))
-            if ref[0] in shared:
-                keep.add(refs[ref][0])
+            copy_source(ref)
         operands = tuple(None if r is None else refs[r] for r in node.operands)
         for i, ref in enumerate(g.add_node(Node(node.op, operands, node.attrs, node.types))):
             refs[(nid, i)] = ref
     if last:
+        for ref in graph.outputs:  # a constant or input returned as it is
+            copy_source(ref)
         g.outputs = tuple(refs[r] for r in graph.outputs)
     else:
         g.outputs = (refs[(ops[-1], 0)],)

@@ -275,10 +275,8 @@ def megatron_layouts(graph: Graph, d: int, t: int, keep: Collection[int] = ()) -
         layout = _Megatron(d, t, frozenset(replicated), loss)
         out = rebuild(base, layout.propose, keep)
         stops += layout.stops
-        outputs = {s for r in base.outputs for s in layout.regions.get(r, ())}
-        stops["output"] += len(outputs - layout.broken)
-        broken = layout.broken | outputs
-        at_loss |= layout.at_loss | outputs
+        broken = layout.broken
+        at_loss |= layout.at_loss
         elsewhere |= layout.broken - layout.at_loss
         if broken <= replicated:  # (always empty: a replicated start opens no region)
             break

@@ -22,15 +22,19 @@ seconds per byte of its per-device memory bound, growing tenfold per round. A pl
 not fit is never returned as fitting: the result says whether it fits, and when none does it is
 the smallest footprint found.
 
-Memory levers (`levers.py`): every plan that does not fit (each round's, and each whole-graph
-plan) gets ZeRO stages per weight and recomputation per op until it fits, at the least added
-time; and when no plan fits yet, Galvatron-BMW's per-layer dynamic program over data / sharded
-data parallelism and checkpointing (`galvatron.py`) adds its plan to those compared.
+Memory levers: every plan that does not fit (each round's, and each whole-graph plan) gets ZeRO
+stages and recomputation, the better of two ways (`levered_plan`): per weight and per op,
+greedily by bytes saved per second added (`levers.py`), and per layer by Galvatron-BMW's dynamic
+program over layers x memory (`galvatron.per_layer`). The plans compared with the search's also
+hold the `zero` baseline's (data parallelism with ZeRO-1/2/3, with and without recomputation)
+and the `galvatron` baseline's (its DP over each tensor degree's whole-graph plan), so the
+result is never slower than either on the same model, machine and memory budget.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
 import threading
 import time
@@ -41,18 +45,26 @@ from typing import TYPE_CHECKING, Any
 
 from unityc.cost.estimate import Estimate, compute_model, estimate_graph
 from unityc.cost.profile import ProfileCache
+from unityc.cost.staged import PIPELINE_ATTRS
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref, side_ops, to_module
 from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.search.background import Background
-from unityc.search.bounds import Bound
-from unityc.search.galvatron import galvatron_plan
+from unityc.search.bounds import Bound, pipeline_bound
+from unityc.search.galvatron import galvatron_plan, per_layer
 from unityc.search.levers import with_memory_levers
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
-from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, megatron_plans, one_device_plan
+from unityc.search.plans import (
+    PricedPlan,
+    Pricing,
+    data_parallel_plan,
+    megatron_plans,
+    one_device_plan,
+    zero_version,
+)
 from unityc.search.split import (
     BOUNDARY_KEY,
     SegmentGraph,
@@ -393,7 +405,9 @@ class _Run:
         previous segment's result, local source names become the original ones, a constant
         several segments read is one node. The side ops come first, as in the graph (one
         device), and the segments' inputs standing for their values read them."""
-        plan = Graph(module_attrs=dict(self.graph.module_attrs))
+        plan = Graph(
+            module_attrs=dict(self.graph.module_attrs), function_attrs=self.graph.kept_function_attrs()
+        )
         sources: dict[tuple[Any, ...], Ref] = {}
         side: dict[Ref, Ref] = {}
         for nid in self.graph.topological():
@@ -487,7 +501,7 @@ def unity_search(
     # the whole-graph and pipelined plans do not depend on the segment search: priced beside it
     # (background.py)
     wholes = (
-        Background(lambda: _alternative_plans(start, machine, pricing, options))
+        Background(lambda: _alternative_plans(start, machine, pricing, options, fallback))
         if options.whole_graph or options.pipelines
         else None
     )
@@ -497,28 +511,22 @@ def unity_search(
             found = _search(start, machine, rules, options, profile, progress, report, soft)
             found.alternatives = alternatives
             done.append(found)
-            pending: list[PricedPlan] = []
-            for plan in wholes.items() if wholes is not None else ():
-                alternatives.append(plan)
+            for alternative, plan in wholes.items() if wholes is not None else ():
+                if alternative is not None:
+                    alternatives.append(alternative)
                 done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
-                # no memory levers inside a pipeline's stages: -t torch does not run them there
-                if options.levers and plan.estimate.pipeline is None and not plan.estimate.fits:
-                    pending.append(plan)
-            for plan in sorted(pending, key=lambda p: p.estimate.backward_s):
-                # levers never shorten forward and backward: a plan whose backward ends after a
-                # fitting plan's whole iteration cannot win once levered (pricing it takes
-                # several estimates of the whole graph)
-                if any(r.fits and r.estimate.iteration_s <= plan.estimate.backward_s for r in done):
-                    continue
-                levered = levered_plan(plan, machine, pricing)
-                done.append(_result(levered, report, f"{levered.name} ({levered.note})", alternatives))
-            if options.levers and not any(r.fits for r in done):  # memory decides: per layer
+            # without the whole-graph plans (galvatron among them): memory decides, per layer
+            if options.levers and not options.whole_graph and not any(r.fits for r in done):
                 with contextlib.suppress(ValueError):
                     layered = galvatron_plan(start, machine, pricing)
                     source = f"per-layer levers ({layered.note})"
                     done.append(_result(layered, report, source, alternatives))
     except Stopped:
         report.stopped_early = "time limit"
+        for alternative, plan in wholes.ready() if wholes is not None else ():  # priced by then: they compete
+            if alternative is not None:
+                alternatives.append(alternative)
+            done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
     except KeyboardInterrupt:
         report.stopped_early = "interrupted"
         if fallback is None and not done:
@@ -526,7 +534,7 @@ def unity_search(
     finally:
         if wholes is not None:
             wholes.close()
-    if report.stopped_early is not None and fallback is not None:
+    if fallback is not None:  # a competitor too: what pipelines are pruned against
         done.append(fallback)
     if not done:
         raise ValueError(f"no plan completed within the time limit ({options.time_limit:g} s)")
@@ -552,6 +560,7 @@ def _search(
     """The joint search's plan: memory rounds until one fits (or the deadline passes)."""
     compute = compute_model(options.cost, profile)
     bound = Bound(machine, compute)
+    pricing = Pricing(options.cost, options.optimizer, options.sync_weight, options.side_by_side, profile)
     weights = [0.0]
     best: UnityResult | None = None
     smallest: UnityResult | None = None
@@ -562,8 +571,7 @@ def _search(
         plan, mapped = _Run(start, machine, rules, options, mapper, deadline, report, progress, bound).run()
         estimate = estimate_graph(plan, machine, options.cost, options.optimizer, profile)
         if options.levers:
-            price = lambda g: estimate_graph(g, machine, options.cost, options.optimizer, profile)  # noqa: E731
-            levered = with_memory_levers(plan, estimate, machine, price)
+            levered = levered_plan(PricedPlan("search", plan, estimate, mapped), machine, pricing)
             plan, estimate = levered.graph, levered.estimate
         fits = estimate.fits
         report.rounds.append((weight, estimate.peak_memory, fits))
@@ -584,49 +592,139 @@ def _search(
     return chosen
 
 
-def _whole_graph_plans(graph: Graph, machine: Machine, pricing: Pricing) -> Iterator[PricedPlan]:
-    """Whole-graph data-parallel and Megatron plans, as each is priced. (Cuts keep copies out of
-    segment boundaries, so a whole-graph Megatron plan is not always a search result.)"""
-    for build in (
-        lambda: [data_parallel_plan(graph, machine, pricing)],
-        lambda: megatron_plans(graph, machine, pricing),
-    ):
-        try:
-            yield from build()
-        except ValueError:  # a plan with no feasible mapping is no alternative
-            continue
+ZERO_STAGES = (1, 2, 3)
+"""The `zero` plans compared with the search's: data parallelism with each ZeRO stage, with and
+without recomputation of every op."""
+
+
+def _whole_graph_plans(
+    graph: Graph, machine: Machine, pricing: Pricing, levers: bool = False
+) -> Iterator[tuple[PricedPlan | None, PricedPlan]]:
+    """Whole-graph data-parallel and Megatron plans, as each is priced, as (the plan as the
+    report's baselines show it, or None; the plan compared). (Cuts keep copies out of segment
+    boundaries, so a whole-graph Megatron plan is not always a search result.) With `levers`,
+    also the `zero` and `galvatron` baselines' plans, built on those (so the search is never
+    slower than either on the same model, machine and memory): cheapest first, as a time limit
+    keeps those had: data parallelism, its ZeRO-3 plans, Galvatron's DP over it alone, its other
+    zero plans, then the Megatron plans (costly on big graphs) and Galvatron's DP over every
+    tensor degree."""
+    try:
+        dp = [data_parallel_plan(graph, machine, pricing)]
+    except ValueError:  # a plan with no feasible mapping is no alternative
+        dp = []
+    for plan in dp:
+        yield plan, plan
+        if levers and machine.num_devices > 1:
+            for stage in sorted(ZERO_STAGES, reverse=True):  # the smallest footprints first
+                for recompute in (True, False):
+                    zero = zero_version(plan, machine, pricing, stage, recompute)
+                    yield zero, zero
+                if stage == max(ZERO_STAGES):
+                    with contextlib.suppress(ValueError):  # no layer strategy fits
+                        yield None, galvatron_plan(graph, machine, pricing, dp)
+    try:
+        megatron = megatron_plans(graph, machine, pricing)
+    except ValueError:
+        megatron = []
+    for plan in megatron:
+        yield plan, plan
+    if levers and dp + megatron:
+        with contextlib.suppress(ValueError):  # no layer strategy fits at any degree
+            galvatron = galvatron_plan(graph, machine, pricing, dp + megatron)
+            yield galvatron, galvatron
 
 
 def _alternative_plans(
-    graph: Graph, machine: Machine, pricing: Pricing, options: UnityOptions
-) -> Iterator[PricedPlan]:
-    """The plans the search's result is compared with: whole-graph data-parallel and Megatron
-    plans (`whole_graph`), pipelined plans (`pipelines`)."""
+    graph: Graph, machine: Machine, pricing: Pricing, options: UnityOptions, one: UnityResult | None
+) -> Iterator[tuple[PricedPlan | None, PricedPlan]]:
+    """The plans the search's result is compared with, as (the plan as the report's baselines
+    show it, or None; the plan compared): whole-graph plans (`whole_graph`, with the zero and
+    galvatron plans where `levers`), then the data-parallel and Megatron plans that do not fit
+    with memory levers (`levered_plan`), then pipelined plans (`pipelines`; those that do not
+    fit with levers inside their stages, which -t torch runs there). Made in the background beside the
+    segment search, cheapest and most telling first (a time limit keeps those had). The
+    pipelined plans are not built when a lower bound of any pipeline's time
+    (`bounds.pipeline_bound`, from the graph on one device `one`) is no better than a plan
+    already at hand that fits: none of them could be chosen."""
+    best = math.inf
+    if one is not None and (one.fits or not options.memory_check):
+        best = one.estimate.iteration_s
+    unfit: list[PricedPlan] = []
     if options.whole_graph:
-        yield from _whole_graph_plans(graph, machine, pricing)
-    if options.pipelines:
-        yield from pipeline_plans(graph, machine, pricing)
+        for alternative, plan in _whole_graph_plans(graph, machine, pricing, options.levers):
+            if plan.estimate.fits or not options.memory_check:
+                best = min(best, plan.estimate.iteration_s)
+            yield alternative, plan
+            if options.levers and plan.name in ("data-parallel", "megatron") and not plan.estimate.fits:
+                unfit.append(plan)
+    for plan in sorted(unfit, key=lambda p: p.estimate.backward_s):
+        # levers never shorten forward and backward: a plan whose backward ends after a fitting
+        # plan's whole iteration cannot win once levered (pricing it takes several estimates)
+        if best <= plan.estimate.backward_s:
+            continue
+        levered = levered_plan(plan, machine, pricing)
+        if levered.estimate.fits or not options.memory_check:
+            best = min(best, levered.estimate.iteration_s)
+        yield None, levered
+    if options.pipelines and not pipelines_pruned(graph, machine, pricing, one, best):
+        for plan in pipeline_plans(graph, machine, pricing):
+            lever = options.levers and not plan.estimate.fits
+            yield plan, levered_plan(plan, machine, pricing) if lever else plan
+
+
+def pipelines_pruned(
+    graph: Graph, machine: Machine, pricing: Pricing, one: UnityResult | None, best: float
+) -> bool:
+    """Whether no pipelined plan of `graph` can be faster than `best` seconds (see
+    `bounds.pipeline_bound`; `one` is the graph's plan on one device)."""
+    from unityc.search.pipeline import PipelineError, batch_size
+
+    if one is None or best == math.inf:
+        return False
+    try:
+        batch = batch_size(graph)
+    except PipelineError:
+        return False
+    return pipeline_bound(one.estimate, machine, batch, pricing.cost) >= best
 
 
 def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[PricedPlan]:
     """The pipelined plans the search considers (`pipeline.pipeline_candidates`), as plans."""
     from unityc.search.pipeline import PipelineOptions, pipeline_candidates
 
+    if not microbatchable(graph):
+        return []
     options = PipelineOptions(pricing.cost, pricing.optimizer, pricing.profile)
     candidates = [p for p in pipeline_candidates(graph, machine, options) if runnable_pipeline(p)]
     return [PricedPlan(p.name, p.graph, p.estimate, None, p.note) for p in candidates]
 
 
+def microbatchable(graph: Graph) -> bool:
+    """Whether micro-batches of `graph` compute its loss (`microbatch_module` with one
+    micro-batch, which refuses what no count allows: ops mixing samples such as batch norm, a
+    summed loss, a reshape moving the batch out of dim 0). A plan of the graph computes the same
+    values, so where this fails no pipelined plan is runnable (`runnable_pipeline`): the
+    pipeline candidates are not built (Inception-v3's and ResNeXt's batch norms)."""
+    from unityc.dialects.diagnostics import LocatedError
+    from unityc.dialects.pipeline import microbatch_module
+
+    try:
+        microbatch_module(to_module(graph), 1)
+    except (LocatedError, ValueError):
+        return False
+    return True
+
+
 def runnable_pipeline(plan: PipelinePlan) -> bool:
     """Whether `-t torch` can run a pipelined plan, so that the search never returns one it
-    cannot: stages of equal width, data parallel inside (no tensor-parallel stage), and
-    micro-batches that each compute their share of the loss (`microbatch_module`)."""
+    cannot: stages of equal width (data or tensor parallel inside), and micro-batches that each
+    compute their share of the loss (`microbatch_module`)."""
     from unityc.dialects.container import graph_function
     from unityc.dialects.diagnostics import LocatedError
     from unityc.dialects.pipeline import check_pipeline, microbatch_module
 
     part = plan.partition
-    if part is None or part.tensor > 1 or len({st.width for st in part.stages}) > 1:
+    if part is None or len({st.width for st in part.stages}) > 1:
         return False
     try:
         module = to_module(plan.graph)
@@ -640,11 +738,29 @@ def runnable_pipeline(plan: PipelinePlan) -> bool:
 
 
 def levered_plan(plan: PricedPlan, machine: Machine, pricing: Pricing) -> PricedPlan:
-    """`plan` with memory levers if it does not fit (`levers.with_memory_levers`)."""
-    levered = with_memory_levers(plan.graph, plan.estimate, machine, lambda g: pricing.estimate(g, machine))
-    if not levered.note:
+    """`plan` with memory levers if it does not fit: the better of ZeRO stages and
+    recomputation added greedily (`levers.with_memory_levers`) and Galvatron-BMW's per-layer
+    dynamic program over the plan's layers (`galvatron.per_layer`)."""
+    if plan.estimate.fits:
         return plan
-    return PricedPlan(plan.name, levered.graph, levered.estimate, plan.mapped, f"{plan.note}; {levered.note}")
+    levered = with_memory_levers(plan.graph, plan.estimate, machine, lambda g: pricing.estimate(g, machine))
+    best = PricedPlan(
+        plan.name, levered.graph, levered.estimate, plan.mapped, _joined(plan.note, levered.note)
+    )
+    copies = max(
+        (n.types[0].copy_degree for n in plan.graph.nodes.values() if n.op == "pcg.weight"), default=1
+    )
+    for layered in per_layer(plan, machine, pricing, copies, "per layer"):
+        candidate = PricedPlan(
+            plan.name, layered.graph, layered.estimate, plan.mapped, _joined(plan.note, layered.note)
+        )
+        if _better_estimate(candidate.estimate, best.estimate):
+            best = candidate
+    return best
+
+
+def _joined(note: str, more: str) -> str:
+    return "; ".join(part for part in (note, more) if part)
 
 
 def _result(
@@ -655,13 +771,18 @@ def _result(
 
 
 def _better(a: UnityResult, b: UnityResult, memory_check: bool) -> bool:
-    """Whether plan `a` beats plan `b`: one that fits over one that does not, the smaller
-    footprint when neither fits, else the faster (ties keep `b`)."""
+    """Whether plan `a` beats plan `b` (`_better_estimate`)."""
+    return _better_estimate(a.estimate, b.estimate, memory_check)
+
+
+def _better_estimate(a: Estimate, b: Estimate, memory_check: bool = True) -> bool:
+    """Whether a plan priced `a` beats one priced `b`: one that fits over one that does not,
+    the smaller footprint when neither fits, else the faster (ties keep `b`)."""
     if memory_check and a.fits != b.fits:
         return a.fits
     if memory_check and not a.fits:
-        return a.estimate.peak_memory < b.estimate.peak_memory
-    return a.estimate.iteration_s < b.estimate.iteration_s
+        return a.peak_memory < b.peak_memory
+    return a.iteration_s < b.iteration_s
 
 
 def tail_seconds(limit: float, graph: Graph) -> float:
@@ -700,12 +821,13 @@ def hard_deadline(at: float | None) -> Iterator[None]:
 
 
 def strip_views(graph: Graph) -> Graph:
-    """A copy without per-op plans (machine views, zero stages, recompute marks) and dead nodes
-    (what the search starts from)."""
+    """A copy without per-op plans (machine views, stages, zero stages, recompute marks), the
+    pipeline schedule of a pipelined plan, and dead nodes (what the search starts from)."""
     out = graph.copy()
     for nid, node in out.nodes.items():
-        if node.view is not None or node.zero or node.recompute:
+        if node.view is not None or node.plan or node.zero or node.recompute:
             out.nodes[nid] = Node(node.op, node.operands, node.attrs, node.types, None, node.hint)
+    out.function_attrs = {k: v for k, v in out.function_attrs.items() if k not in PIPELINE_ATTRS}
     return out.prune()
 
 

@@ -110,8 +110,7 @@ def as_view(degrees: tuple[int, ...], where: dict[Coord, int]) -> View | None:
 
 
 def uniform_node_size(machine: Machine) -> int | None:
-    sizes = {n.num_devices for n in machine.nodes}
-    return sizes.pop() if len(sizes) == 1 else None
+    return machine.node_size
 
 
 def to_attr(view: View, machine: Machine) -> MachineViewAttr:

@@ -58,6 +58,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="build the model with real weights and compare the interpreter's outputs on the imported "
         "graph with the module's (fp32, relative error <= 1e-5)",
     )
+    parser.add_argument(
+        "--precision",
+        default="fp32",
+        choices=("fp32", "bf16-mixed"),
+        help="training precision, recorded as the graph function's unityc.precision: bf16-mixed computes "
+        "in bf16 under torch.autocast with fp32 master weights and fp32 gradient reductions (default fp32)",
+    )
     parser.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     parser.add_argument("--list", action="store_true", help="list the zoo models and exit")
     args = parser.parse_intermixed_args(argv)
@@ -128,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     elapsed = time.perf_counter() - start
+    record_precision(module, args.precision)
     text = StringIO()
     Printer(stream=text).print_op(module)
     text.write("\n")
@@ -139,6 +147,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.stats:
         print(stats(module, elapsed), file=sys.stderr)
     return 0
+
+
+def record_precision(module: ModuleOp, precision: str) -> None:
+    """Records the training precision on the graph function (`unityc.precision`)."""
+    from unityc.dialects.container import graph_function
+    from unityc.dialects.precision import precision_attrs
+
+    graph_function(module).attributes.update(precision_attrs(precision))
 
 
 def run_check(spec: ModelSpec) -> ModuleOp:

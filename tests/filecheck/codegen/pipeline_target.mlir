@@ -27,7 +27,33 @@
 // CHECK:      PROGRAM = rt.Pipelined(PIPELINE, (stage_0, stage_1))
 // CHECK:          sys.exit(rt.main(PLAN, PROGRAM, build=build_reference))
 
-// A stage that needs communication between its ranks (here tensor parallel) is refused, located.
-// RUN: not unityc-opt %S/Inputs/pipeline_tensor_parallel.mlir -t torch 2>&1 | filecheck %s --check-prefix=TP
-// TP-NOT: Traceback
-// TP: pipeline_tensor_parallel.mlir:6:5: error: parallel.replicate of stage 0 needs a collective: -t torch runs each pipeline stage without communication between its ranks (data parallelism inside a stage: each task reads the pieces its own pipeline brings)
+// A stage that communicates between its ranks (here tensor parallel: its input broadcast to
+// both ranks of its group) runs its collectives in the stage's code, on the group's process group
+// (in PLAN's groups: every rank creates it).
+// RUN: unityc-opt %S/Inputs/pipeline_tensor_parallel.mlir -t torch | filecheck %s --check-prefix=TP
+// TP:      groups=((0, 1),),
+// TP:      PIPELINE = rt.Pipeline('gpipe', 2, ((0, 1), (2, 3)))
+// TP:      def stage_0(
+// TP:          x1r = ctx.parallel(x1, (Collective("broadcast", ins=(0,), outs=(0, 1), shape=(2, 4)),), grad=False)
+// TP-NEXT:     w1 = w.get("tower1.0.weight")  # 8x4xf32, shard [2, 1] on ranks 0, 1
+// TP:          h = F.linear(x1r, w1) if rank in (0, 1) else None
+// TP-NEXT:     return (h,)
+// TP:      def stage_1(ctx: rt.Context, w: dict[str, torch.Tensor], x: dict[str, torch.Tensor], h) -> tuple:
+// TP:          l = h.sum(dim=(0, 1)) / 16 if rank in (2, 3) else None
+
+// Recomputation inside stages: a run of recompute ops across the stage boundary (stage 0's last
+// linear, stage 1's first linear and relu) is one `torch.utils.checkpoint` region per stage, the
+// one of stage 0 ending with what it sends.
+// RUN: sed -e 's/= pcg.linear %a, %w2 {stage/= pcg.linear %a, %w2 {recompute, stage/' -e 's/%g = pcg.linear %x2, %v1 {stage/%g = pcg.linear %x2, %v1 {recompute, stage/' -e 's/%b = pcg.relu %g {stage/%b = pcg.relu %g {recompute, stage/' %S/Inputs/tiny_pipeline_plan.mlir > %t.recompute.mlir
+// RUN: unityc-opt %t.recompute.mlir -t torch | filecheck %s --check-prefix=RECOMPUTE
+// RECOMPUTE:      from torch.utils.checkpoint import checkpoint
+// RECOMPUTE:      def stage_0(
+// RECOMPUTE:          def _recompute_1(a):
+// RECOMPUTE:              t1 = F.linear(a, w2) if rank == 0 else None
+// RECOMPUTE:          t1, = checkpoint(_recompute_1, a, use_reentrant=False)
+// RECOMPUTE-NEXT:     return (t1,)
+// RECOMPUTE:      def stage_1(
+// RECOMPUTE:          def _recompute_1():
+// RECOMPUTE:              b = F.relu(g) if rank == 1 else None
+// RECOMPUTE-NEXT:         return (b,)
+// RECOMPUTE-NEXT:     b, = checkpoint(_recompute_1, use_reentrant=False)

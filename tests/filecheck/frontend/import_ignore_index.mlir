@@ -1,24 +1,36 @@
-// Cross-entropy's ignore_index. pcg.cross_entropy counts every target: its
-// mean divides by the row count, which stays exact when the rows are sharded
-// (each task divides by the global count). Ignoring targets would need the
-// global count of the kept ones, which the op does not model, so the importer
-// refuses what it cannot make exact instead of changing the loss silently:
-// torch's default (-100, no class) is fine while no target holds it.
+// Cross-entropy's ignore_index: targets equal to it add nothing, and a mean divides by
+// the count of the kept targets of the whole batch (pcg.cross_entropy's ignore_index; a
+// row-sharded task divides by that global count).
 
-// RUN: unityc-import %S/Inputs/losses.py:classifier --check | filecheck %s --check-prefix=DEFAULT
-// DEFAULT: check: the imported graph matches the module
+// An ignore_index the example targets hold (HF's -100-padded labels) is kept, and the
+// imported graph matches the module on outputs, loss and every gradient.
+// RUN: unityc-import %S/Inputs/losses.py:classifier ignored=2 --check -o %t.mlir | filecheck %s --check-prefix=IGNORED
+// RUN: filecheck %s --check-prefix=IGNORED-IR < %t.mlir
+// IGNORED: check: the imported graph matches the module
+// IGNORED-IR: pcg.cross_entropy %{{.*}}, %labels reduction "mean" ignore_index -100 : !pcg.tensor<6x5xf32>, !pcg.tensor<6xi64> -> !pcg.tensor<f32>
 
-// Targets holding ignore_index (HF's padded labels): refused, naming the input,
-// the value and where it is. No -o file is written.
-// RUN: rm -f %t.mlir
-// RUN: not unityc-import %S/Inputs/losses.py:classifier ignored=2 -o %t.mlir 2>&1 | filecheck %s --check-prefix=IGNORED
-// RUN: test ! -e %t.mlir
-// IGNORED-NOT: Traceback
-// IGNORED:     {{^}}unityc-import: error: input 'labels' holds -100 at [4], outside the 5 classes of the cross-entropy reading it; ignored targets (ignore_index) are not supported: give every target a class
-// IGNORED-NOT: Traceback
+// An ignore_index that is a class is always kept (torch ignores that class).
+// RUN: unityc-import %S/Inputs/losses.py:classifier ignore_index=2 | filecheck %s --check-prefix=CLASS-IR
+// CLASS-IR: pcg.cross_entropy %{{.*}}, %labels reduction "mean" ignore_index 2 :
 
-// An ignore_index that is a class: refused at the loss, with its source line.
-// RUN: not unityc-import %S/Inputs/losses.py:classifier ignore_index=2 2>&1 | filecheck %s --check-prefix=CLASS
-// CLASS-NOT: Traceback
-// CLASS:     {{^}}unityc-import: error: module '<root>' (Classifier), {{.*}}Inputs{{/|\\}}losses.py:{{[0-9]+}}, in forward: cross-entropy ignoring class 2 (ignore_index) is not supported: targets are classes, all of them counted
-// CLASS-NOT: Traceback
+// torch's default -100 on targets that are all classes: dropped (the loss stays
+// pipelineable); the op then requires classes, so a later batch holding -100 stops the
+// run with an error instead of changing the mean.
+// RUN: unityc-import %S/Inputs/losses.py:classifier | filecheck %s --check-prefix=DEFAULT
+// DEFAULT: pcg.cross_entropy %{{.*}}, %labels reduction "mean" : !pcg.tensor<6x5xf32>
+
+// Labels padded with ignore_index by F.pad (aten.constant_pad_nd: a concat with a constant
+// block), then shifted: the targets are computed, so the declared ignore_index stays.
+// RUN: unityc-import %S/Inputs/losses.py:shifted_tokens --check -o %t4.mlir | filecheck %s --check-prefix=SHIFTED
+// RUN: filecheck %s --check-prefix=SHIFTED-IR < %t4.mlir
+// SHIFTED: check: the imported graph matches the module
+// SHIFTED-IR:      %[[PAD:.*]] = pcg.constant value dense<-100> : tensor<2x1xi64> : !pcg.tensor<2x1xi64>
+// SHIFTED-IR-NEXT: %[[CAT:.*]] = pcg.concat %labels, %[[PAD]] dim 1 : !pcg.tensor<2x5xi64>, !pcg.tensor<2x1xi64> -> !pcg.tensor<2x6xi64>
+// SHIFTED-IR:      pcg.cross_entropy %{{.*}}, %{{.*}} reduction "mean" ignore_index -100 : !pcg.tensor<10x7xf32>, !pcg.tensor<10xi64> -> !pcg.tensor<f32>
+
+// A target outside the classes that is not the ignore_index: refused, naming the input.
+// RUN: rm -f %t5.mlir
+// RUN: not unityc-import %S/Inputs/losses.py:classifier ignored=2 label=-7 -o %t5.mlir 2>&1 | filecheck %s --check-prefix=OUTSIDE
+// RUN: test ! -e %t5.mlir
+// OUTSIDE-NOT: Traceback
+// OUTSIDE: {{^}}unityc-import: error: input 'labels' holds -7 at [4], outside the 5 classes of the cross-entropy reading it and not its ignore_index -100

@@ -12,5 +12,9 @@
 // CHECK:     {{^}}proven    add_is_sum_concat_reduce
 // CHECK:     {{^}}proven    reduce_matmul_lhs
 // CHECK:     {{^}}proven    merge_linears
+// CHECK:     {{^}}proven    cross_entropy_vocabulary_parallel
+// CHECK:     {{^}}proven    cross_entropy_ignore_index_vocabulary_parallel
+// CHECK:     {{^}}proven    embedding_vocabulary_parallel
+// CHECK:     {{^}}proven    embedding_padding_vocabulary_parallel
 // CHECK:     {{^}}{{[0-9]+}} rules: {{[0-9]+}} proven, 0 unproven, 0 refuted ({{[0-9]+}} axioms; Z3 per rule median {{[0-9.]+}} s, max {{[0-9.]+}} s)
 // CHECK-NOT: {{REFUTED|UNPROVEN}}

@@ -3,11 +3,12 @@
 // projection. Gate and up are column-parallel (their weights' rows sharded), the sigmoid and both
 // products run on the sharded hidden dim, the down projection is row-parallel (its weight's
 // columns sharded, partial sums): one all-reduce, nothing gathered. The classifier after it is
-// replicated: the cross-entropy cannot take class-sharded logits, which the note says.
+// column-parallel and the cross-entropy vocabulary-parallel (Megatron-LM's): the class shards'
+// partial sums are reduced, the logits never gathered.
 
 // RUN: unityc-opt %s -p 'megatron{machine="cpu:2"}' 2>%t.err | filecheck %s
 // RUN: filecheck %s --check-prefix=NOTE < %t.err
-// NOTE: megatron (data 1 x tensor 2; replicated where a column split met pcg.cross_entropy x1; 1 gathered for the loss instead) on cpu:2: iteration time
+// NOTE: megatron (data 1 x tensor 2) on cpu:2: iteration time
 
 // CHECK:      pcg.weight key "gate.weight" {{.*}} : !pcg.tensor<64x32xf32, shard [2, 1]>
 // CHECK-NEXT: pcg.linear {{.*}} -> !pcg.tensor<16x64xf32, shard [1, 2]>
@@ -21,9 +22,9 @@
 // CHECK-NEXT: parallel.all_reduce {{.*}} -> !pcg.tensor<16x32xf32, copy 2>
 // CHECK-NEXT: pcg.weight key "head.weight" {{.*}} : !pcg.tensor<10x32xf32, shard [2, 1]>
 // CHECK-NEXT: pcg.linear {{.*}} -> !pcg.tensor<16x10xf32, shard [1, 2]>
-// CHECK-NEXT: parallel.all_gather {{.*}} dim 1 degree 2
 // CHECK-NOT:  parallel.
-// CHECK:      pcg.cross_entropy
+// CHECK:      pcg.cross_entropy {{.*}} : !pcg.tensor<16x10xf32, shard [1, 2]>, !pcg.tensor<16xi64, copy 2> -> !pcg.tensor<f32, sum 2>
+// CHECK-NEXT: parallel.reduce {{.*}} degree 2
 func.func @main() -> !pcg.tensor<f32> {
   %x = pcg.input key "x" : !pcg.tensor<16x32xf32>
   %label = pcg.input key "label" : !pcg.tensor<16xi64>

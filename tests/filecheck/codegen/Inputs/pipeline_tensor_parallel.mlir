@@ -1,5 +1,4 @@
-// A stage that is tensor parallel (its input broadcast to both ranks of its group): -t torch
-// runs stages without communication inside them, so it refuses the broadcast, located.
+// A stage that is tensor parallel (its input broadcast to both ranks of its group).
 builtin.module attributes {unityc.machine = "cpu:4", unityc.model = {model = "mlp", config = "small", seed = 0 : i64, overrides = {hidden_dims = "[8, 6]", in_features = "4"}}} {
   func.func @main() -> !pcg.tensor<f32, sum 2> attributes {unityc.schedule = "gpipe", unityc.microbatches = 2 : i64} {
     %x1 = pcg.input key "input1" {stage = 0 : i64, view = #pcg.view<start 0>} : !pcg.tensor<4x4xf32>

@@ -546,6 +546,17 @@
 // CHECK-NEXT:   %label_b = pcg.input key "label" : !pcg.tensor<8xi64, shard [2]>
 %ce_b = pcg.cross_entropy %logits_b, %label_b reduction "mean" {view = #pcg.view<start 0, [intra 1]>} : !pcg.tensor<8x10xf32, shard [2, 1]>, !pcg.tensor<8xi64, shard [2]> -> !pcg.tensor<f32, sum 2>
 // CHECK-NEXT:   %ce_b = pcg.cross_entropy %logits_b, %label_b reduction "mean" {view = #pcg.view<start 0, [intra 1]>} : !pcg.tensor<8x10xf32, shard [2, 1]>, !pcg.tensor<8xi64, shard [2]> -> !pcg.tensor<f32, sum 2>
+// ignore_index (torch's): those targets add nothing; a mean divides by the kept ones.
+%ce_i = pcg.cross_entropy %logits_b, %label_b reduction "mean" ignore_index -100 {view = #pcg.view<start 0, [intra 1]>} : !pcg.tensor<8x10xf32, shard [2, 1]>, !pcg.tensor<8xi64, shard [2]> -> !pcg.tensor<f32, sum 2>
+// CHECK-NEXT:   %ce_i = pcg.cross_entropy %logits_b, %label_b reduction "mean" ignore_index -100 {view = #pcg.view<start 0, [intra 1]>} : !pcg.tensor<8x10xf32, shard [2, 1]>, !pcg.tensor<8xi64, shard [2]> -> !pcg.tensor<f32, sum 2>
+// Vocabulary parallel (Megatron-LM): classes sharded, targets copied; the class shards' partial
+// sums add up to the loss (rows and classes: partial sums over both).
+%logits_v = pcg.input key "logits" : !pcg.tensor<8x10xf32, shard [2, 2]>
+// CHECK-NEXT:   %logits_v = pcg.input key "logits" : !pcg.tensor<8x10xf32, shard [2, 2]>
+%label_v = pcg.input key "label" : !pcg.tensor<8xi64, shard [2], copy 2>
+// CHECK-NEXT:   %label_v = pcg.input key "label" : !pcg.tensor<8xi64, shard [2], copy 2>
+%ce_v = pcg.cross_entropy %logits_v, %label_v reduction "mean" ignore_index 3 : !pcg.tensor<8x10xf32, shard [2, 2]>, !pcg.tensor<8xi64, shard [2], copy 2> -> !pcg.tensor<f32, sum 4>
+// CHECK-NEXT:   %ce_v = pcg.cross_entropy %logits_v, %label_v reduction "mean" ignore_index 3 : !pcg.tensor<8x10xf32, shard [2, 2]>, !pcg.tensor<8xi64, shard [2], copy 2> -> !pcg.tensor<f32, sum 4>
 
 %mse = pcg.mse_loss %x, %relu reduction "mean" : !pcg.tensor<8x16xf32>, !pcg.tensor<8x16xf32> -> !pcg.tensor<f32>
 // CHECK-NEXT:   %mse = pcg.mse_loss %x, %relu reduction "mean" : !pcg.tensor<8x16xf32>, !pcg.tensor<8x16xf32> -> !pcg.tensor<f32>

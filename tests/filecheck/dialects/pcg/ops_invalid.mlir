@@ -137,9 +137,9 @@
 // -----
 
 %l = pcg.input key "l" : !pcg.tensor<8x10xf32, shard [1, 2]>
-%t = pcg.input key "t" : !pcg.tensor<8xi64, copy 2>
-%s = pcg.cross_entropy %l, %t reduction "mean" : !pcg.tensor<8x10xf32, shard [1, 2]>, !pcg.tensor<8xi64, copy 2> -> !pcg.tensor<f32, sum 2>
-// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.cross_entropy: operand 'logits' dimension 1 has shard degree 2, but softmax normalizes over the classes
+%t = pcg.input key "t" : !pcg.tensor<8xi64>
+%s = pcg.cross_entropy %l, %t reduction "mean" : !pcg.tensor<8x10xf32, shard [1, 2]>, !pcg.tensor<8xi64> -> !pcg.tensor<f32, sum 2>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.cross_entropy: operand 'target' has copy degree 1, but this parallel form needs 2 (one copy per task that reads it)
 
 // -----
 
