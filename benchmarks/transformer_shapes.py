@@ -1,7 +1,8 @@
 """Transformer training graphs at paper scale, built op by op on the compact `Graph` (shapes
 only: no weights are materialized, no constants are folded). Importing these models through
-`unityc-import` works too, but at sequence 2048 their folded causal masks and rotary tables make
-a 300 MB module; the cost model needs the shapes, which these builders give.
+`unityc-import` works too (`big_shapes.py` does: a Llama-2-7B module is 1.5 MB, its causal mask
+and rotary tables stored once and packed); the cost model needs the shapes, which these
+builders give without the import's minute.
 
 * `bert_large`: BERT-Large (24 layers, hidden 1024, 16 heads, FFN 4096, vocab 30522, seq 512);
 * `t5_3b`: T5-3B's shape (24 encoder and 24 decoder layers, hidden 1024, 32 heads of width 128,

@@ -156,6 +156,8 @@ def program_head(
         "from unityc.runtime import Collective, Constant, Layout",
         "from unityc.models.spec import build_reference",
         "",
+        *(f"{name} = {text!r}  # a constant's bytes, zlib + base64" for text, name in writer.packed.items()),
+        *([""] if writer.packed else []),
         "PLAN = rt.Plan(",
         f"    source={source!r},",
         f"    machine={a.machine_name!r},",

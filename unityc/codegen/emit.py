@@ -12,6 +12,7 @@ from unityc.codegen.collectives import parallel_stages
 from unityc.codegen.kernels import KERNELS, Call, Tasks, literal, rank_test, torch_dtype_name
 from unityc.codegen.memory import SOURCES, Region, last_readers, regions
 from unityc.dialects.pcg_types import PcgOp, TensorType
+from unityc.dialects.syntax import packed_text
 from unityc.runtime.plan import Collective
 
 INDENT = "    "
@@ -55,6 +56,8 @@ class Writer:
         self.weights: dict[str, str] = {}
         self.inputs: dict[str, str] = {}
         self.constants: dict[str, str] = {}
+        self.packed: dict[str, str] = {}
+        """Packed constant text -> the program's name for it (one per distinct value)."""
         self.tables: dict[str, tuple[int, ...]] = {}
         self.transfers = 0
         self.collectives = 0
@@ -105,8 +108,14 @@ class Writer:
     def source(self, op: PcgOp) -> None:
         v = self.a.value(op.results[0])
         if op.name == "pcg.constant":
-            values = tuple(op.properties["value"].get_values())  # type: ignore[attr-defined]
-            self.constants[v.var] = f"Constant({literal(values)}, {layout_text(v)})"
+            value = op.properties["value"]
+            text = packed_text(value)
+            if text is None:
+                values = tuple(value.get_values())  # type: ignore[attr-defined]
+                self.constants[v.var] = f"Constant({literal(values)}, {layout_text(v)})"
+            else:
+                name = self.packed.setdefault(text, f"PACKED_{len(self.packed)}")
+                self.constants[v.var] = f"Constant((), {layout_text(v)}, packed={name})"
             key, table = v.var, "x"
         else:
             key = str(op.attrs()["key"])  # type: ignore[attr-defined]

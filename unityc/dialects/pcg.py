@@ -107,10 +107,11 @@ class WeightOp(SourceOp):
 
 @op_definition
 class ConstantOp(SourceOp):
-    """A small tensor folded at import (masks, position ids), as a dense literal."""
+    """A tensor folded at import (masks, position ids, rotary tables), as a dense literal; a
+    large one prints packed (`value zlib<"..."> : tensor<...>`, see `Kind.DENSE`)."""
 
     name = "pcg.constant"
-    PROPS = (("value", Kind.ATTR, False),)
+    PROPS = (("value", Kind.DENSE, False),)
 
     def verify_source(self, t: TensorType) -> None:
         value = self.properties["value"]

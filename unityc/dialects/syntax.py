@@ -20,10 +20,13 @@ from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
     I64,
+    BytesAttr,
     DenseArrayBase,
+    DenseIntOrFPElementsAttr,
     FloatAttr,
     IntegerAttr,
     StringAttr,
+    TensorType,
     UnitAttr,
     f64,
     i64,
@@ -55,6 +58,9 @@ class Kind(Enum):
     FLAG = "flag"
     TYPE = "type"
     ATTR = "attr"
+    DENSE = "dense"
+    """A dense literal (`pcg.constant`'s value): printed `zlib<"..."> : tensor<...>` (its bytes
+    compressed, `runtime/packing.py`) when that is shorter than MLIR's hex form."""
 
 
 _CONSTRAINT: dict[Kind, Any] = {
@@ -65,7 +71,11 @@ _CONSTRAINT: dict[Kind, Any] = {
     Kind.FLAG: UnitAttr,
     Kind.TYPE: Attribute,
     Kind.ATTR: Attribute,
+    Kind.DENSE: Attribute,  # verify_source names a value that is not a dense literal
 }
+
+PACK_BYTES = 1024
+"""Dense literals of more bytes than this print packed (`Kind.DENSE`) unless they are splats."""
 
 
 def to_attr(kind: Kind, value: Any) -> Attribute:
@@ -339,7 +349,54 @@ def _parse_value(parser: Parser, kind: Kind) -> Attribute:
             return UnitAttr()
         case Kind.TYPE:
             return parser.parse_type()
+        case Kind.DENSE if parser.parse_optional_keyword("zlib") is not None:
+            return _parse_packed(parser)
     return parser.parse_attribute()
+
+
+def _parse_packed(parser: Parser) -> DenseIntOrFPElementsAttr:
+    """`zlib<"BASE64"> : tensor<...>` (after `zlib`): the literal whose bytes the text packs."""
+    from unityc.runtime.packing import unpack
+
+    start = parser.pos
+    parser.parse_punctuation("<")
+    text = parser.parse_str_literal()
+    parser.parse_punctuation(">")
+    parser.parse_punctuation(":")
+    t = parser.parse_type()
+    if not isinstance(t, TensorType) or not t.has_static_shape():
+        msg = f"a packed literal needs a tensor type of static shape, got {t}"
+        parser.raise_error(msg, start, parser.pos)
+    size = getattr(t.get_element_type(), "compile_time_size", None)
+    if not isinstance(size, int):
+        parser.raise_error(f"a packed literal cannot hold {t.get_element_type()} elements", start, parser.pos)
+    count = 1
+    for d in t.get_shape():
+        count *= d
+    from unityc.dialects.source import MAX_LITERAL_ELEMENTS
+
+    if count > MAX_LITERAL_ELEMENTS:
+        msg = f"a dense literal of {count} elements is too large (at most {MAX_LITERAL_ELEMENTS})"
+        parser.raise_error(msg, start, parser.pos)
+    try:
+        raw = unpack(text, count * size)
+    except ValueError as e:
+        parser.raise_error(f"packed literal of {t}: {e}", start, parser.pos)
+    return DenseIntOrFPElementsAttr(t, BytesAttr(raw))
+
+
+def packed_text(attr: Attribute) -> str | None:
+    """`attr` packed (`Kind.DENSE`), or None where the hex or splat form is as short."""
+    if not isinstance(attr, DenseIntOrFPElementsAttr):
+        return None
+    raw = attr.data.data
+    step = attr.get_element_type().compile_time_size  # type: ignore[union-attr]
+    if len(raw) <= PACK_BYTES or raw == raw[:step] * (len(raw) // step):
+        return None
+    from unityc.runtime.packing import pack
+
+    text = pack(raw)
+    return text if len(text) < 2 * len(raw) else None
 
 
 def _print_value(printer: Printer, kind: Kind, attr: Attribute) -> None:
@@ -355,6 +412,9 @@ def _print_value(printer: Printer, kind: Kind, attr: Attribute) -> None:
         case Kind.STR:
             printer.print_string(" ")
             printer.print_string_literal(from_attr(kind, attr))
+        case Kind.DENSE if (text := packed_text(attr)) is not None:
+            printer.print_string(f' zlib<"{text}"> : ')
+            printer.print_attribute(attr.get_type())  # type: ignore[attr-defined]
         case _:
             printer.print_string(" ")
             printer.print_attribute(attr)

@@ -297,6 +297,44 @@ def sources(graph: Graph) -> Iterable[tuple[int, Node]]:
     return ((nid, n) for nid, n in graph.nodes.items() if n.is_source)
 
 
+def side_ops(graph: Graph) -> set[int]:
+    """Values computed from inputs and constants alone (reading no weight, even indirectly)
+    that several other ops read, and the ops they are computed from: an attention mask built
+    from the padding mask and read by every layer. The search's splitting and machine mapping
+    treat them like sources (edges from them to every layer would leave no cut). A parallel op
+    of such a value or of a constant is one too (in a plan, GQA's zero constant or the mask
+    replicated once for every layer), a parallel op of an input is not (it moves the batch for
+    its readers), nor what reads it; weightless ops feeding one reader only (a reshape of the
+    labels) stay with it."""
+    weighted: set[int] = set()
+    weightless: list[int] = []
+    light: set[int] = set()
+    for nid in graph.topological():
+        node = graph.nodes[nid]
+        if node.is_source:
+            if node.op == "pcg.weight":
+                weighted.add(nid)
+        elif any(r[0] in weighted for r in node.operand_refs()):
+            weighted.add(nid)
+        elif node.op.startswith("parallel.") and not any(
+            graph.nodes[r[0]].op == "pcg.constant" or r[0] in light for r in node.operand_refs()
+        ):
+            weighted.add(nid)  # it moves an input for its readers
+        else:
+            weightless.append(nid)
+            light.add(nid)
+    # per weightless op, up to two ops outside them that read it (directly or through others)
+    readers: dict[int, set[int]] = {nid: set() for nid in weightless}
+    users = graph.users()
+    for nid in reversed(weightless):
+        found = readers[nid]
+        for user in users[nid]:
+            found |= readers.get(user, {user})
+            if len(found) > 1:
+                break
+    return {nid for nid in weightless if len(readers[nid]) > 1}
+
+
 from unityc.graph.convert import from_module, to_module  # noqa: E402
 
 __all__ = [
@@ -308,6 +346,7 @@ __all__ = [
     "full_attrs",
     "infer_types",
     "op_class",
+    "side_ops",
     "sources",
     "to_module",
     "with_plan_of",

@@ -8,6 +8,7 @@ of shape S/k; partial sums add up to the value, copies are equal.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from types import MappingProxyType
 
 import torch
 
+from unityc.runtime.packing import unpack
 from unityc.runtime.patterns import DUAL, PATTERNS
 
 Coord = tuple[int, ...]
@@ -183,13 +185,35 @@ class Model:
 
 @dataclass(frozen=True)
 class Constant:
-    """A folded constant: its values in row-major order and how it is held."""
+    """A folded constant: its values in row-major order and how it is held. A large one holds
+    its bytes packed instead (`packing.py`; `values` empty), the program's text shared by every
+    constant of that value and decoded once per process."""
 
     values: tuple[float | int | bool, ...]
     layout: Layout
+    packed: str = ""
+
+    def __post_init__(self) -> None:
+        count = math.prod(self.layout.shape)
+        if self.packed and self.values:
+            raise ValueError("a constant holds either its values or its packed bytes, not both")
+        if not self.packed and len(self.values) != count:
+            shape = list(self.layout.shape)
+            raise ValueError(f"a constant of shape {shape} needs {count} values, got {len(self.values)}")
 
     def tensor(self) -> torch.Tensor:
+        if self.packed:
+            return _unpacked(self.packed, self.layout.dtype, self.layout.shape)
         return torch.tensor(self.values, dtype=self.layout.torch_dtype).reshape(self.layout.shape)
+
+
+@functools.cache
+def _unpacked(text: str, dtype: str, shape: tuple[int, ...]) -> torch.Tensor:
+    """The tensor `text` packs (a dense literal's bytes: little-endian, i1 as one byte each)."""
+    wide = torch.uint8 if dtype == "bool" else torch_dtype(dtype)
+    raw = unpack(text, math.prod(shape) * wide.itemsize)
+    values = torch.frombuffer(bytearray(raw), dtype=wide).reshape(shape)
+    return values != 0 if dtype == "bool" else values
 
 
 @dataclass(frozen=True)

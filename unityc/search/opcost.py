@@ -7,7 +7,11 @@ transfers of operand pieces held on another device than the task reading them, f
 backward. Weights (and other sources) are not variables: each takes the placement its first
 reader wants (the device of the task reading each piece), so reading it moves nothing; its
 optimizer step and the all-reduce of its gradient copies (weighted by `sync_weight`, see
-`SYNC_WEIGHT`) are charged to that reader. The objective is
+`SYNC_WEIGHT`) are charged to that reader. Side ops (`graph.side_ops`: an attention mask
+built from the inputs alone, read by every layer) are placed like sources, unpriced here:
+otherwise the edges from them to every layer would leave the DP no bottleneck (the whole
+graph one subproblem, its cache keyed by every layer's views); `estimate` prices them. The
+objective is
 `time + memory_weight * memory`, memory being a per-device upper bound (what each op keeps on
 its busiest device, summed); an op that alone overflows its devices is charged
 `OVERFLOW_SECONDS` per capacity's worth. Everything is priced by `cost/pricing.py`, the
@@ -35,7 +39,7 @@ from unityc.cost.pricing import (
     weight_parts,
 )
 from unityc.dialects.pcg_types import TensorType
-from unityc.graph import Graph, Node, Ref, full_attrs
+from unityc.graph import Graph, Node, Ref, full_attrs, side_ops
 from unityc.graph.precision import priced_graph
 from unityc.machine.spec import Machine
 from unityc.search.views import Block, View, as_view, canonical_view, task_degrees, view_placement, views_in
@@ -128,7 +132,8 @@ class Prices:
         order = graph.topological()
         _, gets_grad = gradient_flags(graph, order, requires, roots)
         saved = saved_values(graph, order, gets_grad)
-        ops = [nid for nid in order if not graph.nodes[nid].is_source or nid in fixed]
+        side = side_ops(graph)  # like sources: they would join every layer to the first
+        ops = [nid for nid in order if (not graph.nodes[nid].is_source and nid not in side) or nid in fixed]
         is_op = set(ops)
         producers: dict[int, list[tuple[int, int, int]]] = {nid: [] for nid in ops}
         consumers: dict[int, list[tuple[int, int, int]]] = {nid: [] for nid in ops}

@@ -5,6 +5,12 @@ post-dominator of the inputs, ignoring weights and constants): the ops before it
 meet only in its result. Cuts are chosen about `size` ops apart, each where it blocks the
 fewest rule matches (MetaFlow: a match blocked by a cut spans both of its sides).
 
+*Side ops* (`graph.side_ops`: computed from inputs and constants alone, such as a causal mask
+combined with the padding mask, read by every layer) count as sources here: they would
+otherwise join every layer to the first and leave no cut. They belong to no segment; a segment
+reads their values as inputs of their own (`SegmentGraph.sides`), and the search's plan computes
+them once, unparallelized, before the segments (`unity._Run._stitch`).
+
 Each segment becomes a small graph of its own (`SegmentGraph`): its weights, inputs and
 constants renamed by position (`@0`, `@1`, ...) so that repeated layers give equal graphs and
 are searched once, and, unless it is the first, an input `@in` standing for the previous
@@ -18,8 +24,8 @@ partitioning.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 
 from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
@@ -45,10 +51,15 @@ def _branch(start: int, producers: list[set[int]], consumers: list[set[int]]) ->
     return count
 
 
-def cut_points(graph: Graph) -> list[int]:
+def _ops(graph: Graph, side: Collection[int]) -> list[int]:
+    """The ops segments hold, in topological order: neither sources nor side ops."""
+    return [nid for nid in graph.topological() if not graph.nodes[nid].is_source and nid not in side]
+
+
+def cut_points(graph: Graph, side: Collection[int] = ()) -> list[int]:
     """Ops every input-to-output path crosses, in topological order (single-result ops that
-    are not the graph's outputs)."""
-    order = [nid for nid in graph.topological() if not graph.nodes[nid].is_source]
+    are not the graph's outputs); `side` ops count as sources."""
+    order = _ops(graph, side)
     pos = {nid: i for i, nid in enumerate(order)}
     n = len(order)
     outputs = {r[0] for r in graph.outputs}
@@ -89,9 +100,11 @@ def cut_points(graph: Graph) -> list[int]:
     return cuts
 
 
-def blocked_matches(graph: Graph, rules: Sequence[CompiledRule], cuts: Iterable[int]) -> dict[int, int]:
+def blocked_matches(
+    graph: Graph, rules: Sequence[CompiledRule], cuts: Iterable[int], side: Collection[int] = ()
+) -> dict[int, int]:
     """For each cut, how many rule matches have ops on both of its sides."""
-    order = [nid for nid in graph.topological() if not graph.nodes[nid].is_source]
+    order = _ops(graph, side)
     pos = {nid: i for i, nid in enumerate(order)}
     spans: list[tuple[int, int]] = []
     index = GraphIndex(graph)
@@ -103,10 +116,12 @@ def blocked_matches(graph: Graph, rules: Sequence[CompiledRule], cuts: Iterable[
     return {c: sum(1 for lo, hi in spans if lo <= pos[c] < hi) for c in cuts}
 
 
-def choose_cuts(graph: Graph, cuts: Sequence[int], size: int, blocked: dict[int, int]) -> list[int]:
+def choose_cuts(
+    graph: Graph, cuts: Sequence[int], size: int, blocked: dict[int, int], side: Collection[int] = ()
+) -> list[int]:
     """Cuts about `size` ops apart: from the last cut, the one blocking the fewest matches among
     those between size/2 and 3*size/2 ops further (ties: nearest to `size`)."""
-    order = [nid for nid in graph.topological() if not graph.nodes[nid].is_source]
+    order = _ops(graph, side)
     pos = {nid: i for i, nid in enumerate(order)}
     chosen: list[int] = []
     last = -1
@@ -136,11 +151,13 @@ class SegmentGraph:
     """The tensor the next segment reads (the loss for the last segment)."""
     last: bool
     """Whether it is the graph's last segment (its gradients flow from the loss)."""
+    sides: dict[str, Ref] = field(default_factory=dict)
+    """Local input key -> the side op's value (in the original graph) that input stands for."""
 
 
-def segments(graph: Graph, cuts: Sequence[int]) -> list[list[int]]:
-    """The ops of each segment (sources excluded), in topological order."""
-    order = [nid for nid in graph.topological() if not graph.nodes[nid].is_source]
+def segments(graph: Graph, cuts: Sequence[int], side: Collection[int] = ()) -> list[list[int]]:
+    """The ops of each segment (sources and side ops excluded), in topological order."""
+    order = _ops(graph, side)
     out: list[list[int]] = [[]]
     cut_set = set(cuts)
     for nid in order:
@@ -169,11 +186,14 @@ def segment_graph(
     partitioning: TensorType | None,
     shared: set[int],
     last: bool,
+    side: Collection[int] = (),
 ) -> SegmentGraph:
-    """The segment of `ops` as a graph of its own (see the module docstring)."""
+    """The segment of `ops` as a graph of its own (see the module docstring): the values of
+    `side` ops it reads are inputs (kept as they are), named by position like its sources."""
     g = Graph(function_attrs=graph.kept_function_attrs())
     refs: dict[Ref, Ref] = {}
     keys: dict[str, str] = {}
+    sides: dict[str, Ref] = {}
     keep: set[int] = set()
     start: int | None = None
     if boundary is not None:
@@ -188,11 +208,19 @@ def segment_graph(
 
     def copy_source(ref: Ref) -> None:
         source = graph.nodes[ref[0]]
-        if ref in refs or not source.is_source:
+        if ref in refs:
+            return
+        if ref[0] in side:
+            local = f"@{len(keys) + len(sides)}"
+            sides[local] = ref
+            (refs[ref],) = g.add_node(Node("pcg.input", (), (("key", local),), (graph.type_of(ref),)))
+            keep.add(refs[ref][0])
+            return
+        if not source.is_source:
             return
         attrs = source.attrs
         if source.attr("key") is not None:
-            local = f"@{len(keys)}"
+            local = f"@{len(keys) + len(sides)}"
             keys[local] = source.attr("key")
             attrs = tuple((k, local if k == "key" else v) for k, v in attrs)
         (refs[ref],) = g.add_node(Node(source.op, (), attrs, source.types))
@@ -212,7 +240,7 @@ def segment_graph(
         g.outputs = tuple(refs[r] for r in graph.outputs)
     else:
         g.outputs = (refs[(ops[-1], 0)],)
-    return SegmentGraph(g, start, keys, frozenset(keep), g.outputs[0], last)
+    return SegmentGraph(g, start, keys, frozenset(keep), g.outputs[0], last, sides)
 
 
 def partitionings(t: TensorType, degrees: Sequence[int], devices: int) -> list[TensorType]:

@@ -47,7 +47,7 @@ from unityc.cost.estimate import Estimate, compute_model, estimate_graph
 from unityc.cost.profile import ProfileCache
 from unityc.cost.staged import PIPELINE_ATTRS
 from unityc.dialects.pcg_types import TensorType
-from unityc.graph import Graph, Node, Ref, to_module
+from unityc.graph import Graph, Node, Ref, side_ops, to_module
 from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
@@ -232,15 +232,21 @@ class _Run:
         self.bound = bound
         self.degrees = options.degrees or default_degrees(machine)
         self.searched: dict[Any, list[Candidate]] = {}
+        self.side = side_ops(graph)
+        """Ops computed from inputs and constants alone: in no segment (`split.py`)."""
         self.converted: dict[Any, _Choice | None] = {}
 
     def run(self) -> tuple[Graph, Mapped]:
+        side = self.side
+        points = cut_points(self.graph, side)
         cuts = choose_cuts(
-            self.graph, cut_points(self.graph), self.options.split_size,
-            blocked_matches(self.graph, self.rules, cut_points(self.graph)),
+            self.graph, points, self.options.split_size,
+            blocked_matches(self.graph, self.rules, points, side), side,
         )  # fmt: skip
-        parts = segments(self.graph, cuts)
-        shared = shared_sources(self.graph, parts)
+        parts = segments(self.graph, cuts, side)
+        shared = shared_sources(self.graph, parts) | {
+            r[0] for nid in self.side for r in self.graph.nodes[nid].operand_refs() if r[0] not in self.side
+        }  # sources the side ops read too keep their type
         self.report.segments = len(parts)
         boundaries: list[Ref] = [(ops[-1], 0) for ops in parts[:-1]]
         # best[i][p]: the cheapest way to run the segments before i with cut i-1 partitioned as p
@@ -252,7 +258,8 @@ class _Run:
             for p_in, (before, chosen) in best[i].items():
                 if before > self.options.beam * cheapest:
                     continue
-                seg = segment_graph(self.graph, ops, boundaries[i - 1] if i else None, p_in, shared, last)
+                before_cut = boundaries[i - 1] if i else None
+                seg = segment_graph(self.graph, ops, before_cut, p_in, shared, last, side)
                 searched.append((before, chosen, seg, self._search(seg)))
                 if self.progress is not None:
                     self.progress(f"segment {i + 1}/{len(parts)}", i + 1, len(parts))
@@ -395,11 +402,30 @@ class _Run:
 
     def _stitch(self, chain: list[_Choice]) -> Graph:
         """One graph from the chosen segment candidates: each segment's `@in` becomes the
-        previous segment's result, local source names become the original ones."""
+        previous segment's result, local source names become the original ones, a constant
+        several segments read is one node. The side ops come first, as in the graph (one
+        device), and the segments' inputs standing for their values read them."""
         plan = Graph(
             module_attrs=dict(self.graph.module_attrs), function_attrs=self.graph.kept_function_attrs()
         )
-        sources: dict[tuple[str, str], Ref] = {}
+        sources: dict[tuple[Any, ...], Ref] = {}
+        side: dict[Ref, Ref] = {}
+        for nid in self.graph.topological():
+            if nid not in self.side:
+                continue
+            node = self.graph.nodes[nid]
+            for ref in node.operand_refs():
+                source = self.graph.nodes[ref[0]]
+                if ref in side or not source.is_source:
+                    continue
+                key = source.attr("key")
+                name = (source.op, source.attrs, source.types) if key is None else (source.op, key)
+                if name not in sources:
+                    (sources[name],) = plan.add_node(Node(source.op, (), source.attrs, source.types))
+                side[ref] = sources[name]
+            operands = tuple(None if r is None else side[r] for r in node.operands)
+            for i, ref in enumerate(plan.add_node(Node(node.op, operands, node.attrs, node.types))):
+                side[(nid, i)] = ref
         previous: Ref | None = None
         outputs: tuple[Ref, ...] = ()
         for choice in chain:
@@ -410,6 +436,15 @@ class _Run:
                 if nid == seg.boundary:
                     assert previous is not None
                     refs[(nid, 0)] = previous
+                    continue
+                if node.op == "pcg.constant" and nid in seg.keep:  # read by several segments: one node
+                    shared = ("pcg.constant", node.attrs, node.types)
+                    if shared not in sources:
+                        (sources[shared],) = plan.add_node(Node(node.op, (), node.attrs, node.types))
+                    refs[(nid, 0)] = sources[shared]
+                    continue
+                if node.op == "pcg.input" and node.attr("key") in seg.sides:
+                    refs[(nid, 0)] = side[seg.sides[node.attr("key")]]
                     continue
                 if node.is_source and node.attr("key") is not None:
                     key = seg.keys[node.attr("key")]
@@ -622,15 +657,19 @@ def _alternative_plans(
             yield alternative, plan
             if options.levers and plan.name in ("data-parallel", "megatron") and not plan.estimate.fits:
                 unfit.append(plan)
-    for plan in unfit:
+    for plan in sorted(unfit, key=lambda p: p.estimate.backward_s):
+        # levers never shorten forward and backward: a plan whose backward ends after a fitting
+        # plan's whole iteration cannot win once levered (pricing it takes several estimates)
+        if best <= plan.estimate.backward_s:
+            continue
         levered = levered_plan(plan, machine, pricing)
         if levered.estimate.fits or not options.memory_check:
             best = min(best, levered.estimate.iteration_s)
         yield None, levered
     if options.pipelines and not pipelines_pruned(graph, machine, pricing, one, best):
         for plan in pipeline_plans(graph, machine, pricing):
-            unfit = options.levers and not plan.estimate.fits
-            yield plan, levered_plan(plan, machine, pricing) if unfit else plan
+            lever = options.levers and not plan.estimate.fits
+            yield plan, levered_plan(plan, machine, pricing) if lever else plan
 
 
 def pipelines_pruned(
