@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from big_shapes import MODELS as BIG_SHAPES
+
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module
 from unityc.machine import load_machine
@@ -126,20 +128,10 @@ def ablation(args: argparse.Namespace) -> None:
 
 # --- (b) --------------------------------------------------------------------------------------
 
-LLM = {
-    "GPT-2 XL": ("hf:gpt2", {"hidden": 1600, "heads": 25, "layers": 48, "vocab": 50257, "seq": 1024}),
-    "Llama-3-8B": (
-        "hf:llama",
-        {
-            "hidden": 4096,
-            "heads": 32,
-            "kv_heads": 8,
-            "layers": 32,
-            "ffn": 14336,
-            "vocab": 128256,
-            "seq": 1024,
-        },
-    ),
+LLM = {  # the big-shape benchmark's configs, at sequence 1024
+    name: (model, {**settings, "seq": 1024})
+    for name, (model, settings, _) in BIG_SHAPES.items()
+    if name in ("GPT-2 XL", "Llama-3-8B")
 }
 
 

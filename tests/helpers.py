@@ -6,6 +6,7 @@ A `Graph` collects ops into the body of `func.func @main()`; sources are `pcg.in
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -306,3 +307,7 @@ MLP_FEEDS = {
     "fc2.weight": randn(10, 64, seed=4) / 8,
     "fc2.bias": randn(10, seed=5),
 }
+
+
+DEEP_MLP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pipeline", "deep_mlp.py") + ":make"
+"""The pipeline tests' deep MLP factory (`unityc-import` model spec)."""

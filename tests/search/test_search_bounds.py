@@ -5,10 +5,10 @@ loss (batch norm) get no pipeline candidates at all."""
 
 from __future__ import annotations
 
-import os
 from functools import cache
 
 import pytest
+from helpers import DEEP_MLP
 
 from unityc.dialects.source import make_context, parse_source
 from unityc.frontend import ModelSpec, import_model
@@ -27,9 +27,6 @@ from unityc.search.unity import (
     strip_views,
     unity_search,
 )
-
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
-DEEP_MLP = os.path.abspath(os.path.join(ROOT, "tests", "pipeline", "deep_mlp.py")) + ":make"
 
 
 @cache
