@@ -77,6 +77,24 @@ def collective_time(pattern: str, nbytes: float, devices: Sequence[int], machine
     return (n - 1) / n * nbytes / beta + (n - 1) * alpha  # reduce_scatter, all_gather, all_to_all
 
 
+def bandwidth_time(pattern: str, nbytes: float, devices: Sequence[int], machine: Machine) -> float:
+    """The least part of `collective_time` that grows with the bytes (no latency): a lower bound
+    of a collective's seconds that adds up over tensors, so that one collective of several
+    tensors' bytes (a gradient bucket) takes at least the sum of theirs."""
+    if pattern not in PATTERNS:
+        raise ValueError(f"unknown communication pattern '{pattern}' (known: {', '.join(PATTERNS)})")
+    n = len(set(devices))
+    link = machine.slowest_link(devices)
+    if n < 2 or nbytes <= 0 or link is None:
+        return 0.0
+    match pattern:
+        case "p2p" | "scatter" | "gather" | "broadcast" | "reduce":
+            return nbytes / link.bandwidth
+        case "all_reduce":  # the ring's 2 (n-1)/n is below the tree's 2
+            return 2 * (n - 1) / n * nbytes / link.bandwidth
+    return (n - 1) / n * nbytes / link.bandwidth
+
+
 Coord = tuple[int, ...]
 
 
