@@ -28,7 +28,17 @@ greedily by bytes saved per second added (`levers.py`), and per layer by Galvatr
 program over layers x memory (`galvatron.per_layer`). The plans compared with the search's also
 hold the `zero` baseline's (data parallelism with ZeRO-1/2/3, with and without recomputation)
 and the `galvatron` baseline's (its DP over each tensor degree's whole-graph plan), so the
-result is never slower than either on the same model, machine and memory budget.
+result is never slower than either on the same model, machine and memory budget. A levered plan
+is priced only if a lower bound of its time (`bounds.levers_bound`: the compute and the
+gradients' traffic its levers leave) could beat the fastest plan at hand that fits; where
+data parallelism fits, the zero plans mostly cannot (their per-weight collectives after the
+backward).
+
+The plans compared are made beside the segment search (`background.py`): the graph on one
+device first (here), then data parallelism (the worker's first plan; priced here before the
+search where no worker runs), so a time limit the segment search overruns still returns the
+better of the two. The worker sends each plan's summary (the report's baseline row) and the
+plan itself only where it can still be chosen (`_sent`).
 """
 
 from __future__ import annotations
