@@ -131,7 +131,7 @@ def test_the_levers_bound_is_below_every_levered_plan(machine: str) -> None:
 
 def test_the_search_skips_levered_plans_that_cannot_win() -> None:
     """On cpu:4 the graph on one device beats data parallelism and every levered version of it
-    (gloo's messages are slow): no zero plan is priced, and the worker sends no plan
+    (a gloo message takes 0.9 ms): no zero or Galvatron plan is priced, and the worker sends no plan
     back in full (none can be chosen over the one-device plan), only the baseline rows."""
     m = load_machine("cpu:4")
     graph = deep_mlp()
@@ -142,7 +142,7 @@ def test_the_search_skips_levered_plans_that_cannot_win() -> None:
     assert all(p.estimate.iteration_s > one.estimate.iteration_s for p in every)
     options = UnityOptions(pipelines=False)
     made = list(_alternative_plans(graph, m, pricing, options, one))
-    assert "zero" not in {p.name for _, p in made}  # Galvatron's bound (any levers) is lower
+    assert {p.name for _, p in made} == {"data-parallel", "megatron"}
     sent = list(_sent(iter(made), one, True))
     assert [row.name for row, _ in sent if row is not None] == [p.name for p, _ in made if p is not None]
     assert all(plan is None for _, plan in sent)

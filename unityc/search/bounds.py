@@ -24,10 +24,11 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
-from unityc.cost.communication import bandwidth_time
+from unityc.cost.communication import collective_floor
 from unityc.cost.compute import SOURCES
 from unityc.cost.estimate import Estimate, gradient_flags, node_attrs
 from unityc.cost.pricing import ComputeModel, copy_collectives, piece, placement, type_info, weight_parts
+from unityc.cost.schedule import Comm
 from unityc.dialects.parallel import BatchOp, ParallelOp, PipelineOp
 from unityc.graph import Graph, Ref, op_classes
 from unityc.graph.precision import priced_graph
@@ -175,14 +176,15 @@ def levers_bound(
     The schedule (`cost/schedule.py`) runs one compute and one communication stream per
     device, each a task at a time. Levers add compute (recomputation) but take none away except
     the update (ZeRO shrinks it), so a device computes at least its forward and backward as in
-    `plan`. Every collective on a device's stream ends before the iteration does, and a weight
-    held in n copies that gets a gradient moves, whatever its stage, at least the bandwidth part
-    of an all-reduce of its bytes among them (`communication.bandwidth_time`: a ZeRO stage
-    moves it as a reduce-scatter and an all-gather, plain copies in a gradient bucket whose
-    all-reduce takes at least its members' parts). With a known stage, its collectives are
-    counted in full, and those run after the backward (ZeRO-1/2's all-gather of the updated
-    shards, ZeRO-2/3's reduce-scatter) follow the device's forward and backward compute: the
-    bound is the larger of the two streams' sums."""
+    `plan`. Every collective on a device's stream ends before the iteration does. A weight held
+    in copies that gets a gradient moves, whatever its stage, at least the bytes part of an
+    all-reduce among them (`communication.collective_floor`: a ZeRO stage moves it by a
+    reduce-scatter and an all-gather; plain copies in a gradient bucket, whose all-reduce takes
+    at least its members' bytes parts and one latency part), and each group of copies pays at
+    least an all-reduce's latency part once (a bucket, or two collectives per weight). With a
+    known stage, its collectives are counted in full, and those run after the backward (ZeRO-1/2's
+    all-gather of the updated shards, ZeRO-2/3's reduce-scatter) follow the device's forward and
+    backward compute: the bound is the larger of the two streams' sums."""
     if e.pipeline is not None:
         return 0.0
     graph = priced_graph(plan)
@@ -190,6 +192,15 @@ def levers_bound(
     compute = {d.device: d.compute_s for d in e.devices}
     comm: dict[int, float] = defaultdict(float)
     after: dict[int, float] = defaultdict(float)
+    groups: dict[tuple[int, ...], float] = {}
+    """Groups of copies whose gradients move: (devices) -> a latency part they pay once."""
+
+    def bucketed(c: Comm) -> None:  # an all-reduce in a gradient bucket, or any stage's
+        moved, latency = collective_floor("all_reduce", c.nbytes, c.devices, machine)
+        for d in c.devices:
+            comm[d] += moved
+        groups[tuple(sorted(c.devices))] = latency
+
     for nid, node in graph.nodes.items():
         if node.op != "pcg.weight" or (nid, 0) not in gets_grad:
             continue
@@ -201,8 +212,7 @@ def levers_bound(
             continue
         if zero is None:
             for c in copy_collectives(machine, "all_reduce", where, piece(t).nbytes):  # type: ignore[union-attr]
-                for d in c.devices:
-                    comm[d] += bandwidth_time("all_reduce", c.nbytes, c.devices, machine)
+                bucketed(c)
             continue
         parts = weight_parts(machine, optimizer, t, where, True, zero)
         for c in (*parts.gather, *parts.sync):
@@ -211,11 +221,13 @@ def levers_bound(
         for c in parts.sync:
             for d in c.devices:
                 after[d] += c.seconds
-        for c in parts.reduce:  # bucketed with others
-            for d in c.devices:
-                comm[d] += bandwidth_time("all_reduce", c.nbytes, c.devices, machine)
-    devices = set(compute) | set(comm)
-    bound = max((max(compute.get(d, 0.0) + after[d], comm[d]) for d in devices), default=0.0)
+        for c in parts.reduce:
+            bucketed(c)
+    for group, latency in groups.items():  # (none for ZeRO-2/3: their latencies counted in full)
+        for d in group:
+            comm[d] += latency
+    used = set(compute) | set(comm)
+    bound = max((max(compute.get(d, 0.0) + after[d], comm[d]) for d in used), default=0.0)
     return bound * (1 - 1e-9)  # the schedule sums in another order
 
 
