@@ -114,7 +114,8 @@ def ablation(args: argparse.Namespace) -> None:
     rows = []
     first = None
     dp = data_parallel(g, machine).estimate.iteration_s
-    for name, subset, options in steps:
+    chosen = [int(k) for k in args.steps.split(",")] if args.steps else range(1, len(steps) + 1)
+    for name, subset, options in (steps[k - 1] for k in chosen):
         t = time.monotonic()
         result = unity_search(g, machine, subset, options)
         seconds = min(result.estimate.iteration_s, dp)
@@ -224,6 +225,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--nodes", default="4,8", help="DGX-A100 node counts for (b) (default 4,8)")
     parser.add_argument(
         "--layers", type=int, default=4, help="layers of the LLM shapes, 0: real depth (default 4)"
+    )
+    parser.add_argument(
+        "--steps", default="", help="rows of (a) to run, 1-4 (default all; speedups vs the first run)"
     )
     parser.add_argument("--budget", type=int, default=2, help="search budget (default 2)")
     parser.add_argument(
