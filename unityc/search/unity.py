@@ -61,6 +61,7 @@ from unityc.search.plans import (
     PricedPlan,
     Pricing,
     data_parallel_plan,
+    fastest_kind_plan,
     megatron_plans,
     one_device_plan,
     zero_version,
@@ -612,6 +613,9 @@ def _whole_graph_plans(
         dp = [data_parallel_plan(graph, machine, pricing)]
     except ValueError:  # a plan with no feasible mapping is no alternative
         dp = []
+    fast = fastest_kind_plan(graph, machine, pricing)
+    if fast is not None:
+        yield None, fast
     for plan in dp:
         yield plan, plan
         if levers and machine.num_devices > 1:
