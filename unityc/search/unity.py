@@ -516,8 +516,9 @@ def unity_search(
                 if alternative is not None:
                     alternatives.append(alternative)
                 done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
-            # without the whole-graph plans (galvatron among them): memory decides, per layer
-            if options.levers and not options.whole_graph and not any(r.fits for r in done):
+            # without the whole-graph plans (galvatron among them): memory decides, per layer,
+            # where the search's own plan does not fit (a fitting pipeline is no reason to skip it)
+            if options.levers and not options.whole_graph and not found.fits:
                 with contextlib.suppress(ValueError):
                     layered = galvatron_plan(start, machine, pricing)
                     source = f"per-layer levers ({layered.note})"
