@@ -6,8 +6,10 @@
 (a) BERT-Large on Summit (Unity OSDI'22 Fig. 15a): the joint search with data + model
     parallelism only (no rule that makes partial sums, no attention-head rule, no pipelines),
     then + reduction parallelism, + attention heads, + pipelines (Unity reports 1.0, 1.2, 1.4x).
-    Seeds and whole-graph Megatron plans are off in the first three rows (they use reductions
-    and heads); the data-parallel whole-graph plan is the common floor.
+    Seeds and whole-graph Megatron plans are off in every row (they use reductions and heads);
+    the data-parallel whole-graph plan is the common floor (the search's own plan is shown
+    beside it). `--per-gpu` sequences per GPU (Unity's: 4), `--steps 1,2` runs some rows only
+    (rows can run in parallel processes).
 (b) GPT-2 XL and Llama-3-8B shapes (hidden, heads, FFN, vocabulary, sequence 1024; `--layers`
     of them, 0 = the real depth) on DGX-A100 nodes whose nodes talk over one 100 Gb/s Ethernet
     link each (12.5 GB/s, 10 us) instead of InfiniBand: the joint search (with pipelines)
@@ -16,7 +18,8 @@
 (c) ResNet-50 (224^2, batch 128) and BERT-Large (batch 16) on 002's machine of 2 x V100 + 2 x M4
     (examples/machines/hetero_v100_m4.toml) and on 4 x V100 on PCIe: gpipe's even split vs
     hetero-gpipe vs the joint search (002 reports +3-4 % over GPipe on equal GPUs, about +7 % on
-    mixed devices).
+    mixed devices). hetero-gpipe's plans are priced, not runnable (stages of unequal width; for
+    ResNet-50 also batch norm over each micro-batch alone), so the search never returns them.
 
 Imports are cached under `--cache` (default build/bench-cache). Estimated iteration times
 (roofline cost model), not measurements.
