@@ -603,7 +603,9 @@ def _whole_graph_plans(
     graph: Graph, machine: Machine, pricing: Pricing, levers: bool = False
 ) -> Iterator[tuple[PricedPlan | None, PricedPlan]]:
     """Whole-graph data-parallel and Megatron plans, as each is priced, as (the plan as the
-    report's baselines show it, or None; the plan compared). (Cuts keep copies out of segment
+    report's baselines show it, or None; the plan compared); on a machine of several device
+    kinds also data parallelism over the fastest kind's devices (`plans.fastest_kind_plan`),
+    compared but no baseline row. (Cuts keep copies out of segment
     boundaries, so a whole-graph Megatron plan is not always a search result.) With `levers`,
     also the `zero` and `galvatron` baselines' plans, built on those (so the search is never
     slower than either on the same model, machine and memory): cheapest first, as a time limit
