@@ -10,10 +10,12 @@ None for an absent optional operand). Kernel time is the roofline
     t = kernel_latency + max(FLOPs / (peak[dtype] * compute_efficiency),
                              bytes / (memory_bandwidth * memory_efficiency))
 
-and nothing at all for an op that does no work (sources, reshape: a view). Matmul-like ops
-(`MATMUL_LIKE`) run at the device's peak for their dtype, every other op at its element-wise
-rate (`DeviceKind.vector_flops`, where set: a CPU core's element-wise kernels run far below its
-GEMM rate).
+plus, where the device sets them, the stalls a CPU core does not hide behind compute: a
+matmul-like op's bytes at `cold_bandwidth` (its operands come from memory, not cache) and an
+embedding backward's rows at `scatter_row_time` each; and nothing at all for an op that does no
+work (sources, reshape: a view). Matmul-like ops (`MATMUL_LIKE`) run at the device's peak for
+their dtype, every other op at its element-wise rate (`DeviceKind.vector_flops`, where set: a
+CPU core's element-wise kernels run far below its GEMM rate).
 
 Forward FLOPs (n = elements of the result piece unless said otherwise):
 
@@ -43,10 +45,11 @@ nothing, embedding reads indices and the rows it gathers.
 Backward: contractions (linear, matmul, batch_matmul, conv2d) cost their forward FLOPs once per
 operand that needs a gradient (dX and dW are each a product as large as the forward), plus n for
 a bias gradient; attention ≈ 2x forward (its dropout mask saved, not hashed again); embedding
-scatter-adds n; dropout multiplies by its saved mask and scale (2·n); every other op ≈ 1x its
-forward FLOPs. Backward bytes ≈ 2x forward bytes (read the result's gradient and the saved
-operands, write the operands' gradients). An op none of whose operands needs a gradient has no
-backward.
+and embedding_bag scatter-add their rows (n FLOPs, and `Work.rows` = the ids: one row added at a
+time, into a zeroed table gradient whose bytes count too); dropout multiplies by its saved mask
+and scale (2·n); every other op ≈ 1x its forward FLOPs. Backward bytes ≈ 2x forward bytes (read
+the result's gradient and the saved operands, write the operands' gradients). An op none of
+whose operands needs a gradient has no backward.
 """
 
 from __future__ import annotations
@@ -84,6 +87,9 @@ class Work:
     vector: float = 0.0
     """Element-wise FLOPs inside a matmul-like op that run at the non-matmul rate (the dropout
     mask of attention probabilities); not in `flops`."""
+    rows: float = 0.0
+    """Looked-up rows whose gradients a scatter-add accumulates one by one (an embedding's
+    backward), priced at `DeviceKind.scatter_row_time` each."""
 
 
 @dataclass(frozen=True)
@@ -278,8 +284,11 @@ def backward_work(
         return Work(
             2 * fwd.flops, 2 * fwd.bytes, 2 * fwd.vector / (UNARY_FLOPS["pcg.dropout"] + DROPOUT_HASH_FLOPS)
         )
-    if kind == "pcg.embedding":
-        return Work(_n(results[0]), fwd.bytes)
+    if kind in ("pcg.embedding", "pcg.embedding_bag"):  # a zeroed table gradient, row by row
+        ids, w = operands[:2]
+        assert w is not None
+        added = _n(results[0]) if kind == "pcg.embedding" else _n(ids) * w.shape[1]
+        return Work(added, fwd.bytes + w.nbytes, rows=_n(ids))
     if kind == "pcg.dropout":
         return Work(2 * _n(results[0]) if fwd.flops else 0, 2 * fwd.bytes)
     return Work(fwd.flops, 2 * fwd.bytes)
@@ -306,7 +315,10 @@ def kernel_time(work: Work, dtype: str, device: DeviceKind, matmul: bool = False
     compute = work.flops / (device.op_flops(dtype, matmul) * device.compute_efficiency)
     compute += work.vector / (device.op_flops(dtype, False) * device.compute_efficiency)
     memory = work.bytes / (device.memory_bandwidth * device.memory_efficiency)
-    return device.kernel_latency + max(compute, memory)
+    stalls = work.rows * device.scatter_row_time
+    if matmul and device.cold_bandwidth > 0:
+        stalls += work.bytes / device.cold_bandwidth
+    return device.kernel_latency + max(compute, memory) + stalls
 
 
 def op_cost(
