@@ -120,10 +120,10 @@ UNARY_FLOPS: dict[str, int] = {
     "pcg.identity": 0,
     "pcg.cast": 0,
 }
-DROPOUT_HASH_FLOPS = 22
+DROPOUT_HASH_FLOPS = 19
 """Element-wise FLOPs per element of a dropout mask: the program hashes each element's logical
 index (`unityc.runtime.context`: a dozen int32 passes) so every copy drops the same elements;
-a whole dropout measured 21-24 f32 adds per element (`benchmarks/measure_cpu_machine.py`,
+a whole dropout measured 19-23 f32 adds per element (`benchmarks/measure_cpu_machine.py`,
 2026-11-26; 67-92 with the earlier int64 hash). Its backward multiplies by the saved mask and
 scale (2 per element)."""
 BINARY = ("pcg.add", "pcg.sub", "pcg.mul", "pcg.div")

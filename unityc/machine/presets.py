@@ -38,7 +38,7 @@ KVM guest, 23.5 GiB RAM) with
                                   two idle processes, a 4-byte all-reduce shows alpha = 68 us, but
                                   in a step the ranks arrive apart and gloo's threads wait for the
                                   core the other process computes on
-    dropout:                      about 23 f32 adds per element (`cost.compute.DROPOUT_HASH_FLOPS`;
+    dropout:                      about 20 f32 adds per element (`cost.compute.DROPOUT_HASH_FLOPS`;
                                   the int32 hash of 2026-11-26, 80 with the int64 one before)
 
 (The element-wise rate, per-op cost and in-step alpha are an earlier run's figures; rerun on

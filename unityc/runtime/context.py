@@ -25,6 +25,7 @@ class Context:
         self.seed = seed
         self.step = 0
         self.tables: dict[str, torch.Tensor] = {}
+        self._index_terms: dict[tuple[int, ...], torch.Tensor] = {}
         self.token = self.new_token()
 
     def new_token(self) -> torch.Tensor:
@@ -109,15 +110,15 @@ class Context:
         ratio plus the salt, modulo 2^32, is a sum of one small per-dimension vector each
         (broadcast, so the full-size work is adding them), then mixed by Wellons' `lowbias32`
         (xor-shifts and two multiplies). Logical indices past 2^32 repeat the masks of those
-        2^32 before them."""
+        2^32 before them. The per-dimension vectors do not change between steps: they are kept
+        (a few small int32 vectors per distinct piece)."""
         strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
         salt = zlib.crc32(f"{key}:{self.seed}:{self.step}".encode())
-        h = torch.full((1,) * len(piece), _int32(salt), dtype=torch.int32, device=self.device)
+        h: torch.Tensor | None = None
         for d, (size, offset, stride) in enumerate(zip(piece, offsets, strides, strict=True)):
-            view = [1] * len(piece)
-            view[d] = size
-            positions = torch.arange(offset, offset + size, dtype=torch.int64, device=self.device)
-            h = h + _int32(positions * (stride * GOLDEN % 2**32)).reshape(view)  # wraps mod 2^32
+            term = self._index_term(len(piece), d, size, offset, stride)
+            h = term + _int32(salt) if h is None else h + term  # int32 sums wrap mod 2^32
+        assert h is not None
         if tuple(h.shape) != tuple(piece):
             h = h.expand(tuple(piece)).clone()
         for shift, multiplier in LOWBIAS32:
@@ -127,6 +128,18 @@ class Context:
             if multiplier:
                 h *= _int32(multiplier)
         return (h & 0xFFFFFF) >= math.ceil(p * (1 << 24))
+
+    def _index_term(self, rank: int, d: int, size: int, offset: int, stride: int) -> torch.Tensor:
+        """Dimension d's part of (logical index x golden ratio) mod 2^32, shaped to broadcast."""
+        cache_key = (rank, d, size, offset, stride)
+        term = self._index_terms.get(cache_key)
+        if term is None:
+            view = [1] * rank
+            view[d] = size
+            positions = torch.arange(offset, offset + size, dtype=torch.int64, device=self.device)
+            term = _int32(positions * (stride * GOLDEN % 2**32)).reshape(view)
+            self._index_terms[cache_key] = term
+        return term
 
 
 GOLDEN = 0x9E3779B1
