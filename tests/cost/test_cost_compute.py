@@ -160,6 +160,33 @@ def test_cold_operands_and_scatter_rows() -> None:
     )
 
 
+def test_multi_op_kernels_pay_more_fixed_costs() -> None:
+    """Attention and dropout run as many framework ops: each pass pays `KERNELS` latencies (an
+    attention with dropout on its probabilities the dropout's too); a dropout with p = 0 is the
+    identity, one."""
+    from dataclasses import replace
+
+    from unityc.cost.compute import KERNELS, Work
+
+    device = replace(two_nodes().kind_of(0), kernel_latency=1e-6)
+    x = f32(2, 4, 8)
+    drop = forward_work("pcg.dropout", {"p": 0.1}, [x], [x])
+    assert drop.kernels == KERNELS["pcg.dropout"][0] > 1
+    assert backward_work("pcg.dropout", {"p": 0.1}, [x], [x]).kernels == KERNELS["pcg.dropout"][1]
+    assert forward_work("pcg.dropout", {"p": 0.0}, [x], [x]).kernels == 1
+    assert kernel_time(replace(drop, flops=0, bytes=0, vector=0, kernels=1), "f32", device) == 0
+    assert kernel_time(Work(0, 1, kernels=3), "f32", device) == pytest.approx(
+        3e-6 + 1 / device.memory_bandwidth
+    )
+    w = f32(8, 8)
+    ops = [x, x, x, w, w, w, w, None, None, None, None, None]
+    plain = forward_work("pcg.attention", {"heads": 2}, ops, [x])
+    dropped = forward_work("pcg.attention", {"heads": 2, "dropout": 0.1}, ops, [x])
+    assert plain.kernels == KERNELS["pcg.attention"][0]
+    assert dropped.kernels == KERNELS["pcg.attention"][0] + KERNELS["pcg.dropout"][0]
+    assert forward_work("pcg.relu", {}, [x], [x]).kernels == 1
+
+
 def test_unknown_op() -> None:
     with pytest.raises(ValueError, match=r"no FLOP formula for 'pcg\.frobnicate'"):
         forward_work("pcg.frobnicate", {}, [], [f32(1)])

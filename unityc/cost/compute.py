@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from unityc.machine.spec import DeviceKind
@@ -90,6 +90,9 @@ class Work:
     rows: float = 0.0
     """Looked-up rows whose gradients a scatter-add accumulates one by one (an embedding's
     backward), priced at `DeviceKind.scatter_row_time` each."""
+    kernels: float = 1.0
+    """Fixed costs (`DeviceKind.kernel_latency`) this pass pays: 1 for an op the program runs as
+    one framework op, more for the runtime's multi-op kernels (`KERNELS`)."""
 
 
 @dataclass(frozen=True)
@@ -233,11 +236,39 @@ FORWARD_FLOPS: dict[str, Formula] = {
 """Forward FLOPs of one task, by op name: every pcg op must have an entry (a test checks)."""
 
 
+KERNELS: dict[str, tuple[float, float]] = {
+    "pcg.attention": (13, 12),
+    "pcg.dropout": (10, 2),
+}
+"""Fixed costs (kernel latencies) of a forward and a backward pass of ops the runtime runs as
+many framework ops (other ops: 1 each), measured in generated programs on a CPU core at tiny
+sizes, where a step is all fixed cost (`benchmarks/fixed_costs.py`: BERT without dropout
+against MLP and DLRM, with dropout against without): attention is ~12 torch ops forward
+(projections, head reshapes, scores, softmax, context, output) and ~28 backward, plus ~30 views
+each way; dropout is the mask's hash (18 torch ops) and the multiply. An attention with dropout
+on its probabilities adds the dropout's."""
+
+
+def _kernels(kind: str, attrs: Mapping[str, Any], backward: bool) -> float:
+    if kind == "pcg.dropout" and not attrs.get("p", 0) > 0:
+        return 1  # the identity
+    count = KERNELS.get(kind, (1, 1))[backward]
+    if kind == "pcg.attention" and attrs.get("dropout"):
+        count += KERNELS["pcg.dropout"][backward]
+    return count
+
+
 def has_formula(kind: str) -> bool:
     return kind in FORWARD_FLOPS
 
 
 def forward_work(kind: str, attrs: Mapping[str, Any], operands: Operands, results: Sequence[Piece]) -> Work:
+    work = _forward_work(kind, attrs, operands, results)
+    kernels = _kernels(kind, attrs, False)
+    return work if kernels == 1 else replace(work, kernels=kernels)
+
+
+def _forward_work(kind: str, attrs: Mapping[str, Any], operands: Operands, results: Sequence[Piece]) -> Work:
     formula = FORWARD_FLOPS.get(kind)
     if formula is None:
         raise ValueError(f"the cost model has no FLOP formula for '{kind}'")
@@ -273,6 +304,18 @@ def backward_work(
 ) -> Work:
     """Work of the backward of one task; `needs_grad[i]` says whether operand i wants a gradient
     (None: every floating-point operand does)."""
+    work = _backward_work(kind, attrs, operands, results, needs_grad)
+    kernels = _kernels(kind, attrs, True)
+    return work if kernels == 1 or work == Work(0, 0) else replace(work, kernels=kernels)
+
+
+def _backward_work(
+    kind: str,
+    attrs: Mapping[str, Any],
+    operands: Operands,
+    results: Sequence[Piece],
+    needs_grad: Sequence[bool] | None,
+) -> Work:
     grads = _needs_grad(operands, needs_grad)
     if kind in SOURCES or not any(grads):
         return Work(0, 0)
@@ -319,7 +362,7 @@ def kernel_time(work: Work, dtype: str, device: DeviceKind, matmul: bool = False
     stalls = work.rows * device.scatter_row_time
     if matmul and device.cold_bandwidth > 0:
         stalls += work.bytes / device.cold_bandwidth
-    return device.kernel_latency + max(compute, memory) + stalls
+    return device.kernel_latency * work.kernels + max(compute, memory) + stalls
 
 
 def op_cost(

@@ -32,7 +32,13 @@ KVM guest, 23.5 GiB RAM) with
                                   tanh on 64 Ki-1 Mi elements, FLOPs as the cost model counts them)
     op in a training step:        10 us per op and pass (`kernel_latency`): autograd records the
                                   op in forward and runs its node in backward; an eager op alone
-                                  costs 0.9 us
+                                  costs 0.9 us. Checked on 2026-11-26 against generated programs
+                                  at tiny sizes, where a step is all fixed cost, by CPU time
+                                  (`benchmarks/fixed_costs.py`): MLP 0.39 ms a step for 0.40
+                                  predicted, DLRM 0.66 for 0.58; in a bare chain of one torch op
+                                  the cost is 3.6 us, so an op of a program (its views, the
+                                  generated code around it) is ~3 torch ops. The runtime's
+                                  attention and dropout pay more (`cost.compute.KERNELS`)
     gloo alpha in a step:         890 us (`GLOO_ALPHA`): an MLP's steps with tiny all-reduces
                                   between layers against the same steps without; alone, between
                                   two idle processes, a 4-byte all-reduce shows alpha = 68 us, but
