@@ -30,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 from unityc.runtime import checkpoint, optim
+from unityc.runtime.allocator import keep_freed_memory
 from unityc.runtime.check import NOISE_FLOOR, Reference, Verdict, assemble, copies_differ, largest
 from unityc.runtime.comm import Communicator
 from unityc.runtime.context import Context
@@ -257,6 +258,7 @@ class Trainer:
         build: Build | None = None,
     ):
         self.plan, self.forward, self.args, self.backend, self.device = plan, forward, args, backend, device
+        keep_freed_memory()  # no page faults for the step's tensors, step after step
         self.heartbeat = heartbeat
         self.lr: float | None = None  # the learning rate of the last step
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
