@@ -26,7 +26,7 @@ cost model, so the seed system is compared with the joint search on the same mod
 5. The chosen strategies are applied (ZeRO-3 on the sharded layers' weights held in copies,
    `recompute` on the checkpointed layers' ops) and the plan priced by `estimate`; if it does
    not fit after all, the DP runs again with a budget 15% smaller (at most `RETRIES` times).
-   When the DP finds nothing within its budget (or the retries are spent), the smallest choice
+   When no plan the DP finds within its budget fits (or it finds none), the smallest choice
    (per layer the strategy holding the least, sharded and checkpointed) is priced too: the DP's
    memory model is the estimate's in outline only (its reserve for what no layer owns comes
    from the plan without levers), so ZeRO-3 with every layer checkpointed is always tried.
@@ -227,15 +227,24 @@ def _tensor_degree(plan: PricedPlan) -> int:
     return int(match.group(1)) if match else 1
 
 
+Memo = dict[tuple[int, tuple[Strategy, ...]], Estimate]
+"""Estimates of per-layer choices already priced, by (id of the base plan, the choice): the
+joint search prices Galvatron's DP over the same plans it levers (`per_layer`)."""
+
+
 def galvatron_plan(
-    graph: Graph, machine: Machine, pricing: Pricing, priced: Sequence[PricedPlan] | None = None
+    graph: Graph,
+    machine: Machine,
+    pricing: Pricing,
+    priced: Sequence[PricedPlan] | None = None,
+    memo: Memo | None = None,
 ) -> PricedPlan:
     """Galvatron-BMW's plan (see the module docstring); `priced`: the whole-graph plans to start
     from if already had (`base_plans`)."""
     results: list[PricedPlan] = []
     for t, base in sorted(base_plans(graph, machine, pricing, priced).items()):
         data = machine.num_devices // t
-        results += per_layer(base, machine, pricing, data, f"data {data} x tensor {t}")
+        results += per_layer(base, machine, pricing, data, f"data {data} x tensor {t}", memo=memo)
     if not results:
         raise ValueError("galvatron: no layer strategy fits the memory budget at any tensor degree")
     fitting = [p for p in results if p.estimate.fits]
@@ -245,31 +254,63 @@ def galvatron_plan(
 
 
 def per_layer(
-    base: PricedPlan, machine: Machine, pricing: Pricing, data: int, label: str
+    base: PricedPlan,
+    machine: Machine,
+    pricing: Pricing,
+    data: int,
+    label: str,
+    calibrate: bool = False,
+    memo: Memo | None = None,
 ) -> list[PricedPlan]:
     """Galvatron's DP (`choose`) over the layers of one mapped plan, its strategies applied and
-    priced; with a budget 15% smaller while the result does not fit (`RETRIES`). The plans
-    tried: the last one fits if any does. `data`: the plan's data-parallel degree (sharding
-    needs copies)."""
+    priced; with a budget 15% smaller while the result does not fit (`RETRIES`), and the smallest
+    choice where none fits. `data`: the plan's data-parallel degree (sharding needs copies).
+
+    With `calibrate` (the joint search's levers), the DP's budget is corrected instead by what
+    the estimate finds the plan leaves free or lacks (the capacity less its peak), kept between
+    the largest budget that fit and the smallest that did not (their middle where the correction
+    leaves that range), until it moves by under 1%: the DP's memory model is the estimate's in
+    outline only, and the budget it overestimates is time the baseline leaves unused. `memo`:
+    choices already priced on this plan (`Memo`). Returns every plan priced."""
     costs = layer_costs(base, machine, pricing.optimizer)
     options = strategies(data)
+    capacity = min(k.memory for k in machine.kinds)
     budget = min(k.memory - k.reserved for k in machine.kinds) - _unowned(base.estimate, costs)
-    tried: list[PricedPlan] = []
-    for attempt in range(RETRIES + 1):
-        chosen = choose(costs, options, budget) if attempt < RETRIES else None
-        last = chosen is None
-        if chosen is None:  # the DP's memory model is an estimate: the smallest choice is priced
-            chosen = smallest(costs, options)
+    memo = {} if memo is None else memo
+
+    def priced(chosen: list[Strategy]) -> PricedPlan:
         g = realize(base, costs, chosen)
-        e: Estimate = pricing.estimate(g, machine)
+        key = (id(base), tuple(chosen))
+        if key not in memo:
+            memo[key] = pricing.estimate(g, machine)
         counts: dict[str, int] = defaultdict(int)
         for s in chosen:
             counts[str(s)] += 1
         note = f"{label}; " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        tried.append(PricedPlan("galvatron", g, e, base.mapped, note))
-        if e.fits or last:
+        return PricedPlan("galvatron", g, memo[key], base.mapped, note)
+
+    tried: list[PricedPlan] = []
+    fit, miss = 0.0, math.inf  # the largest budget whose plan fit, the smallest whose did not
+    for _ in range(RETRIES):
+        chosen = choose(costs, options, budget)
+        if chosen is None:
             break
-        budget *= 0.85
+        tried.append(priced(chosen))
+        e = tried[-1].estimate
+        if not calibrate:
+            if e.fits:
+                break
+            budget *= 0.85
+            continue
+        fit, miss = (max(fit, budget), miss) if e.fits else (fit, min(miss, budget))
+        nxt = budget + capacity - e.peak_memory
+        if not fit < nxt < miss:
+            nxt = (fit + miss) / 2 if miss < math.inf else nxt
+        if abs(nxt - budget) < 0.01 * budget:
+            break
+        budget = nxt
+    if not any(p.estimate.fits for p in tried):  # the DP's memory model is an estimate
+        tried.append(priced(smallest(costs, options)))
     return tried
 
 
