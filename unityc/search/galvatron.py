@@ -238,13 +238,16 @@ def galvatron_plan(
     pricing: Pricing,
     priced: Sequence[PricedPlan] | None = None,
     memo: Memo | None = None,
+    calibrate: bool = False,
 ) -> PricedPlan:
     """Galvatron-BMW's plan (see the module docstring); `priced`: the whole-graph plans to start
-    from if already had (`base_plans`)."""
+    from if already had (`base_plans`); `memo`, `calibrate`: see `per_layer` (the baseline is
+    not calibrated)."""
     results: list[PricedPlan] = []
     for t, base in sorted(base_plans(graph, machine, pricing, priced).items()):
         data = machine.num_devices // t
-        results += per_layer(base, machine, pricing, data, f"data {data} x tensor {t}", memo=memo)
+        label = f"data {data} x tensor {t}"
+        results += per_layer(base, machine, pricing, data, label, calibrate, memo)
     if not results:
         raise ValueError("galvatron: no layer strategy fits the memory budget at any tensor degree")
     fitting = [p for p in results if p.estimate.fits]

@@ -604,25 +604,26 @@ def _whole_graph_plans(
     report's baselines show it, or None; the plan compared). (Cuts keep copies out of segment
     boundaries, so a whole-graph Megatron plan is not always a search result.) With `levers`,
     also the `zero` and `galvatron` baselines' plans, built on those (so the search is never
-    slower than either on the same model, machine and memory), in the order a time limit
-    should keep them: data parallelism, its ZeRO-3 plans (the smallest footprints), Galvatron's
-    DP over it alone, the Megatron plans (costly on big graphs), Galvatron's DP over every
-    tensor degree (the `galvatron` baseline: before the plans it beats where memory is short),
-    then the other zero plans. `memo`: Galvatron's choices priced (`galvatron.Memo`)."""
+    slower than either on the same model, machine and memory): cheapest first, as a time limit
+    keeps those had: data parallelism, its ZeRO-3 plans, Galvatron's DP over it alone, its other
+    zero plans, then the Megatron plans (costly on big graphs) and Galvatron's DP over every
+    tensor degree, then that DP with its budget calibrated (`galvatron.per_layer`: from the
+    choices the baseline priced, `memo`, on)."""
     memo = {} if memo is None else memo
     try:
         dp = [data_parallel_plan(graph, machine, pricing)]
     except ValueError:  # a plan with no feasible mapping is no alternative
         dp = []
-    sharded = levers and machine.num_devices > 1
     for plan in dp:
         yield plan, plan
-        if sharded:
-            for recompute in (True, False):
-                zero = zero_version(plan, machine, pricing, max(ZERO_STAGES), recompute)
-                yield zero, zero
-            with contextlib.suppress(ValueError):  # no layer strategy fits
-                yield None, galvatron_plan(graph, machine, pricing, dp, memo)
+        if levers and machine.num_devices > 1:
+            for stage in sorted(ZERO_STAGES, reverse=True):  # the smallest footprints first
+                for recompute in (True, False):
+                    zero = zero_version(plan, machine, pricing, stage, recompute)
+                    yield zero, zero
+                if stage == max(ZERO_STAGES):
+                    with contextlib.suppress(ValueError):  # no layer strategy fits
+                        yield None, galvatron_plan(graph, machine, pricing, dp, memo)
     try:
         megatron = megatron_plans(graph, machine, pricing)
     except ValueError:
@@ -633,11 +634,7 @@ def _whole_graph_plans(
         with contextlib.suppress(ValueError):  # no layer strategy fits at any degree
             galvatron = galvatron_plan(graph, machine, pricing, dp + megatron, memo)
             yield galvatron, galvatron
-    for plan in dp if sharded else ():
-        for stage in sorted(set(ZERO_STAGES) - {max(ZERO_STAGES)}, reverse=True):
-            for recompute in (True, False):
-                zero = zero_version(plan, machine, pricing, stage, recompute)
-                yield zero, zero
+            yield None, galvatron_plan(graph, machine, pricing, dp + megatron, memo, calibrate=True)
 
 
 def _alternative_plans(
