@@ -63,7 +63,7 @@ from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.search.background import Background
 from unityc.search.bounds import Bound, levers_bound, pipeline_bound
-from unityc.search.galvatron import base_plans, galvatron_plan, per_layer
+from unityc.search.galvatron import Memo, base_plans, galvatron_plan, per_layer
 from unityc.search.levers import with_memory_levers
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
@@ -72,6 +72,7 @@ from unityc.search.plans import (
     PricedPlan,
     Pricing,
     data_parallel_plan,
+    fastest_kind_plan,
     megatron_plans,
     one_device_plan,
     zero_version,
@@ -532,8 +533,9 @@ def unity_search(
             done.append(found)
             for row, plan in wholes.items() if wholes is not None else ():
                 _received(row, plan, report, alternatives, done)
-            # without the whole-graph plans (galvatron among them): memory decides, per layer
-            if options.levers and not options.whole_graph and not any(r.fits for r in done):
+            # without the whole-graph plans (galvatron among them): memory decides, per layer,
+            # where the search's own plan does not fit (a fitting pipeline is no reason to skip it)
+            if options.levers and not options.whole_graph and not found.fits:
                 with contextlib.suppress(ValueError):
                     layered = galvatron_plan(start, machine, pricing)
                     source = f"per-layer levers ({layered.note})"
@@ -617,23 +619,35 @@ Worth = Callable[[float], bool]
 
 
 def _whole_graph_plans(
-    graph: Graph, machine: Machine, pricing: Pricing, levers: bool = False, worth: Worth = lambda s: True
+    graph: Graph,
+    machine: Machine,
+    pricing: Pricing,
+    levers: bool = False,
+    memo: Memo | None = None,
+    worth: Worth = lambda s: True,
 ) -> Iterator[tuple[PricedPlan | None, PricedPlan, bool]]:
     """Whole-graph data-parallel and Megatron plans, as each is priced, as (the plan as the
     report's baselines show it, or None; the plan compared; whether it is one without levers:
-    data-parallel or Megatron). (Cuts keep copies out of segment boundaries, so a whole-graph
-    Megatron plan is not always a search result.) With `levers`, also the `zero` and
-    `galvatron` baselines' plans, built on those (so the search is never slower than either on
-    the same model, machine and memory): cheapest first, as a time limit keeps those had: data
-    parallelism, its ZeRO-3 plans, Galvatron's DP over it alone, its other zero plans, then the
-    Megatron plans (costly on big graphs) and Galvatron's DP over every tensor degree. A
-    levered plan is priced only if a lower bound of its time (`bounds.levers_bound`, from the
-    plan it levers) is `worth` it: where data parallelism fits, its zero plans are mostly
-    slower than a plan at hand, and each takes an estimate of the whole graph."""
+    data-parallel or Megatron); on a machine of several device kinds also data parallelism over
+    the fastest kind's devices (`plans.fastest_kind_plan`), compared but no baseline row. (Cuts
+    keep copies out of segment boundaries, so a whole-graph Megatron plan is not always a search
+    result.) With `levers`, also the `zero` and `galvatron` baselines' plans, built on those (so
+    the search is never slower than either on the same model, machine and memory): cheapest
+    first, as a time limit keeps those had: data parallelism, its ZeRO-3 plans, Galvatron's DP
+    over it alone, its other zero plans, then the Megatron plans (costly on big graphs) and
+    Galvatron's DP over every tensor degree, then that DP with its budget calibrated
+    (`galvatron.per_layer`: from the choices the baseline priced, `memo`, on). A levered plan
+    is priced only if a lower bound of its time (`bounds.levers_bound`, from the plan it
+    levers) is `worth` it: where data parallelism fits, its zero plans are mostly slower than a
+    plan at hand, and each takes an estimate of the whole graph."""
+    memo = {} if memo is None else memo
     try:
         dp = [data_parallel_plan(graph, machine, pricing)]
     except ValueError:  # a plan with no feasible mapping is no alternative
         dp = []
+    fast = fastest_kind_plan(graph, machine, pricing)
+    if fast is not None:
+        yield None, fast, True
 
     def leverable(plan: PricedPlan, zero: int | None = None) -> bool:
         return worth(levers_bound(plan.graph, plan.estimate, machine, pricing.optimizer, zero))
@@ -647,7 +661,7 @@ def _whole_graph_plans(
                     yield zero, zero, False
                 if stage == max(ZERO_STAGES) and leverable(plan):
                     with contextlib.suppress(ValueError):  # no layer strategy fits
-                        yield None, galvatron_plan(graph, machine, pricing, dp), False
+                        yield None, galvatron_plan(graph, machine, pricing, dp, memo), False
     try:
         megatron = megatron_plans(graph, machine, pricing)
     except ValueError:
@@ -657,8 +671,10 @@ def _whole_graph_plans(
     bases = base_plans(graph, machine, pricing, dp + megatron).values() if levers else ()
     if any(leverable(base) for base in bases):  # Galvatron levers one of these
         with contextlib.suppress(ValueError):  # no layer strategy fits at any degree
-            galvatron = galvatron_plan(graph, machine, pricing, dp + megatron)
+            galvatron = galvatron_plan(graph, machine, pricing, dp + megatron, memo)
             yield galvatron, galvatron, False
+            calibrated = galvatron_plan(graph, machine, pricing, dp + megatron, memo, calibrate=True)
+            yield None, calibrated, False
 
 
 def _alternative_plans(
@@ -681,8 +697,11 @@ def _alternative_plans(
         return seconds <= best
 
     unfit: list[PricedPlan] = []
+    memo: Memo = {}
     if options.whole_graph:
-        for alternative, plan, bare in _whole_graph_plans(graph, machine, pricing, options.levers, worth):
+        for alternative, plan, bare in _whole_graph_plans(
+            graph, machine, pricing, options.levers, memo, worth
+        ):
             if plan.estimate.fits or not options.memory_check:
                 best = min(best, plan.estimate.iteration_s)
             yield alternative, plan
@@ -695,7 +714,7 @@ def _alternative_plans(
             continue
         if not worth(levers_bound(plan.graph, plan.estimate, machine, pricing.optimizer)):
             continue
-        levered = levered_plan(plan, machine, pricing)
+        levered = levered_plan(plan, machine, pricing, memo)
         if levered.estimate.fits or not options.memory_check:
             best = min(best, levered.estimate.iteration_s)
         yield None, levered
@@ -787,10 +806,14 @@ def runnable_pipeline(plan: PipelinePlan) -> bool:
     return True
 
 
-def levered_plan(plan: PricedPlan, machine: Machine, pricing: Pricing) -> PricedPlan:
+def levered_plan(
+    plan: PricedPlan, machine: Machine, pricing: Pricing, memo: Memo | None = None
+) -> PricedPlan:
     """`plan` with memory levers if it does not fit: the better of ZeRO stages and
     recomputation added greedily (`levers.with_memory_levers`) and Galvatron-BMW's per-layer
-    dynamic program over the plan's layers (`galvatron.per_layer`)."""
+    dynamic program over the plan's layers (`galvatron.per_layer`), its budget calibrated
+    against the estimate (so it uses the memory the `galvatron` baseline leaves free); `memo`:
+    per-layer choices already priced (by `galvatron_plan`)."""
     if plan.estimate.fits:
         return plan
     levered = with_memory_levers(plan.graph, plan.estimate, machine, lambda g: pricing.estimate(g, machine))
@@ -800,7 +823,7 @@ def levered_plan(plan: PricedPlan, machine: Machine, pricing: Pricing) -> Priced
     copies = max(
         (n.types[0].copy_degree for n in plan.graph.nodes.values() if n.op == "pcg.weight"), default=1
     )
-    for layered in per_layer(plan, machine, pricing, copies, "per layer"):
+    for layered in per_layer(plan, machine, pricing, copies, "per layer", calibrate=True, memo=memo):
         candidate = PricedPlan(
             plan.name, layered.graph, layered.estimate, plan.mapped, _joined(plan.note, layered.note)
         )
