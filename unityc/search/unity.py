@@ -25,10 +25,12 @@ the smallest footprint found.
 Memory levers: every plan that does not fit (each round's, and each whole-graph plan) gets ZeRO
 stages and recomputation, the better of two ways (`levered_plan`): per weight and per op,
 greedily by bytes saved per second added (`levers.py`), and per layer by Galvatron-BMW's dynamic
-program over layers x memory (`galvatron.per_layer`). The plans compared with the search's also
-hold the `zero` baseline's (data parallelism with ZeRO-1/2/3, with and without recomputation)
-and the `galvatron` baseline's (its DP over each tensor degree's whole-graph plan), so the
-result is never slower than either on the same model, machine and memory budget.
+program over layers x memory (`galvatron.per_layer`), its budget calibrated against the estimate
+(the baseline's DP leaves memory unused where its model overestimates). The plans compared with
+the search's also hold the `zero` baseline's (data parallelism with ZeRO-1/2/3, with and without
+recomputation) and the `galvatron` baseline's (its DP over each tensor degree's whole-graph
+plan), and that DP calibrated, so the result is never slower than either on the same model,
+machine and memory budget.
 """
 
 from __future__ import annotations
