@@ -1,15 +1,14 @@
 """Pipelined plans through the whole chain: `gpipe{...}` plans of the MLP (every schedule on 2
 and 4 ranks, with 2-way data parallelism inside each stage on 4), the zoo BERT and Hugging Face
 GPT-2 (one schedule each on 2 ranks, and a 2-stage x 2-way data-parallel hybrid on 4), and the
-MLP with tensor-parallel stages (1F1B and interleaved on 4 ranks: collectives inside stages) and
-with ZeRO-2/3 and recomputation inside the hybrid's stages, run by
-`torch.distributed.pipelining` under torchrun with `--check` (loss, outputs, every gradient and
-every updated weight against single-device PyTorch). The MLP also returns its logits, so each
-micro-batch's outputs must come back in place. A program whose last stage sums the micro-batch
-losses instead of averaging them (its loss times M) must fail `--check`; trained on `--data`
-batches, the stages see each step's batch. All 2-rank programs run
-in one torchrun, all 4-rank ones in another (`unityc.runtime.batch`).
-"""
+MLP with tensor-parallel stages (1F1B and interleaved on 4 ranks: collectives inside stages; 1F1B
+on 8 ranks, tensor 2 x data 2 inside each stage) and with ZeRO-2/3 and recomputation inside the
+hybrid's stages, run by `torch.distributed.pipelining` under torchrun with `--check` (loss,
+outputs, every gradient and every updated weight against single-device PyTorch). The MLP also
+returns its logits, so each micro-batch's outputs must come back in place. A program whose last
+stage sums the micro-batch losses instead of averaging them (its loss times M) must fail
+`--check`; trained on `--data` batches, the stages see each step's batch. The programs of each
+rank count run in one torchrun (`unityc.runtime.batch`): 2, 4 and 8 ranks."""
 
 from __future__ import annotations
 
@@ -45,12 +44,14 @@ PLANS = [
     ("bert-1f1b-hybrid-4", 4, "bert", 4, (2, 2, "1f1b")),
     ("gpt2-gpipe-hybrid-4", 4, "hf:gpt2", 4, (2, 2, "gpipe")),
 ]
-# (name, model, batch, schedule, micro-batches, stage bounds as fractions of the layers): plans
-# whose stages are tensor parallel (the Megatron layout on 2 ranks each, `materialize(tensor=2)`,
-# as the joint search makes them) on 4 ranks: collectives inside the stages' code
+# (name, ranks, model, batch, schedule, micro-batches, stage bounds as fractions of the layers):
+# plans whose stages are tensor parallel (the Megatron layout, `materialize(tensor=2)`, as the
+# joint search makes them): on 4 ranks 2 stage groups of 2 (tensor 2), on 8 ranks 2 groups of 4
+# (tensor 2 x data 2 inside each stage); collectives inside the stages' code
 TENSOR = [
-    ("mlp-tp-1f1b-4", MLP, 16, "1f1b", 2, (0, 1 / 2, 1)),
-    ("mlp-tp-interleaved-4", MLP, 16, "interleaved-1f1b", 4, (0, 1 / 4, 1 / 2, 3 / 4, 1)),
+    ("mlp-tp-1f1b-4", 4, MLP, 16, "1f1b", 2, (0, 1 / 2, 1)),
+    ("mlp-tp-interleaved-4", 4, MLP, 16, "interleaved-1f1b", 4, (0, 1 / 4, 1 / 2, 3 / 4, 1)),
+    ("mlp-tp-dp-1f1b-8", 8, MLP, 16, "1f1b", 2, (0, 1 / 2, 1)),
 ]
 LEVERS = "mlp-zero-recompute-hybrid-4"
 """mlp-1f1b-hybrid-4 with memory levers inside its stages: stage 0's weights ZeRO-2, stage 1's
@@ -94,10 +95,11 @@ def _program(
 
 
 def _tensor_program(
-    directory: Path, name: str, model: str, batch: int, schedule: str, microbatches: int,
+    directory: Path, name: str, ranks: int, model: str, batch: int, schedule: str, microbatches: int,
     cuts: tuple[float, ...],
 ) -> Path:  # fmt: skip
-    """2 x tensor-parallel stage groups of 2 ranks on cpu:4 (interleaved: each group 2 stages)."""
+    """2 stage groups of ranks / 2 on cpu:`ranks`, each tensor parallel 2 x data parallel the
+    rest (interleaved: each group 2 stages)."""
     from xdsl.dialects.builtin import StringAttr
 
     from unityc.graph import from_module, to_module
@@ -105,30 +107,31 @@ def _tensor_program(
     from unityc.search.pipeline import LayerCosts, Stage, materialize
 
     graph = from_module(parse_source(make_context(), _imported(model, batch), f"{name}-model.mlir"))
-    machine = load_machine("cpu:4")
+    machine = load_machine(f"cpu:{ranks}")
     layers = LayerCosts(graph, machine).count
     bounds = [round(c * layers) for c in cuts]
-    stages = [Stage(bounds[k], bounds[k + 1], 2 * (k % 2), 2) for k in range(len(bounds) - 1)]
+    width = ranks // 2
+    stages = [Stage(bounds[k], bounds[k + 1], width * (k % 2), width) for k in range(len(bounds) - 1)]
     virtual = len(stages) // 2
     plan = materialize(graph, machine, stages, schedule, microbatches, virtual, tensor=2)
     module = to_module(plan)
-    module.attributes["unityc.machine"] = StringAttr("cpu:4")
+    module.attributes["unityc.machine"] = StringAttr(f"cpu:{ranks}")
     return write_program(module, directory, name)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     directory = tmp_path_factory.mktemp("pipelined")
-    entries: dict[int, list[dict[str, object]]] = {2: [], 4: []}
+    entries: dict[int, list[dict[str, object]]] = {2: [], 4: [], 8: []}
     result = Runs()
     for name, ranks, model, batch, options in PLANS:
         program = _program(directory, name, model, batch, options, ranks)
         result.texts[name] = program.read_text()
         entries[ranks].append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
-    for name, model, batch, schedule, microbatches, cuts in TENSOR:
-        program = _tensor_program(directory, name, model, batch, schedule, microbatches, cuts)
+    for name, ranks, model, batch, schedule, microbatches, cuts in TENSOR:
+        program = _tensor_program(directory, name, ranks, model, batch, schedule, microbatches, cuts)
         result.texts[name] = program.read_text()
-        entries[4].append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
+        entries[ranks].append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
     levers = re.sub(
         r'(pcg\.weight key "[^"]+" \{view = #pcg\.view<start (\d), \[intra 1\]>)',
         lambda w: f"{w.group(1)}, zero = {2 if w.group(2) == '0' else 3} : i64",
@@ -175,15 +178,20 @@ def test_pipelined_plan_trains_like_the_reference(runs: Runs, name: str, ranks: 
     assert "flops=" in text and "predicted_s=" in text  # progress lines report MFU as for any plan
 
 
-@pytest.mark.parametrize("name", [t[0] for t in TENSOR])
-def test_tensor_parallel_stages_train_like_the_reference(runs: Runs, name: str) -> None:
-    """Each stage's all-reduces run in its code on its group's process group; the loss, held in
-    copies over the last group, seeds the backward once."""
-    section = runs.section(name, 4)
+@pytest.mark.parametrize(("name", "ranks"), [t[:2] for t in TENSOR], ids=[t[0] for t in TENSOR])
+def test_tensor_parallel_stages_train_like_the_reference(runs: Runs, name: str, ranks: int) -> None:
+    """Each stage's all-reduces run in its code on its tensor group's process group; the loss,
+    held in copies over the last group, seeds the backward once. On 8 ranks each stage's weights
+    are also copied over its 2 data-parallel replicas (their gradients averaged across them)."""
+    section = runs.section(name, ranks)
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    assert "gradients (worst" in section and "weights (worst" in section
     text = runs.texts[name]
-    assert 'Collective("all_reduce", ins=(2, 3), outs=(2, 3)' in text
-    assert "(2, 3)" in text.split("groups=", 1)[1].split("\n", 1)[0]  # PLAN's groups hold the stage's
+    last = f"({ranks - 2}, {ranks - 1})"  # the last stage's last tensor-parallel pair
+    assert f'Collective("all_reduce", ins={last}, outs={last}' in text
+    assert last in text.split("groups=", 1)[1].split("\n", 1)[0]  # PLAN's groups hold the stage's
+    replicas = "copy=2, pieces={0: (0, 0, 0, 0), 1: (1, 0, 0, 0), 2: (0, 0, 0, 1)"
+    assert (f'"fc.0.weight": Layout((64, 32), "float32", shard=(2, 1), {replicas}' in text) == (ranks == 8)
 
 
 def test_zero_and_recompute_run_inside_stages(runs: Runs) -> None:

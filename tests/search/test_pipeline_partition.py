@@ -36,10 +36,20 @@ def deep_mlp(layers: int, batch: int) -> Graph:
 
 
 @pytest.mark.parametrize(
-    ("machine", "devices", "micro"), [("summit:1", 4, 4), ("summit:1", 3, 2), (HETERO, 4, 4), ("cpu:4", 4, 2)]
+    ("machine", "devices", "micro", "tensor"),
+    [
+        ("summit:1", 4, 4, 1),
+        ("summit:1", 3, 2, 1),
+        (HETERO, 4, 4, 1),
+        ("cpu:4", 4, 2, 1),
+        ("summit:1", 6, 4, 2),  # tensor-parallel stages (Megatron layout, data parallel the rest)
+        ("cpu:4", 4, 2, 2),
+    ],
 )
-def test_dp_equals_exhaustive(machine: str, devices: int, micro: int) -> None:
-    model = StageModel(LayerCosts(deep_mlp(3, 64), load_machine(machine)), micro)
+def test_dp_equals_exhaustive(machine: str, devices: int, micro: int, tensor: int) -> None:
+    """Against every partition of the layers into stages on consecutive device groups, under
+    the DP's own objective (`partition_value`): the same optimum."""
+    model = StageModel(LayerCosts(deep_mlp(3, 64), load_machine(machine)), micro, tensor=tensor)
     assert model.costs.count >= 5
     dp = partition(model, devices)
     assert partition(model, devices, stages=len(dp.stages)).objective == pytest.approx(dp.objective)

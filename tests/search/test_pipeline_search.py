@@ -1,5 +1,6 @@
 """The joint search with pipelines: it never returns a plan slower than the pipeline baselines
-(gpipe, pipedream, hetero-gpipe), data parallelism or Megatron on the same input."""
+(gpipe, pipedream, hetero-gpipe), data parallelism (over every device, or over the fastest kind's
+devices of a mixed machine) or Megatron on the same input."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from unityc.graph import Graph, from_module
 from unityc.machine import load_machine
 from unityc.passes.unity_search import load_rules
 from unityc.search.baselines import run_baseline
+from unityc.search.plans import Pricing, data_parallel_plan, fastest_kind_plan
 from unityc.search.unity import UnityOptions, unity_search
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -45,6 +47,21 @@ def test_search_is_never_slower_than_the_baselines(name: str, machine: str) -> N
         baseline = run_baseline(baseline_name, model(name), m, rules(), options)
         if baseline.estimate.fits:
             assert found.estimate.iteration_s <= baseline.estimate.iteration_s * (1 + 1e-9), baseline_name
+    fast = fastest_kind_plan(model(name), m, Pricing())
+    assert (fast is None) == (machine != HETERO)
+    if fast is not None:
+        assert found.estimate.iteration_s <= fast.estimate.iteration_s * (1 + 1e-9)
+
+
+def test_data_parallelism_over_the_fastest_kind() -> None:
+    """On 2 x V100 + 2 x M4, data parallelism over the V100s alone (the M4s idle) beats it over
+    all four, which waits for the M4s."""
+    m = load_machine(HETERO)
+    fast = fastest_kind_plan(model("wide_chain"), m, Pricing())
+    assert fast is not None and fast.note == "2-way on the v100s"
+    assert {d.device for d in fast.estimate.devices if d.busy_s > 0} == {0, 1}
+    every = data_parallel_plan(model("wide_chain"), m, Pricing())
+    assert fast.estimate.iteration_s < every.estimate.iteration_s
 
 
 def test_a_pipeline_wins_on_the_mixed_machine() -> None:
@@ -58,3 +75,18 @@ def test_a_pipeline_wins_on_the_mixed_machine() -> None:
     assert found.estimate.pipeline is not None
     assert "stage" in {k for node in found.plan.nodes.values() for k, _ in node.plan}
     assert found.estimate.iteration_s < plain.estimate.iteration_s
+
+
+def test_pipelines_never_make_the_search_slower() -> None:
+    """Without whole-graph plans (as in the Fig. 15a ablation) and with 1 MB per device, the
+    search's own plan does not fit and the per-layer lever plan (data parallel with
+    recomputation) is the answer; a pipeline that fits but is slower must not displace it."""
+    from dataclasses import replace
+
+    graph = from_module(import_model(ModelSpec(DEEP_MLP, batch=1024)))
+    m = load_machine("cpu:2").with_memory(1e6)
+    options = UnityOptions(budget=1, split_size=6, seeds=False, whole_graph=False, pipelines=False)
+    plain = unity_search(graph, m, rules(), options)
+    assert plain.fits and plain.source.startswith("per-layer levers")
+    found = unity_search(graph, m, rules(), replace(options, pipelines=True))
+    assert found.fits and found.estimate.iteration_s <= plain.estimate.iteration_s * (1 + 1e-9)

@@ -79,6 +79,27 @@ def data_parallel_plan(graph: Graph, machine: Machine, pricing: Pricing) -> Pric
     return finish("data-parallel", data_parallel_graph(graph, n), machine, pricing, f"{n}-way")
 
 
+def fastest_kind_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedPlan | None:
+    """On a machine of several device kinds, data parallelism over the devices of the fastest
+    kind alone (its f32 peak times efficiency), the others idle: speed-aware placement, as a
+    data-parallel step waits for its slowest device (2 x V100 + 2 x M4: the V100 pair beats
+    all four). None on one kind, or where that kind has one device or the batch does not split."""
+    from unityc.search.pipeline import device_speed
+
+    speed = {d.kind.name: device_speed(machine, d.index) for d in machine.devices}
+    if len(speed) < 2:
+        return None
+    fastest = max(speed, key=lambda k: speed[k])
+    n = sum(1 for d in machine.devices if d.kind.name == fastest)
+    if n < 2:
+        return None
+    try:
+        plan = data_parallel_graph(graph, n)
+        return finish("data-parallel", plan, machine, pricing, f"{n}-way on the {fastest}s")
+    except ValueError:
+        return None
+
+
 def zero_plan(
     graph: Graph, machine: Machine, pricing: Pricing, stage: int, recompute: bool = False
 ) -> PricedPlan:

@@ -63,6 +63,7 @@ from unityc.search.plans import (
     PricedPlan,
     Pricing,
     data_parallel_plan,
+    fastest_kind_plan,
     megatron_plans,
     one_device_plan,
     zero_version,
@@ -517,8 +518,9 @@ def unity_search(
                 if alternative is not None:
                     alternatives.append(alternative)
                 done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
-            # without the whole-graph plans (galvatron among them): memory decides, per layer
-            if options.levers and not options.whole_graph and not any(r.fits for r in done):
+            # without the whole-graph plans (galvatron among them): memory decides, per layer,
+            # where the search's own plan does not fit (a fitting pipeline is no reason to skip it)
+            if options.levers and not options.whole_graph and not found.fits:
                 with contextlib.suppress(ValueError):
                     layered = galvatron_plan(start, machine, pricing)
                     source = f"per-layer levers ({layered.note})"
@@ -603,7 +605,9 @@ def _whole_graph_plans(
     graph: Graph, machine: Machine, pricing: Pricing, levers: bool = False, memo: Memo | None = None
 ) -> Iterator[tuple[PricedPlan | None, PricedPlan]]:
     """Whole-graph data-parallel and Megatron plans, as each is priced, as (the plan as the
-    report's baselines show it, or None; the plan compared). (Cuts keep copies out of segment
+    report's baselines show it, or None; the plan compared); on a machine of several device
+    kinds also data parallelism over the fastest kind's devices (`plans.fastest_kind_plan`),
+    compared but no baseline row. (Cuts keep copies out of segment
     boundaries, so a whole-graph Megatron plan is not always a search result.) With `levers`,
     also the `zero` and `galvatron` baselines' plans, built on those (so the search is never
     slower than either on the same model, machine and memory): cheapest first, as a time limit
@@ -616,6 +620,9 @@ def _whole_graph_plans(
         dp = [data_parallel_plan(graph, machine, pricing)]
     except ValueError:  # a plan with no feasible mapping is no alternative
         dp = []
+    fast = fastest_kind_plan(graph, machine, pricing)
+    if fast is not None:
+        yield None, fast
     for plan in dp:
         yield plan, plan
         if levers and machine.num_devices > 1:
