@@ -254,7 +254,7 @@ def test_a_tied_weight_is_held_by_each_stage_reading_it(runs: Runs) -> None:
     text = runs.texts["bert-1f1b-2"]
     layout = (
         '"word_embeddings.weight": Layout((128, 32), "float32", shard=(1, 1), copy=2, '
-        "pieces={0: (0, 0, 0), 1: (0, 0, 1)})"
+        "pieces={0: (0, 0, 0, 0), 1: (0, 0, 0, 1)})"
     )
     assert layout in text
     stage_0, stage_1 = text.split("def stage_1(")

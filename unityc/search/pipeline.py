@@ -662,13 +662,16 @@ def materialize(
     virtual: int = 1,
     max_layers: int | None = None,
     tensor: int = 1,
+    untied: bool = True,
 ) -> Graph:
     """The pipelined plan of a partition (see the module docstring); `graph` unparallelized.
     With `virtual` > 1, stage k runs on the group of stage k mod (S / virtual); `max_layers` as
     the partition's `LayerCosts` had it (its layers are those of `layer_of`). With `tensor` > 1
     every stage runs the Megatron layout (`strategies.megatron_layouts`, tensor parallel
     `tensor` x data parallel width / `tensor`) on its group, views chosen by the mapping DP on
-    the first group and shifted to each stage's."""
+    the first group and shifted to each stage's. A weight read on several stages is held by
+    each (`untie`), or with `untied` false by its first reader's stage only, the later readers
+    receiving it down the pipeline each micro-batch (and sending its gradient back)."""
     _, layer = layer_of(graph, max_layers)
     stage_of_layer = {}
     for k, st in enumerate(stages):
@@ -685,7 +688,8 @@ def materialize(
         return min((stage_of_layer[layer[u]] for u in users[nid] if u in layer), default=0)
 
     original_stage = {nid: stage_of(nid) for nid in graph.nodes}
-    graph = untie(graph, original_stage)
+    if untied:
+        graph = untie(graph, original_stage)
     base = sync_batch_norm(graph)
     order = [
         nid
@@ -757,15 +761,6 @@ def untie(graph: Graph, stage: Mapping[int, int]) -> Graph:
                 operands = tuple(copy if r is not None and r[0] == nid else r for r in reader.operands)
                 out.nodes[u] = replace(reader, operands=operands)
     return graph if out is None else out
-
-
-def tied_weights(graph: Graph) -> dict[str, list[int]]:
-    """Weight key -> its nodes, for keys held by more than one node (`untie`'s copies)."""
-    nodes: dict[str, list[int]] = {}
-    for nid, node in graph.nodes.items():
-        if node.op == "pcg.weight":
-            nodes.setdefault(str(node.attr("key")), []).append(nid)
-    return {k: v for k, v in nodes.items() if len(v) > 1}
 
 
 def _carry_names(plan: Graph, base: Graph, order: Sequence[int]) -> None:
