@@ -689,7 +689,7 @@ def materialize(
 
     original_stage = {nid: stage_of(nid) for nid in graph.nodes}
     if untied:
-        graph = untie(graph, original_stage)
+        graph = untie(graph, original_stage, groups)
     base = sync_batch_norm(graph)
     order = [
         nid
@@ -739,24 +739,25 @@ def materialize(
     return plan
 
 
-def untie(graph: Graph, stage: Mapping[int, int]) -> Graph:
+def untie(graph: Graph, stage: Mapping[int, int], groups: int) -> Graph:
     """`graph` (unparallelized) where a weight read on several stages (`stage`: each compute
     op's) is held by each of them, as Megatron-LM holds a tied embedding: one `pcg.weight` of the
-    same key per reading stage (the first stage's keeps the node), so no stage reads another's
-    weight; the program loads every copy from the one weight and sums their gradients over the
-    ranks holding them (a copy group) before the optimizer step, so they stay equal."""
+    same key per rank group reading it (stage k runs on group k mod `groups`; the first reader's
+    keeps the node), so no group reads another's weight; the program loads every copy from the
+    one weight and sums their gradients over the ranks holding them (a copy group) before the
+    optimizer step, so they stay equal."""
     users = graph.users()
     out: Graph | None = None
     for nid, node in list(graph.nodes.items()):
         if node.op != "pcg.weight":
             continue
         readers: dict[int, list[int]] = {}
-        for u in users[nid]:
-            readers.setdefault(stage[u], []).append(u)
-        for k in sorted(readers)[1:]:
+        for u in sorted(users[nid], key=lambda u: stage[u]):
+            readers.setdefault(stage[u] % groups, []).append(u)
+        for g in list(readers)[1:]:
             out = out or graph.copy()
             (copy,) = out.add_node(replace(node, hint=None))
-            for u in readers[k]:
+            for u in readers[g]:
                 reader = out.nodes[u]
                 operands = tuple(copy if r is not None and r[0] == nid else r for r in reader.operands)
                 out.nodes[u] = replace(reader, operands=operands)
