@@ -11,7 +11,10 @@ the piece its own pipeline brings. Inside a stage the ranks of its group may tal
 parallelism: the stage's collectives and transfers are in its code, their process groups in
 PLAN's, which every rank creates); every rank of a group runs the group's stages on the same
 micro-batches in the schedule's one order, so their collectives meet. A stage that talks to a rank
-outside its group is refused, located at the op.
+outside its group is refused, located at the op. A weight held by several stages (one
+`pcg.weight` of its key per stage reading it) is one weight in PLAN whose copies span those
+stages (`_tied_sources`): loaded equal, its gradients summed over its copy groups after the
+schedule, one key in checkpoints.
 """
 
 from __future__ import annotations

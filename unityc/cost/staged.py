@@ -8,9 +8,11 @@
 2. Each stage becomes a `pipeline.StageCost`: its ops' forward and backward compute (on each op's
    busiest device) and the collectives inside its device group, in program order, summed; a
    transfer from the group of the stage before is the link's (`send_s` of that stage, its dual
-   `send_back_s` of this one); a transfer from any other stage (a tied weight read by a later
-   stage) is charged to the reading stage itself. A weight's gradient sync (stage replication)
-   and optimizer step belong to its own stage.
+   `send_back_s` of this one); a transfer from any other stage is charged to the reading stage
+   itself. A weight's gradient sync (stage replication) and optimizer step belong to its own
+   stage. A weight read on several stages is held by each (`search.pipeline.untie`: nodes of
+   one key): its copies' gradients are summed by one all-reduce per piece over every holder once
+   per iteration (`_tied_reduce`), which each holding stage waits for.
 3. `pipeline.simulate_pipeline` runs the schedule: the iteration time, each group's bubble, the
    micro-batches in flight. A device's activations are one micro-batch's times the peak in flight
    on its group (1F1B: min(S - k, M) on stage k; GPipe: M); 2BW adds a second copy of the weights.

@@ -10,7 +10,10 @@ backward time is priced by the cost model's per-op pricing (`estimate.build_step
 of one such micro-batch placed on one device of each kind the machine has (`LayerCosts`); the
 group runs at its slowest device's pace. Its weights' gradients are all-reduced over the group
 once per iteration, the optimizer steps its weights once; the tensor leaving its last layer goes
-point to point to the next group (B/(M w) rows from each device, over the link between them).
+point to point to the next group (B/(M w) rows from each device, over the link between them). A
+weight read by layers of several stages (a tied embedding) is held by each of those stages, and
+its gradient all-reduced over all its holders once per iteration (`TiedWeight`), as the plan
+(`untie`) and its program do.
 
 *Partition DP* (`partition`, PipeDream §3.1): A(j, d) = the best pipeline of layers [0, j) on
 devices [0, d): min over the last stage (layers [i, j) on devices [c, d)) of max(A(i, c),
