@@ -40,14 +40,20 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def best_time(fn: Callable[[], object], repeat: int, inner: int = 1) -> float:
+def best_time(
+    fn: Callable[[], object], repeat: int, inner: int = 1, before: Callable[[], object] | None = None
+) -> float:
+    """Least CPU time of this thread (`time.thread_time`: other processes on the core do not
+    count) over `repeat` runs of `inner` calls; `before` runs untimed ahead of each run."""
     fn()  # warm-up
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        if before is not None:
+            before()
+        start = time.thread_time()
         for _ in range(inner):
             fn()
-        times.append((time.perf_counter() - start) / inner)
+        times.append((time.thread_time() - start) / inner)
     return min(times)
 
 
@@ -55,6 +61,68 @@ def matmul_flops(dtype: torch.dtype, n: int, repeat: int) -> float:
     a = torch.randn(n, n).to(dtype)
     b = torch.randn(n, n).to(dtype)
     return 2 * n**3 / best_time(lambda: torch.mm(a, b), repeat)
+
+
+LAYERS = {  # (rows, in, out) of the linear layers of the accuracy benchmark's models
+    "mlp": [(128, 256, 512), (128, 512, 512)],
+    "mlp-wide": [(256, 512, 1024), (256, 1024, 1024)],
+    "mlp-demo": [(256, 256, 512), (256, 512, 512)],
+    "bert": [(512, 128, 128), (512, 128, 512), (512, 512, 128), (512, 128, 1024)],
+    "dlrm": [(512, 13, 512), (512, 512, 64), (512, 74, 512), (512, 512, 256)],
+}
+
+
+def layer_products(m: int, k: int, n: int) -> list[tuple[str, Callable[[], object], int, int]]:
+    """The three products of a linear layer y = x w^T (x: m x k, w: n x k) in a training step,
+    as autograd runs them: forward, input gradient dy w, weight gradient dy^T x (transposed
+    operands). Each: (name, kernel, FLOPs, bytes of operands and result)."""
+    x, w, dy = torch.randn(m, k), torch.randn(n, k), torch.randn(m, n)
+    flops, size = 2 * m * k * n, 4 * (m * k + n * k + m * n)
+    return [
+        (f"{m}x{k}x{n} forward", lambda: torch.mm(x, w.t()), flops, size),
+        (f"{m}x{k}x{n} input grad", lambda: torch.mm(dy, w), flops, size),
+        (f"{m}x{k}x{n} weight grad", lambda: torch.mm(dy.t(), x), flops, size),
+    ]
+
+
+def matmul_layers(repeat: int, evict_mib: int = 64) -> tuple[float, float, list[str]]:
+    """f32 matmuls at the shapes of real layers, forward and backward: the median FLOP/s with
+    operands in cache (best of repeated runs), and the median bandwidth at which the same
+    products read operands that are not (`DeviceKind.cold_bandwidth`): before each timed run a
+    read of `evict_mib` MiB evicts the caches, and the extra time over the cached run is
+    charged to the bytes the product reads and writes. In a training step a layer's weight was
+    last touched a step ago and its activations a whole forward ago, so the step's products
+    run cold. Returns (rate, cold bandwidth, table lines)."""
+    evict = torch.ones(evict_mib * 2**20 // 4)
+    rates, bandwidths, lines = [], [], []
+    for shapes in LAYERS.values():
+        for m, k, n in shapes:
+            for name, kernel, flops, size in layer_products(m, k, n):
+                hot = best_time(kernel, repeat)
+                cold = best_time(kernel, repeat, before=evict.sum)
+                rates.append(flops / hot)
+                bandwidths.append(size / max(cold - hot, 1e-9))
+                lines.append(
+                    f"  {name:28s} {flops / hot / 1e9:6.1f} GFLOP/s cached, {flops / cold / 1e9:6.1f} cold"
+                    f" ({size / 2**20:.2f} MiB: {size / max(cold - hot, 1e-9) / 1e9:.1f} GB/s)"
+                )
+    return statistics.median(rates), statistics.median(bandwidths), lines
+
+
+def embedding_backward_row(repeat: int) -> float:
+    """Seconds per looked-up row of an embedding's backward (`embedding_dense_backward`: the
+    indices are sorted and each row's gradient added into the table's), the slope between
+    1 Ki and 16 Ki rows, median over tables of 1000 x 64 and 1024 x 128."""
+    slopes = []
+    for vocab, dim in ((1000, 64), (1024, 128)):
+        times = {}
+        for n in (1024, 16 * 1024):
+            ids = torch.randint(0, vocab, (n,))
+            grad = torch.randn(n, dim)
+            backward = torch.ops.aten.embedding_dense_backward
+            times[n] = best_time(lambda: backward(grad, ids, vocab, -1, False), repeat)  # noqa: B023
+        slopes.append((times[16 * 1024] - times[1024]) / (15 * 1024))
+    return statistics.median(slopes)
 
 
 def copy_bandwidth(mib: int, repeat: int) -> float:
@@ -110,6 +178,7 @@ def dropout_flops(repeat: int, n: int = 256 * 1024) -> float:
 
     ctx = Context.__new__(Context)  # only what the mask reads
     ctx.device, ctx.seed, ctx.step, ctx.check = torch.device("cpu"), 0, 0, False
+    ctx._index_terms = {}
     shape = (n // 256, 256)
     x, y = torch.randn(shape), torch.randn(shape)
     dropout = best_time(lambda: ctx.dropout(x, 0.1, "k", (0, 0), shape), repeat)
@@ -223,6 +292,11 @@ def main() -> None:
     print(f"cores: {os.cpu_count()}, memory: {memory:.1f} GiB")
     for name, dtype in (("f32", torch.float32), ("f64", torch.float64), ("bf16", torch.bfloat16)):
         print(f"matmul {name} (1 thread, n=1024): {matmul_flops(dtype, 1024, repeat) / 1e9:.1f} GFLOP/s")
+    rate, cold, lines = matmul_layers(repeat)
+    print("matmul f32 at the layers' shapes (forward and both backward products):")
+    print("\n".join(lines))
+    print(f"matmul f32 at layer shapes: {rate / 1e9:.1f} GFLOP/s cached, cold at {cold / 1e9:.1f} GB/s")
+    print(f"embedding backward: {embedding_backward_row(repeat) * 1e9:.1f} ns per looked-up row")
     print(f"copy bandwidth (1 thread, 256 MiB): {copy_bandwidth(256, repeat) / 1e9:.2f} GB/s")
     vector = vector_flops(repeat)
     print(f"element-wise f32 (1 thread, 64 Ki-1 Mi elements, median of 7 ops): {vector / 1e9:.2f} GFLOP/s")

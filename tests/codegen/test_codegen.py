@@ -205,6 +205,25 @@ def test_dropout_masks_follow_the_logical_index() -> None:
     assert not torch.equal(ctx.dropout(torch.ones(8, 6), 0.25, "drop", (0, 0), (8, 6)), whole)
 
 
+def test_dropout_masks_of_pieces_and_their_statistics() -> None:
+    """Pieces of a 4-d tensor (attention probabilities), cut along any dimensions and a
+    dimension of size 1, drop what the whole tensor drops; the whole keeps 1 - p of its elements
+    with no correlation between neighbours along any dimension."""
+    ctx = _context()
+    shape = (4, 3, 40, 40)
+    whole = ctx._keep_mask(shape, 0.1, "probs", (0, 0, 0, 0), shape)
+    assert whole.shape == shape and whole.dtype == torch.bool
+    piece = ctx._keep_mask((2, 1, 20, 40), 0.1, "probs", (2, 1, 20, 0), shape)
+    assert torch.equal(piece, whole[2:4, 1:2, 20:40, :])
+    assert abs(whole.float().mean().item() - 0.9) < 0.01
+    f = whole.float()
+    for d in range(4):
+        a, b = f.narrow(d, 0, shape[d] - 1).flatten(), f.narrow(d, 1, shape[d] - 1).flatten()
+        assert abs(torch.corrcoef(torch.stack([a, b]))[0, 1].item()) < 0.05
+    one = ctx._keep_mask((1, 1, 1, 40), 0.1, "probs", (3, 2, 39, 0), shape)
+    assert torch.equal(one, whole[3:, 2:, 39:, :])
+
+
 def test_dropout_is_the_identity_under_check() -> None:
     x = torch.randn(3, 4)
     assert _context(check=True).dropout(x, 0.5, "drop", (0, 0), (3, 4)) is x

@@ -104,7 +104,12 @@ def test_backward_work() -> None:
     assert backward_work("pcg.linear", {}, [x, w, b], [out], [False, False, False]).flops == 0
     assert backward_work("pcg.relu", {}, [f32(8, 16)], [f32(8, 16)]).flops == 128
     assert backward_work("pcg.relu", {}, [f32(8, 16)], [f32(8, 16)]).bytes == 2048
-    assert backward_work("pcg.embedding", {}, [i64(4, 6), f32(100, 8)], [f32(4, 6, 8)]).flops == 192
+    lookup = ([i64(4, 6), f32(100, 8)], [f32(4, 6, 8)])
+    embedding = backward_work("pcg.embedding", {}, *lookup)
+    assert embedding.flops == 192 and embedding.rows == 24  # one row added per id
+    assert embedding.bytes == forward_work("pcg.embedding", {}, *lookup).bytes + 3200  # + the table
+    bag = backward_work("pcg.embedding_bag", {"mode": "sum"}, [i64(4, 6), f32(100, 8)], [f32(4, 8)])
+    assert bag.flops == 192 and bag.rows == 24
     assert backward_work("pcg.weight", {}, [], [f32(4)]).flops == 0
 
 
@@ -132,6 +137,54 @@ def test_efficiency_and_latency() -> None:
     device = replace(two_nodes().kind_of(0), compute_efficiency=0.5, kernel_latency=1e-6)
     assert kernel_time(Work(1e6, 0), "f32", device) == pytest.approx(1e-6 + 2e-6)
     assert kernel_time(Work(0, 0), "f32", device) == 0
+
+
+def test_cold_operands_and_scatter_rows() -> None:
+    """Where a device sets them, a matmul-like op pays its bytes at `cold_bandwidth` on top of
+    its compute, and an embedding backward `scatter_row_time` per row; element-wise ops and
+    devices without them keep the roofline."""
+    from dataclasses import replace
+
+    from unityc.cost.compute import Work
+
+    plain = replace(two_nodes().kind_of(0), compute_efficiency=1.0, memory_efficiency=1.0)
+    device = replace(plain, cold_bandwidth=1e9, scatter_row_time=1e-8)
+    work = Work(1e6, 1e3, rows=100)
+    roofline = kernel_time(work, "f32", plain, matmul=True)
+    assert kernel_time(work, "f32", device, matmul=True) == pytest.approx(roofline + 1e-6 + 1e-6)
+    assert kernel_time(work, "f32", device) == pytest.approx(kernel_time(work, "f32", plain) + 1e-6)
+    assert kernel_time(Work(1e6, 1e3), "f32", device) == kernel_time(Work(1e6, 1e3), "f32", plain)
+    linear = op_cost("pcg.linear", {}, [f32(128, 512), f32(512, 512), None], [f32(128, 512)], device)
+    assert linear.fwd_s == pytest.approx(
+        kernel_time(linear.fwd, "f32", plain, matmul=True) + linear.fwd.bytes / 1e9
+    )
+
+
+def test_multi_op_kernels_pay_more_fixed_costs() -> None:
+    """Attention and dropout run as many framework ops: each pass pays `KERNELS` latencies (an
+    attention with dropout on its probabilities the dropout's too); a dropout with p = 0 is the
+    identity, one."""
+    from dataclasses import replace
+
+    from unityc.cost.compute import KERNELS, Work
+
+    device = replace(two_nodes().kind_of(0), kernel_latency=1e-6)
+    x = f32(2, 4, 8)
+    drop = forward_work("pcg.dropout", {"p": 0.1}, [x], [x])
+    assert drop.kernels == KERNELS["pcg.dropout"][0] > 1
+    assert backward_work("pcg.dropout", {"p": 0.1}, [x], [x]).kernels == KERNELS["pcg.dropout"][1]
+    assert forward_work("pcg.dropout", {"p": 0.0}, [x], [x]).kernels == 1
+    assert kernel_time(replace(drop, flops=0, bytes=0, vector=0, kernels=1), "f32", device) == 0
+    assert kernel_time(Work(0, 1, kernels=3), "f32", device) == pytest.approx(
+        3e-6 + 1 / device.memory_bandwidth
+    )
+    w = f32(8, 8)
+    ops = [x, x, x, w, w, w, w, None, None, None, None, None]
+    plain = forward_work("pcg.attention", {"heads": 2}, ops, [x])
+    dropped = forward_work("pcg.attention", {"heads": 2, "dropout": 0.1}, ops, [x])
+    assert plain.kernels == KERNELS["pcg.attention"][0]
+    assert dropped.kernels == KERNELS["pcg.attention"][0] + KERNELS["pcg.dropout"][0]
+    assert forward_work("pcg.relu", {}, [x], [x]).kernels == 1
 
 
 def test_unknown_op() -> None:

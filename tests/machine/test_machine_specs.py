@@ -93,6 +93,20 @@ def test_element_wise_ops_run_at_the_vector_rate() -> None:
     assert cpu.op_flops("f32", False) < cpu.op_flops("f32", True)
 
 
+def test_cold_bandwidth_and_scatter_rows() -> None:
+    """`cold_bandwidth_gbs` and `scatter_row_ns` are read from a spec (0: off, as on GPUs); the
+    cpu preset sets both, the GPU presets neither."""
+    kind = machine_from_dict(_with("kinds.g.cold_bandwidth_gbs", 10), "m.toml").kind_of(0)
+    assert kind.cold_bandwidth == pytest.approx(10e9) and kind.scatter_row_time == 0
+    kind = machine_from_dict(_with("kinds.g.scatter_row_ns", 60), "m.toml").kind_of(0)
+    assert kind.scatter_row_time == pytest.approx(60e-9) and kind.cold_bandwidth == 0
+    cpu = load_machine("cpu:2").kind_of(0)
+    assert cpu.cold_bandwidth > 0 and cpu.scatter_row_time > 0
+    for name in ("summit:1", "dgx-a100:1", "dgx-h100:1"):
+        gpu = load_machine(name).kind_of(0)
+        assert gpu.cold_bandwidth == 0 and gpu.scatter_row_time == 0
+
+
 def test_mixed_example() -> None:
     m = load_machine(os.path.join(EXAMPLES, "mixed.toml"))
     assert m.num_devices == 14
@@ -141,6 +155,8 @@ def _with(path: str, value: object) -> dict:
         ("kinds.g.flops_tflops", {"f16": 1.0}, "m.toml: kinds.g.flops_tflops.f32: missing"),
         ("kinds.g.compute_efficiency", 1.5, "m.toml: kinds.g.compute_efficiency: expected a fraction"),
         ("kinds.g.vector_gflops", -1, "m.toml: kinds.g.vector_gflops: expected a non-negative number"),
+        ("kinds.g.cold_bandwidth_gbs", -1, "m.toml: kinds.g.cold_bandwidth_gbs: expected a non-negative"),
+        ("kinds.g.scatter_row_ns", "x", "m.toml: kinds.g.scatter_row_ns: expected a number"),
         ("kinds.g.color", "red", "m.toml: kinds.g.color: unknown field"),
         ("links.intra_socket", None, "m.toml: links.intra_socket: missing"),
         ("links.intra_socket.latency_us", "fast", "m.toml: links.intra_socket.latency_us: expected a number"),

@@ -28,10 +28,9 @@ MODELS = {
     # the zoo BERT: fused attention (pcg.attention split by heads), linear MLP
     "bert": (ModelSpec("bert", "small", batch=4), 2, ("layers.",), {}),
     # GPT-2 (Conv1D projections: matmul + add, a tanh GELU spelled out): its attention is one
-    # pcg.attention reading its fused QKV weight [E, 3E] as transpose + split into Q, K, V; a
-    # head split of those parts is a strided layout of the stored weight, which no PCG type
-    # describes, so its attention stays replicated (its MLP is Megatron's)
-    "gpt2": (ModelSpec("hf:gpt2", "small", batch=4), 2, (".mlp.",), {}),
+    # pcg.attention reading its packed QKV weight [E, 3E] as three parts (`c_attn.weight[:, 0:E]`
+    # ..., each transposed), so each part is split by heads like a Linear weight
+    "gpt2": (ModelSpec("hf:gpt2", "small", batch=4), 2, (".h.",), {}),
     # Llama: RMSNorm, rotary embeddings and the attention fused into one pcg.attention (split by
     # heads), SwiGLU (gate and up column-parallel, the product sharded)
     "llama": (ModelSpec(os.path.join(INPUTS, "llama_like.py:make"), "small", batch=4), 2, ("layers.",), {}),
@@ -70,7 +69,7 @@ def weight_fraction(plan: PricedPlan, keys: tuple[str, ...]) -> float:
 def test_one_all_reduce_per_block_and_sharded_weights(model: str, d: int, t: int) -> None:
     _, layers, sharded, stops = MODELS[model]
     (plan,) = megatron_plans_of(model, d, t)
-    per_layer = 1 if model == "gpt2" else 2  # attention and MLP; GPT-2: its MLP (see MODELS)
+    per_layer = 2  # attention and MLP
     collectives = Counter(n.op for n in plan.graph.nodes.values() if n.op.startswith("parallel."))
     assert collectives["parallel.all_reduce"] == 1 + per_layer * layers, collectives
     assert collectives["parallel.reduce"] == 1, collectives  # the loss's partial sums

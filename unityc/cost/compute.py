@@ -10,10 +10,12 @@ None for an absent optional operand). Kernel time is the roofline
     t = kernel_latency + max(FLOPs / (peak[dtype] * compute_efficiency),
                              bytes / (memory_bandwidth * memory_efficiency))
 
-and nothing at all for an op that does no work (sources, reshape: a view). Matmul-like ops
-(`MATMUL_LIKE`) run at the device's peak for their dtype, every other op at its element-wise
-rate (`DeviceKind.vector_flops`, where set: a CPU core's element-wise kernels run far below its
-GEMM rate).
+plus, where the device sets them, the stalls a CPU core does not hide behind compute: a
+matmul-like op's bytes at `cold_bandwidth` (its operands come from memory, not cache) and an
+embedding backward's rows at `scatter_row_time` each; and nothing at all for an op that does no
+work (sources, reshape: a view). Matmul-like ops (`MATMUL_LIKE`) run at the device's peak for
+their dtype, every other op at its element-wise rate (`DeviceKind.vector_flops`, where set: a
+CPU core's element-wise kernels run far below its GEMM rate).
 
 Forward FLOPs (n = elements of the result piece unless said otherwise):
 
@@ -43,17 +45,18 @@ nothing, embedding reads indices and the rows it gathers.
 Backward: contractions (linear, matmul, batch_matmul, conv2d) cost their forward FLOPs once per
 operand that needs a gradient (dX and dW are each a product as large as the forward), plus n for
 a bias gradient; attention ≈ 2x forward (its dropout mask saved, not hashed again); embedding
-scatter-adds n; dropout multiplies by its saved mask and scale (2·n); every other op ≈ 1x its
-forward FLOPs. Backward bytes ≈ 2x forward bytes (read the result's gradient and the saved
-operands, write the operands' gradients). An op none of whose operands needs a gradient has no
-backward.
+and embedding_bag scatter-add their rows (n FLOPs, and `Work.rows` = the ids: one row added at a
+time, into a zeroed table gradient whose bytes count too); dropout multiplies by its saved mask
+and scale (2·n); every other op ≈ 1x its forward FLOPs. Backward bytes ≈ 2x forward bytes (read
+the result's gradient and the saved operands, write the operands' gradients). An op none of
+whose operands needs a gradient has no backward.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from unityc.machine.spec import DeviceKind
@@ -84,6 +87,12 @@ class Work:
     vector: float = 0.0
     """Element-wise FLOPs inside a matmul-like op that run at the non-matmul rate (the dropout
     mask of attention probabilities); not in `flops`."""
+    rows: float = 0.0
+    """Looked-up rows whose gradients a scatter-add accumulates one by one (an embedding's
+    backward), priced at `DeviceKind.scatter_row_time` each."""
+    kernels: float = 1.0
+    """Fixed costs (`DeviceKind.kernel_latency`) this pass pays: 1 for an op the program runs as
+    one framework op, more for the runtime's multi-op kernels (`KERNELS`)."""
 
 
 @dataclass(frozen=True)
@@ -114,11 +123,12 @@ UNARY_FLOPS: dict[str, int] = {
     "pcg.identity": 0,
     "pcg.cast": 0,
 }
-DROPOUT_HASH_FLOPS = 80
+DROPOUT_HASH_FLOPS = 19
 """Element-wise FLOPs per element of a dropout mask: the program hashes each element's logical
-index (`unityc.runtime.context`, a dozen int64 passes) so every copy drops the same elements;
-a whole dropout measured 76-92 f32 adds per element (`benchmarks/measure_cpu_machine.py`).
-Its backward multiplies by the saved mask and scale (2 per element)."""
+index (`unityc.runtime.context`: a dozen int32 passes) so every copy drops the same elements;
+a whole dropout measured 19-23 f32 adds per element (`benchmarks/measure_cpu_machine.py`,
+2026-11-26; 67-92 with the earlier int64 hash). Its backward multiplies by the saved mask and
+scale (2 per element)."""
 BINARY = ("pcg.add", "pcg.sub", "pcg.mul", "pcg.div")
 SOURCES = ("pcg.input", "pcg.weight", "pcg.constant")
 DATA_MOVEMENT = ("pcg.concat", "pcg.split", "pcg.transpose", "pcg.gather")
@@ -226,11 +236,39 @@ FORWARD_FLOPS: dict[str, Formula] = {
 """Forward FLOPs of one task, by op name: every pcg op must have an entry (a test checks)."""
 
 
+KERNELS: dict[str, tuple[float, float]] = {
+    "pcg.attention": (13, 12),
+    "pcg.dropout": (10, 2),
+}
+"""Fixed costs (kernel latencies) of a forward and a backward pass of ops the runtime runs as
+many framework ops (other ops: 1 each), measured in generated programs on a CPU core at tiny
+sizes, where a step is all fixed cost (`benchmarks/fixed_costs.py`: BERT without dropout
+against MLP and DLRM, with dropout against without): attention is ~12 torch ops forward
+(projections, head reshapes, scores, softmax, context, output) and ~28 backward, plus ~30 views
+each way; dropout is the mask's hash (18 torch ops) and the multiply. An attention with dropout
+on its probabilities adds the dropout's."""
+
+
+def _kernels(kind: str, attrs: Mapping[str, Any], backward: bool) -> float:
+    if kind == "pcg.dropout" and not attrs.get("p", 0) > 0:
+        return 1  # the identity
+    count = KERNELS.get(kind, (1, 1))[backward]
+    if kind == "pcg.attention" and attrs.get("dropout"):
+        count += KERNELS["pcg.dropout"][backward]
+    return count
+
+
 def has_formula(kind: str) -> bool:
     return kind in FORWARD_FLOPS
 
 
 def forward_work(kind: str, attrs: Mapping[str, Any], operands: Operands, results: Sequence[Piece]) -> Work:
+    work = _forward_work(kind, attrs, operands, results)
+    kernels = _kernels(kind, attrs, False)
+    return work if kernels == 1 else replace(work, kernels=kernels)
+
+
+def _forward_work(kind: str, attrs: Mapping[str, Any], operands: Operands, results: Sequence[Piece]) -> Work:
     formula = FORWARD_FLOPS.get(kind)
     if formula is None:
         raise ValueError(f"the cost model has no FLOP formula for '{kind}'")
@@ -266,6 +304,18 @@ def backward_work(
 ) -> Work:
     """Work of the backward of one task; `needs_grad[i]` says whether operand i wants a gradient
     (None: every floating-point operand does)."""
+    work = _backward_work(kind, attrs, operands, results, needs_grad)
+    kernels = _kernels(kind, attrs, True)
+    return work if kernels == 1 or work == Work(0, 0) else replace(work, kernels=kernels)
+
+
+def _backward_work(
+    kind: str,
+    attrs: Mapping[str, Any],
+    operands: Operands,
+    results: Sequence[Piece],
+    needs_grad: Sequence[bool] | None,
+) -> Work:
     grads = _needs_grad(operands, needs_grad)
     if kind in SOURCES or not any(grads):
         return Work(0, 0)
@@ -278,8 +328,11 @@ def backward_work(
         return Work(
             2 * fwd.flops, 2 * fwd.bytes, 2 * fwd.vector / (UNARY_FLOPS["pcg.dropout"] + DROPOUT_HASH_FLOPS)
         )
-    if kind == "pcg.embedding":
-        return Work(_n(results[0]), fwd.bytes)
+    if kind in ("pcg.embedding", "pcg.embedding_bag"):  # a zeroed table gradient, row by row
+        ids, w = operands[:2]
+        assert w is not None
+        added = _n(results[0]) if kind == "pcg.embedding" else _n(ids) * w.shape[1]
+        return Work(added, fwd.bytes + w.nbytes, rows=_n(ids))
     if kind == "pcg.dropout":
         return Work(2 * _n(results[0]) if fwd.flops else 0, 2 * fwd.bytes)
     return Work(fwd.flops, 2 * fwd.bytes)
@@ -306,7 +359,10 @@ def kernel_time(work: Work, dtype: str, device: DeviceKind, matmul: bool = False
     compute = work.flops / (device.op_flops(dtype, matmul) * device.compute_efficiency)
     compute += work.vector / (device.op_flops(dtype, False) * device.compute_efficiency)
     memory = work.bytes / (device.memory_bandwidth * device.memory_efficiency)
-    return device.kernel_latency + max(compute, memory)
+    stalls = work.rows * device.scatter_row_time
+    if matmul and device.cold_bandwidth > 0:
+        stalls += work.bytes / device.cold_bandwidth
+    return device.kernel_latency * work.kernels + max(compute, memory) + stalls
 
 
 def op_cost(

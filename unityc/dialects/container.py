@@ -17,6 +17,7 @@ from unityc.dialects.diagnostics import located, where
 from unityc.dialects.pcg import InputOp, WeightOp
 from unityc.dialects.pcg_types import FLOAT_TYPES, TensorType
 from unityc.dialects.syntax import UnitycOp
+from unityc.runtime.parts import WeightKey
 
 
 def graph_function(module: ModuleOp, name: str | None = None) -> func.FuncOp:
@@ -67,12 +68,21 @@ def check_loss(fn: func.FuncOp) -> None:
 
 
 def check_sources(block: Block) -> None:
-    """Inputs and weights are fed by key: one key, one logical shape and element type."""
+    """Inputs and weights are fed by key: one key, one logical shape and element type. Weights
+    that are parts of one stored tensor (`key[:, 0:8]`) do not overlap, nor does a part overlap
+    the whole: each element of a parameter is trained as one weight."""
     seen: dict[tuple[type, str], InputOp | WeightOp] = {}
+    parts: dict[str, list[tuple[WeightKey, WeightOp]]] = {}
     for op in block.ops:
         if not isinstance(op, InputOp | WeightOp):
             continue
         key = op.attrs()["key"]
+        if isinstance(op, WeightOp) and (WeightOp, key) not in seen:
+            wk = WeightKey.parse(key)
+            for other, at in parts.setdefault(wk.stored, []):
+                if wk.overlaps(other):
+                    raise located(op, f"pcg.weight '{key}' overlaps the pcg.weight '{other}' at {where(at)}")
+            parts[wk.stored].append((wk, op))
         first = seen.setdefault((type(op), key), op)
         a, b = first.result.type, op.result.type
         assert isinstance(a, TensorType) and isinstance(b, TensorType)

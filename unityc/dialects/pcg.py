@@ -45,6 +45,7 @@ from unityc.dialects.pcg_types import (
 )
 from unityc.dialects.syntax import Kind, op_definition, to_attr
 from unityc.dialects.view import MachineViewAttr
+from unityc.runtime.parts import WeightKey
 
 INT_TYPES = (i64,)
 
@@ -95,14 +96,24 @@ class InputOp(SourceOp):
 
 @op_definition
 class WeightOp(SourceOp):
-    """A trainable parameter named by its state_dict key; values never live in the IR."""
+    """A trainable parameter named by its state_dict key; values never live in the IR. The key
+    may name a part of a stored tensor, `key[:, 0:768]` (a box: `:` or `start:stop` per dim,
+    `unityc.runtime.parts`), a parameter of its own in the graph (e.g. the query columns of
+    GPT-2's packed QKV weight)."""
 
     name = "pcg.weight"
     PROPS = (("key", Kind.STR, False),)
 
     def verify_source(self, t: TensorType) -> None:
+        key = self.attrs()["key"]
         if t.element_type not in FLOAT_TYPES:
-            raise VerifyException(f"weight '{self.attrs()['key']}' must be floating point")
+            raise VerifyException(f"weight '{key}' must be floating point")
+        try:
+            problem = WeightKey.parse(key).check_shape(t.shape)
+        except ValueError as e:
+            raise VerifyException(f"weight '{key}': {e}") from None
+        if problem is not None:
+            raise VerifyException(f"weight '{key}' of shape {list(t.shape)}: {problem}")
 
 
 @op_definition

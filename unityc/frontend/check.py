@@ -6,7 +6,8 @@ Two comparisons:
 1. forward, in the model's own precision: every output (the loss first);
 2. forward and backward in float64 (the module converted, the interpreter run with float64
    floats; its kernels are torch, so autograd runs through them): the loss and the gradient of
-   every weight, by state_dict key. A wrong backward (a dropped `padding_idx`, a lost gradient
+   every weight, by state_dict key (a packed weight the graph reads as parts: their gradients
+   side by side). A wrong backward (a dropped `padding_idx`, a lost gradient
    path) fails here even when every forward output agrees. Gradients are measured against at
    least `NOISE_FLOOR` of the largest gradient, as the generated programs' `--check` does (a
    gradient that is zero in exact arithmetic is float noise on both sides).
@@ -27,6 +28,7 @@ from unityc.frontend.importer import ImportFailure
 from unityc.interpreter import assemble, run_graph
 from unityc.models.spec import LoadedModel, ModelSpec, load_model
 from unityc.runtime.check import NOISE_FLOOR, dropout_off, largest, relative_error
+from unityc.runtime.parts import WeightKey, stored_key
 
 OUTPUT_TOLERANCE = 1e-5
 """Forward outputs in the model's precision (fp32: different but equivalent op orders)."""
@@ -64,8 +66,10 @@ def reference_outputs(loaded: LoadedModel) -> list[torch.Tensor]:
 def _feeds(module: ModuleOp, weights: Mapping[str, torch.Tensor], inputs: Mapping[str, torch.Tensor]):
     feeds: dict[str, torch.Tensor] = {}
     for op in module.walk():
-        if isinstance(op, pcg.WeightOp):
-            feeds[op.attrs()["key"]] = weights[op.attrs()["key"]]
+        if isinstance(op, pcg.WeightOp):  # a part is a view of its stored tensor (one gradient)
+            key = WeightKey.parse(op.attrs()["key"])
+            stored = weights[key.stored]
+            feeds[str(key)] = stored[key.slices(stored.shape)]
         elif isinstance(op, pcg.InputOp):
             feeds[op.attrs()["key"]] = inputs[op.attrs()["key"]]
     return feeds
@@ -104,7 +108,7 @@ def gradient_checks(module: ModuleOp, loaded: LoadedModel) -> list[Check]:
     reference = copy.deepcopy(loaded.module).double()
     inputs = _float64(loaded.inputs)
     params = dict(reference.named_parameters(remove_duplicate=False))
-    keys = sorted({op.attrs()["key"] for op in module.walk() if isinstance(op, pcg.WeightOp)})
+    keys = sorted({stored_key(op.attrs()["key"]) for op in module.walk() if isinstance(op, pcg.WeightOp)})
     trained = [k for k in keys if k in params and params[k].requires_grad]
     if not trained:
         return []

@@ -11,6 +11,8 @@ compute_efficiency = 0.7               # optional: fraction of peak FLOP/s kerne
 memory_efficiency = 0.8                # optional: fraction of peak bandwidth (1.0)
 kernel_latency_us = 5                  # optional: fixed cost of one kernel (0)
 vector_gflops = 6                      # optional: f32 rate of non-matmul ops (the f32 peak)
+cold_bandwidth_gbs = 10                # optional: matmul operands from memory, not overlapped (0: none)
+scatter_row_ns = 60                    # optional: per row of an embedding's backward (0)
 allow_tf32 = false                     # optional: f32 matmuls at the tf32 rate
 
 [links]                                # bandwidth per direction, GB/s; latency, microseconds
@@ -198,6 +200,8 @@ class _Reader:
                 "memory_efficiency",
                 "kernel_latency_us",
                 "vector_gflops",
+                "cold_bandwidth_gbs",
+                "scatter_row_ns",
                 "allow_tf32",
             ),
         )
@@ -227,6 +231,8 @@ class _Reader:
             memory_efficiency=self.number(table, "memory_efficiency", path, 1.0, at_most_one=True),
             kernel_latency=us(self.number(table, "kernel_latency_us", path, 0.0, positive=False)),
             vector_flops=self.number(table, "vector_gflops", path, 0.0, positive=False) * 1e9,
+            cold_bandwidth=self.number(table, "cold_bandwidth_gbs", path, 0.0, positive=False) * GB,
+            scatter_row_time=self.number(table, "scatter_row_ns", path, 0.0, positive=False) * 1e-9,
             allow_tf32=allow_tf32,
         )
 

@@ -10,20 +10,42 @@ KVM guest, 23.5 GiB RAM) with
 
     .venv/bin/python benchmarks/measure_cpu_machine.py      (medians of the runs below)
 
-    matmul, 1 thread, n = 1024:   f32 105 GFLOP/s, f64 55 GFLOP/s, bf16 465 GFLOP/s   (2026-11-22)
+    matmul, 1 thread, n = 1024:   f64 55 GFLOP/s, bf16 465 GFLOP/s                    (2026-11-22)
+    matmul f32 at layer shapes:   99 GFLOP/s: the median over the forward, input-gradient and
+                                  weight-gradient products of the benchmark models' linear
+                                  layers (128-512 rows, 13-1024 features), operands in cache
+                                  (CPU time of the thread, so little disturbed by other load;
+                                  n = 1024 gave 105 on 2026-11-22, 92-98 on 2026-11-26)  (2026-11-26)
+    the same products, cold:      10 GB/s (`cold_bandwidth`): with the caches evicted before
+                                  each run (a 64 MiB read), a product takes longer by its
+                                  operand and result bytes at 5.6-19 GB/s (median 10.1; less
+                                  for the largest, whose long rows prefetch). In a step a
+                                  layer's weight was last touched a step ago, so its products
+                                  run cold: an MLP's matmuls ran at 80-84 GFLOP/s in a step
+                                  against 95-100 alone                                  (2026-11-26)
+    embedding backward:           60 ns per looked-up row (`scatter_row_time`;
+                                  `embedding_dense_backward`, tables of 1000 x 64 and 1024 x 128,
+                                  1-16 Ki rows), on top of zeroing the table's gradient   (2026-11-26)
     copy of 256 MiB, 1 thread:    38.5 GB/s (read + write counted)                    (2026-11-22)
     gloo all_reduce, 2 processes: beta = 1.16 GB/s (t = 2 alpha + S / beta; 0.97-1.88)  (2026-11-22)
     element-wise f32 ops:         6 GFLOP/s (`vector_flops`; add, mul, relu, gelu, exp, sigmoid,
                                   tanh on 64 Ki-1 Mi elements, FLOPs as the cost model counts them)
     op in a training step:        10 us per op and pass (`kernel_latency`): autograd records the
                                   op in forward and runs its node in backward; an eager op alone
-                                  costs 0.9 us
+                                  costs 0.9 us. Checked on 2026-11-26 against generated programs
+                                  at tiny sizes, where a step is all fixed cost, by CPU time
+                                  (`benchmarks/fixed_costs.py`): MLP 0.39 ms a step for 0.40
+                                  predicted, DLRM 0.66 for 0.58; in a bare chain of one torch op
+                                  the cost is 3.6 us, so an op of a program (its views, the
+                                  generated code around it) is ~3 torch ops. The runtime's
+                                  attention and dropout pay more (`cost.compute.KERNELS`)
     gloo alpha in a step:         890 us (`GLOO_ALPHA`): an MLP's steps with tiny all-reduces
                                   between layers against the same steps without; alone, between
                                   two idle processes, a 4-byte all-reduce shows alpha = 68 us, but
                                   in a step the ranks arrive apart and gloo's threads wait for the
                                   core the other process computes on
-    dropout:                      about 80 f32 adds per element (`cost.compute.DROPOUT_HASH_FLOPS`)
+    dropout:                      about 20 f32 adds per element (`cost.compute.DROPOUT_HASH_FLOPS`;
+                                  the int32 hash of 2026-11-26, 80 with the int64 one before)
 
 (The element-wise rate, per-op cost and in-step alpha are an earlier run's figures; rerun on
 2026-11-26 while other work kept the load average near 18 on the two cores, the script gave
@@ -40,6 +62,7 @@ machine's RAM divided by P.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from unityc.machine.errors import MachineSpecError
@@ -110,11 +133,13 @@ GLOO_ALPHA = us(890)
 
 CPU_CORE = DeviceKind(
     name="cpu",
-    flops=(("f32", 105e9), ("f64", 55e9), ("bf16", 465e9)),
+    flops=(("f32", 99e9), ("f64", 55e9), ("bf16", 465e9)),
     memory_bandwidth=38.5 * GB,
     memory=23.5 * GIB,  # divided by P in `cpu`
     kernel_latency=us(10),
     vector_flops=6e9,
+    cold_bandwidth=10 * GB,
+    scatter_row_time=60e-9,
 )
 
 
@@ -160,14 +185,7 @@ def dgx_h100(n: int) -> Machine:
 
 def cpu(p: int) -> Machine:
     """P local gloo processes on one node, one socket; see the module docstring."""
-    kind = DeviceKind(
-        name=CPU_CORE.name,
-        flops=CPU_CORE.flops,
-        memory_bandwidth=CPU_CORE.memory_bandwidth,
-        memory=CPU_CORE.memory / p,
-        kernel_latency=CPU_CORE.kernel_latency,
-        vector_flops=CPU_CORE.vector_flops,
-    )
+    kind = dataclasses.replace(CPU_CORE, memory=CPU_CORE.memory / p)
     gloo = Link(1.16 * GB, GLOO_ALPHA)
     node = NodeSpec(((kind.name,) * p,), gloo, gloo, Link(float("inf"), 0.0))
     return Machine(

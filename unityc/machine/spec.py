@@ -48,6 +48,16 @@ class DeviceKind:
     vector_flops: float = 0.0
     """FLOP/s of element-wise and other non-matmul ops in f32, where they run far below the
     matmul rate (a CPU core: no blocking, one pass per op); 0: the `flops` table's rate."""
+    cold_bandwidth: float = 0.0
+    """Bytes/s at which a matmul-like kernel moves operands and results that are not in cache,
+    on top of its compute (not overlapped): t = latency + FLOPs / rate + bytes / cold_bandwidth.
+    A CPU core in a training step: a layer's weight was last touched a step ago and its saved
+    activations a forward ago, so the products find them in memory, and a GEMM's packing stalls
+    on them. 0: the roofline's max(compute, bytes / memory bandwidth) alone (GPUs)."""
+    scatter_row_time: float = 0.0
+    """Seconds per looked-up row in the backward of an embedding (the framework sorts the
+    indices and adds each row's gradient into the table's one by one); 0: none beyond the
+    roofline."""
     allow_tf32: bool = False
     """Whether f32 matmul-like ops run at the `tf32` rate (off by default, as in PyTorch)."""
     reserved: float = 0.0

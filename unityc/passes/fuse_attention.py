@@ -40,6 +40,7 @@ from xdsl.transforms.dead_code_elimination import region_dce
 from unityc.dialects import pcg
 from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
+from unityc.runtime.parts import WeightKey
 
 
 def _owner(value: SSAValue, cls: type[Operation] | tuple[type[Operation], ...]) -> Any:
@@ -539,6 +540,63 @@ def share_constants(module: ModuleOp) -> None:
             op.erase()
 
 
+def split_weights(module: ModuleOp) -> None:
+    """A weight read only by a `pcg.split` (directly, or through a `pcg.transpose` read only by
+    the split) becomes one weight per part, each a box of the stored tensor (`key[:, 0:E]`,
+    `unityc.runtime.parts`), transposed like the whole was. Each part is then a parameter of its
+    own that a plan shards on its own: GPT-2's packed QKV weight [E, 3E] and nn.MultiheadAttention's
+    in_proj [3E, E] by heads, which no layout of the packed tensor can express."""
+    for op in list(module.walk()):
+        if not isinstance(op, pcg.SplitOp):
+            continue
+        transpose = _owner(op.input, pcg.TransposeOp)
+        source = transpose.input if transpose is not None else op.input
+        weight = _owner(source, pcg.WeightOp)
+        reads = [op.input] if transpose is None else [op.input, source]
+        if weight is None or any(len(list(v.uses)) != 1 for v in reads) or not _plain(source):
+            continue
+        perm = _perm(transpose) if transpose is not None else list(range(len(_shape(source))))
+        dim, shape = perm[op.attrs()["dim"]], _shape(source)
+        key = WeightKey.parse(weight.attrs()["key"])
+        new_ops: list[Operation] = []
+        start = 0
+        for result, size in zip(op.results, op.attrs()["sizes"], strict=True):
+            part = key.sub(dim, start, start + size, shape)
+            start += size
+            box = list(shape)
+            box[dim] = size
+            taken = pcg.WeightOp.named(str(part), TensorType(box, _element(source)))
+            hint = result.name_hint
+            taken.result.name_hint = f"{hint}_t" if hint and transpose is not None else hint  # W^T
+            new_ops.append(taken)
+            value = taken.result
+            if transpose is not None:
+                turned = pcg.TransposeOp.build_inferred([value], perm=perm)
+                turned.output.name_hint = result.name_hint
+                new_ops.append(turned)
+                value = turned.output
+            result.replace_all_uses_with(value)
+        block = op.parent_block()
+        assert block is not None
+        block.insert_ops_before(new_ops, op)
+        for dead in (op, transpose, weight):
+            if dead is not None:
+                dead.detach()
+                dead.erase()
+
+
+def _plain(value: SSAValue) -> bool:
+    """An unparallelized value (degree 1 everywhere), as the importer makes them."""
+    t = value.type
+    return isinstance(t, TensorType) and t.num_pieces == 1
+
+
+def _element(value: SSAValue) -> Any:
+    t = value.type
+    assert isinstance(t, TensorType)
+    return t.element_type
+
+
 @dataclass(frozen=True)
 class FuseAttentionPass(ModulePass):
     """Fuses multi-head attention subgraphs into `pcg.attention`."""
@@ -549,3 +607,4 @@ class FuseAttentionPass(ModulePass):
         share_constants(op)
         PatternRewriteWalker(FuseAttention()).rewrite_module(op)
         region_dce(op.body)
+        split_weights(op)

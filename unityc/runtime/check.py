@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from unityc.runtime.parts import WeightKey
 from unityc.runtime.plan import Layout
 
 NOISE_FLOOR = 1e-3
@@ -143,9 +144,10 @@ class Reference:
         """The context of the forward: the plan's (bf16-mixed: autocast), so both compute alike."""
 
     def load(self, weights: Mapping[str, torch.Tensor]) -> None:
+        """The plan's weights, by its keys (a part `key[:, 0:8]` is that box of the parameter)."""
         with torch.no_grad():
             for key, value in weights.items():
-                self.params[key].copy_(value)
+                self.weight(key).copy_(value)
 
     def gradients(self) -> tuple[list[torch.Tensor], dict[str, torch.Tensor | None]]:
         """Forward and backward at the current weights: the outputs and the gradients by key."""
@@ -158,12 +160,17 @@ class Reference:
         return [o.detach() for o in outputs], grads
 
     def update(self, grads: Mapping[str, torch.Tensor]) -> None:
-        """One optimizer step with the given gradients (parameters not given stay put): clipped
-        to the global norm by torch's clip_grad_norm_, then the schedule steps."""
+        """One optimizer step with the given gradients by the plan's keys (parameters not given
+        stay put; a packed parameter's gradient is its parts' placed side by side): clipped to
+        the global norm by torch's clip_grad_norm_, then the schedule steps."""
         self.optimizer.zero_grad(set_to_none=True)
         for key, grad in grads.items():
-            param = self.params[key]
-            param.grad = grad.to(param.device, param.dtype).clone()
+            part = WeightKey.parse(key)
+            param = self.params[part.stored]
+            if param.grad is None:
+                param.grad = torch.zeros_like(param)
+            with torch.no_grad():
+                part.take(param.grad).copy_(grad.to(param.device, param.dtype))
         if self.clip_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.clip_grad_norm)
         self.optimizer.step()
@@ -171,7 +178,16 @@ class Reference:
             self.scheduler.step()
 
     def weight(self, key: str) -> torch.Tensor:
-        return self.params[key].detach()
+        """The weight a plan's key names (a view of the parameter)."""
+        part = WeightKey.parse(key)
+        return part.take(self.params[part.stored].detach())
+
+
+def part_of(values: Mapping[str, torch.Tensor | None], key: str) -> torch.Tensor | None:
+    """The value a plan's weight key names in `values` (by state_dict key; None stays None)."""
+    part = WeightKey.parse(key)
+    value = values.get(part.stored)
+    return None if value is None else part.take(value)
 
 
 @dataclass

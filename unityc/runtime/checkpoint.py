@@ -11,6 +11,10 @@ exactly the chunks that overlap the pieces it holds under *its* plan: a checkpoi
 one plan loads into any other plan (resharding on load) and into the plain nn.Module
 (`load_module`, or `dcp.load(module.state_dict(), checkpoint_id=DIR)` for the keys it has).
 
+A weight the plan holds as parts of one stored tensor (`key[:, 0:768]`, `parts.py`) is written
+as those parts' chunks of the stored tensor, at their offsets in it: the checkpoint holds the
+packed parameter as the model has it.
+
 Also saved: the optimizer state of every weight under `optimizer.<key>.<name>` (tensors shaped
 like the weight are sharded like it, scalars such as Adam's `step` are stored whole) and the
 step as `trainer.step`. The learning-rate schedule is a function of the step, and dropout masks
@@ -36,6 +40,7 @@ from torch.distributed.checkpoint.metadata import (
 from torch.distributed.checkpoint.planner import LoadPlan, SavePlan, TensorWriteData, WriteItem, WriteItemType
 from torch.distributed.checkpoint.planner_helpers import create_read_items_for_chunk_list
 
+from unityc.runtime.parts import WeightKey, stored_key
 from unityc.runtime.plan import Layout
 
 STEP_KEY = "trainer.step"
@@ -63,10 +68,19 @@ class Entry:
         return ChunkStorageMetadata(offsets=torch.Size(self.offsets), sizes=self.tensor.shape)
 
 
+Entries = dict[tuple[str, tuple[int, ...]], Entry]
+"""A rank's local tensors by (checkpoint key, offsets): several chunks of one key may be local
+(the parts of a packed weight)."""
+
+
+def _entry(fqn: str, entry: Entry) -> Entries:
+    return {(fqn, entry.offsets): entry}
+
+
 class _PieceSavePlanner(DefaultSavePlanner):
     """Writes each entry as the chunk of its logical tensor that it is (DCP drops duplicates)."""
 
-    def __init__(self, entries: Mapping[str, Entry]):
+    def __init__(self, entries: Entries):
         super().__init__(flatten_state_dict=False, flatten_sharded_tensors=False)
         self.entries = entries
 
@@ -81,19 +95,19 @@ class _PieceSavePlanner(DefaultSavePlanner):
                     size=torch.Size(e.size),
                 ),
             )
-            for fqn, e in self.entries.items()
+            for (fqn, _), e in self.entries.items()
         ]
         self.plan = SavePlan(items)
         return self.plan
 
     def lookup_object(self, index: MetadataIndex) -> torch.Tensor:
-        return self.entries[index.fqn].tensor.detach()
+        return self.entries[(index.fqn, tuple(index.offset or ()))].tensor.detach()
 
 
 class _PieceLoadPlanner(DefaultLoadPlanner):
     """Reads, for each entry, the stored chunks that overlap it (in place)."""
 
-    def __init__(self, entries: Mapping[str, Entry]):
+    def __init__(self, entries: Entries):
         super().__init__(flatten_state_dict=False, flatten_sharded_tensors=False)
         self.entries = entries
 
@@ -101,7 +115,7 @@ class _PieceLoadPlanner(DefaultLoadPlanner):
         assert self.metadata is not None
         stored = self.metadata.state_dict_metadata
         items = []
-        for fqn, e in self.entries.items():
+        for (fqn, _), e in self.entries.items():
             md = stored.get(fqn)
             if not isinstance(md, TensorStorageMetadata):
                 raise CheckpointError(f"the checkpoint has no tensor '{fqn}'")
@@ -113,21 +127,38 @@ class _PieceLoadPlanner(DefaultLoadPlanner):
         return LoadPlan(items)
 
     def lookup_tensor(self, index: MetadataIndex) -> torch.Tensor:
-        return self.entries[index.fqn].tensor.detach()
+        return self.entries[(index.fqn, tuple(index.offset or ()))].tensor.detach()
+
+
+def placement(
+    key: str, layout: Layout, rank: int, sizes: Mapping[str, tuple[int, ...]]
+) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
+    """(state_dict key, offsets, size): where this rank's piece of the plan's weight `key` lies
+    in the stored tensor (a part's piece: at the part's offsets; `sizes`: stored shapes)."""
+    part = WeightKey.parse(key)
+    local = layout.offsets(layout.pieces[rank])
+    if not part.is_part:
+        return key, local, layout.shape
+    if part.stored not in sizes:
+        raise CheckpointError(f"the shape of '{part.stored}', which '{key}' is a part of, is not known")
+    return part.stored, tuple(a + b for a, b in zip(part.offsets(), local, strict=True)), sizes[part.stored]
 
 
 def weight_entries(
-    weights: Mapping[str, torch.Tensor], layouts: Mapping[str, Layout], rank: int
-) -> dict[str, Entry]:
+    weights: Mapping[str, torch.Tensor],
+    layouts: Mapping[str, Layout],
+    rank: int,
+    sizes: Mapping[str, tuple[int, ...]],
+) -> Entries:
     """This rank's weight pieces as checkpoint entries (partial sums other than 0 are not
     weights' business: a weight piece holds values, so only sum index 0 is written)."""
-    out: dict[str, Entry] = {}
+    out: Entries = {}
     for key, tensor in weights.items():
         layout = layouts[key]
-        coord = layout.pieces[rank]
-        if coord[-2] != 0:
+        if layout.pieces[rank][-2] != 0:
             continue
-        out[key] = Entry(tensor, layout.offsets(coord), layout.shape)
+        fqn, offsets, size = placement(key, layout, rank, sizes)
+        out.update(_entry(fqn, Entry(tensor, offsets, size)))
     return out
 
 
@@ -136,23 +167,24 @@ def optimizer_entries(
     weights: Mapping[str, torch.Tensor],
     layouts: Mapping[str, Layout],
     rank: int,
-) -> dict[str, Entry]:
+    sizes: Mapping[str, tuple[int, ...]],
+) -> Entries:
     """The optimizer state of this rank's pieces: tensors shaped like the piece are chunks of
-    the logical state, other tensors (step counters) are whole."""
+    the logical state, other tensors (step counters) are whole (the parts of one packed weight
+    share theirs: equal, as the parts step together)."""
     if optimizer is None:
         return {}
-    out: dict[str, Entry] = {}
+    out: Entries = {}
     for key, param in weights.items():
-        layout = layouts[key]
-        coord = layout.pieces[rank]
+        stored, offsets, size = placement(key, layouts[key], rank, sizes)
         for name, value in optimizer.state.get(param, {}).items():
             if not isinstance(value, torch.Tensor):
                 continue
-            fqn = f"{OPTIMIZER_PREFIX}{key}.{name}"
+            fqn = f"{OPTIMIZER_PREFIX}{stored}.{name}"
             if value.shape == param.shape and value.dim() > 0:
-                out[fqn] = Entry(value, layout.offsets(coord), layout.shape)
+                out.update(_entry(fqn, Entry(value, offsets, size)))
             else:
-                out[fqn] = Entry.whole(value)
+                out.update(_entry(fqn, Entry.whole(value)))
     return out
 
 
@@ -163,11 +195,14 @@ def save(
     layouts: Mapping[str, Layout],
     rank: int,
     optimizer: torch.optim.Optimizer | None,
+    sizes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> None:
-    """A collective: every rank writes its pieces of the weights and optimizer state."""
-    entries = weight_entries(weights, layouts, rank)
-    entries.update(optimizer_entries(optimizer, weights, layouts, rank))
-    entries[STEP_KEY] = Entry.whole(torch.tensor(step, dtype=torch.int64))
+    """A collective: every rank writes its pieces of the weights and optimizer state (`sizes`:
+    the stored shape of each tensor the plan holds parts of)."""
+    sizes = sizes or {}
+    entries = weight_entries(weights, layouts, rank, sizes)
+    entries.update(optimizer_entries(optimizer, weights, layouts, rank, sizes))
+    entries.update(_entry(STEP_KEY, Entry.whole(torch.tensor(step, dtype=torch.int64))))
     dcp.save({}, checkpoint_id=str(path), planner=_PieceSavePlanner(entries))
 
 
@@ -186,19 +221,24 @@ def load(
     layouts: Mapping[str, Layout],
     rank: int,
     optimizer: torch.optim.Optimizer | None = None,
+    sizes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> int:
     """A collective: reads this rank's pieces of every weight (and, given an optimizer, its state)
     in place, whatever plan wrote the checkpoint. Returns the step it was saved at."""
+    sizes = sizes or {}
     found = stored(path)
-    missing = [k for k in layouts if k not in found]
+    missing = [k for k in map(stored_key, layouts) if k not in found]
     if missing:
         raise CheckpointError(f"{path}: no weight '{missing[0]}' (a checkpoint of another model?)")
-    entries = weight_entries(weights, layouts, rank)
+    entries = weight_entries(weights, layouts, rank, sizes)
     step = torch.zeros((), dtype=torch.int64)
-    entries[STEP_KEY] = Entry.whole(step)
+    entries.update(_entry(STEP_KEY, Entry.whole(step)))
+    shared: list[tuple[dict, str, torch.Tensor]] = []
     if optimizer is not None:
-        entries.update(_empty_optimizer_state(optimizer, weights, layouts, rank, found))
+        entries.update(_empty_optimizer_state(optimizer, weights, layouts, rank, found, sizes, shared))
     dcp.load({}, checkpoint_id=str(path), planner=_PieceLoadPlanner(entries))
+    for state, name, value in shared:  # a step counter the parts of a packed weight share
+        state[name] = value.clone()
     for key, tensor in weights.items():  # partial sums other than 0 hold zeros
         if layouts[key].pieces[rank][-2] != 0:
             with torch.no_grad():
@@ -212,25 +252,34 @@ def _empty_optimizer_state(
     layouts: Mapping[str, Layout],
     rank: int,
     found: Mapping[str, TensorStorageMetadata],
-) -> dict[str, Entry]:
+    sizes: Mapping[str, tuple[int, ...]],
+    shared: list[tuple[dict, str, torch.Tensor]],
+) -> Entries:
     """Allocates the optimizer state the checkpoint holds for this rank's pieces, as entries to
-    read into (an optimizer's state is created lazily by its first step)."""
-    out: dict[str, Entry] = {}
+    read into (an optimizer's state is created lazily by its first step). A whole state tensor
+    two parts of one weight read is read once: `shared` lists (state, name, tensor read) for
+    the second reader, to be given a copy after the load."""
+    out: Entries = {}
     for key, param in weights.items():
-        layout = layouts[key]
-        prefix = f"{OPTIMIZER_PREFIX}{key}."
+        fqn_of, offsets, size = placement(key, layouts[key], rank, sizes)
+        prefix = f"{OPTIMIZER_PREFIX}{fqn_of}."
         state = optimizer.state[param]
         for fqn, md in found.items():
             name = fqn.removeprefix(prefix)
             if not fqn.startswith(prefix) or "." in name:
                 continue
             dtype = md.properties.dtype
-            if tuple(md.size) == layout.shape and layout.shape:
+            if tuple(md.size) == size and size:
                 value = torch.zeros(param.shape, dtype=dtype, device=param.device)
-                out[fqn] = Entry(value, layout.offsets(layout.pieces[rank]), layout.shape)
+                entry = Entry(value, offsets, size)
             else:
                 value = torch.zeros(tuple(md.size), dtype=dtype, device=param.device if md.size else "cpu")
-                out[fqn] = Entry.whole(value)
+                entry = Entry.whole(value)
+            index = (fqn, entry.offsets)
+            if index in out:
+                shared.append((state, name, out[index].tensor))
+                continue
+            out[index] = entry
             state[name] = value
     return out
 
@@ -240,6 +289,6 @@ def load_module(module: nn.Module, path: str | Path) -> list[str]:
     state_dict key; returns the module's keys the checkpoint does not hold (buffers, say)."""
     found = stored(path)
     state = module.state_dict()
-    entries = {k: Entry.whole(v) for k, v in state.items() if k in found}
+    entries = {(k, (0,) * v.dim()): Entry.whole(v) for k, v in state.items() if k in found}
     dcp.load({}, checkpoint_id=str(path), planner=_PieceLoadPlanner(entries), no_dist=True)
     return [k for k in state if k not in found]

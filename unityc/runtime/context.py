@@ -25,6 +25,7 @@ class Context:
         self.seed = seed
         self.step = 0
         self.tables: dict[str, torch.Tensor] = {}
+        self._index_terms: dict[tuple[int, ...], torch.Tensor] = {}
         self.token = self.new_token()
 
     def new_token(self) -> torch.Tensor:
@@ -91,7 +92,7 @@ class Context:
         if self.check or p <= 0:
             return x
         keep = self._keep_mask(x.shape, p, key, offsets, shape)
-        return x * keep.to(x.dtype) / (1 - p)
+        return x * keep * (1 / (1 - p))
 
     def dropout_fn(
         self, p: float, key: str, offsets: Sequence[int], shape: Sequence[int]
@@ -103,22 +104,55 @@ class Context:
     def _keep_mask(
         self, piece: Sequence[int], p: float, key: str, offsets: Sequence[int], shape: Sequence[int]
     ) -> torch.Tensor:
+        """Keep (True) or drop each element of this piece: a hash of the element's index in the
+        logical tensor, salted by the key, seed and step. In 32-bit integers, which a CPU core
+        multiplies 8 at a time (int64 has no vector multiply there): the index times the golden
+        ratio plus the salt, modulo 2^32, is a sum of one small per-dimension vector each
+        (broadcast, so the full-size work is adding them), then mixed by Wellons' `lowbias32`
+        (xor-shifts and two multiplies). Logical indices past 2^32 repeat the masks of those
+        2^32 before them. The per-dimension vectors do not change between steps: they are kept
+        (a few small int32 vectors per distinct piece)."""
         strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
-        index = torch.zeros((), dtype=torch.int64, device=self.device)
+        salt = zlib.crc32(f"{key}:{self.seed}:{self.step}".encode())
+        h: torch.Tensor | None = None
         for d, (size, offset, stride) in enumerate(zip(piece, offsets, strides, strict=True)):
-            view = [1] * len(piece)
+            term = self._index_term(len(piece), d, size, offset, stride)
+            h = term + _int32(salt) if h is None else h + term  # int32 sums wrap mod 2^32
+        assert h is not None
+        if tuple(h.shape) != tuple(piece):
+            h = h.expand(tuple(piece)).clone()
+        for shift, multiplier in LOWBIAS32:
+            shifted = h >> shift
+            shifted &= (1 << (32 - shift)) - 1  # a logical shift of the 32 bits
+            h ^= shifted
+            if multiplier:
+                h *= _int32(multiplier)
+        return (h & 0xFFFFFF) >= math.ceil(p * (1 << 24))
+
+    def _index_term(self, rank: int, d: int, size: int, offset: int, stride: int) -> torch.Tensor:
+        """Dimension d's part of (logical index x golden ratio) mod 2^32, shaped to broadcast."""
+        cache_key = (rank, d, size, offset, stride)
+        term = self._index_terms.get(cache_key)
+        if term is None:
+            view = [1] * rank
             view[d] = size
             positions = torch.arange(offset, offset + size, dtype=torch.int64, device=self.device)
-            index = index + (positions * stride).reshape(view)
-        salt = zlib.crc32(f"{key}:{self.seed}:{self.step}".encode())
-        h = index * 0x9E3779B1 + salt
-        h = h ^ (h >> 15)
-        h = h * 0x2C1B3C6D
-        h = h ^ (h >> 12)
-        h = h * 0x297A2D39
-        h = h ^ (h >> 15)
-        uniform = (h & 0xFFFFFF).to(torch.float32) / float(1 << 24)
-        return uniform >= p
+            term = _int32(positions * (stride * GOLDEN % 2**32)).reshape(view)
+            self._index_terms[cache_key] = term
+        return term
+
+
+GOLDEN = 0x9E3779B1
+LOWBIAS32 = ((16, 0x7FEB352D), (15, 0x846CA68B), (16, 0))
+"""Chris Wellons' `lowbias32` integer hash: (shift, then multiplier) rounds."""
+
+
+def _int32(value: int | torch.Tensor) -> int | torch.Tensor:
+    """The signed 32-bit integer with the same low 32 bits (two's complement)."""
+    value = value & 0xFFFFFFFF
+    if isinstance(value, int):
+        return value - (1 << 32) if value >= 1 << 31 else value
+    return torch.where(value >= 1 << 31, value - (1 << 32), value).to(torch.int32)
 
 
 class ShardGroup:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from unityc.runtime.parts import WeightKey
 from unityc.runtime.plan import Model, Plan
 
 Build = Callable[[Model], tuple[nn.Module, dict[str, torch.Tensor]]]
@@ -54,14 +55,20 @@ def _dtype(name: torch.dtype, float_dtype: torch.dtype | None) -> torch.dtype:
 def local_weights(
     plan: Plan, rank: int, module: nn.Module, device: torch.device, float_dtype: torch.dtype | None = None
 ) -> dict[str, torch.Tensor]:
-    """This rank's weight pieces as leaf parameters, by state_dict key (plan order); floats in
-    `float_dtype` when given."""
+    """This rank's weight pieces as leaf parameters, by the plan's weight key (plan order; a part
+    `key[:, 0:8]` is cut from its stored tensor); floats in `float_dtype` when given."""
     state = module.state_dict(keep_vars=True)
     out: dict[str, torch.Tensor] = {}
     for key, layout in plan.weights.items():
-        if key not in state:
-            raise SourceError(f"the model has no weight '{key}' (the plan was made for another model?)")
-        value = state[key].detach()
+        part = WeightKey.parse(key)
+        if part.stored not in state:
+            raise SourceError(
+                f"the model has no weight '{part.stored}' (the plan was made for another model?)"
+            )
+        try:
+            value = part.take(state[part.stored].detach())
+        except ValueError as e:
+            raise SourceError(f"{e} (the plan was made for another model?)") from None
         if tuple(value.shape) != layout.shape:
             raise SourceError(
                 f"weight '{key}' has shape {list(value.shape)}, the plan says {list(layout.shape)}"
@@ -70,6 +77,13 @@ def local_weights(
         if piece is not None:
             out[key] = nn.Parameter(piece.to(device).contiguous())
     return out
+
+
+def part_sizes(plan: Plan, module: nn.Module) -> dict[str, tuple[int, ...]]:
+    """The stored shape of every tensor the plan holds parts of (where checkpoints put them)."""
+    state = module.state_dict(keep_vars=True)
+    parts = {WeightKey.parse(k).stored for k in plan.weights if WeightKey.parse(k).is_part}
+    return {k: tuple(state[k].shape) for k in parts if k in state}
 
 
 def local_data(

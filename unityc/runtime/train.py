@@ -30,17 +30,19 @@ import torch
 import torch.distributed as dist
 
 from unityc.runtime import checkpoint, optim
-from unityc.runtime.check import NOISE_FLOOR, Reference, Verdict, assemble, copies_differ, largest
+from unityc.runtime.allocator import keep_freed_memory
+from unityc.runtime.check import NOISE_FLOOR, Reference, Verdict, assemble, copies_differ, largest, part_of
 from unityc.runtime.comm import Communicator
 from unityc.runtime.context import Context
 from unityc.runtime.data import Batches, DataError, load_data_function
 from unityc.runtime.factory import forward_argument_names
 from unityc.runtime.grads import GradientSync
+from unityc.runtime.parts import stored_key
 from unityc.runtime.patterns import BUCKET_BYTES
 from unityc.runtime.plan import Layout, Plan
 from unityc.runtime.precision import BF16_TOLERANCE, FP32_TOLERANCE, autocast, default_tolerance
 from unityc.runtime.progress import Progress, profiled
-from unityc.runtime.sources import Build, SourceError, load_reference, local_data, local_weights
+from unityc.runtime.sources import Build, SourceError, load_reference, local_data, local_weights, part_sizes
 from unityc.runtime.watch import DEFAULT_TIMEOUT_S, Heartbeat, collective_failure, timeout
 from unityc.runtime.zero import Zero
 
@@ -257,6 +259,7 @@ class Trainer:
         build: Build | None = None,
     ):
         self.plan, self.forward, self.args, self.backend, self.device = plan, forward, args, backend, device
+        keep_freed_memory()  # no page faults for the step's tensors, step after step
         self.heartbeat = heartbeat
         self.lr: float | None = None  # the learning rate of the last step
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
@@ -281,6 +284,7 @@ class Trainer:
         spec: optim.OptimizerSpec = args.optim
         spec.check_plan(plan.weights.values())
         self.weights = local_weights(plan, self.rank, loaded.module, device, float_dtype)
+        self.sizes = part_sizes(plan, loaded.module)  # where a checkpoint puts the parts
         self.data = local_data(plan, self.rank, loaded.inputs, device, float_dtype)
         self.zero = Zero(self.comm, plan, self.weights)  # ZeRO shards (none: plain copies)
         self.params = self.zero.params()
@@ -289,7 +293,12 @@ class Trainer:
         initial = args.resume or args.init
         if initial:
             step = checkpoint.load(
-                initial, self.weights, plan.weights, self.rank, self.optimizer if args.resume else None
+                initial,
+                self.weights,
+                plan.weights,
+                self.rank,
+                self.optimizer if args.resume else None,
+                self.sizes,
             )
             self.start_step = step if args.resume else 0
             self.agree(
@@ -336,7 +345,8 @@ class Trainer:
         module = module.to(device, float_dtype) if float_dtype else module.to(device)
         optimizer = spec.build(list(module.parameters()))
         if resume:
-            params = {k: p for k, p in module.named_parameters() if k in self.plan.weights and self.rank == 0}
+            stored = {stored_key(k) for k in self.plan.weights}
+            params = {k: p for k, p in module.named_parameters() if k in stored and self.rank == 0}
             whole = {
                 k: Layout(tuple(p.shape), "float32", (1,) * p.dim(), pieces={0: (0,) * p.dim() + (0, 0)})
                 for k, p in params.items()
@@ -443,7 +453,9 @@ class Trainer:
         if args.save and (step + 1 == self.stop or (args.save_every and (step + 1) % args.save_every == 0)):
             self.at(f"step {step + 1}: saving a checkpoint")
             path = os.path.join(args.save, f"step-{step + 1}")
-            checkpoint.save(path, step + 1, self.weights, self.plan.weights, self.rank, self.optimizer)
+            checkpoint.save(
+                path, step + 1, self.weights, self.plan.weights, self.rank, self.optimizer, self.sizes
+            )
             if self.rank == 0:
                 print(f"saved {path}", flush=True)
         return seconds
@@ -578,9 +590,9 @@ class Trainer:
         verdict.compare("loss", "loss", got_outputs[0], expected_outputs[0])
         for i, (got, expected) in enumerate(zip(got_outputs[1:], expected_outputs[1:], strict=False)):
             verdict.compare("outputs", f"output {i + 1}", got, expected)
-        floor = NOISE_FLOOR * largest([expected_grads.get(k) for k in self.keys])
+        floor = NOISE_FLOOR * largest([part_of(expected_grads, k) for k in self.keys])
         for key, got in zip(self.keys, got_grads, strict=True):
-            verdict.compare("gradients", f"gradient of '{key}'", got, expected_grads.get(key), floor)
+            verdict.compare("gradients", f"gradient of '{key}'", got, part_of(expected_grads, key), floor)
         reference.update(dict(zip(self.keys, got_grads, strict=True)))
         for key, got in zip(self.keys, got_weights, strict=True):
             verdict.compare("weights", f"'{key}' after the update", got, reference.weight(key))

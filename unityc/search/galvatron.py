@@ -18,30 +18,39 @@ cost model, so the seed system is compared with the joint search on the same mod
    keeps (only what it reads from other layers when checkpointed).
 4. *Dynamic programming over layers x memory* (Galvatron §3.3): the fastest choice per layer
    whose memory sums within the budget (the capacity less the framework reserve and what no
-   layer owns), memory in `BINS` steps. The tensor degree is chosen for the whole model (one DP
+   layer owns), memory in `BINS` steps (each layer's rounded up). A value a layer reads from
+   another is counted once however many of its ops read it (a residual input is kept once by
+   a checkpointed layer). The tensor degree is chosen for the whole model (one DP
    per degree, the fastest plan that fits wins): different degrees in adjacent layers would need
    resharding the whole-graph layouts do not build.
 5. The chosen strategies are applied (ZeRO-3 on the sharded layers' weights held in copies,
    `recompute` on the checkpointed layers' ops) and the plan priced by `estimate`; if it does
    not fit after all, the DP runs again with a budget 15% smaller (at most `RETRIES` times).
+   When no plan the DP finds within its budget fits (or it finds none), the smallest choice
+   (per layer the strategy holding the least, sharded and checkpointed) is priced too: the DP's
+   memory model is the estimate's in outline only (its reserve for what no layer owns comes
+   from the plan without levers), so ZeRO-3 with every layer checkpointed is always tried.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from unityc.cost.estimate import Estimate
 from unityc.cost.memory import persistent_bytes
 from unityc.cost.pricing import copy_collectives, phase, piece, placement
-from unityc.graph import Graph
+from unityc.graph import Graph, Ref
 from unityc.machine.spec import Machine
 from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, megatron_plans
 
 LAYER = re.compile(r"(?:^|\.)(?:layers?|h|blocks?)\.(\d+)\.")
-BINS = 400
+BINS = 4000
 RETRIES = 5
 
 
@@ -92,6 +101,7 @@ def layer_costs(plan: PricedPlan, machine: Machine, optimizer: str) -> dict[int,
     graph, e = plan.graph, plan.estimate
     layer = layers_of(graph)
     costs: dict[int, LayerCost] = defaultdict(LayerCost)
+    read: set[tuple[int, Ref]] = set()  # (layer, value from another layer): kept once however often read
     for nid, row in zip(graph.topological(), e.rows, strict=True):
         if nid not in layer:
             continue
@@ -118,6 +128,9 @@ def layer_costs(plan: PricedPlan, machine: Machine, optimizer: str) -> dict[int,
             c.recompute += row.fwd_compute_s
         for r in node.operand_refs():
             if layer.get(r[0], layer[nid]) != layer[nid] and not graph.nodes[r[0]].is_source:
+                if (layer[nid], r) in read:
+                    continue
+                read.add((layer[nid], r))
                 c.inputs += piece(graph.type_of(r)).nbytes  # type: ignore[union-attr]
     return dict(costs)
 
@@ -127,30 +140,52 @@ def strategies(data_degree: int) -> list[Strategy]:
     return [Strategy(s, k) for s in shard for k in (False, True)]
 
 
+def _memory(c: LayerCost, s: Strategy) -> float:
+    """What a layer holds per device under strategy `s` (the DP's memory model)."""
+    return (c.sharded_weights if s.sharded else c.weights) + (c.inputs if s.checkpointed else c.activations)
+
+
+def _time(c: LayerCost, s: Strategy) -> float:
+    return c.time + (c.gather if s.sharded else 0.0) + (c.recompute if s.checkpointed else 0.0)
+
+
 def choose(costs: dict[int, LayerCost], options: list[Strategy], budget: float) -> list[Strategy] | None:
-    """Galvatron's DP: the fastest strategy per layer (in layer order) whose memory fits."""
+    """Galvatron's DP: the fastest strategy per layer (in layer order) whose memory fits, memory
+    in `BINS` steps of the budget (each layer's rounded up)."""
     if budget <= 0:
         return None
     step = budget / BINS
-    best: dict[int, tuple[float, list[Strategy]]] = {0: (0.0, [])}
+    best = np.full(BINS + 1, np.inf)
+    best[0] = 0.0  # best[b]: the least time of the layers so far using b steps
+    picks: list[tuple[np.ndarray, list[int]]] = []
     for _, c in sorted(costs.items()):
-        nxt: dict[int, tuple[float, list[Strategy]]] = {}
-        for used, (time, chosen) in best.items():
-            for s in options:
-                memory = (c.sharded_weights if s.sharded else c.weights) + (
-                    c.inputs if s.checkpointed else c.activations
-                )
-                total = used + int(-(-memory // step))
-                if total > BINS:
-                    continue
-                t = time + c.time + (c.gather if s.sharded else 0.0)
-                t += c.recompute if s.checkpointed else 0.0
-                if total not in nxt or t < nxt[total][0]:
-                    nxt[total] = (t, [*chosen, s])
-        best = nxt
-        if not best:
+        nxt = np.full(BINS + 1, np.inf)
+        pick = np.full(BINS + 1, -1)
+        sizes = [math.ceil(_memory(c, s) / step) for s in options]
+        for i, (s, k) in enumerate(zip(options, sizes, strict=True)):
+            if k > BINS:
+                continue
+            candidate = np.full(BINS + 1, np.inf)
+            candidate[k:] = best[: BINS + 1 - k] + _time(c, s)
+            better = candidate < nxt
+            nxt[better] = candidate[better]
+            pick[better] = i
+        if not np.isfinite(nxt).any():
             return None
-    return min(best.values(), key=lambda v: v[0])[1]
+        picks.append((pick, sizes))
+        best = nxt
+    used = int(np.argmin(best))
+    chosen: list[Strategy] = []
+    for pick, sizes in reversed(picks):
+        i = int(pick[used])
+        chosen.append(options[i])
+        used -= sizes[i]
+    return chosen[::-1]
+
+
+def smallest(costs: dict[int, LayerCost], options: list[Strategy]) -> list[Strategy]:
+    """Per layer, the strategy that holds the least memory (the fastest of those)."""
+    return [min(options, key=lambda s: (_memory(c, s), _time(c, s))) for _, c in sorted(costs.items())]
 
 
 def realize(plan: PricedPlan, costs: dict[int, LayerCost], chosen: list[Strategy]) -> Graph:
@@ -192,15 +227,27 @@ def _tensor_degree(plan: PricedPlan) -> int:
     return int(match.group(1)) if match else 1
 
 
+Memo = dict[tuple[int, tuple[Strategy, ...]], Estimate]
+"""Estimates of per-layer choices already priced, by (id of the base plan, the choice): the
+joint search prices Galvatron's DP over the same plans it levers (`per_layer`)."""
+
+
 def galvatron_plan(
-    graph: Graph, machine: Machine, pricing: Pricing, priced: Sequence[PricedPlan] | None = None
+    graph: Graph,
+    machine: Machine,
+    pricing: Pricing,
+    priced: Sequence[PricedPlan] | None = None,
+    memo: Memo | None = None,
+    calibrate: bool = False,
 ) -> PricedPlan:
     """Galvatron-BMW's plan (see the module docstring); `priced`: the whole-graph plans to start
-    from if already had (`base_plans`)."""
+    from if already had (`base_plans`); `memo`, `calibrate`: see `per_layer` (the baseline is
+    not calibrated)."""
     results: list[PricedPlan] = []
     for t, base in sorted(base_plans(graph, machine, pricing, priced).items()):
         data = machine.num_devices // t
-        results += per_layer(base, machine, pricing, data, f"data {data} x tensor {t}")
+        label = f"data {data} x tensor {t}" + (", budget calibrated" if calibrate else "")
+        results += per_layer(base, machine, pricing, data, label, calibrate, memo)
     if not results:
         raise ValueError("galvatron: no layer strategy fits the memory budget at any tensor degree")
     fitting = [p for p in results if p.estimate.fits]
@@ -210,30 +257,63 @@ def galvatron_plan(
 
 
 def per_layer(
-    base: PricedPlan, machine: Machine, pricing: Pricing, data: int, label: str
+    base: PricedPlan,
+    machine: Machine,
+    pricing: Pricing,
+    data: int,
+    label: str,
+    calibrate: bool = False,
+    memo: Memo | None = None,
 ) -> list[PricedPlan]:
     """Galvatron's DP (`choose`) over the layers of one mapped plan, its strategies applied and
-    priced; with a budget 15% smaller while the result does not fit (`RETRIES`). The plans
-    tried: the last one fits if any does. `data`: the plan's data-parallel degree (sharding
-    needs copies)."""
+    priced; with a budget 15% smaller while the result does not fit (`RETRIES`), and the smallest
+    choice where none fits. `data`: the plan's data-parallel degree (sharding needs copies).
+
+    With `calibrate` (the joint search's levers), the DP's budget is corrected instead by what
+    the estimate finds the plan leaves free or lacks (the capacity less its peak), kept between
+    the largest budget that fit and the smallest that did not (their middle where the correction
+    leaves that range), until it moves by under 1%: the DP's memory model is the estimate's in
+    outline only, and the budget it overestimates is time the baseline leaves unused. `memo`:
+    choices already priced on this plan (`Memo`). Returns every plan priced."""
     costs = layer_costs(base, machine, pricing.optimizer)
     options = strategies(data)
+    capacity = min(k.memory for k in machine.kinds)
     budget = min(k.memory - k.reserved for k in machine.kinds) - _unowned(base.estimate, costs)
-    tried: list[PricedPlan] = []
-    for _ in range(RETRIES):
-        chosen = choose(costs, options, budget)
-        if chosen is None:
-            break
+    memo = {} if memo is None else memo
+
+    def priced(chosen: list[Strategy]) -> PricedPlan:
         g = realize(base, costs, chosen)
-        e: Estimate = pricing.estimate(g, machine)
+        key = (id(base), tuple(chosen))
+        if key not in memo:
+            memo[key] = pricing.estimate(g, machine)
         counts: dict[str, int] = defaultdict(int)
         for s in chosen:
             counts[str(s)] += 1
         note = f"{label}; " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        tried.append(PricedPlan("galvatron", g, e, base.mapped, note))
-        if e.fits:
+        return PricedPlan("galvatron", g, memo[key], base.mapped, note)
+
+    tried: list[PricedPlan] = []
+    fit, miss = 0.0, math.inf  # the largest budget whose plan fit, the smallest whose did not
+    for _ in range(RETRIES):
+        chosen = choose(costs, options, budget)
+        if chosen is None:
             break
-        budget *= 0.85
+        tried.append(priced(chosen))
+        e = tried[-1].estimate
+        if not calibrate:
+            if e.fits:
+                break
+            budget *= 0.85
+            continue
+        fit, miss = (max(fit, budget), miss) if e.fits else (fit, min(miss, budget))
+        nxt = budget + capacity - e.peak_memory
+        if not fit < nxt < miss:
+            nxt = (fit + miss) / 2 if miss < math.inf else nxt
+        if abs(nxt - budget) < 0.01 * budget:
+            break
+        budget = nxt
+    if not any(p.estimate.fits for p in tried):  # the DP's memory model is an estimate
+        tried.append(priced(smallest(costs, options)))
     return tried
 
 

@@ -6,6 +6,11 @@ used: each operand is brought to its type by parallel ops (`graph.reshard`), and
 constant read for the first time simply takes the type (it is loaded that way). An op none of
 whose proposals applies runs on unsharded operands. Parallel ops of the input graph are dropped
 (they do not change the value; readers convert from whatever their operand holds).
+
+A transpose of a weight read only by it (a Conv1D weight read in Linear layout, GPT-2's
+`transpose(c_attn.weight[:, 0:E])` as the attention's query weight) is a view of that weight:
+it is placed when first read, the weight loaded sharded so that the transpose gives the type
+its reader wants (its reader sees a weight), as a weight read directly would be.
 """
 
 from __future__ import annotations
@@ -100,9 +105,10 @@ def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph
     refs: dict[Ref, Ref] = {}
     users = graph.users()
     batched = batch_tensors(graph)
+    views = weight_views(graph, users, keep)
     for nid in graph.topological():
         node = graph.nodes[nid]
-        if node.is_source:
+        if node.is_source or nid in views:  # a view: placed by its first reader
             continue
         if node.op.startswith("parallel.") and node.op not in RESHAPING:  # same value: readers convert
             (read,) = node.operand_refs()
@@ -113,7 +119,7 @@ def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph
                 refs[read] = read
             refs[(nid, 0)] = refs[read]
             continue
-        operands = [_operand(graph, out, refs, r, batched, keep) for r in node.operands]
+        operands = [_operand(graph, out, refs, r, batched, keep, views) for r in node.operands]
         chosen: Proposal | None = None
         for proposal in propose(nid, node, operands):
             if len(proposal) != len(operands) or not all(map(reachable, operands, proposal)):
@@ -133,6 +139,9 @@ def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph
         for r, want in zip(node.operands, chosen, strict=True):
             if r is None or want is None:
                 args.append(None)
+            elif r not in refs and r[0] in views:
+                refs[r] = _place_view(graph, out, r[0], want)
+                args.append(reshard(out, refs[r], want))
             elif r not in refs:  # a source read for the first time (by its only reader) takes its type
                 source = graph.nodes[r[0]]
                 own = want if len(users[r[0]]) == 1 and r[0] not in keep else source.types[0]
@@ -155,12 +164,53 @@ def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph
     return out
 
 
+def weight_views(graph: Graph, users: dict[int, list[int]], keep: Collection[int]) -> set[int]:
+    """Transposes of a weight read by nothing else (see the module docstring), not outputs."""
+    outputs = {r[0] for r in graph.outputs}
+    found = set()
+    for nid, node in graph.nodes.items():
+        if node.op != "pcg.transpose" or nid in outputs or not users[nid]:
+            continue
+        (src,) = node.operand_refs()
+        if graph.nodes[src[0]].op == "pcg.weight" and users[src[0]] == [nid] and src[0] not in keep:
+            found.add(nid)
+    return found
+
+
+def _place_view(graph: Graph, out: Graph, nid: int, want: TensorType) -> Ref:
+    """The view `nid` (a transpose of a weight) placed for a reader wanting `want`: the weight
+    loaded with the degrees the transpose moves to `want`'s (partial sums are made after)."""
+    node = graph.nodes[nid]
+    ((src, _),) = node.operand_refs()
+    source = graph.nodes[src]
+    t = source.types[0]
+    perm = list(node.attr("perm"))
+    shard = [1] * t.rank
+    if want.sum_degree == 1:
+        for d, p in enumerate(perm):
+            shard[p] = want.shard[d]
+    own = TensorType(t.shape, t.element_type, shard, 1, want.copy_degree)
+    out.nodes[src] = with_plan_of(Node(source.op, (), source.attrs, (own,), None, source.hint), source)
+    canonical = canonical_attrs(node.op, dict(node.attrs))
+    types = infer_types(node.op, canonical, (own,))
+    (ref,) = out.add_node(with_plan_of(Node(node.op, ((src, 0),), canonical, types), node))
+    return ref
+
+
 def _operand(
-    graph: Graph, out: Graph, refs: dict[Ref, Ref], r: Ref | None, batched: set[Ref], keep: Collection[int]
+    graph: Graph,
+    out: Graph,
+    refs: dict[Ref, Ref],
+    r: Ref | None,
+    batched: set[Ref],
+    keep: Collection[int],
+    views: Collection[int] = (),
 ) -> Operand:
     if r is None:
         return Operand(None, None, None)
     node = graph.nodes[r[0]]
+    if r[0] in views and r not in refs:  # a weight's view not placed yet: free, like the weight
+        return Operand(unsharded(graph.type_of(r)), None, "pcg.weight")
     current = out.type_of(refs[r]) if r in refs else graph.type_of(r) if r[0] in keep else None
     return Operand(unsharded(graph.type_of(r)), current, node.op if node.is_source else None, r in batched)
 

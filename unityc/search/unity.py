@@ -25,10 +25,12 @@ the smallest footprint found.
 Memory levers: every plan that does not fit (each round's, and each whole-graph plan) gets ZeRO
 stages and recomputation, the better of two ways (`levered_plan`): per weight and per op,
 greedily by bytes saved per second added (`levers.py`), and per layer by Galvatron-BMW's dynamic
-program over layers x memory (`galvatron.per_layer`). The plans compared with the search's also
-hold the `zero` baseline's (data parallelism with ZeRO-1/2/3, with and without recomputation)
-and the `galvatron` baseline's (its DP over each tensor degree's whole-graph plan), so the
-result is never slower than either on the same model, machine and memory budget.
+program over layers x memory (`galvatron.per_layer`), its budget calibrated against the estimate
+(the baseline's DP leaves memory unused where its model overestimates). The plans compared with
+the search's also hold the `zero` baseline's (data parallelism with ZeRO-1/2/3, with and without
+recomputation) and the `galvatron` baseline's (its DP over each tensor degree's whole-graph
+plan), and that DP calibrated, so the result is never slower than either on the same model,
+machine and memory budget.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.search.background import Background
 from unityc.search.bounds import Bound, pipeline_bound
-from unityc.search.galvatron import galvatron_plan, per_layer
+from unityc.search.galvatron import Memo, galvatron_plan, per_layer
 from unityc.search.levers import with_memory_levers
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
@@ -600,7 +602,7 @@ without recomputation of every op."""
 
 
 def _whole_graph_plans(
-    graph: Graph, machine: Machine, pricing: Pricing, levers: bool = False
+    graph: Graph, machine: Machine, pricing: Pricing, levers: bool = False, memo: Memo | None = None
 ) -> Iterator[tuple[PricedPlan | None, PricedPlan]]:
     """Whole-graph data-parallel and Megatron plans, as each is priced, as (the plan as the
     report's baselines show it, or None; the plan compared); on a machine of several device
@@ -611,7 +613,9 @@ def _whole_graph_plans(
     slower than either on the same model, machine and memory): cheapest first, as a time limit
     keeps those had: data parallelism, its ZeRO-3 plans, Galvatron's DP over it alone, its other
     zero plans, then the Megatron plans (costly on big graphs) and Galvatron's DP over every
-    tensor degree."""
+    tensor degree, then that DP with its budget calibrated (`galvatron.per_layer`: from the
+    choices the baseline priced, `memo`, on)."""
+    memo = {} if memo is None else memo
     try:
         dp = [data_parallel_plan(graph, machine, pricing)]
     except ValueError:  # a plan with no feasible mapping is no alternative
@@ -628,7 +632,7 @@ def _whole_graph_plans(
                     yield zero, zero
                 if stage == max(ZERO_STAGES):
                     with contextlib.suppress(ValueError):  # no layer strategy fits
-                        yield None, galvatron_plan(graph, machine, pricing, dp)
+                        yield None, galvatron_plan(graph, machine, pricing, dp, memo)
     try:
         megatron = megatron_plans(graph, machine, pricing)
     except ValueError:
@@ -637,8 +641,9 @@ def _whole_graph_plans(
         yield plan, plan
     if levers and dp + megatron:
         with contextlib.suppress(ValueError):  # no layer strategy fits at any degree
-            galvatron = galvatron_plan(graph, machine, pricing, dp + megatron)
+            galvatron = galvatron_plan(graph, machine, pricing, dp + megatron, memo)
             yield galvatron, galvatron
+            yield None, galvatron_plan(graph, machine, pricing, dp + megatron, memo, calibrate=True)
 
 
 def _alternative_plans(
@@ -657,8 +662,9 @@ def _alternative_plans(
     if one is not None and (one.fits or not options.memory_check):
         best = one.estimate.iteration_s
     unfit: list[PricedPlan] = []
+    memo: Memo = {}
     if options.whole_graph:
-        for alternative, plan in _whole_graph_plans(graph, machine, pricing, options.levers):
+        for alternative, plan in _whole_graph_plans(graph, machine, pricing, options.levers, memo):
             if plan.estimate.fits or not options.memory_check:
                 best = min(best, plan.estimate.iteration_s)
             yield alternative, plan
@@ -669,7 +675,7 @@ def _alternative_plans(
         # plan's whole iteration cannot win once levered (pricing it takes several estimates)
         if best <= plan.estimate.backward_s:
             continue
-        levered = levered_plan(plan, machine, pricing)
+        levered = levered_plan(plan, machine, pricing, memo)
         if levered.estimate.fits or not options.memory_check:
             best = min(best, levered.estimate.iteration_s)
         yield None, levered
@@ -744,10 +750,14 @@ def runnable_pipeline(plan: PipelinePlan) -> bool:
     return True
 
 
-def levered_plan(plan: PricedPlan, machine: Machine, pricing: Pricing) -> PricedPlan:
+def levered_plan(
+    plan: PricedPlan, machine: Machine, pricing: Pricing, memo: Memo | None = None
+) -> PricedPlan:
     """`plan` with memory levers if it does not fit: the better of ZeRO stages and
     recomputation added greedily (`levers.with_memory_levers`) and Galvatron-BMW's per-layer
-    dynamic program over the plan's layers (`galvatron.per_layer`)."""
+    dynamic program over the plan's layers (`galvatron.per_layer`), its budget calibrated
+    against the estimate (so it uses the memory the `galvatron` baseline leaves free); `memo`:
+    per-layer choices already priced (by `galvatron_plan`)."""
     if plan.estimate.fits:
         return plan
     levered = with_memory_levers(plan.graph, plan.estimate, machine, lambda g: pricing.estimate(g, machine))
@@ -757,7 +767,7 @@ def levered_plan(plan: PricedPlan, machine: Machine, pricing: Pricing) -> Priced
     copies = max(
         (n.types[0].copy_degree for n in plan.graph.nodes.values() if n.op == "pcg.weight"), default=1
     )
-    for layered in per_layer(plan, machine, pricing, copies, "per layer"):
+    for layered in per_layer(plan, machine, pricing, copies, "per layer", calibrate=True, memo=memo):
         candidate = PricedPlan(
             plan.name, layered.graph, layered.estimate, plan.mapped, _joined(plan.note, layered.note)
         )

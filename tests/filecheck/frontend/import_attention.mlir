@@ -127,20 +127,30 @@
 // tests/frontend/test_import_equivalence.py).
 //
 // GPT-2: Conv1D projections (addmm with a [in, out] weight) and one fused QKV
-// projection split in three. The attention reads the fused weight transposed
-// to torch Linear layout and split into wq, wk, wv (its bias split alike);
+// projection split in three. The packed weight c_attn.weight [E, 3E] is read
+// as three weights, its column boxes `c_attn.weight[:, 0:E]` ... (each a part
+// of the stored tensor, a parameter of its own: shardable by heads), each
+// transposed to torch Linear layout as wq, wk, wv; its bias as bq, bk, bv;
 // c_proj's weight transposed is wo. HF's padding mask (finfo.min where a key
 // is masked) is the additive mask.
 //===----------------------------------------------------------------------===//
 
 // RUN: unityc-import hf:gpt2 | filecheck %s --check-prefix=GPT2
 // GPT2-NOT:  pcg.batch_matmul
+// GPT2-NOT:  pcg.split
 // GPT2:      %wo = pcg.transpose %model_transformer_h_0_attn_c_proj_weight perm [1, 0] : !pcg.tensor<32x32xf32> -> !pcg.tensor<32x32xf32>
-// GPT2-NEXT: %wqkv = pcg.transpose %model_transformer_h_0_attn_c_attn_weight perm [1, 0] : !pcg.tensor<32x96xf32> -> !pcg.tensor<96x32xf32>
-// GPT2-NEXT: %wq, %wk, %wv = pcg.split %wqkv dim 0 sizes [32, 32, 32] : !pcg.tensor<96x32xf32> -> !pcg.tensor<32x32xf32>, !pcg.tensor<32x32xf32>, !pcg.tensor<32x32xf32>
-// GPT2-NEXT: %bq, %bk, %bv = pcg.split %model_transformer_h_0_attn_c_attn_bias dim 0 sizes [32, 32, 32] : !pcg.tensor<96xf32> -> !pcg.tensor<32xf32>, !pcg.tensor<32xf32>, !pcg.tensor<32xf32>
+// GPT2-NEXT: %wq_t = pcg.weight key "model.transformer.h.0.attn.c_attn.weight[:, 0:32]" : !pcg.tensor<32x32xf32>
+// GPT2-NEXT: %wq = pcg.transpose %wq_t perm [1, 0] : !pcg.tensor<32x32xf32> -> !pcg.tensor<32x32xf32>
+// GPT2-NEXT: %wk_t = pcg.weight key "model.transformer.h.0.attn.c_attn.weight[:, 32:64]" : !pcg.tensor<32x32xf32>
+// GPT2-NEXT: %wk = pcg.transpose %wk_t perm [1, 0]
+// GPT2-NEXT: %wv_t = pcg.weight key "model.transformer.h.0.attn.c_attn.weight[:, 64:96]" : !pcg.tensor<32x32xf32>
+// GPT2-NEXT: %wv = pcg.transpose %wv_t perm [1, 0]
+// GPT2-NEXT: %bq = pcg.weight key "model.transformer.h.0.attn.c_attn.bias[0:32]" : !pcg.tensor<32xf32>
+// GPT2-NEXT: %bk = pcg.weight key "model.transformer.h.0.attn.c_attn.bias[32:64]" : !pcg.tensor<32xf32>
+// GPT2-NEXT: %bv = pcg.weight key "model.transformer.h.0.attn.c_attn.bias[64:96]" : !pcg.tensor<32xf32>
 // GPT2-NEXT: %attention = pcg.attention %layer_norm, %layer_norm, %layer_norm, %wq, %wk, %wv, %wo bq %bq bk %bk bv %bv bo %model_transformer_h_0_attn_c_proj_bias mask %where_3 heads 4 dropout 0.1 : {{.*}} -> !pcg.tensor<2x16x32xf32>
 // GPT2:      %attention_1 = pcg.attention
+// GPT2-NOT:  pcg.split {{.*}}c_attn
 // GPT2-NOT:  pcg.softmax
 
 //===----------------------------------------------------------------------===//

@@ -18,11 +18,18 @@
 // LLAMA-IR-COUNT-2: pcg.attention {{.*}} kv_heads 2 {{.*}} -> !pcg.tensor<2x16x32xf32, sum 2>
 // LLAMA-IR:   pcg.cross_entropy {{.*}} : !pcg.tensor<30x128xf32, shard [1, 2]>, !pcg.tensor<30xi64, copy 2> -> !pcg.tensor<f32, sum 2>
 
-// GPT-2, 2 layers: the embedding's and each MLP's all-reduce, the loss's reduce. Its attention
-// stays replicated: the fused QKV weight (Conv1D c_attn, one [E, 3E] state_dict tensor) would
-// need a strided head split that no PCG type describes yet.
+// GPT-2, 2 layers: like Llama, 1 + 2 x 2 all-reduces and the loss's reduce. Its packed QKV
+// weight (Conv1D c_attn, one [E, 3E] state_dict tensor) is read as three parts, its column
+// boxes, each transposed: each part is column-split by heads (the transpose of a weight is
+// placed with the weight, so the weight itself is loaded sharded), c_proj row-parallel.
 // RUN: unityc-import hf:gpt2 -o %t.gpt2.mlir
-// RUN: unityc-opt %t.gpt2.mlir -p 'megatron{machine="cpu:2"}' | grep -o "= parallel\.[a-z_]*" | sort | uniq -c | filecheck %s --check-prefix=GPT2
-// GPT2:      {{^ *}}3 = parallel.all_reduce
+// RUN: unityc-opt %t.gpt2.mlir -p 'megatron{machine="cpu:2"}' -o %t.gpt2.plan.mlir
+// RUN: grep -o "= parallel\.[a-z_]*" %t.gpt2.plan.mlir | sort | uniq -c | filecheck %s --check-prefix=GPT2
+// RUN: filecheck %s --check-prefix=GPT2-IR < %t.gpt2.plan.mlir
+// GPT2:      {{^ *}}5 = parallel.all_reduce
 // GPT2-NEXT: {{^ *}}1 = parallel.reduce
+// GPT2-IR:   pcg.weight key "model.transformer.h.0.attn.c_attn.weight[:, 0:32]" {{.*}} : !pcg.tensor<32x32xf32, shard [1, 2]>
+// GPT2-IR:   pcg.weight key "model.transformer.h.0.attn.c_proj.weight" {{.*}} : !pcg.tensor<32x32xf32, shard [2, 1]>
+// GPT2-IR:   pcg.weight key "model.transformer.h.0.attn.c_attn.bias[64:96]" {{.*}} : !pcg.tensor<32xf32, shard [2]>
+// GPT2-IR-COUNT-2: pcg.attention {{.*}} -> !pcg.tensor<2x16x32xf32, sum 2>
 // GPT2-NOT:  parallel

@@ -39,6 +39,10 @@
 // Inputs and weights are fed by key: one key, one shape (it passed verification, estimate and search).
 // RUN: not unityc-opt %S/Inputs/duplicate_key.mlir 2>&1 | filecheck %s --check-prefix=KEY
 // KEY:      duplicate_key.mlir:4:3: error: pcg.weight 'fc.weight' has shape [2, 8] x f32, but the pcg.weight of that key at line 3 has [8, 8] x f32
+
+// Parts of one stored tensor (`key[box]`) may not overlap: each element is trained as one weight.
+// RUN: not unityc-opt %S/Inputs/overlapping_parts.mlir 2>&1 | filecheck %s --check-prefix=PARTS
+// PARTS: overlapping_parts.mlir:4:3: error: pcg.weight 'fc.weight[6:14, :]' overlaps the pcg.weight 'fc.weight[0:8, :]' at line 3
 // KEY-NEXT: %w2 = pcg.weight key "fc.weight"
 
 // Sizes are checked before anything proportional to them is built: a splat literal is not

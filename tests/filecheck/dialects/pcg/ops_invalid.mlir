@@ -546,6 +546,27 @@
 
 // -----
 
+// A part of a stored tensor (`key[box]`): its box gives the extent of each dim it takes.
+%w = pcg.weight key "c_attn.weight[:, 0:8]" : !pcg.tensor<16x16xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.weight: weight 'c_attn.weight[:, 0:8]' of shape [16, 16]: its box takes 0:8 of dim 1, the weight's dim 1 is 16
+
+// -----
+
+%w = pcg.weight key "c_attn.bias[0:8, :]" : !pcg.tensor<8xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.weight: weight 'c_attn.bias[0:8, :]' of shape [8]: its box has 2 dims, the weight has rank 1
+
+// -----
+
+%w = pcg.weight key "c_attn.weight[:, :]" : !pcg.tensor<8x8xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.weight: weight 'c_attn.weight[:, :]': the box of 'c_attn.weight' takes no range: write the key alone
+
+// -----
+
+%w = pcg.weight key "c_attn.weight[8:4]" : !pcg.tensor<4xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.weight: weight 'c_attn.weight[8:4]': 'c_attn.weight': 8:4 is no range of a dim
+
+// -----
+
 %c = pcg.constant value dense<[1.0, 2.0]> : tensor<2xf32> : !pcg.tensor<3xf32>
 // CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.constant literal of type tensor<2xf32> does not match !pcg.tensor<3xf32>
 
