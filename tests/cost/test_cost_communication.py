@@ -14,6 +14,7 @@ from unityc.cost.communication import (
     PARALLEL_PATTERN,
     PATTERNS,
     Group,
+    collective_floor,
     collective_time,
     parallel_groups,
     price_group,
@@ -54,6 +55,21 @@ CASES = [
 @pytest.mark.parametrize(("pattern", "nbytes", "devices", "seconds"), CASES, ids=[c[0] for c in CASES])
 def test_collective_time(pattern: str, nbytes: float, devices: tuple[int, ...], seconds: float) -> None:
     assert collective_time(pattern, nbytes, devices, two_nodes()) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(("pattern", "nbytes", "devices", "seconds"), CASES, ids=[c[0] for c in CASES])
+def test_collective_floor(pattern: str, nbytes: float, devices: tuple[int, ...], seconds: float) -> None:
+    """The floor's parts sum to at most the collective's time; the bytes part adds up (a bucket
+    of two tensors' bytes costs at least both parts); one latency part is paid whatever the
+    bytes."""
+    moved, latency = collective_floor(pattern, nbytes, devices, two_nodes())
+    assert moved > 0 and latency > 0
+    assert moved + latency <= seconds * (1 + 1e-12)
+    assert collective_floor(pattern, 3 * nbytes, devices, two_nodes())[0] == pytest.approx(3 * moved)
+    for double in (2 * nbytes, 1e-6 * nbytes):
+        assert moved * double / nbytes + latency <= collective_time(pattern, double, devices, two_nodes()) * (
+            1 + 1e-12
+        )
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)

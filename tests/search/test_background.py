@@ -113,3 +113,51 @@ def test_ready_gives_what_the_worker_sent_without_waiting(tmp_path) -> None:  # 
     assert list(work.ready()) == [0, 1]
     work.close()
     assert work.process is None
+
+
+def test_an_item_bigger_than_the_pipe_is_kept_at_a_stop(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A pipe holds 64 KiB: the worker's items are read as they come (a thread), so a caller
+    busy elsewhere until its time limit still gets a big item (a plan of a big graph), which a
+    worker blocked on a full pipe would have lost when stopped."""
+    if not background.can_fork():
+        pytest.skip("no second core or no fork here")
+    import time
+
+    marker = tmp_path / "sent"
+    big = bytes(1 << 20)
+
+    def big_then_slow() -> Iterator[bytes]:
+        yield big
+        marker.touch()  # the send returned: the item left the worker
+        time.sleep(120)
+        yield b""
+
+    work = Background(big_then_slow)
+    for _ in range(600):
+        if marker.exists():
+            break
+        time.sleep(0.1)
+    assert work.ready() == [big]
+    work.close()
+
+
+def test_prefetched_items_are_kept_at_a_stop_without_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a worker, `prefetch` makes the first items here (data parallelism before the
+    segment search): a stop keeps them, and `items` goes on from there in order."""
+    monkeypatch.setenv(background.WORKERS_ENV, "1")
+    made: list[int] = []
+
+    def counted() -> Iterator[int]:
+        for i in range(4):
+            made.append(i)
+            yield i
+
+    work = Background(counted)
+    work.prefetch(2)
+    assert made == [0, 1]
+    assert work.ready() == [0, 1]
+    work = Background(counted)
+    made.clear()
+    work.prefetch(2)
+    assert list(work.items()) == [0, 1, 2, 3]
+    assert made == [0, 1, 2, 3]  # made once each

@@ -1,7 +1,9 @@
 """Pruning whole families of candidates by bounds (issue 14): the pipeline bound is below every
 runnable pipelined plan's time, the search skips pipelines where it cannot beat a plan at hand
 (and returns the same plan as without them), and graphs whose micro-batches cannot compute the
-loss (batch norm) get no pipeline candidates at all."""
+loss (batch norm) get no pipeline candidates at all. Likewise the levered plans (zero,
+Galvatron): their bound is below every levered version of a plan, and those that cannot win
+are not priced; the background worker sends back in full only the plans that can win."""
 
 from __future__ import annotations
 
@@ -15,12 +17,19 @@ from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module
 from unityc.machine import load_machine
 from unityc.passes.unity_search import load_rules
-from unityc.search.bounds import pipeline_bound
+from unityc.search.bounds import levers_bound, pipeline_bound
+from unityc.search.galvatron import per_layer
+from unityc.search.levers import with_memory_levers
 from unityc.search.pipeline import PipelineOptions, batch_size, pipeline_candidates
-from unityc.search.plans import Pricing, one_device_plan
+from unityc.search.plans import Pricing, data_parallel_plan, megatron_plans, one_device_plan, zero_version
 from unityc.search.unity import (
+    SearchReport,
     UnityOptions,
+    _alternative_plans,
+    _better_estimate,
     _result,
+    _sent,
+    _whole_graph_plans,
     microbatchable,
     pipeline_plans,
     pipelines_pruned,
@@ -91,3 +100,64 @@ def test_no_pipeline_candidates_for_a_graph_mixing_samples() -> None:
     assert not microbatchable(graph)
     assert pipeline_plans(graph, load_machine("cpu:4"), Pricing()) == []
     assert microbatchable(deep_mlp())
+
+
+@pytest.mark.parametrize("machine", ["cpu:4", "dgx-a100:1"])
+def test_the_levers_bound_is_below_every_levered_plan(machine: str) -> None:
+    """Every ZeRO stage with and without recomputation, the greedy levers and Galvatron's
+    per-layer plans, on the data-parallel and Megatron plans of a 6-layer MLP with Adam, on
+    devices holding 40 % of the data-parallel plan (so the levers have work to do)."""
+    roomy = load_machine(machine)
+    pricing = Pricing(optimizer="adam")
+    graph = deep_mlp()
+    m = roomy.with_memory(data_parallel_plan(graph, roomy, pricing).estimate.peak_memory * 0.4)
+    bases = [data_parallel_plan(graph, m, pricing), *megatron_plans(graph, m, pricing)]
+    assert not any(b.estimate.fits for b in bases)
+    for base in bases:
+        greedy = with_memory_levers(base.graph, base.estimate, m, lambda g: pricing.estimate(g, m))
+        levered = [greedy.estimate]
+        levered += [p.estimate for p in per_layer(base, m, pricing, 2, "test")]
+        any_levers = levers_bound(base.graph, base.estimate, m, "adam")
+        assert 0 < any_levers <= base.estimate.iteration_s
+        for stage in (1, 2, 3):
+            bound = levers_bound(base.graph, base.estimate, m, "adam", stage)
+            assert any_levers <= bound
+            for recompute in (False, True):
+                zero = zero_version(base, m, pricing, stage, recompute).estimate
+                assert bound <= zero.iteration_s
+                levered.append(zero)
+        assert all(any_levers <= e.iteration_s for e in levered)
+
+
+def test_the_search_skips_levered_plans_that_cannot_win() -> None:
+    """On cpu:4 the graph on one device beats data parallelism and every levered version of it
+    (a gloo message takes 0.9 ms): no zero or Galvatron plan is priced, and the worker sends no plan
+    back in full (none can be chosen over the one-device plan), only the baseline rows."""
+    m = load_machine("cpu:4")
+    graph = deep_mlp()
+    pricing = Pricing()
+    one = _result(one_device_plan(graph, m, pricing), SearchReport(), "one device", [])
+    every = [plan for _, plan, _ in _whole_graph_plans(graph, m, pricing, True)]
+    assert {"zero", "galvatron"} <= {p.name for p in every}
+    assert all(p.estimate.iteration_s > one.estimate.iteration_s for p in every)
+    options = UnityOptions(pipelines=False)
+    made = list(_alternative_plans(graph, m, pricing, options, one))
+    assert {p.name for _, p in made} == {"data-parallel", "megatron"}
+    sent = list(_sent(iter(made), one, True))
+    assert [row.name for row, _ in sent if row is not None] == [p.name for p, _ in made if p is not None]
+    assert all(plan is None for _, plan in sent)
+
+
+def test_the_worker_sends_in_full_every_plan_that_can_win() -> None:
+    """Without a plan at hand, the first plan and each that beats all before it are sent in full;
+    the best of all is among them."""
+    m = load_machine("dgx-a100:1")
+    graph = deep_mlp()
+    made = list(_alternative_plans(graph, m, Pricing(), UnityOptions(pipelines=False), None))
+    sent = [plan for _, plan in _sent(iter(made), None, True)]
+    assert sent[0] is made[0][1] and 0 < sum(p is not None for p in sent) < len(sent)
+    best = made[0][1]
+    for _, plan in made[1:]:
+        if _better_estimate(plan.estimate, best.estimate):
+            best = plan
+    assert any(p is best for p in sent)

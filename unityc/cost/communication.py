@@ -77,6 +77,32 @@ def collective_time(pattern: str, nbytes: float, devices: Sequence[int], machine
     return (n - 1) / n * nbytes / beta + (n - 1) * alpha  # reduce_scatter, all_gather, all_to_all
 
 
+def collective_floor(
+    pattern: str, nbytes: float, devices: Sequence[int], machine: Machine
+) -> tuple[float, float]:
+    """Lower bounds of the two parts of `collective_time`, (what grows with the bytes, the
+    latencies), whose sum is at most it: the bytes part adds up over tensors, so one collective
+    of several tensors' bytes (a gradient bucket) takes at least the sum of theirs plus one
+    latency part. All-reduce: the ring's bytes, the tree's latencies (the least of each)."""
+    if pattern not in PATTERNS:
+        raise ValueError(f"unknown communication pattern '{pattern}' (known: {', '.join(PATTERNS)})")
+    n = len(set(devices))
+    link = machine.slowest_link(devices)
+    if n < 2 or nbytes <= 0 or link is None:
+        return 0.0, 0.0
+    alpha, beta = link.latency, link.bandwidth
+    match pattern:
+        case "p2p":
+            return nbytes / beta, alpha
+        case "scatter" | "gather":
+            return nbytes / beta, (n - 1) * alpha
+        case "broadcast" | "reduce":
+            return nbytes / beta, min(n - 1, math.ceil(math.log2(n))) * alpha
+        case "all_reduce":
+            return 2 * (n - 1) / n * nbytes / beta, min(2 * (n - 1), 2 * math.ceil(math.log2(n))) * alpha
+    return (n - 1) / n * nbytes / beta, (n - 1) * alpha
+
+
 Coord = tuple[int, ...]
 
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import queue
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -58,12 +60,22 @@ def _work(conn: Connection, produce: Callable[[], Iterator[T]]) -> None:
 
 
 class Background(Generic[T]):
-    """`produce()`'s items, made in a forked worker where one can be had, else here."""
+    """`produce()`'s items, made in a forked worker where one can be had, else here.
+
+    A thread of this process reads the worker's items from the pipe as they come (a pipe holds
+    64 KiB: a worker writing a bigger item while this process is busy elsewhere would wait, and
+    a caller stopped by a time limit would lose it)."""
 
     def __init__(self, produce: Callable[[], Iterator[T]]):
         self.produce = produce
         self.process: multiprocessing.process.BaseProcess | None = None
         self.conn: Connection | None = None
+        self.inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self.reader: threading.Thread | None = None
+        self.here: Iterator[T] | None = None
+        """Where no worker runs: `produce()` as far as `prefetch` ran it."""
+        self.fetched: list[T] = []
+        """Items `prefetch` made here, not given yet."""
         if not can_fork():
             return
         try:
@@ -73,8 +85,34 @@ class Background(Generic[T]):
             self.process.start()
             send.close()
             self.conn = receive
+            self.reader = threading.Thread(target=self._read, args=(receive,), daemon=True)
+            self.reader.start()
         except Exception:  # no worker to be had: the work is done here instead
-            self.process, self.conn = None, None
+            self.close()
+
+    def _read(self, conn: Connection) -> None:
+        """The reader thread: each message into the inbox, up to the last one."""
+        while True:
+            try:
+                message = conn.recv()
+            except Exception:  # the worker died (a message cut short) or sent what cannot be read
+                message = ("failed",)
+            self.inbox.put(message)
+            if message[0] != "item":
+                return
+
+    def prefetch(self, count: int) -> None:
+        """Where no worker runs, makes the first `count` items here now (so that a caller
+        stopped later keeps them: `ready`); nothing where a worker makes them."""
+        if self.conn is not None:
+            return
+        if self.here is None:
+            self.here = self.produce()
+        while len(self.fetched) < count:
+            item = next(self.here, _END)
+            if item is _END:
+                return
+            self.fetched.append(item)  # type: ignore[arg-type]
 
     def items(self) -> Iterator[T]:
         """Every item, in `produce()`'s order, each as soon as it is had (so a caller stopped
@@ -82,14 +120,13 @@ class Background(Generic[T]):
         made here: `produce()` runs again and its first items, already given, are skipped
         (so an error is raised here exactly as in-process)."""
         if self.conn is None:
-            yield from self.produce()
+            while self.fetched:
+                yield self.fetched.pop(0)
+            yield from self.here if self.here is not None else self.produce()
             return
         given = 0
         while True:
-            try:
-                message = self.conn.recv()
-            except (EOFError, OSError):
-                message = ("failed",)
+            message = self.inbox.get()
             if message[0] != "item":
                 break
             given += 1
@@ -102,29 +139,37 @@ class Background(Generic[T]):
                 yield item
 
     def ready(self) -> list[T]:
-        """After a stop: the items the worker had already sent that `items` did not give, without
-        waiting (the worker is stopped first, so a message it was still writing ends the list)."""
-        if self.conn is None:
-            return []
-        if self.process is not None and self.process.is_alive():
-            self.process.kill()
-            self.process.join()
+        """After a stop: the items already had that `items` did not give, without waiting (the
+        worker is stopped first, so a message it was still writing ends the list)."""
         out: list[T] = []
-        with contextlib.suppress(Exception):  # a message cut short (by the stop or the kill) ends it
-            while self.conn.poll(0):
-                message = self.conn.recv()
-                if message[0] != "item":
-                    break
-                out.append(message[1])
+        if self.conn is None:
+            out, self.fetched = self.fetched, out
+            return out
+        self._stop()
+        while not self.inbox.empty():
+            message = self.inbox.get()
+            if message[0] != "item":
+                break
+            out.append(message[1])
         return out
 
-    def close(self) -> None:
-        """Stops the worker (if still running) and releases the pipe."""
+    def _stop(self) -> None:
+        """Ends the worker (if still running) and then the reader thread (the pipe's end)."""
         if self.process is not None:
             if self.process.is_alive():
                 self.process.kill()
             self.process.join()
             self.process = None
+        if self.reader is not None:
+            self.reader.join()
+            self.reader = None
+
+    def close(self) -> None:
+        """Stops the worker (if still running) and releases the pipe."""
+        self._stop()
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+
+
+_END = object()

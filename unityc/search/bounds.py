@@ -19,13 +19,16 @@ without running the DP.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
+from unityc.cost.communication import collective_floor
 from unityc.cost.compute import SOURCES
 from unityc.cost.estimate import Estimate, gradient_flags, node_attrs
-from unityc.cost.pricing import ComputeModel, piece, type_info
+from unityc.cost.pricing import ComputeModel, copy_collectives, piece, placement, type_info, weight_parts
+from unityc.cost.schedule import Comm
 from unityc.dialects.parallel import BatchOp, ParallelOp, PipelineOp
 from unityc.graph import Graph, Ref, op_classes
 from unityc.graph.precision import priced_graph
@@ -161,4 +164,71 @@ def pipeline_bound(one_device: Estimate, machine: Machine, batch: int, cost: str
     return 0.0 if best == math.inf else best
 
 
-__all__ = ["Bound", "fastest_latency", "pipeline_bound"]
+def levers_bound(
+    plan: Graph, e: Estimate, machine: Machine, optimizer: str, zero: int | None = None
+) -> float:
+    """A lower bound of the iteration time `estimate` gives a mapped plan with memory levers
+    added (`plan` without them, not pipelined, `e` its estimate): with `zero`, every weight held
+    in copies at ZeRO stage `zero` and any ops recomputed (the `zero` plans); None: any ZeRO
+    stage per weight and any ops recomputed (Galvatron's per-layer plans, the greedy levers).
+    0 for a pipelined plan.
+
+    The schedule (`cost/schedule.py`) runs one compute and one communication stream per
+    device, each a task at a time. Levers add compute (recomputation) but take none away except
+    the update (ZeRO shrinks it), so a device computes at least its forward and backward as in
+    `plan`. Every collective on a device's stream ends before the iteration does. A weight held
+    in copies that gets a gradient moves, whatever its stage, at least the bytes part of an
+    all-reduce among them (`communication.collective_floor`: a ZeRO stage moves it by a
+    reduce-scatter and an all-gather; plain copies in a gradient bucket, whose all-reduce takes
+    at least its members' bytes parts and one latency part), and each group of copies pays at
+    least an all-reduce's latency part once (a bucket, or two collectives per weight). With a
+    known stage, its collectives are counted in full, and those run after the backward (ZeRO-1/2's
+    all-gather of the updated shards, ZeRO-2/3's reduce-scatter) follow the device's forward and
+    backward compute: the bound is the larger of the two streams' sums."""
+    if e.pipeline is not None:
+        return 0.0
+    graph = priced_graph(plan)
+    _, gets_grad = gradient_flags(graph, graph.topological())
+    compute = {d.device: d.compute_s for d in e.devices}
+    comm: dict[int, float] = defaultdict(float)
+    after: dict[int, float] = defaultdict(float)
+    groups: dict[tuple[int, ...], float] = {}
+    """Groups of copies whose gradients move: (devices) -> a latency part they pay once."""
+
+    def bucketed(c: Comm) -> None:  # an all-reduce in a gradient bucket, or any stage's
+        moved, latency = collective_floor("all_reduce", c.nbytes, c.devices, machine)
+        for d in c.devices:
+            comm[d] += moved
+        groups[tuple(sorted(c.devices))] = latency
+
+    for nid, node in graph.nodes.items():
+        if node.op != "pcg.weight" or (nid, 0) not in gets_grad:
+            continue
+        t = node.types[0]
+        where = placement(t, node.view, machine)
+        for d, seconds in weight_parts(machine, optimizer, t, where, True, node.zero).update:
+            compute[d] = compute.get(d, 0.0) - seconds  # the update levers may shrink
+        if t.copy_degree < 2:
+            continue
+        if zero is None:
+            for c in copy_collectives(machine, "all_reduce", where, piece(t).nbytes):  # type: ignore[union-attr]
+                bucketed(c)
+            continue
+        parts = weight_parts(machine, optimizer, t, where, True, zero)
+        for c in (*parts.gather, *parts.sync):
+            for d in c.devices:
+                comm[d] += c.seconds
+        for c in parts.sync:
+            for d in c.devices:
+                after[d] += c.seconds
+        for c in parts.reduce:
+            bucketed(c)
+    for group, latency in groups.items():  # (none for ZeRO-2/3: their latencies counted in full)
+        for d in group:
+            comm[d] += latency
+    used = set(compute) | set(comm)
+    bound = max((max(compute.get(d, 0.0) + after[d], comm[d]) for d in used), default=0.0)
+    return bound * (1 - 1e-9)  # the schedule sums in another order
+
+
+__all__ = ["Bound", "fastest_latency", "levers_bound", "pipeline_bound"]

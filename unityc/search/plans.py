@@ -7,7 +7,7 @@ whole graph (`strategies.py`): the baselines, and plans the search's result is c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from unityc.cost.estimate import Estimate, compute_model, estimate_graph
 from unityc.cost.profile import ProfileCache
@@ -29,6 +29,20 @@ class PricedPlan:
     mapped: Mapped | None
     """The DP's mapping (None for a pipelined plan)."""
     note: str = ""
+
+    def summary(self) -> PlanSummary:
+        return PlanSummary(self.name, self.note, replace(self.estimate, rows=()))
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """What the report shows of a plan compared with the search's (a baseline row): its name,
+    note and estimate without the per-op rows (a few bytes to send from the search's worker,
+    where the plan is megabytes)."""
+
+    name: str
+    note: str
+    estimate: Estimate
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,17 @@ program over layers x memory (`galvatron.per_layer`), its budget calibrated agai
 the search's also hold the `zero` baseline's (data parallelism with ZeRO-1/2/3, with and without
 recomputation) and the `galvatron` baseline's (its DP over each tensor degree's whole-graph
 plan), and that DP calibrated, so the result is never slower than either on the same model,
-machine and memory budget.
+machine and memory budget. A levered plan
+is priced only if a lower bound of its time (`bounds.levers_bound`: the compute and the
+gradients' traffic its levers leave) could beat the fastest plan at hand that fits; where
+data parallelism fits, the zero plans mostly cannot (their per-weight collectives after the
+backward).
+
+The plans compared are made beside the segment search (`background.py`): the graph on one
+device first (here), then data parallelism (the worker's first plan; priced here before the
+search where no worker runs), so a time limit the segment search overruns still returns the
+better of the two. The worker sends each plan's summary (the report's baseline row) and the
+plan itself only where it can still be chosen (`_sent`).
 """
 
 from __future__ import annotations
@@ -54,12 +64,13 @@ from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.search.background import Background
-from unityc.search.bounds import Bound, pipeline_bound
-from unityc.search.galvatron import Memo, galvatron_plan, per_layer
+from unityc.search.bounds import Bound, levers_bound, pipeline_bound
+from unityc.search.galvatron import Memo, base_plans, galvatron_plan, per_layer
 from unityc.search.levers import with_memory_levers
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
 from unityc.search.plans import (
+    PlanSummary,
     PricedPlan,
     Pricing,
     data_parallel_plan,
@@ -193,7 +204,7 @@ class UnityResult:
     report: SearchReport
     source: str = "search"
     """Where the plan comes from: the search, or a whole-graph plan it was compared with."""
-    alternatives: list[PricedPlan] = field(default_factory=list)
+    alternatives: list[PlanSummary] = field(default_factory=list)
     """The whole-graph data-parallel and Megatron plans the result was compared with."""
 
 
@@ -483,8 +494,10 @@ def unity_search(
     segment searches stop at half of it, and whatever still runs at the limit (stitching,
     mapping, pricing the whole-graph plans) is interrupted: the result is then the best plan
     completed by then, `report.stopped_early` says why. The first plan completed is the graph
-    on one device (cheap), so a plan is always at hand; Ctrl-C (KeyboardInterrupt) during the
-    search returns the same way."""
+    on one device (cheap), so a plan is always at hand; then data parallelism, independently of
+    the segment search (the worker's first plan, or priced here before the search where no
+    worker runs), so that a limit the segment search overruns still returns it. Ctrl-C
+    (KeyboardInterrupt) during the search returns the same way."""
     options = options or UnityOptions()
     check_degrees(options.degrees or (), machine)
     began = time.monotonic()
@@ -492,7 +505,7 @@ def unity_search(
     pricing = Pricing(options.cost, options.optimizer, options.sync_weight, options.side_by_side, profile)
     limit = None if options.time_limit is None else (started or began) + options.time_limit
     start = strip_views(graph)
-    alternatives: list[PricedPlan] = []
+    alternatives: list[PlanSummary] = []
     """The whole-graph plans priced, shared by every result (the report's baseline rows)."""
     done: list[UnityResult] = []
     """Plans completed, the search's first (ties go to it)."""
@@ -504,20 +517,24 @@ def unity_search(
     # the whole-graph and pipelined plans do not depend on the segment search: priced beside it
     # (background.py)
     wholes = (
-        Background(lambda: _alternative_plans(start, machine, pricing, options, fallback))
+        Background(
+            lambda: _sent(
+                _alternative_plans(start, machine, pricing, options, fallback), fallback, options.memory_check
+            )
+        )
         if options.whole_graph or options.pipelines
         else None
     )
     try:
         with hard_deadline(None if limit is None else limit - tail_seconds(options.time_limit or 0.0, start)):
+            if wholes is not None and options.whole_graph:  # where no worker runs: before the search
+                wholes.prefetch(1)  # data parallelism
             soft = None if limit is None else began + (limit - began) / 2
             found = _search(start, machine, rules, options, profile, progress, report, soft)
             found.alternatives = alternatives
             done.append(found)
-            for alternative, plan in wholes.items() if wholes is not None else ():
-                if alternative is not None:
-                    alternatives.append(alternative)
-                done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
+            for row, plan in wholes.items() if wholes is not None else ():
+                _received(row, plan, report, alternatives, done)
             # without the whole-graph plans (galvatron among them): memory decides, per layer,
             # where the search's own plan does not fit (a fitting pipeline is no reason to skip it)
             if options.levers and not options.whole_graph and not found.fits:
@@ -527,10 +544,8 @@ def unity_search(
                     done.append(_result(layered, report, source, alternatives))
     except Stopped:
         report.stopped_early = "time limit"
-        for alternative, plan in wholes.ready() if wholes is not None else ():  # priced by then: they compete
-            if alternative is not None:
-                alternatives.append(alternative)
-            done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
+        for row, plan in wholes.ready() if wholes is not None else ():  # priced by then: they compete
+            _received(row, plan, report, alternatives, done)
     except KeyboardInterrupt:
         report.stopped_early = "interrupted"
         if fallback is None and not done:
@@ -601,20 +616,32 @@ ZERO_STAGES = (1, 2, 3)
 without recomputation of every op."""
 
 
+Worth = Callable[[float], bool]
+"""Whether a plan whose iteration takes at least this many seconds could still be chosen."""
+
+
 def _whole_graph_plans(
-    graph: Graph, machine: Machine, pricing: Pricing, levers: bool = False, memo: Memo | None = None
-) -> Iterator[tuple[PricedPlan | None, PricedPlan]]:
+    graph: Graph,
+    machine: Machine,
+    pricing: Pricing,
+    levers: bool = False,
+    memo: Memo | None = None,
+    worth: Worth = lambda s: True,
+) -> Iterator[tuple[PricedPlan | None, PricedPlan, bool]]:
     """Whole-graph data-parallel and Megatron plans, as each is priced, as (the plan as the
-    report's baselines show it, or None; the plan compared); on a machine of several device
-    kinds also data parallelism over the fastest kind's devices (`plans.fastest_kind_plan`),
-    compared but no baseline row. (Cuts keep copies out of segment
-    boundaries, so a whole-graph Megatron plan is not always a search result.) With `levers`,
-    also the `zero` and `galvatron` baselines' plans, built on those (so the search is never
-    slower than either on the same model, machine and memory): cheapest first, as a time limit
-    keeps those had: data parallelism, its ZeRO-3 plans, Galvatron's DP over it alone, its other
-    zero plans, then the Megatron plans (costly on big graphs) and Galvatron's DP over every
-    tensor degree, then that DP with its budget calibrated (`galvatron.per_layer`: from the
-    choices the baseline priced, `memo`, on)."""
+    report's baselines show it, or None; the plan compared; whether it is one without levers:
+    data-parallel or Megatron); on a machine of several device kinds also data parallelism over
+    the fastest kind's devices (`plans.fastest_kind_plan`), compared but no baseline row. (Cuts
+    keep copies out of segment boundaries, so a whole-graph Megatron plan is not always a search
+    result.) With `levers`, also the `zero` and `galvatron` baselines' plans, built on those (so
+    the search is never slower than either on the same model, machine and memory): cheapest
+    first, as a time limit keeps those had: data parallelism, its ZeRO-3 plans, Galvatron's DP
+    over it alone, its other zero plans, then the Megatron plans (costly on big graphs) and
+    Galvatron's DP over every tensor degree, then that DP with its budget calibrated
+    (`galvatron.per_layer`: from the choices the baseline priced, `memo`, on). A levered plan
+    is priced only if a lower bound of its time (`bounds.levers_bound`, from the plan it
+    levers) is `worth` it: where data parallelism fits, its zero plans are mostly slower than a
+    plan at hand, and each takes an estimate of the whole graph."""
     memo = {} if memo is None else memo
     try:
         dp = [data_parallel_plan(graph, machine, pricing)]
@@ -622,28 +649,34 @@ def _whole_graph_plans(
         dp = []
     fast = fastest_kind_plan(graph, machine, pricing)
     if fast is not None:
-        yield None, fast
+        yield None, fast, True
+
+    def leverable(plan: PricedPlan, zero: int | None = None) -> bool:
+        return worth(levers_bound(plan.graph, plan.estimate, machine, pricing.optimizer, zero))
+
     for plan in dp:
-        yield plan, plan
+        yield plan, plan, True
         if levers and machine.num_devices > 1:
             for stage in sorted(ZERO_STAGES, reverse=True):  # the smallest footprints first
-                for recompute in (True, False):
+                for recompute in (True, False) if leverable(plan, stage) else ():
                     zero = zero_version(plan, machine, pricing, stage, recompute)
-                    yield zero, zero
-                if stage == max(ZERO_STAGES):
+                    yield zero, zero, False
+                if stage == max(ZERO_STAGES) and leverable(plan):
                     with contextlib.suppress(ValueError):  # no layer strategy fits
-                        yield None, galvatron_plan(graph, machine, pricing, dp, memo)
+                        yield None, galvatron_plan(graph, machine, pricing, dp, memo), False
     try:
         megatron = megatron_plans(graph, machine, pricing)
     except ValueError:
         megatron = []
     for plan in megatron:
-        yield plan, plan
-    if levers and dp + megatron:
+        yield plan, plan, True
+    bases = base_plans(graph, machine, pricing, dp + megatron).values() if levers else ()
+    if any(leverable(base) for base in bases):  # Galvatron levers one of these
         with contextlib.suppress(ValueError):  # no layer strategy fits at any degree
             galvatron = galvatron_plan(graph, machine, pricing, dp + megatron, memo)
-            yield galvatron, galvatron
-            yield None, galvatron_plan(graph, machine, pricing, dp + megatron, memo, calibrate=True)
+            yield galvatron, galvatron, False
+            calibrated = galvatron_plan(graph, machine, pricing, dp + megatron, memo, calibrate=True)
+            yield None, calibrated, False
 
 
 def _alternative_plans(
@@ -654,26 +687,34 @@ def _alternative_plans(
     galvatron plans where `levers`), then the data-parallel and Megatron plans that do not fit
     with memory levers (`levered_plan`), then pipelined plans (`pipelines`; those that do not
     fit with levers inside their stages, which -t torch runs there). Made in the background beside the
-    segment search, cheapest and most telling first (a time limit keeps those had). The
-    pipelined plans are not built when a lower bound of any pipeline's time
-    (`bounds.pipeline_bound`, from the graph on one device `one`) is no better than a plan
-    already at hand that fits: none of them could be chosen."""
+    segment search, cheapest and most telling first (a time limit keeps those had). Plans
+    that cannot beat the fastest plan at hand that fits (the graph on one device `one`, the
+    plans made before) by a lower bound of their time are not built: levered plans
+    (`bounds.levers_bound`), pipelined plans (`bounds.pipeline_bound`)."""
     best = math.inf
     if one is not None and (one.fits or not options.memory_check):
         best = one.estimate.iteration_s
+
+    def worth(seconds: float) -> bool:
+        return seconds <= best
+
     unfit: list[PricedPlan] = []
     memo: Memo = {}
     if options.whole_graph:
-        for alternative, plan in _whole_graph_plans(graph, machine, pricing, options.levers, memo):
+        for alternative, plan, bare in _whole_graph_plans(
+            graph, machine, pricing, options.levers, memo, worth
+        ):
             if plan.estimate.fits or not options.memory_check:
                 best = min(best, plan.estimate.iteration_s)
             yield alternative, plan
-            if options.levers and plan.name in ("data-parallel", "megatron") and not plan.estimate.fits:
+            if options.levers and bare and not plan.estimate.fits:
                 unfit.append(plan)
     for plan in sorted(unfit, key=lambda p: p.estimate.backward_s):
         # levers never shorten forward and backward: a plan whose backward ends after a fitting
         # plan's whole iteration cannot win once levered (pricing it takes several estimates)
         if best <= plan.estimate.backward_s:
+            continue
+        if not worth(levers_bound(plan.graph, plan.estimate, machine, pricing.optimizer)):
             continue
         levered = levered_plan(plan, machine, pricing, memo)
         if levered.estimate.fits or not options.memory_check:
@@ -683,6 +724,23 @@ def _alternative_plans(
         for plan in pipeline_plans(graph, machine, pricing):
             lever = options.levers and not plan.estimate.fits
             yield plan, levered_plan(plan, machine, pricing) if lever else plan
+
+
+def _sent(
+    items: Iterator[tuple[PricedPlan | None, PricedPlan]], one: UnityResult | None, memory_check: bool
+) -> Iterator[tuple[PlanSummary | None, PricedPlan | None]]:
+    """`_alternative_plans`' items as the worker sends them back: each baseline row as its
+    summary, and the plan compared only where it can still be chosen, i.e. it beats every plan
+    made before it and is not beaten by the graph on one device `one` (the result is the first
+    best of the search's plan, these in order, and `one`: a plan no better than one before it
+    never is). A plan is megabytes to send and read back; its summary a few bytes."""
+    best: Estimate | None = None
+    for alternative, plan in items:
+        e = plan.estimate
+        ahead = best is None or _better_estimate(e, best, memory_check)
+        beaten = one is not None and _better_estimate(one.estimate, e, memory_check)
+        best = e if ahead else best
+        yield None if alternative is None else alternative.summary(), plan if ahead and not beaten else None
 
 
 def pipelines_pruned(
@@ -780,8 +838,22 @@ def _joined(note: str, more: str) -> str:
     return "; ".join(part for part in (note, more) if part)
 
 
+def _received(
+    row: PlanSummary | None,
+    plan: PricedPlan | None,
+    report: SearchReport,
+    alternatives: list[PlanSummary],
+    done: list[UnityResult],
+) -> None:
+    """One item from the worker (`_sent`): a baseline row for the report, a plan that competes."""
+    if row is not None:
+        alternatives.append(row)
+    if plan is not None:
+        done.append(_result(plan, report, f"{plan.name} ({plan.note})", alternatives))
+
+
 def _result(
-    plan: PricedPlan, report: SearchReport, source: str, alternatives: list[PricedPlan]
+    plan: PricedPlan, report: SearchReport, source: str, alternatives: list[PlanSummary]
 ) -> UnityResult:
     e = plan.estimate
     return UnityResult(plan.graph, e, plan.mapped, e.fits, report, source, alternatives)
