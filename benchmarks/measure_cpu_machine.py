@@ -3,10 +3,17 @@
     .venv/bin/python benchmarks/measure_cpu_machine.py [--quick]
 
 Each gloo process of a `cpu:P` run gets one core, so compute and memory are measured on one
-thread. What it prints (and what `unityc/machine/presets.py` records):
+thread, by the thread's CPU time (`time.thread_time`: other processes on a shared machine
+hardly count; the collectives below are wall-clock). What it prints (and what
+`unityc/machine/presets.py` records):
 
 * matmul throughput per dtype: `torch.mm` of two n x n matrices, best of several runs,
   2 n^3 FLOPs each;
+* f32 matmuls at the shapes of the benchmark models' layers, each layer's forward, input- and
+  weight-gradient products: the median rate with operands in cache (the preset's f32 rate), and
+  the same products after evicting the caches, the extra time over their bytes
+  (`cold_bandwidth`);
+* embedding backward (`embedding_dense_backward`) per looked-up row (`scatter_row_time`);
 * element-wise throughput (`vector_flops`): f32 add, mul, relu, gelu, exp, sigmoid and tanh on
   activations of 64 Ki to 1 Mi elements, FLOPs counted as the cost model counts them
   (`unityc.cost.compute.UNARY_FLOPS`), the median over ops and sizes;

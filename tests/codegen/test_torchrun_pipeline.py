@@ -61,6 +61,9 @@ SUMMED = "mlp-summed-2"
 RESUME = "mlp-1f1b-resume-2"
 """mlp-1f1b-2 trained 3 steps on `--data` with Adam: uninterrupted (`-full`), stopped after step 1
 with a checkpoint (`-half`), resumed from it under --check (`-resume`)."""
+TIED = "bert-tied-2"
+"""bert-1f1b-2 (its word embedding read by the embedding on stage 0 and the MLM head on stage 1)
+checkpointed after step 1 and resumed from it under --check."""
 DATA = "mlp-1f1b-data-2"
 """mlp-1f1b-2 trained on `--data` batches (each step's own, none of them the example batch)."""
 
@@ -159,6 +162,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     ):
         program = str(directory / "mlp-1f1b-2.py")
         entries[2].append({"name": f"{RESUME}-{name}", "program": program, "args": train + more})
+    bert = str(directory / "bert-1f1b-2.py")
+    saved = ["--steps", "2", "--stop-after", "1", "--save", str(directory / "tied")]
+    entries[2].append({"name": f"{TIED}-half", "program": bert, "args": saved})
+    resumed = ["--steps", "2", "--resume", str(directory / "tied" / "step-1"), "--check"]
+    entries[2].append({"name": f"{TIED}-resume", "program": bert, "args": resumed})
     for ranks, batch in entries.items():
         manifest = directory / f"batch{ranks}.json"
         manifest.write_text(json.dumps(batch))
@@ -235,3 +243,26 @@ def test_a_resumed_pipeline_repeats_the_uninterrupted_run(runs: Runs) -> None:
     assert sorted(losses["full"]) == [1, 2, 3] and losses["half"] == {1: losses["full"][1]}
     assert losses["resume"] == {k: losses["full"][k] for k in (2, 3)}, losses
     assert "check passed: 2 step(s)" in runs.section(f"{RESUME}-resume", 2)
+
+
+def test_a_tied_weight_is_held_by_each_stage_reading_it(runs: Runs) -> None:
+    """Megatron-LM's tied embedding: BERT's word embedding, read on both stages, is one weight
+    held in a copy on each stage (PLAN and the checkpoint know one key), loaded equal, and its
+    copies' gradients summed over the two ranks after the schedule: the check compares the
+    gradient and the updated weight (every copy) with single-device PyTorch, also after resuming
+    from a checkpoint. No stage sends it to another."""
+    text = runs.texts["bert-1f1b-2"]
+    layout = (
+        '"word_embeddings.weight": Layout((128, 32), "float32", shard=(1, 1), copy=2, '
+        "pieces={0: (0, 0, 0, 0), 1: (0, 0, 0, 1)})"
+    )
+    assert layout in text
+    stage_0, stage_1 = text.split("def stage_1(")
+    assert 'w.get("word_embeddings.weight")' in stage_0 and 'w.get("word_embeddings.weight")' in stage_1
+    assert "word_embeddings_weight" not in stage_1.split("-> tuple:", 1)[0]  # not received
+    for name in ("bert-1f1b-2", "bert-1f1b-hybrid-4"):
+        section = runs.section(name, 2 if name.endswith("-2") else 4)
+        assert "weights (worst" in section and "check passed: 2 step(s)" in section, section
+    assert runs.section(f"{TIED}-half", 2).endswith("exit 0")
+    resumed = runs.section(f"{TIED}-resume", 2)
+    assert resumed.endswith("exit 0") and "check passed: 1 step(s)" in resumed, resumed

@@ -73,3 +73,35 @@ def test_more_stages_pay_more_p2p_and_2bw_has_no_flush() -> None:
     assert any("one batch late" in n for n in two.notes)
     weights = lambda e: sum(d.memory.weights for d in e.devices)  # noqa: E731
     assert weights(two) == pytest.approx(2 * weights(flush))
+
+
+def test_a_tied_weight_is_priced_as_the_partition_profile_prices_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BERT's word embedding, read on stage 0 (the embedding) and stage 1 (the MLM head), is held
+    by both stages (`untie`): each holds it (memory) and steps it, and its gradient is all-reduced
+    over both once per iteration, not sent each micro-batch; the partition DP's profile prices the
+    stages' sync and update as the estimate does."""
+    import unityc.cost.staged as staged
+    from unityc.search.pipeline import LayerCosts, Stage, StageModel, materialize, stage_costs
+
+    graph = from_module(import_model(ModelSpec("bert", "small", 8)))
+    machine = load_machine("cpu:2")
+    costs = LayerCosts(graph, machine)
+    stages = [Stage(0, costs.count // 2, 0, 1), Stage(costs.count // 2, costs.count, 1, 1)]
+    plan = materialize(graph, machine, stages, "1f1b", 2)
+    tied = staged.tied_keys(plan)
+    assert list(tied) == ["word_embeddings.weight"]
+    assert sorted(plan.nodes[n].stage for n in tied["word_embeddings.weight"]) == [0, 1]
+    seen: list[list] = []
+    simulate = staged.simulate_pipeline
+    monkeypatch.setattr(staged, "simulate_pipeline", lambda c, *a: seen.append(c) or simulate(c, *a))
+    e = estimate_pipelined(plan, machine)
+    profile = stage_costs(StageModel(costs, 2, "1f1b"), stages)
+    for est, prof in zip(seen[0], profile, strict=True):
+        assert est.sync_s == pytest.approx(prof.sync_s) and est.sync_s > 0  # the copies' all-reduce
+        assert est.update_s == pytest.approx(prof.update_s)
+        assert est.forward_s == pytest.approx(prof.forward_s) and est.backward_s == pytest.approx(
+            prof.backward_s
+        )
+    embedding = 128 * 32 * 4
+    assert all(d.memory.weights >= embedding for d in e.devices)
+    assert seen[0][1].send_back_s <= seen[0][0].send_s  # no weight gradient comes back per micro-batch

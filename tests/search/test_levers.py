@@ -59,8 +59,9 @@ def test_memory_budget_error_names_the_next_lever(tmp_path) -> None:  # type: ig
 
 def test_search_weighs_the_zero_and_galvatron_plans() -> None:
     """The joint search compares its plan with the `zero` plans (each stage, with and without
-    recomputation) and Galvatron-BMW's per-layer plan on the same machine and memory budget, so
-    it is never slower than either; where nothing fits it returns the smallest footprint."""
+    recomputation) and Galvatron-BMW's per-layer plan (and that DP with its budget calibrated)
+    on the same machine and memory budget, so it is never slower than either; where nothing
+    fits it returns the smallest footprint."""
     graph = strip_views(from_module(import_model(ModelSpec("mlp", "small", batch=64))))
     pricing = Pricing(optimizer="adam")
     need = data_parallel_plan(graph, preset("cpu:4"), pricing).estimate.peak_memory
@@ -69,7 +70,7 @@ def test_search_weighs_the_zero_and_galvatron_plans() -> None:
     result = unity_search(graph, tight, load_rules(""), options)
     names = {p.name for p in result.alternatives}
     assert {"zero", "galvatron", "data-parallel"} <= names
-    baselines = [galvatron_plan(graph, tight, pricing)]
+    baselines = [galvatron_plan(graph, tight, pricing), galvatron_plan(graph, tight, pricing, calibrate=True)]
     baselines += [zero_plan(graph, tight, pricing, s, r) for s in (1, 2, 3) for r in (False, True)]
     fitting = [b.estimate.iteration_s for b in baselines if b.estimate.fits]
     assert fitting and result.fits

@@ -11,7 +11,10 @@ the piece its own pipeline brings. Inside a stage the ranks of its group may tal
 parallelism: the stage's collectives and transfers are in its code, their process groups in
 PLAN's, which every rank creates); every rank of a group runs the group's stages on the same
 micro-batches in the schedule's one order, so their collectives meet. A stage that talks to a rank
-outside its group is refused, located at the op.
+outside its group is refused, located at the op. A weight held by several stages (one
+`pcg.weight` of its key per stage reading it) is one weight in PLAN whose copies span those
+stages (`_tied_sources`): loaded equal, its gradients summed over its copy groups after the
+schedule, one key in checkpoints.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from xdsl.ir import SSAValue
 
 from unityc.codegen.analysis import Analysis, CodegenError, analyze
 from unityc.codegen.emit import INDENT, Writer
+from unityc.codegen.memory import zero_stage
 from unityc.dialects.container import graph_function
-from unityc.dialects.pcg_types import PcgOp
+from unityc.dialects.pcg_types import PcgOp, TensorType
 from unityc.dialects.pipeline import (
     Pipeline,
     check_pipeline,
@@ -88,8 +92,8 @@ def _emit(
         collective_groups.update(writer.groups)
         recompute_regions += writer.regions
         functions += _function(m, k, groups[k % len(groups)], received, sent, lines, k == count - 1)
-    sources = Writer(a)  # PLAN's tables: the whole batch's pieces of every weight, input, constant
-    for op in a.ops:
+    sources = Writer(_tied_sources(a))  # PLAN's tables: the whole batch's pieces of every source
+    for op in sources.a.ops:
         if op.name in ("pcg.weight", "pcg.input", "pcg.constant"):
             sources.source(op)
     sources.tables = tables
@@ -121,6 +125,56 @@ def _emit(
             "",
         ]
     )
+
+
+def _tied_sources(a: Analysis) -> Analysis:
+    """`a` where a weight held by several `pcg.weight` ops (one per stage reading it,
+    `search.pipeline.untie`) is one weight whose copies are all of theirs (op j's copy c is copy
+    (copies before op j) + c): every copy loads the same values, and its copy groups (the ranks
+    holding one piece, across the stages) all-reduce its gradients after the schedule, so the
+    copies update identically; PLAN and checkpoints know one key. The ops must agree on shape,
+    element type, sharding and partial sums, and hold no ZeRO shards."""
+    by_key: dict[str, list[PcgOp]] = {}
+    for op in a.ops:
+        if op.name == "pcg.weight":
+            by_key.setdefault(str(op.attrs()["key"]), []).append(op)  # type: ignore[attr-defined]
+    values = dict(a.values)
+    dropped: set[PcgOp] = set()
+    for key, ops in by_key.items():
+        if len(ops) == 1:
+            continue
+        first = a.value(ops[0].results[0])
+        t = first.type
+        held: dict[int, tuple[int, ...]] = {}
+        copies = 0
+        for op in ops:
+            v = a.value(op.results[0])
+            u = v.type
+            if (u.shape, u.element_type, u.shard, u.sum_degree) != (
+                t.shape, t.element_type, t.shard, t.sum_degree
+            ):  # fmt: skip
+                raise CodegenError(
+                    f"pcg.weight '{key}' is held on several stages with different layouts ({t} and {u}): "
+                    "-t torch sums the gradients of equal copies",
+                    op,
+                )
+            if zero_stage(op):
+                raise CodegenError(f"pcg.weight '{key}' held on several stages cannot be ZeRO-sharded", op)
+            overlap = set(held) & set(v.held)
+            if overlap:
+                raise CodegenError(
+                    f"pcg.weight '{key}' is held twice on rank(s) {sorted(overlap)}: a rank holds one "
+                    "piece of a weight",
+                    op,
+                )
+            held.update({r: (*c[:-1], copies + c[-1]) for r, c in v.held.items()})
+            copies += u.copy_degree
+            dropped.add(op)
+        merged = TensorType(t.shape, t.element_type, t.shard, t.sum_degree, copies)
+        where = {c: r for r, c in held.items()}
+        values[ops[0].results[0]] = replace(first, type=merged, where=where, held=held)
+        dropped.discard(ops[0])
+    return replace(a, values=values, ops=[op for op in a.ops if op not in dropped])
 
 
 def _rank_groups(m: Analysis, stage: dict[PcgOp, int], count: int) -> list[tuple[int, ...]]:

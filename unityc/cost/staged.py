@@ -8,9 +8,11 @@
 2. Each stage becomes a `pipeline.StageCost`: its ops' forward and backward compute (on each op's
    busiest device) and the collectives inside its device group, in program order, summed; a
    transfer from the group of the stage before is the link's (`send_s` of that stage, its dual
-   `send_back_s` of this one); a transfer from any other stage (a tied weight read by a later
-   stage) is charged to the reading stage itself. A weight's gradient sync (stage replication)
-   and optimizer step belong to its own stage.
+   `send_back_s` of this one); a transfer from any other stage is charged to the reading stage
+   itself. A weight's gradient sync (stage replication) and optimizer step belong to its own
+   stage. A weight read on several stages is held by each (`search.pipeline.untie`: nodes of
+   one key): its copies' gradients are summed by one all-reduce per piece over every holder once
+   per iteration (`_tied_reduce`), which each holding stage waits for.
 3. `pipeline.simulate_pipeline` runs the schedule: the iteration time, each group's bubble, the
    micro-batches in flight. A device's activations are one micro-batch's times the peak in flight
    on its group (1F1B: min(S - k, M) on stage k; GPipe: M); 2BW adds a second copy of the weights.
@@ -27,7 +29,7 @@ from xdsl.dialects.builtin import IntegerAttr, StringAttr
 from unityc.cost.estimate import DeviceRow, Estimate, OpRow, build_steps, compute_model, saved_values
 from unityc.cost.memory import DeviceMemory, check_optimizer
 from unityc.cost.pipeline import PipelineRun, StageCost, simulate_pipeline
-from unityc.cost.pricing import phase, piece
+from unityc.cost.pricing import copy_collectives, phase, piece
 from unityc.cost.profile import ProfileCache
 from unityc.cost.schedule import Comm, Step
 from unityc.cost.units import format_bytes
@@ -148,6 +150,8 @@ def estimate_pipelined(
     update = [0.0] * S
     # compute, comm per micro-batch; once
     per_device: defaultdict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    steps = _tied_reduce(micro, machine, order, steps, b, stage)
+    synced: set[int] = set()
     producer_stage = {b.vid(r): stage[r[0]] for r in b.where}
     for nid, step in zip(order, steps, strict=True):
         k = stage[nid]
@@ -182,6 +186,9 @@ def estimate_pipelined(
         sync[k] += phase(step.after_backward)
         update[k] += max((s for _, s in step.update), default=0.0)
         for c in step.after_backward:
+            if id(c) in synced:  # a tied weight's all-reduce, met again on another holding stage
+                continue
+            synced.add(id(c))
             for d in c.devices:
                 per_device[d][3] += c.seconds
         for d, s in step.update:
@@ -197,6 +204,57 @@ def estimate_pipelined(
     return _assemble(
         graph, machine, cost, optimizer, profile, b, steps, rows, run, costs, groups, per_device, M
     )
+
+
+def tied_keys(graph: Graph) -> dict[str, list[int]]:
+    """Weight key -> its `pcg.weight` nodes, for keys held by several (a weight read on several
+    pipeline stages, held by each: `search.pipeline.untie`)."""
+    nodes: dict[str, list[int]] = defaultdict(list)
+    for nid, node in graph.nodes.items():
+        if node.op == "pcg.weight":
+            nodes[str(node.attr("key"))].append(nid)
+    return {k: v for k, v in nodes.items() if len(v) > 1}
+
+
+def tied_placement(graph: Graph, nodes: list[int], where: Mapping) -> dict[tuple[int, ...], int]:  # type: ignore[type-arg]
+    """The pieces of one weight held by several `nodes` (their placements in `where`) as copies
+    of one tensor: node j's copy c becomes copy (copies before node j) + c, as the program's
+    layout of the weight numbers them."""
+    merged: dict[tuple[int, ...], int] = {}
+    offset = 0
+    for nid in nodes:
+        for coord, device in where[(nid, 0)].items():
+            merged[(*coord[:-1], offset + coord[-1])] = device
+        offset += graph.nodes[nid].types[0].copy_degree
+    return merged
+
+
+def _tied_reduce(
+    micro: Graph,
+    machine: Machine,
+    order: list[int],
+    steps: list[Step],
+    b,  # type: ignore[no-untyped-def]
+    stage: Mapping[int, int],
+) -> list[Step]:
+    """`steps` where the copies of a weight held on several stages have their gradients summed
+    by one all-reduce per piece over every rank holding it, once per iteration (Megatron-LM's
+    embedding group; the program's copy groups of the weight), instead of each node's own: each
+    node's step carries the same collectives (each holding stage waits for them)."""
+    position = {nid: i for i, nid in enumerate(order)}
+    out = list(steps)
+    for nodes in tied_keys(micro).values():
+        nodes = sorted(nodes, key=lambda n: stage[n])
+        t = micro.nodes[nodes[0]].types[0]
+        p = piece(t)
+        assert p is not None
+        if (nodes[0], 0) not in b.gets_grad or any(micro.nodes[n].zero for n in nodes):
+            continue  # not trained, or ZeRO (which the program refuses for such a weight)
+        merged = tied_placement(micro, nodes, b.where)
+        reduce = tuple(copy_collectives(machine, "all_reduce", merged, p.nbytes))
+        for nid in nodes:
+            out[position[nid]] = replace(out[position[nid]], grad_reduce=reduce)
+    return out
 
 
 def _stage_activations(

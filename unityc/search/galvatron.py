@@ -246,7 +246,7 @@ def galvatron_plan(
     results: list[PricedPlan] = []
     for t, base in sorted(base_plans(graph, machine, pricing, priced).items()):
         data = machine.num_devices // t
-        label = f"data {data} x tensor {t}"
+        label = f"data {data} x tensor {t}" + (", budget calibrated" if calibrate else "")
         results += per_layer(base, machine, pricing, data, label, calibrate, memo)
     if not results:
         raise ValueError("galvatron: no layer strategy fits the memory budget at any tensor degree")

@@ -10,7 +10,10 @@ backward time is priced by the cost model's per-op pricing (`estimate.build_step
 of one such micro-batch placed on one device of each kind the machine has (`LayerCosts`); the
 group runs at its slowest device's pace. Its weights' gradients are all-reduced over the group
 once per iteration, the optimizer steps its weights once; the tensor leaving its last layer goes
-point to point to the next group (B/(M w) rows from each device, over the link between them).
+point to point to the next group (B/(M w) rows from each device, over the link between them). A
+weight read by layers of several stages (a tied embedding) is held by each of those stages, and
+its gradient all-reduced over all its holders once per iteration (`TiedWeight`), as the plan
+(`untie`) and its program do.
 
 *Partition DP* (`partition`, PipeDream §3.1): A(j, d) = the best pipeline of layers [0, j) on
 devices [0, d): min over the last stage (layers [i, j) on devices [c, d)) of max(A(i, c),
@@ -31,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -173,6 +176,39 @@ def batch_size(graph: Graph) -> int:
     return math.gcd(*sizes)
 
 
+@dataclass(frozen=True)
+class TiedWeight:
+    """A weight read by several layers, in a profile: a stage holding some of its readers but not
+    the first holds a copy of its own (`untie`), and a stage holding some but not all of them
+    all-reduces its gradient with the other holders once per iteration (`staged._tied_reduce`)."""
+
+    layers: frozenset[int]
+    """The layers reading it (the profile charges its bytes and update to the first)."""
+    nbytes: float
+    """One device's piece."""
+    update_s: float
+    """Its optimizer step on one device."""
+    sync_s: float = 0.0
+    """The gradient sync the profile charges it inside the group (the all-reduce replaces it)."""
+    offsets: tuple[int, ...] | None = None
+    """The devices (from the group's first) holding one of its pieces; None: every device."""
+
+
+def _reader_layers(
+    graph: Graph, nid: int, layer: Mapping[int, int], users: Mapping[int, list[int]]
+) -> set[int]:
+    """The layers of the ops reading node `nid`, through parallel ops."""
+    out: set[int] = set()
+    stack = list(users[nid])
+    while stack:
+        u = stack.pop()
+        if graph.nodes[u].op.startswith("parallel."):
+            stack.extend(users[u])
+        elif u in layer:
+            out.add(layer[u])
+    return out
+
+
 @dataclass
 class LayerCosts:
     """Per-layer costs of `graph` on one device of each kind, per micro-batch of `rows` rows."""
@@ -187,6 +223,8 @@ class LayerCosts:
     _cache: dict[tuple[int, int], dict[str, list[float]]] = field(default_factory=dict)
     _failed: dict[tuple[int, int], str] = field(default_factory=dict)
     """Micro-batch sizes the graph cannot have, and why (asked again and again by the DP)."""
+    _tied: dict[tuple[int, int], tuple[TiedWeight, ...]] = field(default_factory=dict)
+    """The tied weights of each profile (`tied`)."""
     _partitions: dict[tuple[str, int | None, bool], tuple[Partition, int] | None] = field(
         default_factory=dict
     )
@@ -233,6 +271,7 @@ class LayerCosts:
         users = self.graph.users()
         L = len(cuts) + 1
         out = {k: [0.0] * L for k in ("fwd", "bwd", "saved", "weights", "update", "out")}
+        tied: list[TiedWeight] = []
         for nid, step in zip(order, steps, strict=True):
             node = micro.nodes[nid]
             k = layer.get(nid)
@@ -240,9 +279,15 @@ class LayerCosts:
                 k = min((layer[u] for u in users[nid] if u in layer), default=0)
             out["fwd"][k] += max((s for _, s in step.fwd_compute), default=0.0) + phase(step.fwd_comm)
             out["bwd"][k] += max((s for _, s in step.bwd_compute), default=0.0) + phase(step.bwd_comm)
-            out["update"][k] += max((s for _, s in step.update), default=0.0)
+            update = max((s for _, s in step.update), default=0.0)
+            out["update"][k] += update
             if node.op == "pcg.weight" and (nid, 0) in b.gets_grad:
-                out["weights"][k] += piece(node.types[0]).nbytes  # type: ignore[union-attr]
+                nbytes = piece(node.types[0]).nbytes  # type: ignore[union-attr]
+                out["weights"][k] += nbytes
+                readers = _reader_layers(self.graph, nid, layer, users)
+                if len(readers) > 1:
+                    tied.append(TiedWeight(frozenset(readers), nbytes, update))
+        self._tied[key] = tuple(tied)
         for v in saved_values(micro, order, b.gets_grad):
             k = layer.get(v[0], 0)
             out["saved"][k] += piece(micro.type_of(v)).nbytes  # type: ignore[union-attr]
@@ -290,15 +335,27 @@ class LayerCosts:
         out = {
             k: [0.0] * (len(cuts) + 1) for k in ("fwd", "bwd", "saved", "weights", "update", "out", "sync")
         }
+        users = plan.users()
+        compute = {n: where[n] for n in plan.nodes if not plan.nodes[n].is_source}
+        tied: list[TiedWeight] = []
         for nid, step in zip(steps_order, steps, strict=True):
             node = plan.nodes[nid]
             k = where[nid]
             out["fwd"][k] += max((s for _, s in step.fwd_compute), default=0.0) + phase(step.fwd_comm)
             out["bwd"][k] += max((s for _, s in step.bwd_compute), default=0.0) + phase(step.bwd_comm)
-            out["update"][k] += max((s for _, s in step.update), default=0.0)
+            update = max((s for _, s in step.update), default=0.0)
+            out["update"][k] += update
             out["sync"][k] += phase(step.after_backward)
             if node.op == "pcg.weight" and (nid, 0) in b.gets_grad:
-                out["weights"][k] += piece(node.types[0]).nbytes  # type: ignore[union-attr]
+                nbytes = piece(node.types[0]).nbytes  # type: ignore[union-attr]
+                out["weights"][k] += nbytes
+                readers = _reader_layers(plan, nid, compute, users)
+                if len(readers) > 1:
+                    first = next(iter(b.where[(nid, 0)]))
+                    holders = sorted(d for c, d in b.where[(nid, 0)].items() if c[:-1] == first[:-1])
+                    sync = phase(step.after_backward)
+                    tied.append(TiedWeight(frozenset(readers), nbytes, update, sync, tuple(holders)))
+        self._tied[key] = tuple(tied)
         for v in saved_values(plan, steps_order, b.gets_grad):
             out["saved"][where[v[0]]] += piece(plan.type_of(v)).nbytes  # type: ignore[union-attr]
         for i, c in enumerate(cuts):
@@ -307,6 +364,14 @@ class LayerCosts:
             out["sum_" + name] = list(itertools.accumulate(out[name], initial=0.0))
         self._cache[key] = out
         return out
+
+    def tied(self, device: int, rows: int, width: int = 0, tensor: int = 1) -> tuple[TiedWeight, ...]:
+        """The tied weights of the profile `of(device, rows)` (`width`: of `of_tensor`)."""
+        if width:
+            self.of_tensor(width, tensor, rows)
+            return self._tied[(-width, tensor * 1_000_000 + rows)]
+        self.of(device, rows)
+        return self._tied[(self.kind_device(self.machine.kind_of(device).name), rows)]
 
     def feasible(self, device: int, rows: int) -> bool:
         """Whether the graph has a micro-batch of `rows` rows (batch norm needs 2 values)."""
@@ -360,10 +425,46 @@ class StageModel:
         fwd = max(total(d, rows, "fwd", first, last) for d in kinds)
         bwd = max(total(d, rows, "bwd", first, last) for d in kinds)
         weights = total(kinds[0], rows, "weights", first, last)
-        sync = collective_time("all_reduce", weights, devices, self.machine) if width > 1 else 0.0
-        update = max(total(d, rows, "update", first, last) for d in kinds)
+        _, update, moved, tied_sync = self._tied_share(
+            self.costs.tied(kinds[0], rows), first, last, start, width
+        )
+        sync = collective_time("all_reduce", weights - moved, devices, self.machine) if width > 1 else 0.0
+        update += max(total(d, rows, "update", first, last) for d in kinds)
         send = 0.0 if next_width is None else self.transfer(last, start + width, next_width)
-        return StageCost(fwd, bwd, send, 0.0, sync, update, total(kinds[0], rows, "saved", first, last))
+        return StageCost(
+            fwd, bwd, send, 0.0, sync + tied_sync, update, total(kinds[0], rows, "saved", first, last)
+        )
+
+    def _tied_share(
+        self, tied: Sequence[TiedWeight], first: int, last: int, start: int, width: int
+    ) -> tuple[float, float, float, float]:
+        """What the tied weights add to layers [first, last) on devices [start, start + width):
+        (bytes of the copies it holds beyond the profile's, their update seconds, bytes the
+        group's own gradient sync no longer moves, seconds of the copies' all-reduce). A stage
+        holding some of a weight's readers holds a copy; if other stages hold readers too, its
+        gradient is all-reduced over every holder once per iteration (as the program does):
+        priced with the other holders on the devices of the other end of the pipeline (the
+        first stage's, or the last's), where the embedding and the head of a model sit."""
+        held = update = moved = seconds = 0.0
+        D = self.machine.num_devices
+        for t in tied:
+            here = {k for k in t.layers if first <= k < last}
+            if not here:
+                continue
+            owner = first <= min(t.layers) < last
+            if not owner:
+                held += t.nbytes
+                update += t.update_s
+            if here == t.layers:
+                continue
+            if owner:
+                moved += t.nbytes
+                seconds -= t.sync_s
+            other = D - width if owner else 0
+            offsets = range(width) if t.offsets is None else t.offsets
+            devices = sorted({start + o for o in offsets} | {other + o for o in offsets})
+            seconds += collective_time("all_reduce", t.nbytes, devices, self.machine)
+        return held, update, moved, seconds
 
     def _tensor_profile(self, width: int) -> dict[str, list[float]] | None:
         rows, rest = divmod(self.costs.batch, self.microbatches)
@@ -385,8 +486,18 @@ class StageModel:
             return p["sum_" + what][last] - p["sum_" + what][first]
 
         send = 0.0 if next_width is None else self.transfer(last, start + width, next_width)
+        rows = self.costs.batch // self.microbatches
+        _, update, _, sync = self._tied_share(
+            self.costs.tied(0, rows, width, self.tensor), first, last, start, width
+        )
         return StageCost(
-            total("fwd"), total("bwd"), send, 0.0, total("sync"), total("update"), total("saved")
+            total("fwd"),
+            total("bwd"),
+            send,
+            0.0,
+            total("sync") + sync,
+            total("update") + update,
+            total("saved"),
         )
 
     def transfer(self, boundary: int, start: int, width: int) -> float:
@@ -408,11 +519,16 @@ class StageModel:
             p = self._tensor_profile(width)
             assert p is not None
             weights = p["sum_weights"][last] - p["sum_weights"][first]
+            rows = self.costs.batch // self.microbatches
+            weights += self._tied_share(self.costs.tied(0, rows, width, self.tensor), first, last, 0, width)[
+                0
+            ]
             return self.costs.state_bytes(weights) + inflight * (p["sum_saved"][last] - p["sum_saved"][first])
         rows = self.rows(width)
         assert rows is not None and self.costs.feasible(0, rows)
         total = self.costs.total
         weights = total(0, rows, "weights", first, last)
+        weights += self._tied_share(self.costs.tied(0, rows), first, last, 0, width)[0]
         return self.costs.state_bytes(weights) + inflight * total(0, rows, "saved", first, last)
 
     def capacity(self, start: int, width: int) -> float:
@@ -549,13 +665,16 @@ def materialize(
     virtual: int = 1,
     max_layers: int | None = None,
     tensor: int = 1,
+    untied: bool = True,
 ) -> Graph:
     """The pipelined plan of a partition (see the module docstring); `graph` unparallelized.
     With `virtual` > 1, stage k runs on the group of stage k mod (S / virtual); `max_layers` as
     the partition's `LayerCosts` had it (its layers are those of `layer_of`). With `tensor` > 1
     every stage runs the Megatron layout (`strategies.megatron_layouts`, tensor parallel
     `tensor` x data parallel width / `tensor`) on its group, views chosen by the mapping DP on
-    the first group and shifted to each stage's."""
+    the first group and shifted to each stage's. A weight read on several stages is held by
+    each (`untie`), or with `untied` false by its first reader's stage only, the later readers
+    receiving it down the pipeline each micro-batch (and sending its gradient back)."""
     _, layer = layer_of(graph, max_layers)
     stage_of_layer = {}
     for k, st in enumerate(stages):
@@ -571,13 +690,15 @@ def materialize(
             return stage_of_layer[layer[nid]]
         return min((stage_of_layer[layer[u]] for u in users[nid] if u in layer), default=0)
 
+    original_stage = {nid: stage_of(nid) for nid in graph.nodes}
+    if untied:
+        graph = untie(graph, original_stage, groups)
     base = sync_batch_norm(graph)
     order = [
         nid
         for nid in base.topological()
         if not base.nodes[nid].is_source and not base.nodes[nid].op.startswith("parallel.")
     ]
-    original_stage = {nid: stage_of(nid) for nid in graph.nodes}
     # sync_batch_norm may add ops; they take the stage of the op before them in order
     stage_seq: list[int] = []
     k = 0
@@ -619,6 +740,31 @@ def materialize(
     if virtual > 1:
         plan.function_attrs[VIRTUAL_STAGES] = IntegerAttr(virtual, i64)
     return plan
+
+
+def untie(graph: Graph, stage: Mapping[int, int], groups: int) -> Graph:
+    """`graph` (unparallelized) where a weight read on several stages (`stage`: each compute
+    op's) is held by each of them, as Megatron-LM holds a tied embedding: one `pcg.weight` of the
+    same key per rank group reading it (stage k runs on group k mod `groups`; the first reader's
+    keeps the node), so no group reads another's weight; the program loads every copy from the
+    one weight and sums their gradients over the ranks holding them (a copy group) before the
+    optimizer step, so they stay equal."""
+    users = graph.users()
+    out: Graph | None = None
+    for nid, node in list(graph.nodes.items()):
+        if node.op != "pcg.weight":
+            continue
+        readers: dict[int, list[int]] = {}
+        for u in sorted(users[nid], key=lambda u: stage[u]):
+            readers.setdefault(stage[u] % groups, []).append(u)
+        for g in list(readers)[1:]:
+            out = out or graph.copy()
+            (copy,) = out.add_node(replace(node, hint=None))
+            for u in readers[g]:
+                reader = out.nodes[u]
+                operands = tuple(copy if r is not None and r[0] == nid else r for r in reader.operands)
+                out.nodes[u] = replace(reader, operands=operands)
+    return graph if out is None else out
 
 
 def _carry_names(plan: Graph, base: Graph, order: Sequence[int]) -> None:

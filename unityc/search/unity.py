@@ -25,10 +25,12 @@ the smallest footprint found.
 Memory levers: every plan that does not fit (each round's, and each whole-graph plan) gets ZeRO
 stages and recomputation, the better of two ways (`levered_plan`): per weight and per op,
 greedily by bytes saved per second added (`levers.py`), and per layer by Galvatron-BMW's dynamic
-program over layers x memory (`galvatron.per_layer`). The plans compared with the search's also
-hold the `zero` baseline's (data parallelism with ZeRO-1/2/3, with and without recomputation)
-and the `galvatron` baseline's (its DP over each tensor degree's whole-graph plan), so the
-result is never slower than either on the same model, machine and memory budget. A levered plan
+program over layers x memory (`galvatron.per_layer`), its budget calibrated against the estimate
+(the baseline's DP leaves memory unused where its model overestimates). The plans compared with
+the search's also hold the `zero` baseline's (data parallelism with ZeRO-1/2/3, with and without
+recomputation) and the `galvatron` baseline's (its DP over each tensor degree's whole-graph
+plan), and that DP calibrated, so the result is never slower than either on the same model,
+machine and memory budget. A levered plan
 is priced only if a lower bound of its time (`bounds.levers_bound`: the compute and the
 gradients' traffic its levers leave) could beat the fastest plan at hand that fits; where
 data parallelism fits, the zero plans mostly cannot (their per-weight collectives after the

@@ -33,3 +33,13 @@
 // GPT2-IR:   pcg.weight key "model.transformer.h.0.attn.c_attn.bias[64:96]" {{.*}} : !pcg.tensor<32xf32, shard [2]>
 // GPT2-IR-COUNT-2: pcg.attention {{.*}} -> !pcg.tensor<2x16x32xf32, sum 2>
 // GPT2-NOT:  parallel
+
+// torch's nn.MultiheadAttention: its packed in_proj [3E, E] is read as three row boxes, each
+// split by heads (rows), out_proj row-parallel: one all-reduce after the attention.
+// RUN: unityc-import %S/../frontend/Inputs/multihead.py:make -o %t.mha.mlir
+// RUN: unityc-opt %t.mha.mlir -p 'megatron{machine="cpu:2"}' | filecheck %s --check-prefix=MHA
+// MHA:      pcg.weight key "attn.in_proj_weight[0:16, :]" {{.*}} : !pcg.tensor<16x16xf32, shard [2, 1]>
+// MHA:      pcg.weight key "attn.in_proj_weight[32:48, :]" {{.*}} : !pcg.tensor<16x16xf32, shard [2, 1]>
+// MHA:      pcg.weight key "attn.in_proj_bias[32:48]" {{.*}} : !pcg.tensor<16xf32, shard [2]>
+// MHA:      pcg.attention {{.*}} -> !pcg.tensor<2x6x16xf32, sum 2>
+// MHA-NEXT: parallel.all_reduce
