@@ -1,6 +1,6 @@
-"""Pipelined plans through the whole chain: `gpipe{...}` plans of the MLP (every schedule on 2
-and 4 ranks, with 2-way data parallelism inside each stage on 4), the zoo BERT and Hugging Face
-GPT-2 (one schedule each on 2 ranks, and a 2-stage x 2-way data-parallel hybrid on 4), and the
+"""Pipelined plans through the whole chain: `gpipe{...}` plans of the MLP, the zoo BERT and
+Hugging Face GPT-2 (every schedule, GPipe, 1F1B and interleaved 1F1B, on 2 ranks and on 4, where
+BERT and GPT-2 have 2-way data parallelism inside each stage), and the
 MLP with tensor-parallel stages (1F1B and interleaved on 4 ranks: collectives inside stages; 1F1B
 on 8 ranks, tensor 2 x data 2 inside each stage) and with ZeRO-2/3 and recomputation inside the
 hybrid's stages, run by `torch.distributed.pipelining` under torchrun with `--check` (loss,
@@ -36,13 +36,21 @@ PLANS = [
     ("mlp-gpipe-2", 2, MLP, 16, (2, 4, "gpipe")),
     ("mlp-1f1b-2", 2, MLP, 16, (2, 4, "1f1b")),
     ("mlp-interleaved-2", 2, MLP, 16, (4, 4, "interleaved-1f1b")),
+    ("bert-gpipe-2", 2, "bert", 4, (2, 2, "gpipe")),
     ("bert-1f1b-2", 2, "bert", 4, (2, 2, "1f1b")),
+    ("bert-interleaved-2", 2, "bert", 4, (4, 4, "interleaved-1f1b")),
     ("gpt2-gpipe-2", 2, "hf:gpt2", 4, (2, 2, "gpipe")),
+    ("gpt2-1f1b-2", 2, "hf:gpt2", 4, (2, 2, "1f1b")),
+    ("gpt2-interleaved-2", 2, "hf:gpt2", 4, (4, 4, "interleaved-1f1b")),
     ("mlp-gpipe-4", 4, MLP, 16, (4, 4, "gpipe")),
     ("mlp-1f1b-hybrid-4", 4, MLP, 16, (2, 2, "1f1b")),
     ("mlp-interleaved-4", 4, MLP, 16, (8, 4, "interleaved-1f1b")),
+    ("bert-gpipe-hybrid-4", 4, "bert", 4, (2, 2, "gpipe")),
     ("bert-1f1b-hybrid-4", 4, "bert", 4, (2, 2, "1f1b")),
+    ("bert-interleaved-hybrid-4", 4, "bert", 8, (4, 4, "interleaved-1f1b")),
     ("gpt2-gpipe-hybrid-4", 4, "hf:gpt2", 4, (2, 2, "gpipe")),
+    ("gpt2-1f1b-hybrid-4", 4, "hf:gpt2", 4, (2, 2, "1f1b")),
+    ("gpt2-interleaved-hybrid-4", 4, "hf:gpt2", 8, (4, 4, "interleaved-1f1b")),
 ]
 # (name, ranks, model, batch, schedule, micro-batches, stage bounds as fractions of the layers):
 # plans whose stages are tensor parallel (the Megatron layout, `materialize(tensor=2)`, as the
