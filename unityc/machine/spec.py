@@ -77,6 +77,10 @@ class DeviceKind:
             return table["tf32"]
         return table.get(dtype, table["f32"])
 
+    def speed(self, dtype: str = "f32") -> float:
+        """The FLOP/s its matmuls reach (peak x efficiency): how fast it is against other kinds."""
+        return self.peak_flops(dtype, True) * self.compute_efficiency
+
 
 @dataclass(frozen=True)
 class Link:

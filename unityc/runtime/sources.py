@@ -82,7 +82,7 @@ def local_weights(
 def part_sizes(plan: Plan, module: nn.Module) -> dict[str, tuple[int, ...]]:
     """The stored shape of every tensor the plan holds parts of (where checkpoints put them)."""
     state = module.state_dict(keep_vars=True)
-    parts = {WeightKey.parse(k).stored for k in plan.weights if WeightKey.parse(k).is_part}
+    parts = {key.stored for key in map(WeightKey.parse, plan.weights) if key.is_part}
     return {k: tuple(state[k].shape) for k in parts if k in state}
 
 

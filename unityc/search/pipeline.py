@@ -939,11 +939,6 @@ def pipedream_plan(
 # --- the 002 method ---------------------------------------------------------------------------
 
 
-def device_speed(machine: Machine, device: int, dtype: str = "f32") -> float:
-    kind = machine.kind_of(device)
-    return kind.peak_flops(dtype, True) * kind.compute_efficiency
-
-
 def merge_devices(speeds: Sequence[float]) -> list[list[int]]:
     """002's Algorithm 1: merge the two slowest (merged) devices while that makes the speeds
     more even (smaller mean absolute deviation) and the merged device is no faster than the
@@ -1012,7 +1007,7 @@ def hetero_gpipe_plan(
     options = options or PipelineOptions()
     graph = _plain(graph)
     costs = costs or options.layer_costs(graph, machine)
-    groups = merge_devices([device_speed(machine, d) for d in range(machine.num_devices)])
+    groups = merge_devices([machine.kind_of(d).speed() for d in range(machine.num_devices)])
     for g in groups:
         if g != list(range(g[0], g[0] + len(g))):
             raise PipelineError(f"hetero-gpipe: merged devices {g} are not adjacent in the machine")
@@ -1028,7 +1023,7 @@ def hetero_gpipe_plan(
         raise PipelineError(f"hetero-gpipe: the batch of {costs.batch} does not split over {width} devices")
     p = costs.of(0, costs.batch // counts[0] // width)
     work = [f + b for f, b in zip(p["fwd"], p["bwd"], strict=True)]
-    shares = [sum(device_speed(machine, d) for d in g) for g in groups]
+    shares = [sum(machine.kind_of(d).speed() for d in g) for g in groups]
     bounds = proportional_split(work, shares)
     stages = tuple(Stage(bounds[k], bounds[k + 1], g[0], len(g)) for k, g in enumerate(groups))
     M = bubble_and_underuse(costs, S, width, counts)

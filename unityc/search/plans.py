@@ -98,9 +98,7 @@ def fastest_kind_plan(graph: Graph, machine: Machine, pricing: Pricing) -> Price
     kind alone (its f32 peak times efficiency), the others idle: speed-aware placement, as a
     data-parallel step waits for its slowest device (2 x V100 + 2 x M4: the V100 pair beats
     all four). None on one kind, or where that kind has one device or the batch does not split."""
-    from unityc.search.pipeline import device_speed
-
-    speed = {d.kind.name: device_speed(machine, d.index) for d in machine.devices}
+    speed = {d.kind.name: d.kind.speed() for d in machine.devices}
     if len(speed) < 2:
         return None
     fastest = max(speed, key=lambda k: speed[k])
