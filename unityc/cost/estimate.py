@@ -403,7 +403,7 @@ class _Builder:
         if node.types[0].element_type != bf16 or op_class(node.op).AUTOCAST != "bf16":
             return 0.0
         per_task = sum(
-            2 * piece(t).numel  # type: ignore[union-attr]
+            2 * type_info(t).piece.numel
             for r, t in zip(node.operands, types, strict=True)
             if r is not None and t is not None and self.graph.nodes[r[0]].op == "pcg.weight"
             and t.element_type != bf16

@@ -19,9 +19,9 @@ from xdsl.ir import Attribute
 
 from unityc.dialects import parallel, pcg
 from unityc.dialects.forms import FormError
-from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.pcg_types import PcgOp, TensorType
 from unityc.dialects.precision import PRECISION
-from unityc.dialects.syntax import Kind, UnitycOp
+from unityc.dialects.syntax import Kind
 from unityc.dialects.view import MachineViewAttr
 
 Ref = tuple[int, int]
@@ -34,11 +34,11 @@ segments, rebuilt and pipelined plans keep them."""
 
 
 @cache
-def op_classes() -> dict[str, type[UnitycOp]]:
+def op_classes() -> dict[str, type[PcgOp]]:
     return {cls.name: cls for cls in (*pcg.ALL_OPS, *parallel.ALL_OPS)}
 
 
-def op_class(name: str) -> type[UnitycOp]:
+def op_class(name: str) -> type[PcgOp]:
     cls = op_classes().get(name)
     if cls is None:
         raise KeyError(f"unknown op '{name}'")

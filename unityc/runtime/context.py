@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Sequence
+from typing import overload
 
 import torch
 
@@ -147,6 +148,10 @@ LOWBIAS32 = ((16, 0x7FEB352D), (15, 0x846CA68B), (16, 0))
 """Chris Wellons' `lowbias32` integer hash: (shift, then multiplier) rounds."""
 
 
+@overload
+def _int32(value: int) -> int: ...
+@overload
+def _int32(value: torch.Tensor) -> torch.Tensor: ...
 def _int32(value: int | torch.Tensor) -> int | torch.Tensor:
     """The signed 32-bit integer with the same low 32 bits (two's complement)."""
     value = value & 0xFFFFFFFF

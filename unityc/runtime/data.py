@@ -162,8 +162,9 @@ class Batches:
             value = torch.as_tensor(batch[key])
             if not self.sliced:
                 value = self._whole(key, value, layout)
-                value = layout.piece_of(self.rank, value)
-                assert value is not None
+                piece = layout.piece_of(self.rank, value)
+                assert piece is not None
+                value = piece
             elif tuple(value.shape) != layout.piece_shape:
                 raise DataError(
                     f"batch {self.step}: input '{key}' on rank {self.rank} has shape {list(value.shape)}, "

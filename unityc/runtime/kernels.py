@@ -159,7 +159,7 @@ def cross_entropy(
     kept = None if ignore_index is None else target != ignore_index
     if classes is None:
         total = F.cross_entropy(
-            logits, target, reduction="sum", ignore_index=-100 if kept is None else ignore_index
+            logits, target, reduction="sum", ignore_index=-100 if ignore_index is None else ignore_index
         )
     else:
         with torch.no_grad():

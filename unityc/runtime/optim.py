@@ -22,7 +22,7 @@ import argparse
 import ast
 import functools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,8 +127,10 @@ class OptimizerSpec:
         arguments."""
         if not params:
             return None
+        # Every torch optimizer takes `lr`; the base class's signature does not say so.
+        build: Callable[..., torch.optim.Optimizer] = self.cls
         try:
-            return self.cls(params, lr=self.lr, **dict(self.kwargs))
+            return build(params, lr=self.lr, **dict(self.kwargs))
         except (TypeError, ValueError) as e:
             raise OptimizerError(f"--optimizer {self.name} {dict(self.kwargs)}: {e}") from None
 

@@ -101,7 +101,7 @@ class WeightKey:
     def sub(self, dim: int, start: int, stop: int, shape: Sequence[int]) -> WeightKey:
         """The box start:stop along `dim` of this weight (of shape `shape`), as a key of the
         stored tensor: a part of a part is a part."""
-        box = list(self.box) if self.box else [None] * len(shape)
+        box: list[Range] = list(self.box) if self.box else [None] * len(shape)
         base = 0 if box[dim] is None else box[dim][0]  # type: ignore[index]
         if stop - start == shape[dim] and box[dim] is None:
             return self

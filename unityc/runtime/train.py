@@ -23,7 +23,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -46,7 +46,7 @@ from unityc.runtime.sources import Build, SourceError, load_reference, local_dat
 from unityc.runtime.watch import DEFAULT_TIMEOUT_S, Heartbeat, collective_failure, timeout
 from unityc.runtime.zero import Zero
 
-Forward = Callable[[Context, dict[str, torch.Tensor], dict[str, torch.Tensor]], Sequence[Any]]
+Forward = Callable[[Context, Mapping[str, torch.Tensor], dict[str, torch.Tensor]], Sequence[Any]]
 
 
 class RunError(Exception):

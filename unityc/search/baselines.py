@@ -22,7 +22,7 @@ Every baseline ends with the machine-mapping DP choosing views, and is priced by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from unityc.cost.profile import ProfileCache
 from unityc.graph import Graph
@@ -190,11 +190,22 @@ def pipeline_baseline(
 ) -> PricedPlan:
     """`gpipe` (even split, one device per stage, GPipe schedule), `pipedream` or `hetero-gpipe`
     (`search/pipeline.py`), as a plan."""
-    from unityc.search.pipeline import PipelineOptions, even_split_plan, hetero_gpipe_plan, pipedream_plan
+    from unityc.search.pipeline import (
+        PipelineOptions,
+        PipelinePlan,
+        even_split_plan,
+        hetero_gpipe_plan,
+        pipedream_plan,
+    )
 
     options = options or UnityOptions()
     popts = PipelineOptions(options.cost, options.optimizer, profile)
-    build = {"gpipe": even_split_plan, "pipedream": pipedream_plan, "hetero-gpipe": hetero_gpipe_plan}[name]
+    builders: dict[str, Callable[[Graph, Machine, PipelineOptions], PipelinePlan]] = {
+        "gpipe": even_split_plan,
+        "pipedream": pipedream_plan,
+        "hetero-gpipe": hetero_gpipe_plan,
+    }
+    build = builders[name]
     p = build(graph, machine, popts)
     return PricedPlan(p.name, p.graph, p.estimate, None, p.note)
 

@@ -519,10 +519,9 @@ class StageModel:
             p = self._tensor_profile(width)
             assert p is not None
             weights = p["sum_weights"][last] - p["sum_weights"][first]
-            rows = self.costs.batch // self.microbatches
-            weights += self._tied_share(self.costs.tied(0, rows, width, self.tensor), first, last, 0, width)[
-                0
-            ]
+            micro_rows = self.costs.batch // self.microbatches
+            tied = self.costs.tied(0, micro_rows, width, self.tensor)
+            weights += self._tied_share(tied, first, last, 0, width)[0]
             return self.costs.state_bytes(weights) + inflight * (p["sum_saved"][last] - p["sum_saved"][first])
         rows = self.rows(width)
         assert rows is not None and self.costs.feasible(0, rows)
