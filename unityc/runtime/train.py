@@ -517,6 +517,16 @@ class Trainer:
             self.scheduler.step()
         return grads
 
+    def _peak_memory(self) -> int | None:
+        """On CUDA, the most bytes any rank's tensors held at once this run
+        (`torch.cuda.max_memory_allocated`, the largest over ranks); None on CPU."""
+        if self.device.type != "cuda":
+            return None
+        allocated = torch.cuda.max_memory_allocated(self.device)
+        peak = torch.tensor([allocated], dtype=torch.int64, device=self.device)
+        dist.all_reduce(peak, op=dist.ReduceOp.MAX)
+        return int(peak.item())
+
     def _sync_device(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -605,6 +615,7 @@ class Trainer:
         slowest = torch.tensor(times, dtype=torch.float64, device=self.device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)  # a step lasts until its slowest rank is done
         timed = slowest[warmup:].tolist()
+        peak = self._peak_memory()
         if self.rank != 0:
             return
         mean = statistics.fmean(timed)
@@ -616,6 +627,8 @@ class Trainer:
             "steps": len(timed),
             "warmup": warmup,
         }
+        if peak is not None:
+            result["peak_memory_bytes"] = peak
         note = " (the --check work runs after the clock stops)" if self.args.check else ""
         print(
             f"timing: {result['ms_per_iteration']:.2f} ms/iteration (median {result['median_ms']:.2f}, "
@@ -623,6 +636,8 @@ class Trainer:
             f"{result['samples_per_s']:.1f} samples/s{note}",
             flush=True,
         )
+        if peak is not None:
+            print(f"peak memory: {peak / 2**20:.1f} MiB allocated on the fullest rank (CUDA)", flush=True)
         sync = self.sync
         if sync.total:
             print(
