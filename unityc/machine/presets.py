@@ -65,6 +65,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from unityc.machine.calibration import calibrated
 from unityc.machine.errors import MachineSpecError
 from unityc.machine.loader import GB, GIB, TFLOPS, us
 from unityc.machine.spec import DeviceKind, Link, Machine, NodeSpec, check_size
@@ -126,6 +127,12 @@ H100_SXM_80GB = DeviceKind(
     memory_efficiency=GPU_MEMORY_EFFICIENCY,
     kernel_latency=GPU_KERNEL_LATENCY,
     reserved=GPU_RESERVED,
+)
+
+# Measured efficiencies and kernel latency replace the assumed ones where a GPU run recorded them
+# (`calibration.py`, written by `benchmarks/gpu_truth.py --write-preset`, each with its source).
+V100_SXM2_16GB, A100_SXM_80GB, H100_SXM_80GB = (
+    calibrated(k) for k in (V100_SXM2_16GB, A100_SXM_80GB, H100_SXM_80GB)
 )
 
 GLOO_ALPHA = us(890)

@@ -1,0 +1,111 @@
+"""`benchmarks/gpu_truth.py` (issue 30) cannot rot: its CPU path runs every phase at tiny shapes
+(the op table and the calibration fitted to it, one generated program estimated and measured,
+`--check`) and writes the results file whose structure is checked here; the calibration it
+records for a preset is checked on a copy of `unityc/machine/calibration.py`."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from unityc.machine import calibration
+from unityc.machine.calibration import Calibration, calibrated, with_calibration
+from unityc.machine.presets import H100_SXM_80GB
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "gpu_truth.py"
+
+
+def run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
+
+
+def table(text: str, heading: str) -> list[list[str]]:
+    """The data rows of the first table after `heading`, as cells."""
+    lines = text.split(heading, 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return rows
+
+
+@pytest.mark.torchrun
+def test_cpu_path_writes_every_section(tmp_path: Path) -> None:
+    out = tmp_path / "results.md"
+    done = run("--device", "cpu", "--programs", "mlp", "--budgets", "ops=8", "--out", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = out.read_text()
+    assert "from the repository root: `python benchmarks/gpu_truth.py`" in text
+    assert re.search(r"- device: CPU .*; torch \S+, CUDA none;", text)
+
+    ops = table(text, "## 1. Ops")
+    skipped = text.split("## Skipped", 1)[1]
+    assert ops, "no op was timed"
+    assert all(len(row) == 7 and float(row[2]) > 0 and float(row[3]) > 0 for row in ops)
+    assert any(row[0].startswith("launch:") for row in ops) or "launch:" in skipped
+    assert re.search(r"- before calibration: Kendall tau -?\d\.\d{3}, median error \d+\.\d %", text)
+    fitted = table(text, "## Calibration")
+    assert [row[0] for row in fitted][:1] == ["compute efficiency (matmul-like rows)"]
+    assert all(float(row[2]) > 0 for row in fitted)
+
+    (mlp,) = table(text, "## 2. Programs")
+    assert mlp[:3] == ["mlp", "fp32", "False"]
+    measured, estimate = float(mlp[3]), float(mlp[4])
+    assert measured > 0 and estimate > 0
+    assert mlp[8] == "n/a (cpu)" and float(mlp[9]) > 0  # peak memory is measured on CUDA only
+    assert "- step time before calibration: Kendall tau n/a (one row), median error" in text
+
+    (check,) = table(text, "## 3. `--check` on cpu")
+    assert check[0] == "mlp" and check[1].startswith("passed: check passed: 2 step(s)")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where no GPU is visible")
+def test_cuda_without_a_gpu_is_a_clear_error(tmp_path: Path) -> None:
+    done = run("--device", "cuda", "--out", str(tmp_path / "r.md"), timeout=120)
+    assert done.returncode == 1
+    assert "error: --device cuda: no CUDA device is visible" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "r.md").exists()
+
+
+def test_bad_budgets_are_refused(tmp_path: Path) -> None:
+    done = run("--device", "cpu", "--budgets", "ops=fast", "--out", str(tmp_path / "r.md"), timeout=120)
+    assert done.returncode == 1 and "error: --budgets ops=fast" in done.stderr
+    assert not (tmp_path / "r.md").exists()
+
+
+def test_calibration_is_recorded_with_its_source() -> None:
+    text = Path(calibration.__file__).read_text()
+    first = Calibration(0.61, 0.83, 7.5e-06, "NVIDIA H100 80GB HBM3, torch 2.13.0, CUDA 12.8, 2026-11-26")
+    second = Calibration(0.64, 0.85, 6.0e-06, "a later run")
+    patched = with_calibration(with_calibration(text, H100_SXM_80GB.name, first), H100_SXM_80GB.name, second)
+    namespace: dict[str, object] = {}
+    exec(compile(patched, "calibration.py", "exec"), namespace)  # the written module still imports
+    table_ = namespace["CALIBRATIONS"]
+    assert table_ == {H100_SXM_80GB.name: namespace["Calibration"](0.64, 0.85, 6.0e-06, "a later run")}
+    assert patched.count(f"{H100_SXM_80GB.name!r}: Calibration(") == 1
+
+
+def test_calibrated_kind_takes_the_measured_figures(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = Calibration(0.5, 0.9, 5e-06, "test")
+    monkeypatch.setitem(calibration.CALIBRATIONS, H100_SXM_80GB.name, c)
+    kind = calibrated(H100_SXM_80GB)
+    assert (kind.compute_efficiency, kind.memory_efficiency, kind.kernel_latency) == (0.5, 0.9, 5e-06)
+    assert kind.flops == H100_SXM_80GB.flops and kind.memory == H100_SXM_80GB.memory
+
+
+@pytest.mark.parametrize(
+    "fields", [(1.2, 0.8, 1e-6, "s"), (0.7, 0.0, 1e-6, "s"), (0.7, 0.8, -1.0, "s"), (0.7, 0.8, 1e-6, "")]
+)
+def test_calibration_values_are_validated(fields: tuple[float, float, float, str]) -> None:
+    with pytest.raises(ValueError):
+        Calibration(*fields)
