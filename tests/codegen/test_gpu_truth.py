@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -91,7 +92,9 @@ def test_calibration_is_recorded_with_its_source() -> None:
     namespace: dict[str, object] = {}
     exec(compile(patched, "calibration.py", "exec"), namespace)  # the written module still imports
     table_ = namespace["CALIBRATIONS"]
-    assert table_ == {H100_SXM_80GB.name: namespace["Calibration"](0.64, 0.85, 6.0e-06, "a later run")}
+    written = namespace["Calibration"]
+    assert callable(written)
+    assert table_ == {H100_SXM_80GB.name: written(0.64, 0.85, 6.0e-06, "a later run")}
     assert patched.count(f"{H100_SXM_80GB.name!r}: Calibration(") == 1
 
 
@@ -109,3 +112,25 @@ def test_calibrated_kind_takes_the_measured_figures(monkeypatch: pytest.MonkeyPa
 def test_calibration_values_are_validated(fields: tuple[float, float, float, str]) -> None:
     with pytest.raises(ValueError):
         Calibration(*fields)
+
+
+def test_a_calibration_that_worsens_the_programs_is_not_written(capsys: pytest.CaptureFixture[str]) -> None:
+    sys.path.insert(0, str(SCRIPT.parent))
+    import gpu_truth
+
+    def row(before_ms: float, after_ms: float) -> gpu_truth.ProgramRow:
+        estimate = lambda ms: SimpleNamespace(iteration_s=ms / 1e3)  # noqa: E731
+        r = gpu_truth.ProgramRow(gpu_truth.GPU_PROGRAMS[0], measured_ms=10.0)
+        r.before, r.after = estimate(before_ms), estimate(after_ms)  # type: ignore[assignment]
+        return r
+
+    text = Path(calibration.__file__).read_text()
+    c = Calibration(0.6, 0.8, 5e-06, "test")
+    worse = [row(11.0, 30.0), row(9.0, 25.0)]
+    assert gpu_truth.write_preset(H100_SXM_80GB, c, torch.device("cuda"), True, worse) == 1
+    assert "worsens the programs' median error (10.0 % -> 175.0 %)" in capsys.readouterr().out
+    assert Path(calibration.__file__).read_text() == text
+    better = [row(15.0, 11.0)]
+    assert gpu_truth.write_preset(H100_SXM_80GB, c, torch.device("cuda"), False, better) == 0
+    assert "write with --write-preset" in capsys.readouterr().out
+    assert Path(calibration.__file__).read_text() == text
