@@ -1,6 +1,6 @@
 """Ground truth on a real GPU: the cost model's ops, memory model and generated programs, measured.
 
-    python benchmarks/gpu_truth.py                  # on the machine with the GPU, repository root
+    python benchmarks/gpu_truth.py --write-preset   # on the machine with the GPU, repository root
     python benchmarks/gpu_truth.py --device cpu     # the same phases at tiny shapes (the test suite)
 
 Three phases, each with its own time budget (past it, the rest of the phase is skipped and the
@@ -66,7 +66,7 @@ from unityc.tools.importer import record_precision
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-COMMAND = "python benchmarks/gpu_truth.py"
+COMMAND = "python benchmarks/gpu_truth.py --write-preset"
 """The one command to run on the GPU machine (repository root, the project's environment)."""
 BUDGET_S = {"ops": 100.0, "programs": 230.0, "check": 90.0}
 """Seconds per phase on a GPU (8 minutes in all, with imports and start-up); --device cpu
@@ -536,7 +536,7 @@ def error(p: float, m: float) -> str:
 
 
 def source_line() -> str:
-    return f"{device_name()}, {versions()}, {datetime.date.today().isoformat()}, `{COMMAND}`"
+    return f"{device_name()}, {versions()}, {datetime.date.today().isoformat()}, `{RAN}`"
 
 
 def device_name() -> str:
@@ -565,6 +565,8 @@ def preset_kind(device: torch.device) -> tuple[DeviceKind, str]:
 
 
 DEVICE = torch.device("cpu")
+RAN = COMMAND
+"""The command of this run, as the results and a recorded calibration name it."""
 
 
 def cells(*values: object) -> str:
@@ -682,7 +684,8 @@ def write_results(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    global DEVICE
+    global DEVICE, RAN
+    RAN = " ".join(["python benchmarks/gpu_truth.py", *(sys.argv[1:] if argv is None else argv)])
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -737,7 +740,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         f"The one command, on the machine with the GPU, from the repository root: `{COMMAND}`",
         "",
-        f"- this run: `{' '.join([COMMAND, *(sys.argv[1:] if argv is None else argv)])}`",
+        f"- this run: `{RAN}`",
         f"- device: {device_name()}; {versions()}; {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
         f"- device kind priced: {chosen}",
     ]

@@ -46,7 +46,8 @@ def test_cpu_path_writes_every_section(tmp_path: Path) -> None:
     done = run("--device", "cpu", "--programs", "mlp", "--budgets", "ops=8", "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     text = out.read_text()
-    assert "from the repository root: `python benchmarks/gpu_truth.py`" in text
+    assert "from the repository root: `python benchmarks/gpu_truth.py --write-preset`" in text
+    assert "- this run: `python benchmarks/gpu_truth.py --device cpu --programs mlp" in text
     assert re.search(r"- device: CPU .*; torch \S+, CUDA none;", text)
 
     ops = table(text, "## 1. Ops")
@@ -134,3 +135,19 @@ def test_a_calibration_that_worsens_the_programs_is_not_written(capsys: pytest.C
     assert gpu_truth.write_preset(H100_SXM_80GB, c, torch.device("cuda"), False, better) == 0
     assert "write with --write-preset" in capsys.readouterr().out
     assert Path(calibration.__file__).read_text() == text
+
+
+def test_every_gpu_op_row_runs_at_its_priced_shape() -> None:
+    """The GPU op table cannot be run here, but each row's torch code runs forward and backward
+    on the meta device (shapes only) and yields the result shape the cost model prices."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    import gpu_truth
+
+    meta = torch.device("meta")
+    for case in gpu_truth.gpu_cases():
+        for dtype in ("f32", "tf32", "bf16"):
+            out = case.run(*gpu_truth.inputs(case, dtype, meta))
+            assert tuple(out.shape) == case.result, case.label
+            out.backward(torch.empty(case.result, device=meta, dtype=out.dtype))
+            cost = gpu_truth.priced(case, dtype, H100_SXM_80GB)
+            assert cost.fwd_s > 0 and cost.bwd_s > 0, case.label
