@@ -776,6 +776,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             rows.append(OpRow(case, dtype, measured, priced(case, dtype, kind)))
         torch.backends.cuda.matmul.allow_tf32 = False
+        if DEVICE.type == "cuda":
+            torch.cuda.empty_cache()  # the programs run in other processes: leave them the memory
         if any(r.case.label.startswith("launch:") for r in rows) and len(rows) > 1:
             fitted = fit(rows, kind)
             better = calibrated_kind(kind, fitted[0])
