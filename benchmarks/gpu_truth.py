@@ -714,6 +714,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    unknown = set(args.programs or ()) - {p.name for p in (GPU_PROGRAMS + CPU_PROGRAMS)}
+    if unknown:
+        print(f"error: --programs: unknown {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 1
     out = Path(args.out)
     if not out.parent.is_dir():
         print(f"error: --out {out}: no such directory", file=sys.stderr)
@@ -790,10 +794,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         for p in (GPU_PROGRAMS if DEVICE.type == "cuda" else CPU_PROGRAMS)
         if not args.programs or p.name in args.programs
     ]
-    unknown = set(args.programs or ()) - {p.name for p in (GPU_PROGRAMS + CPU_PROGRAMS)}
-    if unknown:
-        print(f"error: --programs: unknown {', '.join(sorted(unknown))}", file=sys.stderr)
-        return 1
     results = [ProgramRow(p) for p in programs]
     deadline = time.monotonic() + budget["programs"]
     with tempfile.TemporaryDirectory(prefix="gpu_truth-") as tmp:

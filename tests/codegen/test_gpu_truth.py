@@ -79,10 +79,21 @@ def test_cuda_without_a_gpu_is_a_clear_error(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr and not (tmp_path / "r.md").exists()
 
 
-def test_bad_budgets_are_refused(tmp_path: Path) -> None:
-    done = run("--device", "cpu", "--budgets", "ops=fast", "--out", str(tmp_path / "r.md"), timeout=120)
-    assert done.returncode == 1 and "error: --budgets ops=fast" in done.stderr
-    assert not (tmp_path / "r.md").exists()
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--budgets", "ops=fast"), "error: --budgets ops=fast: expected PHASE=SECONDS"),
+        (("--programs", "mlp", "nope"), "error: --programs: unknown nope"),
+        (("--out", "/no/such/dir/r.md"), "error: --out /no/such/dir/r.md: no such directory"),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_work(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    out = tmp_path / "r.md"
+    done = run("--device", "cpu", "--out", str(out), *args, timeout=120)
+    assert done.returncode == 1 and message in done.stderr and "Traceback" not in done.stderr
+    assert not out.exists()
 
 
 def test_calibration_is_recorded_with_its_source() -> None:
