@@ -748,6 +748,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"- device: {device_name()}; {versions()}; {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
         f"- device kind priced: {chosen}",
     ]
+    if DEVICE.type == "cuda":
+        head.append(
+            f"- TF32 as the programs run it (PyTorch's defaults): matmul "
+            f"{torch.backends.cuda.matmul.allow_tf32}, cuDNN convolutions {torch.backends.cudnn.allow_tf32}; "
+            "the presets price f32 contractions at the f32 rate"
+        )
     if DEVICE.type == "cpu":
         head.append(
             "- **the CPU path** (tiny shapes, one core, a shared machine): it shows the script runs end to "
