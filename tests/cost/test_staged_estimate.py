@@ -9,7 +9,7 @@ import pytest
 
 from unityc.cost.estimate import estimate_graph
 from unityc.cost.staged import estimate_pipelined, microbatch_graph
-from unityc.dialects.pipeline import Pipeline
+from unityc.dialects.plan import Pipeline
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module
 from unityc.machine import load_machine

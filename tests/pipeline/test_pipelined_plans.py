@@ -15,7 +15,8 @@ from unityc.dialects.container import graph_function
 from unityc.dialects.diagnostics import LocatedError
 from unityc.dialects.pcg import InputOp, WeightOp
 from unityc.dialects.pcg_types import TensorType
-from unityc.dialects.pipeline import Pipeline, check_pipeline, microbatch_module
+from unityc.dialects.pipeline import check_pipeline, microbatch_module
+from unityc.dialects.plan import Pipeline
 from unityc.dialects.source import make_context, parse_source, read_module
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import from_module, to_module

@@ -31,13 +31,13 @@ from unityc.codegen.memory import zero_stage
 from unityc.dialects.container import graph_function
 from unityc.dialects.pcg_types import PcgOp, TensorType
 from unityc.dialects.pipeline import (
-    Pipeline,
     check_pipeline,
     graph_ops,
     microbatch_module,
     pipeline_of,
     stage_of,
 )
+from unityc.dialects.plan import Pipeline
 
 
 def is_pipelined(module: ModuleOp) -> bool:

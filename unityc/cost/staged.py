@@ -24,8 +24,6 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import replace
 
-from xdsl.dialects.builtin import IntegerAttr, StringAttr
-
 from unityc.cost.estimate import DeviceRow, Estimate, OpRow, build_steps, compute_model, saved_values
 from unityc.cost.memory import DeviceMemory, check_optimizer
 from unityc.cost.pipeline import PipelineRun, StageCost, simulate_pipeline
@@ -35,14 +33,9 @@ from unityc.cost.schedule import Comm, Step
 from unityc.cost.units import format_bytes
 from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.plan import MICROBATCHES, SCHEDULE
 from unityc.graph import Graph, infer_types
 from unityc.machine.spec import Machine
-
-SCHEDULE = "unityc.schedule"
-MICROBATCHES = "unityc.microbatches"
-VIRTUAL_STAGES = "unityc.virtual_stages"
-PIPELINE_ATTRS = (SCHEDULE, MICROBATCHES, VIRTUAL_STAGES)
-"""The graph-function attributes of a pipelined plan."""
 
 
 def is_pipelined(graph: Graph) -> bool:
@@ -51,24 +44,19 @@ def is_pipelined(graph: Graph) -> bool:
 
 def graph_schedule(graph: Graph) -> tuple[str, int, int]:
     """(schedule, micro-batches, virtual stages) of a pipelined graph."""
-    attrs = graph.function_attrs
-    schedule = attrs[SCHEDULE]
-    micro = attrs.get(MICROBATCHES)
-    virtual = attrs.get(VIRTUAL_STAGES)
-    if not isinstance(schedule, StringAttr) or not isinstance(micro, IntegerAttr):
+    pipeline = graph.plan.pipeline
+    if pipeline is None:
         raise ValueError(f"a pipelined plan needs {SCHEDULE} (a string) and {MICROBATCHES} = M : i64")
-    v = virtual.value.data if isinstance(virtual, IntegerAttr) else 1
-    return schedule.data, micro.value.data, v
+    return pipeline.schedule, pipeline.microbatches, pipeline.virtual_stages
 
 
 def stages_of(graph: Graph) -> dict[int, int]:
     """Each node's stage; every node of a pipelined plan has one."""
     out: dict[int, int] = {}
     for nid, node in graph.nodes.items():
-        attr = dict(node.plan).get("stage")
-        if not isinstance(attr, IntegerAttr):
+        if node.stage is None:
             raise ValueError(f"{node.op} (node {nid}) of a pipelined plan has no stage")
-        out[nid] = attr.value.data
+        out[nid] = node.stage
     return out
 
 
@@ -361,7 +349,6 @@ def _assemble(
 
 
 __all__ = [
-    "PIPELINE_ATTRS",
     "estimate_pipelined",
     "graph_schedule",
     "is_pipelined",

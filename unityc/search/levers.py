@@ -20,7 +20,7 @@ priced by `estimate` like everything else).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from unityc.cost.estimate import Estimate, gradient_flags
 from unityc.cost.pricing import copy_collectives, phase, piece, placement
@@ -51,7 +51,7 @@ def applied(graph: Graph, levers: list[Lever]) -> Graph:
     for lever in levers:
         node = out.nodes[lever.nid]
         recompute = node.recompute or lever.recompute
-        out.nodes[lever.nid] = replace(node, zero=max(node.zero, lever.zero), recompute=recompute)
+        out.nodes[lever.nid] = node.with_plan(zero=max(node.zero, lever.zero), recompute=recompute)
     return out
 
 

@@ -57,8 +57,8 @@ from typing import TYPE_CHECKING, Any
 
 from unityc.cost.estimate import Estimate, compute_model, estimate_graph
 from unityc.cost.profile import ProfileCache
-from unityc.cost.staged import PIPELINE_ATTRS
 from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.plan import GRAPH_PLAN_ATTRS, ZERO_STAGES
 from unityc.graph import Graph, Node, Ref, side_ops, to_module
 from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
@@ -611,11 +611,6 @@ def _search(
     return chosen
 
 
-ZERO_STAGES = (1, 2, 3)
-"""The `zero` plans compared with the search's: data parallelism with each ZeRO stage, with and
-without recomputation of every op."""
-
-
 Worth = Callable[[float], bool]
 """Whether a plan whose iteration takes at least this many seconds could still be chosen."""
 
@@ -914,9 +909,9 @@ def strip_views(graph: Graph) -> Graph:
     pipeline schedule of a pipelined plan, and dead nodes (what the search starts from)."""
     out = graph.copy()
     for nid, node in out.nodes.items():
-        if node.view is not None or node.plan or node.zero or node.recompute:
-            out.nodes[nid] = Node(node.op, node.operands, node.attrs, node.types, None, node.hint)
-    out.function_attrs = {k: v for k, v in out.function_attrs.items() if k not in PIPELINE_ATTRS}
+        if node.plan:
+            out.nodes[nid] = Node(node.op, node.operands, node.attrs, node.types, hint=node.hint)
+    out.function_attrs = {k: v for k, v in out.function_attrs.items() if k not in GRAPH_PLAN_ATTRS}
     return out.prune()
 
 
