@@ -18,6 +18,10 @@ func.func @main() -> !pcg.tensor<f32> attributes {unityc.schedule = "1f1b", unit
 * The loss is the mean of the micro-batches' losses: exactly the whole batch's mean when every
   op keeps the batch in dim 0 and mixes no two samples, which `microbatch_module` checks while
   it builds the graph of one micro-batch (what the interpreter and the program run M times).
+* Gradient accumulation, `unityc.accumulation = k : i64` (any plan, `dialects/plan.py`), cuts
+  the batch the same way into k micro-batches run one after another (each a whole pipeline of M
+  in a pipelined plan: k x M parts, part a*M + m of step a): the same checks, the same graph of
+  one micro-batch.
 """
 
 from __future__ import annotations
@@ -87,15 +91,20 @@ def intra_devices(op: UnitycOp) -> Iterable[int] | None:
 
 
 def check_pipeline(fn: func.FuncOp, devices: Devices = intra_devices) -> tuple[Pipeline, int] | None:
-    """Verifies a pipelined graph function (see the module docstring); returns its schedule and
-    stage count, or None for a plan that is not pipelined. Errors are located at the op at fault."""
-    pipeline = pipeline_of(fn)
+    """Verifies a pipelined graph function (see the module docstring) and its gradient
+    accumulation (`unityc.accumulation = k`: k divides the batch of every input's pieces, after
+    the pipeline's micro-batches); returns its schedule and stage count, or None for a plan that
+    is not pipelined. Errors are located at the op at fault."""
+    plan = graph_plan_of(fn)
+    pipeline = plan.pipeline
     ops = graph_ops(fn)
     staged = {op: s for op in ops if (s := stage_of(op)) is not None}
     if pipeline is None:
         if staged:
             first = next(iter(staged))
             raise located(first, f"{first.name} has a stage but the graph function names no '{SCHEDULE}'")
+        if plan.accumulation > 1:
+            _check_batch(ops, plan.accumulation)
         return None
     if not ops:
         return pipeline, 0
@@ -112,7 +121,7 @@ def check_pipeline(fn: func.FuncOp, devices: Devices = intra_devices) -> tuple[P
     if (problem := pipeline.problem_with(count)) is not None:
         raise located(fn, problem)
     _check_order(ops, staged)
-    _check_batch(ops, pipeline.microbatches)
+    _check_batch(ops, plan.batch_parts)
     _check_groups(ops, staged, pipeline.rank_groups(count), devices)
     return pipeline, count
 
@@ -130,6 +139,7 @@ def _check_order(ops: list[UnitycOp], staged: dict[UnitycOp, int]) -> None:
 
 
 def _check_batch(ops: list[UnitycOp], microbatches: int) -> None:
+    """Every input splits into `microbatches` equal micro-batches along dim 0 of its pieces."""
     for op in ops:
         if not isinstance(op, pcg.InputOp):
             continue

@@ -51,10 +51,10 @@ from unityc.cost.estimate import (
 from unityc.cost.pipeline import StageCost
 from unityc.cost.pricing import phase, piece
 from unityc.cost.profile import ProfileCache
-from unityc.cost.staged import microbatch_graph
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.plan import GraphPlan, Pipeline
 from unityc.graph import Graph
+from unityc.graph.microbatch import microbatch_graph
 from unityc.graph.simplify import fuse_collectives, simplify
 from unityc.machine.spec import Machine
 from unityc.search.rebuild import rebuild
