@@ -89,8 +89,8 @@ def estimate_pipelined(
     stage = stages_of(graph)
     S = max(stage.values(), default=0) + 1
     G = S // v
-    k = graph.plan.accumulation
-    micro = microbatch_graph(graph, M * k)
+    acc = graph.plan.accumulation
+    micro = microbatch_graph(graph, M * acc)
     b, order, steps, rows = build_steps(micro, machine, compute_model(cost, profile), optimizer)
     groups: dict[int, set[int]] = defaultdict(set)
     for nid in order:
@@ -154,8 +154,8 @@ def estimate_pipelined(
         for k in range(S)
     ]
     run = simulate_pipeline(costs, schedule, M, v)
-    if k > 1:  # k schedules one after another, the gradient sync and update after the last
-        extra = (k - 1) * run.backward_s
+    if acc > 1:  # acc schedules one after another, the gradient sync and update after the last
+        extra = (acc - 1) * run.backward_s
         run = replace(
             run,
             iteration_s=run.iteration_s + extra,
@@ -163,11 +163,11 @@ def estimate_pipelined(
             backward_s=run.backward_s + extra,
         )
     estimate = _assemble(
-        graph, machine, cost, optimizer, profile, b, steps, rows, run, costs, groups, per_device, M * k
+        graph, machine, cost, optimizer, profile, b, steps, rows, run, costs, groups, per_device, M * acc
     )
-    if k == 1:
+    if acc == 1:
         return estimate
-    return replace(estimate, notes=(*estimate.notes, accumulation_note(graph, k, M * k)))
+    return replace(estimate, notes=(*estimate.notes, accumulation_note(graph, acc, M * acc)))
 
 
 def tied_keys(graph: Graph) -> dict[str, list[int]]:
