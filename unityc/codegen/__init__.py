@@ -33,6 +33,7 @@ from unityc.dialects.container import graph_function
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.pipeline import graph_ops, graph_plan_of, microbatch_module
 from unityc.dialects.precision import FP32
+from unityc.dialects.syntax import UnitycOp
 from unityc.models.spec import ModelError, ModelSpec, absolute_model, factory_file
 
 __all__ = ["CodegenError", "emit_program"]
@@ -138,7 +139,8 @@ def _forward(
         code = Writer(analyze(micro, machine))
         lines = code.forward()
     except CodegenError as e:
-        raise CodegenError(str(e), origin.get(e.op, e.op) if e.op is not None else None) from None  # type: ignore[arg-type]
+        at = origin.get(e.op, e.op) if isinstance(e.op, UnitycOp) else e.op  # the op of the plan itself
+        raise CodegenError(str(e), at) from None
     for op in a.ops:
         if op.name in ("pcg.weight", "pcg.input", "pcg.constant"):
             writer.source(op)

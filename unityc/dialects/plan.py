@@ -99,7 +99,9 @@ class OpPlan:
         if recompute is not None and not isinstance(recompute, UnitAttr):
             raise PlanError(f"'{RECOMPUTE}' is a unit attribute (write it bare), got {recompute}")
         zero = attributes.get(ZERO)
-        if zero is not None and (not _is_i64(zero) or zero.value.data not in ZERO_STAGES):  # type: ignore[union-attr]
+        if zero is not None and (
+            not isinstance(zero, IntegerAttr) or zero.type != i64 or zero.value.data not in ZERO_STAGES
+        ):
             raise PlanError(f"'{ZERO}' must be 1, 2 or 3 (: i64), got {zero}")
         stage = attributes.get(STAGE)
         if stage is not None and not _is_i64(stage):
@@ -316,9 +318,9 @@ def _int(attributes: Mapping[str, Attribute], name: str, default: int) -> int:
     attr = attributes.get(name)
     if attr is None:
         return default
-    if not _is_i64(attr):
+    if not isinstance(attr, IntegerAttr) or attr.type != i64:
         raise PlanError(f"'{name}' must be an integer ({name} = N : i64), got {attr}")
-    return attr.value.data  # type: ignore[union-attr]
+    return attr.value.data
 
 
 __all__ = [
