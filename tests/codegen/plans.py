@@ -102,7 +102,7 @@ class PlanBuilder:
             node = self.base.nodes[nid]
             if node.is_source:
                 shard, copy = self.strategy.sources(node)
-                new = Node(node.op, (), node.attrs, (retyped(node.types[0], shard, copy),), None, node.hint)
+                new = Node(node.op, (), node.attrs, (retyped(node.types[0], shard, copy),), hint=node.hint)
                 results = self.g.add_node(new)
             else:
                 operands = [None if r is None else self.mapped[r] for r in node.operands]
@@ -130,7 +130,7 @@ class PlanBuilder:
                 continue
             for ref, hint in zip(refs, [node.hint] * len(refs), strict=True):
                 old = self.g.nodes[ref[0]]
-                self.g.nodes[ref[0]] = Node(old.op, old.operands, old.attrs, old.types, old.view, hint)
+                self.g.nodes[ref[0]] = Node(old.op, old.operands, old.attrs, old.types, old.plan, hint)
             return refs
         raise error
 

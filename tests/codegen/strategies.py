@@ -14,6 +14,7 @@ from plans import PlanBuilder, Strategy, base_graph, interpret_equal, plan_modul
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.plan import OpPlan
 from unityc.dialects.view import MachineViewAttr
 from unityc.graph import Graph, Node, Ref, to_module
 
@@ -225,7 +226,7 @@ def collectives_plan() -> ModuleOp:
     def source(key: str, view: MachineViewAttr, shard: Sequence[int] | None = None, copy: int = 1) -> Ref:
         node = sources[key]
         t = retyped(node.types[0], shard, copy)
-        return g.add_node(Node(node.op, (), node.attrs, (t,), view, node.hint))[0]
+        return g.add_node(Node(node.op, (), node.attrs, (t,), OpPlan(view), node.hint))[0]
 
     def add(op: str, operands: list[Ref | None], view: MachineViewAttr, **attrs: object) -> Ref:
         return g.add(op, operands, view=view, **attrs)[0]

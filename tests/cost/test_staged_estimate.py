@@ -8,10 +8,11 @@ from functools import cache
 import pytest
 
 from unityc.cost.estimate import estimate_graph
-from unityc.cost.staged import estimate_pipelined, microbatch_graph
-from unityc.dialects.pipeline import Pipeline
+from unityc.cost.staged import estimate_pipelined
+from unityc.dialects.plan import Pipeline
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module
+from unityc.graph.microbatch import microbatch_graph
 from unityc.machine import load_machine
 from unityc.search.gpipe import gpipe_plan
 

@@ -15,13 +15,14 @@ from unityc.dialects.container import graph_function
 from unityc.dialects.diagnostics import LocatedError
 from unityc.dialects.pcg import InputOp, WeightOp
 from unityc.dialects.pcg_types import TensorType
-from unityc.dialects.pipeline import Pipeline, check_pipeline, microbatch_module
+from unityc.dialects.pipeline import check_pipeline, microbatch_module
+from unityc.dialects.plan import Pipeline
 from unityc.dialects.source import make_context, parse_source, read_module
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import from_module, to_module
 from unityc.interpreter import assemble, int_bounds, run_graph
 from unityc.interpreter.functions import SourceValues
-from unityc.interpreter.pipeline import run_pipelined
+from unityc.interpreter.pipeline import run_microbatched
 from unityc.machine import load_machine
 from unityc.search.gpipe import PipelineError, gpipe_plan
 
@@ -62,7 +63,7 @@ def losses_and_grads(module: ModuleOp, pipelined: bool) -> tuple[list[torch.Tens
             value = sources.value(op.attrs()["key"], t, "input" if isinstance(op, InputOp) else "weight")
             feeds[op.attrs()["key"]] = value.clone().requires_grad_(isinstance(op, WeightOp))
     if pipelined:
-        outputs = run_pipelined(module, feeds=feeds, float_dtype=torch.float64)
+        outputs = run_microbatched(module, feeds=feeds, float_dtype=torch.float64)
     else:
         pieces, _ = run_graph(module, feeds=feeds, float_dtype=torch.float64)
         outputs = [assemble(p) for p in pieces]

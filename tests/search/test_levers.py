@@ -75,8 +75,11 @@ def test_search_weighs_the_zero_and_galvatron_plans() -> None:
     fitting = [b.estimate.iteration_s for b in baselines if b.estimate.fits]
     assert fitting and result.fits
     assert result.estimate.iteration_s <= min(fitting) * (1 + 1e-9)
+    # at a fifth of it, a plan fits with gradient accumulation (16 micro-batches of 1 row per device)
+    fifth = unity_search(graph, preset("cpu:4").with_memory(need * 0.2), load_rules(""), options)
+    assert fifth.fits and fifth.plan.plan.accumulation == 16
     # nothing fits: the smallest footprint of all plans compared, levers included
-    tiny = preset("cpu:4").with_memory(need * 0.2)
+    tiny = preset("cpu:4").with_memory(need * 0.1)
     small = unity_search(graph, tiny, load_rules(""), options)
     assert not small.fits
     smallest = min(p.estimate.peak_memory for p in small.alternatives)

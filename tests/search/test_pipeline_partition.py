@@ -89,7 +89,7 @@ def test_tensor_parallel_stages_compute_the_same_loss() -> None:
     import torch
 
     from unityc.interpreter import assemble, run_graph
-    from unityc.interpreter.pipeline import run_pipelined
+    from unityc.interpreter.pipeline import run_microbatched
 
     module = import_model(ModelSpec("hf:gpt2", batch=4))
     g = from_module(module)
@@ -106,7 +106,7 @@ def test_tensor_parallel_stages_compute_the_same_loss() -> None:
     ]
     assert tensor, "no op is tensor parallel"
     want, _ = run_graph(module, float_dtype=torch.float64)
-    got = run_pipelined(pipelined, float_dtype=torch.float64)
+    got = run_microbatched(pipelined, float_dtype=torch.float64)
     assert torch.allclose(got[0], assemble(want[0], "loss").reshape(()), atol=1e-9)
 
 

@@ -73,20 +73,22 @@ def test_a_pipeline_wins_on_the_mixed_machine() -> None:
         model("wide_chain"), m, rules(), UnityOptions(budget=1, split_size=6, pipelines=False)
     )
     assert found.estimate.pipeline is not None
-    assert "stage" in {k for node in found.plan.nodes.values() for k, _ in node.plan}
+    assert any(node.stage is not None for node in found.plan.nodes.values())
     assert found.estimate.iteration_s < plain.estimate.iteration_s
 
 
 def test_pipelines_never_make_the_search_slower() -> None:
     """Without whole-graph plans (as in the Fig. 15a ablation) and with 1 MB per device, the
-    search's own plan does not fit and the per-layer lever plan (data parallel with
-    recomputation) is the answer; a pipeline that fits but is slower must not displace it."""
+    search's own plan does not fit as it is: levered (gradient accumulation, or the per-layer
+    levers' recomputation) it is the answer; a pipeline that fits but is slower must not
+    displace it."""
     from dataclasses import replace
 
     graph = from_module(import_model(ModelSpec(DEEP_MLP, batch=1024)))
     m = load_machine("cpu:2").with_memory(1e6)
     options = UnityOptions(budget=1, split_size=6, seeds=False, whole_graph=False, pipelines=False)
     plain = unity_search(graph, m, rules(), options)
-    assert plain.fits and plain.source.startswith("per-layer levers")
+    assert plain.fits
+    assert plain.source.startswith("per-layer levers") or plain.plan.plan.accumulation > 1, plain.source
     found = unity_search(graph, m, rules(), replace(options, pipelines=True))
     assert found.fits and found.estimate.iteration_s <= plain.estimate.iteration_s * (1 + 1e-9)

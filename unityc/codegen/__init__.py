@@ -29,8 +29,11 @@ from unityc.codegen.emit import Writer, layout_text
 from unityc.codegen.memory import predicted_memory, zero_stages
 from unityc.codegen.pipeline import emit_pipelined, is_pipelined
 from unityc.cost.estimate import estimate_module
+from unityc.dialects.container import graph_function
 from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.pipeline import graph_ops, graph_plan_of, microbatch_module
 from unityc.dialects.precision import FP32
+from unityc.dialects.syntax import UnitycOp
 from unityc.models.spec import ModelError, ModelSpec, absolute_model, factory_file
 
 __all__ = ["CodegenError", "emit_program"]
@@ -87,22 +90,29 @@ def emit_program(module: ModuleOp, machine: str | None = None, source: str = "pl
     """The training program of a plan; raises CodegenError (with the op at fault) if the plan
     cannot run."""
     a = analyze(module, machine)
+    accumulation = graph_plan_of(graph_function(module)).accumulation
     if is_pipelined(module):
-        return emit_pipelined(module, a, machine, source, _measures(module, a))
-    writer = Writer(a)
-    forward = writer.forward()
+        return emit_pipelined(module, a, machine, source, _measures(module, a), accumulation)
+    forward, writer, head = _forward(module, a, machine, accumulation)
     summary = (
         f"Data movement per step: {writer.collectives} collective(s) in forward (their duals in backward), "
-        f"{writer.transfers} implicit transfer(s)."
+        f"{writer.transfers} implicit transfer(s)"
+        + (f", per micro-batch of the {accumulation} accumulated." if accumulation > 1 else ".")
     )
     about = [
         "Every rank runs this file (SPMD). `forward` computes this rank's pieces: the tasks of each op that",
         "run on this rank apply the op's kernel to local pieces; `ctx.p2p` moves a piece a task reads from",
         "another rank; `ctx.parallel` runs a parallel op's collectives (backward: their duals, exact).",
     ]
+    if accumulation > 1:
+        about += [
+            f"Gradient accumulation: `forward` computes one micro-batch; a step runs {accumulation} of them,",
+            "micro-batch m reading chunk m of this rank's piece of every input, sums their gradients (the",
+            "loss is their mean), then syncs the gradients once and updates once.",
+        ]
     return "\n".join(
         [
-            *program_head(a, writer, source, summary, about, _measures(module, a)),
+            *program_head(a, head, source, summary, about, _measures(module, a), accumulation),
             *forward,
             "",
             "",
@@ -113,6 +123,33 @@ def emit_program(module: ModuleOp, machine: str | None = None, source: str = "pl
     )
 
 
+def _forward(
+    module: ModuleOp, a: Analysis, machine: str | None, accumulation: int
+) -> tuple[list[str], Writer, Writer]:
+    """The forward's lines, the writer that wrote them and the writer of PLAN's tables: one for
+    a plan that runs its batch whole; with gradient accumulation the forward is the graph of one
+    micro-batch's (`microbatch_module`) and PLAN holds the whole batch's sources (what the data
+    and the reference read) with the forward's tables, process groups and recomputed regions."""
+    writer = Writer(a)
+    if accumulation == 1:
+        return writer.forward(), writer, writer
+    micro = microbatch_module(module, accumulation)
+    origin = dict(zip(graph_ops(graph_function(micro)), graph_ops(graph_function(module)), strict=True))
+    try:
+        code = Writer(analyze(micro, machine))
+        lines = code.forward()
+    except CodegenError as e:
+        at = origin.get(e.op, e.op) if isinstance(e.op, UnitycOp) else e.op  # the op of the plan itself
+        raise CodegenError(str(e), at) from None
+    for op in a.ops:
+        if op.name in ("pcg.weight", "pcg.input", "pcg.constant"):
+            writer.source(op)
+    writer.tables = code.tables
+    writer.groups.update(code.groups)
+    writer.regions = code.regions
+    return lines, code, writer
+
+
 def program_head(
     a: Analysis,
     writer: Writer,
@@ -120,10 +157,11 @@ def program_head(
     summary: str,
     about: list[str],
     measures: dict[str, float] | None = None,
+    accumulation: int = 1,
 ) -> list[str]:
     """The program's docstring (`summary`, how to run it, then `about`), imports and `PLAN` (the
     tables `writer` collected while writing the code; `measures`: what progress lines compare
-    with)."""
+    with; `accumulation`: the plan's gradient accumulation steps)."""
     model, model_summary = _model_text(a.model, source)
     inputs = [v for op in a.ops if op.name == "pcg.input" for v in op.results]
     samples = a.value(inputs[0]).type.shape[0] if inputs and a.value(inputs[0]).type.rank else 1
@@ -175,6 +213,7 @@ def program_head(
         *(f"    {k}={v!r}," for k, v in (measures or {}).items()),
         f"    tokens={tokens},",
         *([f"    precision={a.precision!r},"] if a.precision != FP32 else []),
+        *([f"    accumulation={accumulation},"] if accumulation > 1 else []),
         ")",
         "",
         "",

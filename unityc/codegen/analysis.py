@@ -20,8 +20,8 @@ from xdsl.utils.exceptions import VerifyException
 from unityc.cost.pricing import placement
 from unityc.dialects.container import check_loss, graph_function
 from unityc.dialects.pcg_types import FLOAT_TYPES, PcgOp, TensorType
+from unityc.dialects.plan import op_plan
 from unityc.dialects.precision import BF16_MIXED, FP32, autocast_dtype, precision_of
-from unityc.dialects.view import MachineViewAttr
 from unityc.machine import Machine, MachineSpecError, load_machine
 
 Coord = tuple[int, ...]
@@ -121,8 +121,8 @@ def analyze(module: ModuleOp, machine_override: str | None = None) -> Analysis:
     names: set[str] = set()
     for op in ops:
         _check_op(op)
-        view = op.attributes["view"]
-        assert isinstance(view, MachineViewAttr)
+        view = op_plan(op).view
+        assert view is not None
         t0 = op.results[0].type
         assert isinstance(t0, TensorType)
         try:
@@ -157,15 +157,12 @@ def _check_op(op: PcgOp) -> None:
         op.verify()
     except VerifyException as e:
         raise CodegenError(f"{op.name}: {e}", op) from None
-    view = op.attributes.get("view")
-    if view is None:
+    if op_plan(op).view is None:
         raise CodegenError(
             f"{op.name} has no machine view: every op of a plan needs one (#pcg.view) to say which "
             "ranks run its tasks",
             op,
         )
-    if not isinstance(view, MachineViewAttr):
-        raise CodegenError(f"{op.name}: 'view' must be a #pcg.view, got {view}", op)
 
 
 def _mark_gradients(a: Analysis) -> None:

@@ -13,20 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import SSAValue
 
 from unityc.codegen.analysis import Analysis, CodegenError
 from unityc.cost.memory import OPTIMIZERS, persistent_bytes
 from unityc.cost.pricing import piece
 from unityc.dialects.pcg_types import PcgOp
+from unityc.dialects.plan import op_plan
 
 SOURCES = ("pcg.weight", "pcg.input", "pcg.constant")
 
 
 def zero_stage(op: PcgOp) -> int:
-    zero = op.attributes.get("zero")
-    return zero.value.data if isinstance(zero, IntegerAttr) else 0
+    return op_plan(op).zero
 
 
 def zero_stages(a: Analysis) -> dict[str, int]:
@@ -72,7 +71,7 @@ def regions(a: Analysis) -> dict[PcgOp, Region]:
     for op in a.ops:
         if op.name in SOURCES:
             continue
-        if "recompute" not in op.attributes:
+        if not op_plan(op).recompute:
             current = None
             continue
         if op.name.startswith("parallel."):

@@ -19,6 +19,7 @@ schedule, one key in checkpoints.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -31,13 +32,13 @@ from unityc.codegen.memory import zero_stage
 from unityc.dialects.container import graph_function
 from unityc.dialects.pcg_types import PcgOp, TensorType
 from unityc.dialects.pipeline import (
-    Pipeline,
     check_pipeline,
     graph_ops,
     microbatch_module,
     pipeline_of,
     stage_of,
 )
+from unityc.dialects.plan import Pipeline
 
 
 def is_pipelined(module: ModuleOp) -> bool:
@@ -45,10 +46,16 @@ def is_pipelined(module: ModuleOp) -> bool:
 
 
 def emit_pipelined(
-    module: ModuleOp, a: Analysis, machine: str | None, source: str, measures: dict[str, float]
+    module: ModuleOp,
+    a: Analysis,
+    machine: str | None,
+    source: str,
+    measures: dict[str, float],
+    accumulation: int = 1,
 ) -> str:
     """The program of a pipelined plan (`a`: its analysis for the whole batch; `measures`: what
-    its progress lines compare with, as for any plan)."""
+    its progress lines compare with, as for any plan; `accumulation`: the schedule runs that
+    many times per step on as many chunks of the batch, the gradients summed)."""
     from unityc.codegen import program_head  # the package imports this module
 
     fn = graph_function(module)
@@ -57,10 +64,11 @@ def emit_pipelined(
     )
     assert checked is not None
     pipeline, count = checked
-    micro = microbatch_module(module, pipeline.microbatches)
+    micro = microbatch_module(module, pipeline.microbatches * accumulation)
     origin = dict(zip(graph_ops(graph_function(micro)), graph_ops(fn), strict=True))
+    head = functools.partial(program_head, accumulation=accumulation)
     try:
-        return _emit(a, analyze(micro, machine), pipeline, count, source, program_head, measures)
+        return _emit(a, analyze(micro, machine), pipeline, count, source, head, measures)
     except CodegenError as e:
         raise CodegenError(str(e), origin.get(e.op, e.op) if e.op is not None else None) from None  # type: ignore[arg-type]
 

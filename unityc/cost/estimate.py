@@ -59,12 +59,13 @@ from unityc.cost.pricing import (
     weight_parts,
 )
 from unityc.cost.profile import ProfileCache, op_key, profiled_cost
-from unityc.cost.schedule import Comm, Step, buckets, simulate
+from unityc.cost.schedule import Comm, Schedule, Step, Timeline, buckets, simulate
 from unityc.cost.units import format_bytes
 from unityc.dialects.container import graph_function
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import PcgOp, TensorType, own_form
 from unityc.graph import Graph, Node, Ref, from_module, full_attrs, op_class
+from unityc.graph.microbatch import microbatch_graph
 from unityc.graph.precision import priced_graph
 from unityc.machine.spec import Machine
 
@@ -771,14 +772,17 @@ def estimate_graph(
     if is_pipelined(graph):
         return estimate_pipelined(graph, machine, cost, optimizer, profile)
     check_optimizer(optimizer)
-    b, order, steps, rows = build_steps(graph, machine, compute_model(cost, profile), optimizer)
-    loss = graph.outputs[0] if graph.outputs else None
+    k = graph.plan.accumulation
+    priced = microbatch_graph(graph, k) if k > 1 else graph  # one micro-batch: its activations
+    b, order, steps, rows = build_steps(priced, machine, compute_model(cost, profile), optimizer)
+    loss = priced.outputs[0] if priced.outputs else None
+    loss_id = b.vid(loss) if loss is not None and loss in b.ids else None
     grad_buckets = buckets(
         steps, lambda devices, nbytes: collective_time("all_reduce", nbytes, devices, machine)
     )
-    schedule = simulate(
-        steps, b.mult, b.vid(loss) if loss is not None and loss in b.ids else None, grad_buckets
-    )
+    schedule = simulate(steps, b.mult, loss_id, grad_buckets)
+    if k > 1:
+        schedule = _accumulated(schedule, priced, order, steps, b.mult, loss_id, k)
     for c in (
         *(c for s in steps for c in (*s.fwd_comm, *s.bwd_comm, *s.grad_sync)),
         *(g.comm for g in grad_buckets),
@@ -817,6 +821,8 @@ def estimate_graph(
                 f"device {dev.device} needs {format_bytes(dev.memory.total)}, "
                 f"more than its {format_bytes(dev.capacity)}"
             )
+    if k > 1:
+        notes.insert(0, accumulation_note(graph, k, k))
     return Estimate(
         machine=machine,
         cost=cost,
@@ -826,10 +832,69 @@ def estimate_graph(
         iteration_s=schedule.iteration_s,
         forward_s=schedule.forward_s,
         backward_s=schedule.backward_s,
-        plan_flops=sum(r.flops for r in rows),
-        model_flops=b.model_flops,
-        roofline_s=b.roofline_s,
+        plan_flops=k * sum(r.flops for r in rows),
+        model_flops=k * (b.model_flops - b.update_flops) + b.update_flops,
+        roofline_s=k * (b.roofline_s - b.update_roofline_s) + b.update_roofline_s,
         notes=tuple(notes),
         buckets=schedule.buckets,
         sync_after_s=schedule.sync_after_s,
     )
+
+
+def accumulation_note(graph: Graph, k: int, parts: int) -> str:
+    """What an estimate of a plan with gradient accumulation says about it."""
+    inputs = [n.types[0] for n in graph.nodes.values() if n.op == "pcg.input" and n.types[0].rank]
+    rows = inputs[0].shape[0] // inputs[0].shard[0] // parts if inputs else 0
+    return (
+        f"gradient accumulation: {k} steps of {rows} row(s) per piece, gradients summed, "
+        "one gradient sync and update"
+    )
+
+
+def _accumulated(
+    last: Schedule,
+    graph: Graph,
+    order: list[int],
+    steps: list[Step],
+    mult: Mapping[int, int],
+    loss: int | None,
+    k: int,
+) -> Schedule:
+    """The schedule of k accumulation steps, `last` the final one's (forward, backward, gradient
+    sync, update): the k - 1 before it run forward and backward only, their gradients summed in
+    place, as the program runs them (`no_sync`); a ZeRO-2/3 weight's gradient is reduce-scattered
+    after each backward all the same (the program's hook does, so its shard is all it keeps), the
+    all-gather of its updated shards and the update once."""
+    deferred = [
+        replace(step, grad_reduce=(), update=(), grad_sync=_per_backward(step, graph.nodes[nid].zero))
+        for nid, step in zip(order, steps, strict=True)
+    ]
+    before = simulate(deferred, mult, loss)
+    period = before.iteration_s
+    extra = (k - 1) * period
+    timelines = {}
+    for d in set(before.timelines) | set(last.timelines):
+        runs = [(j * period, before.timelines.get(d)) for j in range(k - 1)]
+        runs.append((extra, last.timelines.get(d)))
+        timelines[d] = Timeline(
+            [(s + t, e + t) for t, line in runs if line is not None for s, e in line.compute],
+            [(s + t, e + t) for t, line in runs if line is not None for s, e in line.comm],
+        )
+    return replace(
+        last,
+        iteration_s=last.iteration_s + extra,
+        forward_s=last.forward_s + extra,
+        backward_s=last.backward_s + extra,
+        timelines=timelines,
+    )
+
+
+def _per_backward(step: Step, zero: int) -> tuple[Comm, ...]:
+    """The gradient collectives of a weight's step that run after every backward: ZeRO-2/3's
+    reduce-scatter (`pricing.weight_parts` lists it first, then ZeRO-2's all-gather of the updated
+    shards, one per copy group each)."""
+    if zero == 3:
+        return step.grad_sync
+    if zero == 2:
+        return step.grad_sync[: len(step.grad_sync) // 2]
+    return ()

@@ -32,6 +32,7 @@ from unityc.dialects.container import graph_function
 from unityc.dialects.diagnostics import located
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.plan import op_plan
 from unityc.dialects.view import MachineViewAttr
 from unityc.graph import full_attrs, op_class
 from unityc.machine.spec import DeviceKind, Machine
@@ -133,8 +134,8 @@ def check_views(module: ModuleOp, machine: Machine) -> None:
     """Each machine view of the module's graph places its op's tasks on distinct devices of
     `machine`; a located error at the first that does not."""
     for op in graph_function(module).body.block.ops:
-        view = op.attributes.get("view")
-        if not isinstance(view, MachineViewAttr) or not op.results:
+        view = op_plan(op).view
+        if view is None or not op.results:
             continue
         t = op.results[0].type
         assert isinstance(t, TensorType)  # the op verified its view against this type

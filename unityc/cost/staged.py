@@ -24,25 +24,25 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import replace
 
-from xdsl.dialects.builtin import IntegerAttr, StringAttr
-
-from unityc.cost.estimate import DeviceRow, Estimate, OpRow, build_steps, compute_model, saved_values
+from unityc.cost.estimate import (
+    DeviceRow,
+    Estimate,
+    OpRow,
+    accumulation_note,
+    build_steps,
+    compute_model,
+    saved_values,
+)
 from unityc.cost.memory import DeviceMemory, check_optimizer
 from unityc.cost.pipeline import PipelineRun, StageCost, simulate_pipeline
 from unityc.cost.pricing import copy_collectives, phase, piece
 from unityc.cost.profile import ProfileCache
 from unityc.cost.schedule import Comm, Step
 from unityc.cost.units import format_bytes
-from unityc.dialects.forms import FormError
-from unityc.dialects.pcg_types import TensorType
-from unityc.graph import Graph, infer_types
+from unityc.dialects.plan import MICROBATCHES, SCHEDULE
+from unityc.graph import Graph
+from unityc.graph.microbatch import microbatch_graph
 from unityc.machine.spec import Machine
-
-SCHEDULE = "unityc.schedule"
-MICROBATCHES = "unityc.microbatches"
-VIRTUAL_STAGES = "unityc.virtual_stages"
-PIPELINE_ATTRS = (SCHEDULE, MICROBATCHES, VIRTUAL_STAGES)
-"""The graph-function attributes of a pipelined plan."""
 
 
 def is_pipelined(graph: Graph) -> bool:
@@ -51,67 +51,19 @@ def is_pipelined(graph: Graph) -> bool:
 
 def graph_schedule(graph: Graph) -> tuple[str, int, int]:
     """(schedule, micro-batches, virtual stages) of a pipelined graph."""
-    attrs = graph.function_attrs
-    schedule = attrs[SCHEDULE]
-    micro = attrs.get(MICROBATCHES)
-    virtual = attrs.get(VIRTUAL_STAGES)
-    if not isinstance(schedule, StringAttr) or not isinstance(micro, IntegerAttr):
+    pipeline = graph.plan.pipeline
+    if pipeline is None:
         raise ValueError(f"a pipelined plan needs {SCHEDULE} (a string) and {MICROBATCHES} = M : i64")
-    v = virtual.value.data if isinstance(virtual, IntegerAttr) else 1
-    return schedule.data, micro.value.data, v
+    return pipeline.schedule, pipeline.microbatches, pipeline.virtual_stages
 
 
 def stages_of(graph: Graph) -> dict[int, int]:
     """Each node's stage; every node of a pipelined plan has one."""
     out: dict[int, int] = {}
     for nid, node in graph.nodes.items():
-        attr = dict(node.plan).get("stage")
-        if not isinstance(attr, IntegerAttr):
+        if node.stage is None:
             raise ValueError(f"{node.op} (node {nid}) of a pipelined plan has no stage")
-        out[nid] = attr.value.data
-    return out
-
-
-def microbatch_graph(graph: Graph, microbatches: int) -> Graph:
-    """The graph of one micro-batch, for pricing: dim 0 of every input divided by M and every
-    type computed from the inputs inferred again (a reshape's leading size divided with it);
-    weights, constants and what only they feed keep their types. Batch norm gets micro-batch
-    statistics here (GPipe's semantics); the program side decides whether it may run so."""
-    if microbatches == 1:
-        return graph
-    out = graph.copy()
-    out.function_attrs = out.kept_function_attrs()
-    batched: set[int] = set()
-    for nid in graph.topological():
-        node = graph.nodes[nid]
-        if node.op == "pcg.input":
-            t = node.types[0]
-            if t.rank == 0 or t.shape[0] % (microbatches * t.shard[0]):
-                raise ValueError(
-                    f"{microbatches} micro-batches do not divide the batch of input '{node.attr('key')}' "
-                    f"({t.shape[0] if t.rank else 'a scalar'} in {t.shard[0] if t.rank else 1} shard(s))"
-                )
-            shape = (t.shape[0] // microbatches, *t.shape[1:])
-            micro_t = TensorType(shape, t.element_type, t.shard, t.sum_degree, t.copy_degree)
-            out.nodes[nid] = replace(node, types=(micro_t,))
-            batched.add(nid)
-            continue
-        if not any(r[0] in batched for r in node.operand_refs()):
-            continue
-        attrs = node.attrs
-        if node.op == "pcg.reshape":
-            target = list(node.attr("shape"))
-            if not target or target[0] % microbatches:
-                raise ValueError(f"pcg.reshape to {target} (node {nid}) cannot be split into {microbatches}")
-            target[0] //= microbatches
-            attrs = tuple((k, tuple(target) if k == "shape" else v) for k, v in attrs)
-        operand_types = tuple(None if r is None else out.type_of(r) for r in node.operands)
-        try:
-            types = infer_types(node.op, attrs, operand_types)
-        except (FormError, ValueError, TypeError, KeyError, IndexError) as e:
-            raise ValueError(f"{node.op} (node {nid}) has no micro-batch form: {e}") from None
-        out.nodes[nid] = replace(node, attrs=attrs, types=types)
-        batched.add(nid)
+        out[nid] = node.stage
     return out
 
 
@@ -137,7 +89,8 @@ def estimate_pipelined(
     stage = stages_of(graph)
     S = max(stage.values(), default=0) + 1
     G = S // v
-    micro = microbatch_graph(graph, M)
+    acc = graph.plan.accumulation
+    micro = microbatch_graph(graph, M * acc)
     b, order, steps, rows = build_steps(micro, machine, compute_model(cost, profile), optimizer)
     groups: dict[int, set[int]] = defaultdict(set)
     for nid in order:
@@ -201,9 +154,20 @@ def estimate_pipelined(
         for k in range(S)
     ]
     run = simulate_pipeline(costs, schedule, M, v)
-    return _assemble(
-        graph, machine, cost, optimizer, profile, b, steps, rows, run, costs, groups, per_device, M
+    if acc > 1:  # acc schedules one after another, the gradient sync and update after the last
+        extra = (acc - 1) * run.backward_s
+        run = replace(
+            run,
+            iteration_s=run.iteration_s + extra,
+            forward_s=run.forward_s + extra,
+            backward_s=run.backward_s + extra,
+        )
+    estimate = _assemble(
+        graph, machine, cost, optimizer, profile, b, steps, rows, run, costs, groups, per_device, M * acc
     )
+    if acc == 1:
+        return estimate
+    return replace(estimate, notes=(*estimate.notes, accumulation_note(graph, acc, M * acc)))
 
 
 def tied_keys(graph: Graph) -> dict[str, list[int]]:
@@ -361,10 +325,8 @@ def _assemble(
 
 
 __all__ = [
-    "PIPELINE_ATTRS",
     "estimate_pipelined",
     "graph_schedule",
     "is_pipelined",
-    "microbatch_graph",
     "stages_of",
 ]

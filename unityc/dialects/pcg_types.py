@@ -19,8 +19,6 @@ from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
     IntAttr,
-    IntegerAttr,
-    UnitAttr,
     bf16,
     f16,
     f32,
@@ -37,8 +35,8 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from unityc.dialects.forms import COPY, Form, FormBuilder, FormError, FormLayout
+from unityc.dialects.plan import OpPlan, PlanError
 from unityc.dialects.syntax import UnitycOp
-from unityc.dialects.view import MachineViewAttr
 
 TORCH_NAMES: dict[Attribute, str] = {
     f16: "float16",
@@ -229,42 +227,19 @@ class PcgOp(UnitycOp):
     `declared` (its result type's)."""
 
     def verify_extra(self) -> None:
-        self.verify_plan()
-        view = self.attributes.get("view")
-        if view is None:
-            return
-        if not isinstance(view, MachineViewAttr):
-            raise VerifyException(f"'view' must be a #pcg.view, got {view}")
-        result = self.results[0].type
-        assert isinstance(result, TensorType)
-        if problem := view.problem_for(result.task_degrees()):
+        """The op's plan (`dialects/plan.py`): well formed, applicable, its view fitting the tasks."""
+        try:
+            plan = OpPlan.from_attributes(self.attributes)
+        except PlanError as e:
+            raise VerifyException(str(e)) from None
+        result = self.results[0].type if self.results else None
+        assert result is None or isinstance(result, TensorType)
+        if problem := plan.problem_for(self.name, result):
             raise VerifyException(problem)
-
-
-    def verify_plan(self) -> None:
-        """The per-op plan properties beside the view: `recompute` (a unit attribute, any op) and
-        `zero = 1|2|3 : i64` (a `pcg.weight` held in n >= 2 copies: sharded data parallelism)."""
-        recompute = self.attributes.get("recompute")
-        if recompute is not None and not isinstance(recompute, UnitAttr):
-            raise VerifyException(f"'recompute' is a unit attribute (write it bare), got {recompute}")
-        zero = self.attributes.get("zero")
-        if zero is None:
+        if plan.view is None or result is None:
             return
-        if self.name != "pcg.weight":
-            raise VerifyException(f"'zero' applies to pcg.weight only, not to {self.name}")
-        if not isinstance(zero, IntegerAttr) or zero.value.data not in ZERO_STAGES:
-            raise VerifyException(f"'zero' must be 1, 2 or 3 (: i64), got {zero}")
-        result = self.results[0].type
-        assert isinstance(result, TensorType)
-        if result.copy_degree < 2:
-            raise VerifyException(
-                f"'zero = {zero.value.data}' shards a weight across its copies; this one has copy degree "
-                f"{result.copy_degree} (needs >= 2)"
-            )
-
-
-ZERO_STAGES = (1, 2, 3)
-"""1: optimizer state sharded across a weight's copies; 2: + gradients; 3: + the weight."""
+        if problem := plan.view.problem_for(result.task_degrees()):
+            raise VerifyException(problem)
 
 
 def form_builder(cls: type[UnitycOp], names: Sequence[str], operands: Sequence[Any]) -> FormBuilder:

@@ -18,15 +18,18 @@ func.func @main() -> !pcg.tensor<f32> attributes {unityc.schedule = "1f1b", unit
 * The loss is the mean of the micro-batches' losses: exactly the whole batch's mean when every
   op keeps the batch in dim 0 and mixes no two samples, which `microbatch_module` checks while
   it builds the graph of one micro-batch (what the interpreter and the program run M times).
+* Gradient accumulation, `unityc.accumulation = k : i64` (any plan, `dialects/plan.py`), cuts
+  the batch the same way into k micro-batches run one after another (each a whole pipeline of M
+  in a pipelined plan: k x M parts, part a*M + m of step a): the same checks, the same graph of
+  one micro-batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import OptOperandDef, VarOperandDef, VarResultDef
 
@@ -34,112 +37,35 @@ from unityc.dialects import parallel, pcg
 from unityc.dialects.diagnostics import LocatedError, located
 from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.plan import (
+    SCHEDULE,
+    GraphPlan,
+    Pipeline,
+    PlanError,
+    op_plan,
+)
 from unityc.dialects.syntax import Kind, UnitycOp, to_attr
-from unityc.dialects.view import MachineViewAttr
-
-STAGE = "stage"
-SCHEDULE = "unityc.schedule"
-MICROBATCHES = "unityc.microbatches"
-VIRTUAL_STAGES = "unityc.virtual_stages"
-SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
-INTERLEAVED = "interleaved-1f1b"
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """The schedule of a pipelined plan: its name, micro-batches and virtual stages per rank group."""
-
-    schedule: str
-    microbatches: int
-    virtual_stages: int = 1
-
-    def __post_init__(self) -> None:
-        if (problem := self.problem()) is not None:
-            raise ValueError(problem)
-
-    def problem(self) -> str | None:
-        if self.schedule not in SCHEDULES:
-            return f"unknown schedule '{self.schedule}' (known: {', '.join(SCHEDULES)})"
-        if self.microbatches < 1:
-            return f"{MICROBATCHES} must be at least 1, got {self.microbatches}"
-        if self.schedule == INTERLEAVED and self.virtual_stages < 2:
-            return (
-                f"the {INTERLEAVED} schedule needs {VIRTUAL_STAGES} = v : i64 with v >= 2 stages per "
-                "rank group"
-            )
-        if self.schedule != INTERLEAVED and self.virtual_stages != 1:
-            return f"{VIRTUAL_STAGES} is only for the {INTERLEAVED} schedule, not '{self.schedule}'"
-        return None
-
-    def problem_with(self, stages: int) -> str | None:
-        """Why this schedule cannot run `stages` stages (torch.distributed.pipelining's limits)."""
-        if stages % self.virtual_stages:
-            return (
-                f"{VIRTUAL_STAGES} = {self.virtual_stages} does not divide the {stages} stages: each rank "
-                "group holds the same number of stages"
-            )
-        if self.schedule == "1f1b" and self.microbatches < stages:
-            return f"1f1b needs at least as many micro-batches as stages: {self.microbatches} < {stages}"
-        groups = self.rank_groups(stages)
-        rounds = max(1, self.microbatches // groups)
-        if self.schedule == INTERLEAVED and self.microbatches % rounds:
-            return (
-                f"{INTERLEAVED} runs micro-batches in rounds of the {groups} rank groups: "
-                f"{self.microbatches} micro-batches do not split into {rounds} equal rounds"
-            )
-        return None
-
-    def rank_groups(self, stages: int) -> int:
-        """Rank groups of a plan of `stages` stages (stage k runs on group k mod this)."""
-        return stages // self.virtual_stages
-
-    def attributes(self) -> dict[str, Attribute]:
-        """The graph function's attributes that say this."""
-        attrs: dict[str, Attribute] = {
-            SCHEDULE: StringAttr(self.schedule),
-            MICROBATCHES: IntegerAttr(self.microbatches, i64),
-        }
-        if self.virtual_stages != 1:
-            attrs[VIRTUAL_STAGES] = IntegerAttr(self.virtual_stages, i64)
-        return attrs
-
-
-def _int_attr(owner: Operation, name: str, attr: Attribute) -> int:
-    if not isinstance(attr, IntegerAttr) or attr.type != i64:
-        raise located(owner, f"'{name}' must be an integer ({name} = N : i64), got {attr}")
-    return attr.value.data
 
 
 def pipeline_of(fn: func.FuncOp) -> Pipeline | None:
     """The graph function's schedule, or None when it is not pipelined; located errors."""
-    attrs = fn.attributes
-    if SCHEDULE not in attrs:
-        for name in (MICROBATCHES, VIRTUAL_STAGES):
-            if name in attrs:
-                raise located(fn, f"'{name}' without '{SCHEDULE}': a pipelined plan names its schedule")
-        return None
-    schedule = attrs[SCHEDULE]
-    if not isinstance(schedule, StringAttr):
-        raise located(fn, f"'{SCHEDULE}' must be a string (one of {', '.join(SCHEDULES)}), got {schedule}")
-    if MICROBATCHES not in attrs:
-        raise located(fn, f"a pipelined plan needs '{MICROBATCHES} = M : i64' on the graph function")
-    microbatches = _int_attr(fn, MICROBATCHES, attrs[MICROBATCHES])
-    virtual = _int_attr(fn, VIRTUAL_STAGES, attrs[VIRTUAL_STAGES]) if VIRTUAL_STAGES in attrs else 1
+    return graph_plan_of(fn).pipeline
+
+
+def graph_plan_of(fn: func.FuncOp) -> GraphPlan:
+    """The graph function's graph-level plan (`dialects/plan.py`); located errors."""
     try:
-        return Pipeline(schedule.data, microbatches, virtual)
-    except ValueError as e:
+        return GraphPlan.from_attributes(fn.attributes)
+    except PlanError as e:
         raise located(fn, str(e)) from None
 
 
 def stage_of(op: Operation) -> int | None:
-    """The op's `stage` (validated by `check_pipeline`), or None."""
-    attr = op.attributes.get(STAGE)
-    if attr is None:
-        return None
-    value = _int_attr(op, STAGE, attr)
-    if value < 0:
-        raise located(op, f"stage {value} is negative: stages count from 0")
-    return value
+    """The op's `stage` (its verifier checked it), or None."""
+    try:
+        return op_plan(op).stage
+    except PlanError as e:
+        raise located(op, str(e)) from None
 
 
 def graph_ops(fn: func.FuncOp) -> list[UnitycOp]:
@@ -152,8 +78,8 @@ Devices = Callable[[UnitycOp], Iterable[int] | None]
 
 def intra_devices(op: UnitycOp) -> Iterable[int] | None:
     """An op's devices from its view alone (known without a machine unless it strides nodes)."""
-    view = op.attributes.get("view")
-    if not isinstance(view, MachineViewAttr) or any(view.inter) or not op.results:
+    view = op_plan(op).view
+    if view is None or any(view.inter) or not op.results:
         return None
     t = op.results[0].type
     assert isinstance(t, TensorType)
@@ -165,15 +91,20 @@ def intra_devices(op: UnitycOp) -> Iterable[int] | None:
 
 
 def check_pipeline(fn: func.FuncOp, devices: Devices = intra_devices) -> tuple[Pipeline, int] | None:
-    """Verifies a pipelined graph function (see the module docstring); returns its schedule and
-    stage count, or None for a plan that is not pipelined. Errors are located at the op at fault."""
-    pipeline = pipeline_of(fn)
+    """Verifies a pipelined graph function (see the module docstring) and its gradient
+    accumulation (`unityc.accumulation = k`: k divides the batch of every input's pieces, after
+    the pipeline's micro-batches); returns its schedule and stage count, or None for a plan that
+    is not pipelined. Errors are located at the op at fault."""
+    plan = graph_plan_of(fn)
+    pipeline = plan.pipeline
     ops = graph_ops(fn)
     staged = {op: s for op in ops if (s := stage_of(op)) is not None}
     if pipeline is None:
         if staged:
             first = next(iter(staged))
             raise located(first, f"{first.name} has a stage but the graph function names no '{SCHEDULE}'")
+        if plan.accumulation > 1:
+            _check_batch(ops, plan.accumulation)
         return None
     if not ops:
         return pipeline, 0
@@ -190,7 +121,7 @@ def check_pipeline(fn: func.FuncOp, devices: Devices = intra_devices) -> tuple[P
     if (problem := pipeline.problem_with(count)) is not None:
         raise located(fn, problem)
     _check_order(ops, staged)
-    _check_batch(ops, pipeline.microbatches)
+    _check_batch(ops, plan.batch_parts)
     _check_groups(ops, staged, pipeline.rank_groups(count), devices)
     return pipeline, count
 
@@ -208,6 +139,7 @@ def _check_order(ops: list[UnitycOp], staged: dict[UnitycOp, int]) -> None:
 
 
 def _check_batch(ops: list[UnitycOp], microbatches: int) -> None:
+    """Every input splits into `microbatches` equal micro-batches along dim 0 of its pieces."""
     for op in ops:
         if not isinstance(op, pcg.InputOp):
             continue

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 from typing import Any
 
-from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Attribute
 
 from unityc.dialects import parallel, pcg
 from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import PcgOp, TensorType
+from unityc.dialects.plan import NO_PLAN, GraphPlan, OpPlan
 from unityc.dialects.precision import PRECISION
 from unityc.dialects.syntax import Kind
 from unityc.dialects.view import MachineViewAttr
@@ -95,16 +95,10 @@ class Node:
     """Flattened operands in definition order; None where an optional operand is absent."""
     attrs: tuple[tuple[str, Any], ...]
     types: tuple[TensorType, ...]
-    view: MachineViewAttr | None = None
+    plan: OpPlan = NO_PLAN
+    """The op's plan: view, ZeRO stage, recomputation, pipeline stage (`dialects/plan.py`)."""
     hint: str | None = field(default=None, compare=False)
     """An SSA name for printing only (not part of equality or hashes)."""
-    plan: tuple[tuple[str, Attribute], ...] = ()
-    """The op's other plan attributes beside its view (`stage`, ...), sorted by name, as in its
-    attribute dictionary."""
-    zero: int = 0
-    """ZeRO stage of a weight held in copies (1, 2, 3; 0: plain copies). See `plan_attrs`."""
-    recompute: bool = False
-    """Activation checkpointing: the op's saved activations are recomputed in backward."""
 
     def attr(self, name: str, default: Any = None) -> Any:
         for key, value in self.attrs:
@@ -112,24 +106,28 @@ class Node:
                 return value
         return default
 
-    def plan_attr(self, name: str) -> Attribute | None:
-        return dict(self.plan).get(name)
+    @property
+    def view(self) -> MachineViewAttr | None:
+        return self.plan.view
+
+    @property
+    def zero(self) -> int:
+        """ZeRO stage of a weight held in copies (1, 2, 3; 0: plain copies)."""
+        return self.plan.zero
+
+    @property
+    def recompute(self) -> bool:
+        """Activation checkpointing: the op's saved activations are recomputed in backward."""
+        return self.plan.recompute
 
     @property
     def stage(self) -> int | None:
-        """The pipeline stage (`stage = k : i64`), or None."""
-        attr = self.plan_attr("stage")
-        return attr.value.data if isinstance(attr, IntegerAttr) else None
+        """The pipeline stage, or None."""
+        return self.plan.stage
 
-    def with_plan(self, **attrs: Attribute | None) -> Node:
-        """This node with plan attributes set (None removes one)."""
-        merged = dict(self.plan)
-        for name, value in attrs.items():
-            if value is None:
-                merged.pop(name, None)
-            else:
-                merged[name] = value
-        return replace(self, plan=tuple(sorted(merged.items())))
+    def with_plan(self, **changes: Any) -> Node:
+        """This node with some fields of its plan changed (`view=`, `zero=`, `recompute=`, `stage=`)."""
+        return replace(self, plan=self.plan.with_(**changes))
 
     def operand_refs(self) -> Iterator[Ref]:
         return (r for r in self.operands if r is not None)
@@ -163,7 +161,7 @@ class Graph:
         """Adds an op, inferring its result types; returns its results. Raises FormError."""
         canonical = canonical_attrs(op, attrs)
         types = infer_types(op, canonical, tuple(None if r is None else self.type_of(r) for r in operands))
-        return self.add_node(Node(op, tuple(operands), canonical, types, view))
+        return self.add_node(Node(op, tuple(operands), canonical, types, OpPlan(view)))
 
     def add_source(self, op: str, key: str, t: TensorType) -> Ref:
         return self.add_node(Node(op, (), (("key", key),), (t,)))[0]
@@ -252,8 +250,7 @@ class Graph:
         for nid in self.topological():
             node = self.nodes[nid]
             operands = tuple(None if r is None else (hashes[r[0]], r[1]) for r in node.operands)
-            plan = (node.view, node.zero, node.recompute)
-            hashes[nid] = hash((node.op, node.attrs, node.types, plan, operands))
+            hashes[nid] = hash((node.op, node.attrs, node.types, node.plan, operands))
         return hashes
 
     def structural_hash(self) -> int:
@@ -280,17 +277,23 @@ class Graph:
         self.outputs = tuple(mapping.get(r, r) for r in self.outputs)
 
     def with_view(self, nid: int, view: MachineViewAttr | None) -> None:
-        node = self.nodes[nid]
-        self.nodes[nid] = replace(node, view=view)
+        self.nodes[nid] = self.nodes[nid].with_plan(view=view)
+
+    @property
+    def plan(self) -> GraphPlan:
+        """The graph-level plan in the function's attributes (pipeline, accumulation)."""
+        return GraphPlan.from_attributes(self.function_attrs)
+
+    def set_plan(self, plan: GraphPlan) -> None:
+        self.function_attrs = plan.written_to(self.function_attrs)
 
 
 def with_plan_of(new: Node, old: Node) -> Node:
-    """`new` (a rebuilt `old`) with `old`'s per-op plan properties besides the view: `recompute`,
-    and `zero` where `new` still holds copies."""
-    zero = old.zero if new.types and new.types[0].copy_degree >= 2 else 0
-    if (zero, old.recompute) == (new.zero, new.recompute):
-        return new
-    return replace(new, zero=zero, recompute=old.recompute)
+    """`new` (a rebuilt `old`, placed by the caller) with `old`'s plan carried to it by
+    `OpPlan.carried_to`, the rule every rewrite uses: stage and recomputation, ZeRO where `new`
+    is a weight still held in copies; `new`'s own view."""
+    carried = old.plan.carried_to(new.op, new.types[0] if new.types else None).with_(view=new.view)
+    return new if carried == new.plan else replace(new, plan=carried)
 
 
 def sources(graph: Graph) -> Iterable[tuple[int, Node]]:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnitAttr
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Region, SSAValue
 from xdsl.irdl import OptOperandDef, VarOperandDef, VarResultDef
 
 from unityc.dialects.container import graph_function
+from unityc.dialects.plan import op_plan
 from unityc.dialects.syntax import Kind, UnitycOp, to_attr
-from unityc.dialects.view import MachineViewAttr
 from unityc.graph import Graph, Node, Ref, canonical_attrs, op_class
 
 
@@ -29,44 +29,17 @@ def from_module(module: ModuleOp) -> Graph:
         if not isinstance(op, UnitycOp):
             raise ValueError(f"'{op.name}' is not a pcg or parallel op; the graph holds only those")
         operands = tuple(None if v is None else refs[v] for v in _flat_operands(op))
-        view = op.attributes.get("view")
         node = Node(
             op.name,
             operands,
             canonical_attrs(op.name, op.attrs()),
             tuple(r.type for r in op.results),  # type: ignore[misc]
-            view if isinstance(view, MachineViewAttr) else None,
+            op_plan(op),
             op.results[0].name_hint if op.results else None,
-            tuple(sorted((k, v) for k, v in op.attributes.items() if k not in OWN_FIELDS)),
-            *plan_properties(op.attributes),
         )
         for result, ref in zip(op.results, graph.add_node(node), strict=True):
             refs[result] = ref
     return graph
-
-
-OWN_FIELDS = ("view", "zero", "recompute")
-"""Plan attributes with a field of their own in `Node`; the others (`stage`, ...) go to `Node.plan`."""
-
-
-def plan_properties(attributes: Mapping[str, Attribute]) -> tuple[int, bool]:
-    """(zero, recompute) of an op's attribute dictionary (the verifier checked them)."""
-    zero = attributes.get("zero")
-    return (zero.value.data if isinstance(zero, IntegerAttr) else 0), "recompute" in attributes
-
-
-def plan_attributes(node: Node) -> dict[str, Attribute]:
-    """The attribute dictionary of a node's per-op plan: view, zero, recompute, then the rest
-    (`stage`, ...)."""
-    out: dict[str, Attribute] = {}
-    if node.view is not None:
-        out["view"] = node.view
-    if node.zero:
-        out["zero"] = IntegerAttr(node.zero, 64)
-    if node.recompute:
-        out["recompute"] = UnitAttr()
-    out.update(node.plan)
-    return out
 
 
 def _flat_operands(op: UnitycOp) -> list[SSAValue | None]:
@@ -126,7 +99,7 @@ def to_module(graph: Graph) -> ModuleOp:
             operands=_grouped(cls, flat),
             result_types=_grouped_results(cls, list(node.types)),
             properties=props,
-            attributes=plan_attributes(node),
+            attributes=node.plan.attributes(),
         )
         block.add_op(op)
         for i, result in enumerate(op.results):

@@ -51,7 +51,7 @@ def _rewrite(graph: Graph, node: Node, inner: Node, users: dict[int, list[int]],
         and source[0] not in keep
         and len(users[source[0]]) == 1
     ):
-        return "node", with_plan_of(Node(inner.op, (), inner.attrs, node.types, None, inner.hint), inner)
+        return "node", with_plan_of(Node(inner.op, (), inner.attrs, node.types, hint=inner.hint), inner)
     return None
 
 
@@ -112,7 +112,7 @@ def _simplify_once(graph: Graph, keep: Collection[int]) -> None:
                 users = graph.prune().users()  # dead readers must not count as users
                 break  # nid is now dead (or an output alias); its readers come later
             assert isinstance(value, Node)
-            value = Node(value.op, value.operands, value.attrs, value.types, None, node.hint)
+            value = Node(value.op, value.operands, value.attrs, value.types, hint=node.hint)
             graph.nodes[nid] = with_plan_of(value, node)
             users = graph.prune().users()
     graph.prune()
@@ -148,7 +148,7 @@ def fuse_collectives(graph: Graph) -> Graph:
         x = first.operands[0]
         assert x is not None
         new = _built(out, fused[0], x, **fused[1])
-        new = Node(new.op, new.operands, new.attrs, new.types, node.view, node.hint, node.plan)
+        new = Node(new.op, new.operands, new.attrs, new.types, node.plan, node.hint)
         out.nodes[nid] = with_plan_of(new, node)
         del out.nodes[source[0]]
     return out

@@ -1,8 +1,9 @@
-"""Runs a pipelined plan as its schedule computes it: the graph of one micro-batch
-(`microbatch_module`) M times, on micro-batch m of every input (chunk m of each of its pieces
-along dim 0), the loss the mean of the micro-batches' losses, every other output its
-micro-batches put back in place. Gradients through it (feeds that require grad) are those of the
-pipelined program: the order of the schedule does not change them.
+"""Runs a plan that cuts its batch into micro-batches (a pipelined plan, gradient accumulation,
+or both: `GraphPlan.batch_parts` of them) as its program computes it: the graph of one
+micro-batch (`microbatch_module`) once per part, on micro-batch m of every input (chunk m of each
+of its pieces along dim 0), the loss the mean of the micro-batches' losses, every other output
+its micro-batches put back in place. Gradients through it (feeds that require grad) are those of
+the program: the order of the schedule or of the accumulation steps does not change them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 from unityc.dialects import pcg
 from unityc.dialects.container import graph_function
 from unityc.dialects.pcg_types import TensorType
-from unityc.dialects.pipeline import check_pipeline, microbatch_module
+from unityc.dialects.pipeline import check_pipeline, graph_plan_of, microbatch_module
 from unityc.interpreter import assemble, int_bounds, run_graph
 from unityc.interpreter.functions import SourceValues
 
@@ -34,19 +35,20 @@ def merge(chunks: list[torch.Tensor], shards: int) -> torch.Tensor:
     return stacked.reshape(shards * len(chunks) * rows, *chunks[0].shape[1:])
 
 
-def run_pipelined(
+def run_microbatched(
     module: ModuleOp,
     seed: int = 0,
     feeds: Mapping[str, torch.Tensor] | None = None,
     float_dtype: torch.dtype | None = None,
 ) -> list[torch.Tensor]:
-    """The logical outputs of a pipelined plan (the loss first); located errors for a plan that
-    is not pipelined or cannot run in micro-batches."""
+    """The logical outputs of a plan run in micro-batches (the loss first); located errors for a
+    plan that is neither pipelined nor accumulating, or cannot run in micro-batches."""
     fn = graph_function(module)
-    checked = check_pipeline(fn)
-    if checked is None:
-        raise ValueError("the plan is not pipelined: it has no unityc.schedule")
-    microbatches = checked[0].microbatches
+    check_pipeline(fn)
+    plan = graph_plan_of(fn)
+    if plan.pipeline is None and plan.accumulation == 1:
+        raise ValueError("the plan runs its batch whole: it has no unityc.schedule nor unityc.accumulation")
+    microbatches = plan.batch_parts
     micro = microbatch_module(module, microbatches)
     sources = SourceValues(seed, feeds, int_bounds(module), float_dtype)
     full: dict[str, torch.Tensor] = {}

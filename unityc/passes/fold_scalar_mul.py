@@ -25,6 +25,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from unityc.dialects import pcg
+from unityc.dialects.plan import carry_plan
 
 
 class FoldNestedScalarMul(RewritePattern):
@@ -37,8 +38,7 @@ class FoldNestedScalarMul(RewritePattern):
         folded = pcg.ScalarMulOp.build_inferred([inner.input], scale=scale)
         if folded.output.type != op.output.type:
             return
-        if "view" in op.attributes:
-            folded.attributes["view"] = op.attributes["view"]
+        carry_plan(op, folded)  # its stage, recompute, and its view where the task space is the same
         rewriter.replace(op, folded)
         rewriter.erase(inner)
 

@@ -40,6 +40,7 @@ from xdsl.transforms.dead_code_elimination import region_dce
 from unityc.dialects import pcg
 from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.plan import carry_plan
 from unityc.runtime.parts import WeightKey
 
 
@@ -411,6 +412,7 @@ class FuseAttention(RewritePattern):
         fused = _fuse(op)
         if fused is not None:
             fused[-1].results[0].name_hint = "attention"
+            carry_plan(op, *fused)  # a staged or recomputed layer stays so
             rewriter.replace(op, fused)
 
 
@@ -566,12 +568,14 @@ def split_weights(module: ModuleOp) -> None:
             box = list(shape)
             box[dim] = size
             taken = pcg.WeightOp.named(str(part), TensorType(box, _element(source)))
+            carry_plan(weight, taken)
             hint = result.name_hint
             taken.result.name_hint = f"{hint}_t" if hint and transpose is not None else hint  # W^T
             new_ops.append(taken)
             value = taken.result
             if transpose is not None:
                 turned = pcg.TransposeOp.build_inferred([value], perm=perm)
+                carry_plan(transpose, turned)
                 turned.output.name_hint = result.name_hint
                 new_ops.append(turned)
                 value = turned.output

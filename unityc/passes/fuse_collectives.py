@@ -27,6 +27,7 @@ from xdsl.pattern_rewriter import (
 
 from unityc.dialects import parallel
 from unityc.dialects.identities import fusion
+from unityc.dialects.plan import carry_plan
 
 _OPS = {cls.name: cls for cls in parallel.PARALLEL.operations}
 
@@ -45,8 +46,7 @@ class FusePair(RewritePattern):
             return
         name, attrs = fused
         new = _OPS[name].build_inferred([first.operands[0]], **attrs)
-        if "view" in op.attributes:  # same result, same task space: the placement carries over
-            new.attributes["view"] = op.attributes["view"]
+        carry_plan(op, new)  # its stage, recompute, and its view where the task space is the same
         rewriter.replace(op, new)
         rewriter.erase(first)
 

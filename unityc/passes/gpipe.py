@@ -34,7 +34,7 @@ class GpipePass(ModulePass):
         from unityc.cost.units import format_bytes, format_time
         from unityc.dialects.container import training_function
         from unityc.dialects.diagnostics import LocatedError
-        from unityc.dialects.pipeline import INTERLEAVED, Pipeline
+        from unityc.dialects.plan import INTERLEAVED, Pipeline
         from unityc.graph import from_module, to_module
         from unityc.machine import load_machine
         from unityc.passes.unity_search import machine_reference, replace_module

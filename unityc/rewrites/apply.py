@@ -92,10 +92,29 @@ def splice(
         for ref in new.nodes[nid].operand_refs():
             extra_users.setdefault(ref[0], set()).add(nid)
     mapping = {s: t for s, t in zip(roots, outs, strict=True) if s != t}
+    _carry_plans(new, graph, roots, outs, created)
     _redirect(new, mapping, users, extra_users)
     _inherit_names(new, graph, mapping, created)
     _remove_dead(new, matched, users, extra_users)
     return new
+
+
+def _carry_plans(
+    new: Graph, old: Graph, roots: Sequence[Ref], outs: Sequence[Ref], created: set[int]
+) -> None:
+    """The created nodes take the plan of the tensor they replace (an inner node: the first
+    root's), by `OpPlan.carried_to`: a staged, ZeRO or recomputed plan stays so under rules."""
+    plans = {dst[0]: old.nodes[src[0]] for src, dst in zip(roots, outs, strict=True)}
+    first = old.nodes[roots[0][0]] if roots else None
+    if not any(n.plan for n in plans.values()):
+        return
+    for nid in created:
+        node = new.nodes[nid]
+        replaced = plans.get(nid, first)
+        if replaced is None or not replaced.plan:
+            continue
+        plan = replaced.plan.carried_to(node.op, node.types[0] if node.types else None, replaced.types[0])
+        new.nodes[nid] = replace(node, plan=plan)
 
 
 def _redirect(

@@ -18,7 +18,10 @@ schedule splits into micro-batches along dim 0 (micro-batch m = chunk m of each 
 plan defines it) and hands to each of its stages. The loss is the mean of the micro-batches'
 losses: the schedule's loss function divides each micro-batch's loss by M (and the gradients are
 not rescaled), so loss and gradients are the whole batch's. Outputs other than the loss are
-each micro-batch's pieces concatenated along dim 0, again as the plan defines them.
+each micro-batch's pieces concatenated along dim 0, again as the plan defines them. With gradient
+accumulation (`Plan.accumulation` = k) the schedule runs k times per step, on chunk a of each
+piece (micro-batches a*M to a*M + M - 1), each loss divided by M*k, and the gradients of weight
+copies are reduced once after the last.
 """
 
 from __future__ import annotations
@@ -157,7 +160,7 @@ class PipelineTrainer(Trainer):
         self.is_last = pipeline.stages - 1 in pipeline.stages_of(self.rank)
         m = pipeline.microbatches
         schedule = SCHEDULES[pipeline.schedule]
-        loss = _loss_of_microbatch(m, self.seeds_loss)
+        loss = _loss_of_microbatch(m * plan.accumulation, self.seeds_loss)
         if pipeline.schedule == "interleaved-1f1b":
             self.schedule = schedule(stages, m, loss_fn=loss, scale_grads=False)
         else:
@@ -174,7 +177,10 @@ class PipelineTrainer(Trainer):
         self.at(f"step {step + 1}: pipeline schedule")
         target = torch.zeros(self.pipeline.microbatches, device=self.device)  # the loss is the stage's own
         inputs = {k: v for k, v in self.data.items() if k in self.plan.inputs}  # this step's batch
-        self.schedule.step(target=target, losses=[], return_outputs=False, **inputs)
+        accumulation = self.plan.accumulation
+        for part in range(accumulation):  # gradient accumulation: the schedule once per chunk
+            chunk = {k: v.chunk(accumulation, dim=0)[part] for k, v in inputs.items()}
+            self.schedule.step(target=target, losses=[], return_outputs=False, **chunk)
         return self._outputs(), self.update(step)
 
     def _outputs(self) -> list[Any]:
@@ -184,7 +190,7 @@ class PipelineTrainer(Trainer):
         if not self.is_last:
             return [None] * count
         last = self.modules[-1].outputs[
-            -self.pipeline.microbatches :
+            -self.pipeline.microbatches * self.plan.accumulation :
         ]  # the first step runs a warm-up forward
         losses = [mb[0] for mb in last]
         loss = None if any(x is None for x in losses) else torch.stack(losses).sum() / len(losses)

@@ -252,3 +252,7 @@ class Plan:
     precision: str = "fp32"
     """The graph function's `unityc.precision`: "bf16-mixed" runs each forward under autocast
     (`runtime/precision.py`)."""
+    accumulation: int = 1
+    """Gradient accumulation steps (the graph function's `unityc.accumulation`): a step runs the
+    forward and backward on that many micro-batches, micro-batch m being chunk m of this rank's
+    piece of every input along dim 0, sums their gradients and syncs and updates once."""

@@ -225,6 +225,21 @@ def main(
     os._exit(status)
 
 
+def accumulated_outputs(parts: list[list[Any]]) -> list[Any]:
+    """This rank's pieces of a step's outputs from its micro-batches' (`parts`): the loss the mean
+    of theirs, every other output theirs concatenated along dim 0 (micro-batch m is chunk m of
+    each piece); None where this rank holds no piece."""
+    out: list[Any] = []
+    for i, pieces in enumerate(zip(*parts, strict=True)):
+        if any(p is None for p in pieces):
+            out.append(None)
+        elif i == 0:
+            out.append(torch.stack([p.detach() for p in pieces]).mean(0))
+        else:
+            out.append(torch.cat([p.detach() for p in pieces], dim=0))
+    return out
+
+
 def start(backend: str, timeout_s: float) -> Heartbeat:
     """Joins the process group (every collective waits at most `timeout_s`) and starts this
     rank's heartbeat."""
@@ -476,20 +491,55 @@ class Trainer:
 
     def step(self, step: int) -> tuple[list[Any], list[torch.Tensor | None]]:
         """Forward, backward (the token chain orders every rank's collectives), gradient sync of
-        weight copies, optimizer step. Returns the outputs and the synchronized gradients."""
+        weight copies, optimizer step. Returns the outputs and the synchronized gradients. With
+        gradient accumulation (`Plan.accumulation` = k), forward and backward run on each of the
+        k micro-batches in turn, the loss seeded with 1/k so that the summed gradients are the
+        batch mean's; the gradient sync of weight copies is armed for the last backward only
+        (DDP's `no_sync` for the others), so it runs once per step."""
         self.ctx.begin_step(step)
-        self.at(f"step {step + 1}: forward")
-        with self.zero.saving(), self.autocast():
-            outputs = list(self.forward(self.ctx, self.zero.forward_weights, self.data))
+        k = self.plan.accumulation
+        if k == 1:
+            return self._backward(step, self.data, 1.0, True), self.update(step)
+        parts = [self._backward(step, data, 1.0 / k, m == k - 1, m) for m, data in enumerate(self._chunks(k))]
+        return accumulated_outputs(parts), self.update(step)
+
+    def _backward(
+        self, step: int, data: dict[str, torch.Tensor], scale: float, last: bool, part: int | None = None
+    ) -> list[Any]:
+        """Forward and backward of one batch or micro-batch (`part`: its index, which varies the
+        dropout masks as a pipeline's micro-batches do); the loss seeded with `scale`; the
+        gradient sync armed for this backward if `last`."""
+        where = f"step {step + 1}" + (f", micro-batch {part + 1}" if part is not None else "")
+        if part is not None:
+            self.ctx.token = self.ctx.new_token()  # each micro-batch's own token chain
+            self.ctx.step = step * 1_000_003 + part
+        self.at(f"{where}: forward")
+        try:
+            with self.zero.saving(), self.autocast():
+                outputs = list(self.forward(self.ctx, self.zero.forward_weights, data))
+        finally:
+            self.ctx.step = step
         roots, seeds = [self.ctx.token], [torch.zeros((), device=self.device)]
         loss = outputs[0]
         if self.seeds_loss and loss is not None and loss.requires_grad:
             roots.append(loss)
-            seeds.append(torch.ones_like(loss))
-        self.at(f"step {step + 1}: backward")
-        self.sync.begin()
+            seeds.append(torch.full_like(loss, scale))
+        self.at(f"{where}: backward")
+        if last:
+            self.sync.begin()
         torch.autograd.backward(roots, seeds)
-        return outputs, self.update(step)
+        return outputs
+
+    def _chunks(self, k: int) -> list[dict[str, torch.Tensor]]:
+        """This rank's data for each of k micro-batches: chunk m of its piece of every input along
+        dim 0 (the plan's verifier checked that k divides every piece's rows); constants whole."""
+        chunks: list[dict[str, torch.Tensor]] = [dict(self.data) for _ in range(k)]
+        for key, piece in self.data.items():
+            if key not in self.plan.inputs:
+                continue
+            for m, part in enumerate(piece.chunk(k, dim=0)):
+                chunks[m][key] = part
+        return chunks
 
     def update(self, step: int) -> list[torch.Tensor | None]:
         """After backward: the gradient sync of weight copies and the optimizer step; returns

@@ -38,7 +38,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -198,9 +198,9 @@ def realize(plan: PricedPlan, costs: dict[int, LayerCost], chosen: list[Strategy
         if s is None:
             continue
         if node.op == "pcg.weight" and s.sharded and node.types[0].copy_degree >= 2:
-            out.nodes[nid] = replace(node, zero=3)
+            out.nodes[nid] = node.with_plan(zero=3)
         elif s.checkpointed and node.op.startswith("pcg.") and not node.is_source:
-            out.nodes[nid] = replace(node, recompute=True)
+            out.nodes[nid] = node.with_plan(recompute=True)
     return out
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from unityc.dialects.pipeline import INTERLEAVED, Pipeline
+from unityc.dialects.plan import INTERLEAVED, Pipeline
 from unityc.graph import Graph
 from unityc.machine.spec import Machine
 from unityc.search.pipeline import PipelineError, PipelineOptions, PipelinePlan, even_split_plan

@@ -15,6 +15,11 @@ priced by `estimate` like everything else).
 3. If even every lever does not fit, the plan with the smallest peak of the three tried (as it
    was, with ZeRO-2, with every lever) is returned (`fits` false): on a small plan the levers'
    own transient bytes (gathered weights, recomputed activations) can outweigh what they save.
+
+Gradient accumulation is a lever too (`with_accumulation`): k micro-batches one after another
+hold the activations of one, at the price of k smaller kernels and no overlap of the gradient
+sync with the first k - 1 backward passes. The caller checks that the graph may run in
+micro-batches (`unity.microbatchable`).
 """
 
 from __future__ import annotations
@@ -51,13 +56,15 @@ def applied(graph: Graph, levers: list[Lever]) -> Graph:
     for lever in levers:
         node = out.nodes[lever.nid]
         recompute = node.recompute or lever.recompute
-        out.nodes[lever.nid] = replace(node, zero=max(node.zero, lever.zero), recompute=recompute)
+        out.nodes[lever.nid] = node.with_plan(zero=max(node.zero, lever.zero), recompute=recompute)
     return out
 
 
 def describe(graph: Graph) -> str:
     stages = [n.zero for n in graph.nodes.values() if n.zero]
     parts = [f"ZeRO-{s} on {stages.count(s)} weight(s)" for s in (1, 2, 3) if stages.count(s)]
+    if graph.plan.accumulation > 1:
+        parts.insert(0, f"{graph.plan.accumulation} accumulation steps")
     recomputed = sum(n.recompute for n in graph.nodes.values())
     if recomputed:
         parts.append(f"{recomputed} op(s) recomputed")
@@ -171,4 +178,58 @@ def _unapplied(graph: Graph, lever: Lever) -> bool:
     return node.zero < lever.zero if lever.zero else lever.recompute and not node.recompute
 
 
-__all__ = ["Lever", "Levered", "next_lever", "with_memory_levers"]
+ACCUMULATION_STEPS = (2, 4, 8, 16, 32, 64)
+"""The gradient accumulation steps tried, smallest first."""
+
+
+def accumulation_steps(graph: Graph) -> list[int]:
+    """The steps of `ACCUMULATION_STEPS` that divide the rows (dim 0) of every input's pieces."""
+    rows = [n.types[0].shape[0] // n.types[0].shard[0] for n in graph.nodes.values() if n.op == "pcg.input"]
+    if not rows or any(n.op == "pcg.input" and not n.types[0].rank for n in graph.nodes.values()):
+        return []
+    return [k for k in ACCUMULATION_STEPS if all(r % k == 0 for r in rows)]
+
+
+def accumulated(graph: Graph, steps: int) -> Graph:
+    """`graph` with `steps` gradient accumulation steps."""
+    out = graph.copy()
+    out.set_plan(replace(out.plan, accumulation=steps))
+    return out
+
+
+def with_accumulation(
+    graph: Graph, e: Estimate, machine: Machine, price: Callable[[Graph], Estimate], levers: bool = True
+) -> Levered | None:
+    """For a plan (not pipelined, `e` its estimate) that does not fit: the fastest that fits of
+    `graph` with k accumulation steps, for each k of `accumulation_steps` up to the first that
+    fits as it is, each smaller one with memory levers as well (`levers`); None if none fits."""
+    if e.fits or graph.plan.pipeline is not None:
+        return None
+    best: Levered | None = None
+    for k in accumulation_steps(graph):
+        g = accumulated(graph, k)
+        try:
+            m = price(g)
+        except ValueError:  # a reshape of the batch that k does not divide
+            return best
+        lever = Levered(g, m, f"{k} accumulation steps")
+        if not m.fits and levers:
+            more = with_memory_levers(g, m, machine, price)
+            lever = Levered(more.graph, more.estimate, more.note or lever.note)
+        if lever.estimate.fits and (best is None or lever.estimate.iteration_s < best.estimate.iteration_s):
+            best = lever
+        if m.fits:
+            break
+    return best
+
+
+__all__ = [
+    "ACCUMULATION_STEPS",
+    "Lever",
+    "Levered",
+    "accumulated",
+    "accumulation_steps",
+    "next_lever",
+    "with_accumulation",
+    "with_memory_levers",
+]

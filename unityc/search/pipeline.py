@@ -38,8 +38,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
-
 from unityc.cost.communication import collective_time
 from unityc.cost.compute import Piece, forward_work
 from unityc.cost.estimate import (
@@ -53,16 +51,15 @@ from unityc.cost.estimate import (
 from unityc.cost.pipeline import StageCost
 from unityc.cost.pricing import phase, piece
 from unityc.cost.profile import ProfileCache
-from unityc.cost.staged import MICROBATCHES, SCHEDULE, VIRTUAL_STAGES, microbatch_graph
 from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.plan import GraphPlan, Pipeline
 from unityc.graph import Graph
+from unityc.graph.microbatch import microbatch_graph
 from unityc.graph.simplify import fuse_collectives, simplify
 from unityc.machine.spec import Machine
 from unityc.search.rebuild import rebuild
 from unityc.search.strategies import _batch_forms, megatron_layouts, sync_batch_norm, tensor_degrees
 from unityc.search.views import Block, View, canonical_view, task_degrees, to_attr
-
-STAGE = "stage"
 
 
 def forward_flops(graph: Graph, nid: int) -> float:
@@ -729,15 +726,9 @@ def materialize(
             view = to_attr(views[nid]._replace(start=views[nid].start + start[k]), machine)
         else:
             view = to_attr(canonical_view(task_degrees(node.types[0]), start[k]), machine)
-        plan.nodes[nid] = node.with_plan(**{STAGE: IntegerAttr(k, i64)})
-        plan.with_view(nid, view)
-    plan.function_attrs = {
-        **plan.kept_function_attrs(),
-        SCHEDULE: StringAttr(schedule),
-        MICROBATCHES: IntegerAttr(microbatches, i64),
-    }
-    if virtual > 1:
-        plan.function_attrs[VIRTUAL_STAGES] = IntegerAttr(virtual, i64)
+        plan.nodes[nid] = node.with_plan(stage=k, view=view)
+    plan.function_attrs = plan.kept_function_attrs()
+    plan.set_plan(GraphPlan(Pipeline(schedule, microbatches, virtual)))
     return plan
 
 
@@ -1167,7 +1158,4 @@ def _plain(graph: Graph) -> Graph:
 
     out = strip_views(graph)
     out.function_attrs = graph.kept_function_attrs()
-    for nid, node in list(out.nodes.items()):
-        if node.plan:
-            out.nodes[nid] = node.with_plan(**{k: None for k, _ in node.plan})
     return out

@@ -114,7 +114,7 @@ def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph
             (read,) = node.operand_refs()
             if read not in refs:
                 source = graph.nodes[read[0]]
-                again = Node(source.op, (), source.attrs, source.types, None, source.hint)
+                again = Node(source.op, (), source.attrs, source.types, hint=source.hint)
                 out.nodes[read[0]] = with_plan_of(again, source)
                 refs[read] = read
             refs[(nid, 0)] = refs[read]
@@ -145,7 +145,7 @@ def rebuild(graph: Graph, propose: Propose, keep: Collection[int] = ()) -> Graph
             elif r not in refs:  # a source read for the first time (by its only reader) takes its type
                 source = graph.nodes[r[0]]
                 own = want if len(users[r[0]]) == 1 and r[0] not in keep else source.types[0]
-                loaded = Node(source.op, (), source.attrs, (own,), None, source.hint)
+                loaded = Node(source.op, (), source.attrs, (own,), hint=source.hint)
                 out.nodes[r[0]] = with_plan_of(loaded, source)  # same id
                 refs[r] = r
                 args.append(reshard(out, r, want))
@@ -190,7 +190,7 @@ def _place_view(graph: Graph, out: Graph, nid: int, want: TensorType) -> Ref:
         for d, p in enumerate(perm):
             shard[p] = want.shard[d]
     own = TensorType(t.shape, t.element_type, shard, 1, want.copy_degree)
-    out.nodes[src] = with_plan_of(Node(source.op, (), source.attrs, (own,), None, source.hint), source)
+    out.nodes[src] = with_plan_of(Node(source.op, (), source.attrs, (own,), hint=source.hint), source)
     canonical = canonical_attrs(node.op, dict(node.attrs))
     types = infer_types(node.op, canonical, (own,))
     (ref,) = out.add_node(with_plan_of(Node(node.op, ((src, 0),), canonical, types), node))

@@ -25,7 +25,7 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref
@@ -67,9 +67,9 @@ def with_levers(graph: Graph, zero: int = 0, recompute: bool = False) -> Graph:
     out = graph.copy()
     for nid, node in out.nodes.items():
         if node.op == "pcg.weight" and zero and node.types[0].copy_degree >= 2:
-            out.nodes[nid] = replace(node, zero=zero)
+            out.nodes[nid] = node.with_plan(zero=zero)
         elif recompute and node.op.startswith("pcg.") and not node.is_source:
-            out.nodes[nid] = replace(node, recompute=True)
+            out.nodes[nid] = node.with_plan(recompute=True)
     return out
 
 

@@ -57,8 +57,8 @@ from typing import TYPE_CHECKING, Any
 
 from unityc.cost.estimate import Estimate, compute_model, estimate_graph
 from unityc.cost.profile import ProfileCache
-from unityc.cost.staged import PIPELINE_ATTRS
 from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.plan import GRAPH_PLAN_ATTRS, ZERO_STAGES
 from unityc.graph import Graph, Node, Ref, side_ops, to_module
 from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
@@ -66,7 +66,7 @@ from unityc.rewrites.match import CompiledRule
 from unityc.search.background import Background
 from unityc.search.bounds import Bound, levers_bound, pipeline_bound
 from unityc.search.galvatron import Memo, base_plans, galvatron_plan, per_layer
-from unityc.search.levers import with_memory_levers
+from unityc.search.levers import with_accumulation, with_memory_levers
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
 from unityc.search.plans import (
@@ -611,11 +611,6 @@ def _search(
     return chosen
 
 
-ZERO_STAGES = (1, 2, 3)
-"""The `zero` plans compared with the search's: data parallelism with each ZeRO stage, with and
-without recomputation of every op."""
-
-
 Worth = Callable[[float], bool]
 """Whether a plan whose iteration takes at least this many seconds could still be chosen."""
 
@@ -656,6 +651,10 @@ def _whole_graph_plans(
 
     for plan in dp:
         yield plan, plan, True
+        if levers and not plan.estimate.fits and microbatchable(graph):
+            accumulation = accumulation_plan(plan, machine, pricing)
+            if accumulation is not None:
+                yield accumulation, accumulation, False
         if levers and machine.num_devices > 1:
             for stage in sorted(ZERO_STAGES, reverse=True):  # the smallest footprints first
                 for recompute in (True, False) if leverable(plan, stage) else ():
@@ -808,6 +807,18 @@ def runnable_pipeline(plan: PipelinePlan) -> bool:
     return True
 
 
+def accumulation_plan(plan: PricedPlan, machine: Machine, pricing: Pricing) -> PricedPlan | None:
+    """A plan that does not fit (data parallelism) with the fewest gradient accumulation steps
+    that make it fit, no other lever (Galvatron's data-parallel plan with accumulation); None
+    where none does. The caller checks that the graph may run in micro-batches."""
+    found = with_accumulation(
+        plan.graph, plan.estimate, machine, lambda g: pricing.estimate(g, machine), levers=False
+    )
+    if found is None:
+        return None
+    return PricedPlan(plan.name, found.graph, found.estimate, plan.mapped, _joined(plan.note, found.note))
+
+
 def levered_plan(
     plan: PricedPlan, machine: Machine, pricing: Pricing, memo: Memo | None = None
 ) -> PricedPlan:
@@ -818,10 +829,16 @@ def levered_plan(
     per-layer choices already priced (by `galvatron_plan`)."""
     if plan.estimate.fits:
         return plan
-    levered = with_memory_levers(plan.graph, plan.estimate, machine, lambda g: pricing.estimate(g, machine))
+    price = lambda g: pricing.estimate(g, machine)  # noqa: E731
+    levered = with_memory_levers(plan.graph, plan.estimate, machine, price)
     best = PricedPlan(
         plan.name, levered.graph, levered.estimate, plan.mapped, _joined(plan.note, levered.note)
     )
+    if plan.estimate.pipeline is None and microbatchable(plan.graph):
+        accumulated = with_accumulation(plan.graph, plan.estimate, machine, price)
+        if accumulated is not None and _better_estimate(accumulated.estimate, best.estimate):
+            note = _joined(plan.note, accumulated.note)
+            best = PricedPlan(plan.name, accumulated.graph, accumulated.estimate, plan.mapped, note)
     copies = max(
         (n.types[0].copy_degree for n in plan.graph.nodes.values() if n.op == "pcg.weight"), default=1
     )
@@ -914,9 +931,9 @@ def strip_views(graph: Graph) -> Graph:
     pipeline schedule of a pipelined plan, and dead nodes (what the search starts from)."""
     out = graph.copy()
     for nid, node in out.nodes.items():
-        if node.view is not None or node.plan or node.zero or node.recompute:
-            out.nodes[nid] = Node(node.op, node.operands, node.attrs, node.types, None, node.hint)
-    out.function_attrs = {k: v for k, v in out.function_attrs.items() if k not in PIPELINE_ATTRS}
+        if node.plan:
+            out.nodes[nid] = Node(node.op, node.operands, node.attrs, node.types, hint=node.hint)
+    out.function_attrs = {k: v for k, v in out.function_attrs.items() if k not in GRAPH_PLAN_ATTRS}
     return out.prune()
 
 

@@ -10,10 +10,10 @@ import torch
 from xdsl.utils.exceptions import InterpretationError
 
 from unityc.dialects.container import graph_function
-from unityc.dialects.pipeline import pipeline_of
+from unityc.dialects.pipeline import graph_plan_of
 from unityc.dialects.source import LocatedError, read_module
 from unityc.interpreter import CopiesDiffer, assemble, run_graph
-from unityc.interpreter.pipeline import run_pipelined
+from unityc.interpreter.pipeline import run_microbatched
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -43,8 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = read_module(args.file)
         float_dtype = torch.float64 if args.float64 else None
         types = [v.type for v in graph_function(module).body.block.last_op.operands]  # type: ignore[union-attr]
-        if pipeline_of(graph_function(module)) is not None:  # micro-batches, as its schedule runs them
-            values = run_pipelined(module, args.seed, float_dtype=float_dtype)
+        plan = graph_plan_of(graph_function(module))
+        if plan.pipeline is not None or plan.accumulation > 1:  # micro-batches, as its program runs them
+            values = run_microbatched(module, args.seed, float_dtype=float_dtype)
         else:
             outputs, _ = run_graph(module, args.seed, float_dtype=float_dtype)
             values = [assemble(out, f"output {i}") for i, out in enumerate(outputs)]

@@ -10,6 +10,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from unityc.dialects import parallel
 from unityc.dialects.identities import Kind, identity
+from unityc.dialects.plan import carry_plan
 
 
 class _Identity(RewritePattern):
@@ -31,8 +32,7 @@ class _Identity(RewritePattern):
             rewriter.replace(op, [], [inner.input])
             return
         merged = self.OP.build_inferred([inner.input], **{**op.attrs(), **found.attrs})
-        if "view" in op.attributes:  # same result type, so the outer op's placement still fits
-            merged.attributes["view"] = op.attributes["view"]
+        carry_plan(op, merged)  # its stage, recompute, and its view where the task space is the same
         rewriter.replace(op, merged)
 
 

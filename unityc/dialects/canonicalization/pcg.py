@@ -12,6 +12,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from unityc.dialects import pcg
 from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.plan import carry_plan
 
 
 def _type(v: SSAValue) -> TensorType:
@@ -28,8 +29,7 @@ def _replace_if_same_type(
     except FormError:
         return  # the shorter chain would not carry these degrees
     if new.results[0].type == op.results[0].type:
-        if "view" in op.attributes:  # same result type, so the placement still fits
-            new.attributes["view"] = op.attributes["view"]
+        carry_plan(op, new)  # its stage, recompute, and its view where the task space is the same
         rewriter.replace(op, new)
 
 
@@ -92,6 +92,7 @@ class UnflattenBatchMatmul(RewritePattern):
             return
         product = pcg.BatchMatmulOp.build_inferred([lhs.input, rhs.input])
         flat = pcg.ReshapeOp.build_inferred([product.output], shape=list(_type(op.output).shape))
+        carry_plan(op, product, flat)
         rewriter.replace(op, [product, flat])
 
 

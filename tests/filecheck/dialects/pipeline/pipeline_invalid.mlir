@@ -93,7 +93,7 @@ func.func @main() -> !pcg.tensor<f32> attributes {unityc.schedule = "gpipe", uni
   %l = pcg.reduce %x kind "mean" dims [0, 1] {stage = 0 : i64} : !pcg.tensor<8x4xf32> -> !pcg.tensor<f32>
   func.return %l : !pcg.tensor<f32>
 }
-// CHECK: pipeline_invalid.mlir:[[# @LINE - 4]]:3: error: stage -1 is negative: stages count from 0
+// CHECK: pipeline_invalid.mlir:[[# @LINE - 4]]:3: error: pcg.input: stage -1 is negative: stages count from 0
 
 // -----
 
