@@ -14,11 +14,17 @@ reads every heartbeat twice, a few seconds apart:
 A lost connection (a killed peer) is reported at once, without the wait: torchrun names the
 rank that died. The store is the default process group's (torchrun's agent serves it), so
 reading it does not depend on any worker being alive.
+
+Workers outlive a launcher killed with SIGKILL (it cannot stop them): they would go on training
+and writing checkpoints. `watch_launcher` ends a worker within a second of its parent's death
+(a thread that sees the process re-parented).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -42,6 +48,25 @@ TIMED_OUT = ("Timed out", "timed out")
 LOST = ("Connection closed", "Connection reset", "Broken pipe")
 
 KEY = "unityc/heartbeat/{rank}"
+
+
+def watch_launcher(rank: int, interval_s: float = INTERVAL_S) -> threading.Thread:
+    """Ends this process (status 1, one line on stderr) when its parent, the launcher, is gone."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        print(
+            f"rank {rank}: error: the launcher (pid {parent}) is gone; this worker stops",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, name="unityc-launcher-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def timeout(seconds: float) -> timedelta:
