@@ -324,7 +324,8 @@ def _cause(error: BaseException) -> str:
         for rank, (exc, _) in sorted(error.failures.items()):
             return _cause(exc) if isinstance(exc, CheckpointError) else f"rank {rank}: {_cause(exc)}"
     text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+    first = text[0].split(". ")[0] if text else ""
+    return f"{type(error).__name__}: {first}".rstrip(": ")
 
 
 def resolve(path: str | Path) -> Path:
@@ -377,7 +378,26 @@ def stored(path: str | Path) -> dict[str, TensorStorageMetadata]:
             f"{Path(path) / '.metadata'}: not a readable checkpoint ({type(e).__name__}"
             f"{': ' + reason[0] if reason else ''})"
         ) from None
+    _check_files(Path(path), metadata.storage_data)
     return {k: v for k, v in metadata.state_dict_metadata.items() if isinstance(v, TensorStorageMetadata)}
+
+
+def _check_files(folder: Path, storage: Any) -> None:
+    """CheckpointError naming the first data file the index lists that is missing or shorter
+    than the index says (a copy cut short, a save killed before the rename existed)."""
+    needed: dict[str, int] = {}
+    for info in (storage or {}).values():
+        where = getattr(info, "relative_path", None)
+        if where is not None:
+            needed[where] = max(needed.get(where, 0), info.offset + info.length)
+    for name, length in sorted(needed.items()):
+        file = folder / name
+        if not file.is_file():
+            raise CheckpointError(f"{file}: missing (the checkpoint's .metadata lists it)")
+        if file.stat().st_size < length:
+            raise CheckpointError(
+                f"{file}: truncated ({file.stat().st_size} bytes, the checkpoint's .metadata needs {length})"
+            )
 
 
 def _read(path: str | Path, entries: Entries, no_dist: bool = False) -> None:
