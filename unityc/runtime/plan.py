@@ -252,3 +252,5 @@ class Plan:
     precision: str = "fp32"
     """The graph function's `unityc.precision`: "bf16-mixed" runs each forward under autocast
     (`runtime/precision.py`)."""
+    bounds: Mapping[str, int] = field(default_factory=dict)
+    """Input key -> the rows of the embedding it indexes: its values must lie in [0, rows)."""

@@ -296,6 +296,12 @@ def report(rank: int, error: Exception) -> None:
         return
     line = f"rank {rank}: error: {error}"
     print(line, file=sys.stderr, flush=True)
+    record_error(line)
+
+
+def record_error(line: str) -> None:
+    """`line` in torchrun's error file for this rank (what `torch.distributed.elastic`'s
+    `@record` writes, without the traceback): torchrun's summary shows it as the cause."""
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path:
         return
@@ -337,9 +343,13 @@ def start(backend: str, timeout_s: float) -> Heartbeat:
 def fail_collective(heartbeat: Heartbeat, error: RuntimeError) -> None:
     """Ends this rank after a collective failed (timed out, or lost its peer), naming the rank
     at fault; other errors propagate. The process group is broken: no barrier, no teardown."""
-    if collective_failure(error) is None:
+    kind = collective_failure(error)
+    if kind is None:
         raise error
-    print(f"error: {heartbeat.diagnose(error)}", file=sys.stderr, flush=True)
+    line = f"error: {heartbeat.diagnose(error)}"
+    print(line, file=sys.stderr, flush=True)
+    if kind == "timeout":  # the peer that stopped writes nothing: this is the cause to name
+        record_error(line)
     sys.stdout.flush()
     os._exit(1)
 
@@ -416,9 +426,8 @@ class Trainer:
         if function is not None:
             names = forward_argument_names(loaded.module, None, plan.model.name)
             names += [k for k in plan.inputs if k not in names]
-            self.batches = Batches(
-                function, args.data_kwargs, plan.inputs, names, self.rank, self.world, self.start_step
-            )
+            where = (self.rank, self.world, self.start_step)
+            self.batches = Batches(function, args.data_kwargs, plan.inputs, names, *where, plan.bounds)
         self.reference: Reference | None = None
         if args.check:
             self.reference = self._reference(
