@@ -121,7 +121,8 @@ def test_resumed_runs_repeat_the_uninterrupted_losses(matrix: Matrix, name: str)
     assert "resumed at step 2" in section and "check passed: 2 step(s)" in section, section
     uninterrupted = matrix.losses("uninterrupted")
     assert sorted(uninterrupted) == [1, 2, 3, 4], matrix.section("uninterrupted")
-    resumed = {int(s): loss for s, loss in re.findall(r"^step (\d+): loss ([0-9.]+) \(reference", section, re.M)}
+    checked = re.findall(r"^step (\d+): loss ([0-9.]+) \(reference", section, re.M)
+    resumed = {int(step): loss for step, loss in checked}
     assert resumed == {3: uninterrupted[3], 4: uninterrupted[4]}, (resumed, uninterrupted)
 
 
