@@ -1,6 +1,10 @@
 """Generated programs facing faults and bad input: a stopped rank is named by its peers within
-the collective timeout, bad flags are usage errors (no traceback), and a program runs from any
-directory (the factory file it rebuilds the reference model from is recorded absolute)."""
+the collective timeout, bad flags and unwritable outputs are usage errors (no traceback), a
+program runs from any directory (the factory file it rebuilds the reference model from is
+recorded absolute), SIGINT/SIGTERM save and stop every rank, workers stop with their launcher,
+resume checks what the checkpoint recorded, ranks agree on their arguments, and bad batches are
+named by the rank that reads them (one `rank R: error:` line on its stderr, and in torchrun's
+summary)."""
 
 from __future__ import annotations
 
@@ -13,9 +17,26 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from torchrun import FAILURE, Rank, Run, command, environment, kill_group, rank_logs, torchrun, wait_for
+from torchrun import (
+    FAILURE,
+    Rank,
+    Run,
+    command,
+    environment,
+    kill_group,
+    rank_logs,
+    torchrun,
+    wait_for,
+    write_program,
+)
+from xdsl.dialects.builtin import StringAttr
 
+from unityc.frontend import ModelSpec, import_model
+from unityc.graph import from_module, to_module
+from unityc.machine.presets import preset
 from unityc.runtime.watch import Heartbeat, collective_failure
+from unityc.search.baselines import data_parallel
+from unityc.search.unity import UnityOptions
 
 PLAN = Path(__file__).parent.parent / "filecheck" / "codegen" / "Inputs" / "tiny_mlp_plan.mlir"
 START_S = 600
@@ -351,3 +372,74 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+BAD_DATA = """
+import torch
+
+
+def batch(step, dtype=torch.int64):
+    ids = torch.randint(0, 128, (4, 16), generator=torch.Generator().manual_seed(step))
+    return {"input_ids": ids.to(dtype), "labels": ids}
+
+
+def out_of_vocabulary():
+    for step in range(1, 1000):
+        b = batch(step)
+        if step == 2:
+            b["input_ids"][3, 5] = 500  # row 3: rank 1's half of the batch
+        yield b
+
+
+def float_ids():
+    while True:
+        yield batch(1, torch.float32)
+
+
+def raises():
+    yield batch(1)
+    raise OSError("the shard file went away")
+"""
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data-parallel program of the zoo BERT on 2 ranks (an embedding of 128 rows), beside
+    data functions that go wrong."""
+    directory = tmp_path_factory.mktemp("bert")
+    module = import_model(ModelSpec("bert", "small", batch=4))
+    planned = data_parallel(from_module(module), preset("cpu:2"), UnityOptions(), None)
+    planned.graph.module_attrs["unityc.machine"] = StringAttr("cpu:2")
+    (directory / "bad_data.py").write_text(BAD_DATA)
+    return write_program(to_module(planned.graph), directory, "bert-dp")
+
+
+@pytest.mark.torchrun
+@pytest.mark.parametrize(
+    ("function", "lines"),
+    [
+        (
+            "out_of_vocabulary",
+            ["rank 1: error: batch 2: input 'input_ids' holds the index 500, outside [0, 128) (the "
+             "embedding it indexes has 128 rows)"],
+        ),
+        (
+            "float_ids",
+            [f"rank {r}: error: batch 1: input 'input_ids' holds float32 values, the plan takes int64 "
+             "(convert them in the data function)" for r in (0, 1)],
+        ),
+        (
+            "raises",
+            [f"rank {r}: error: the data function failed at batch 2: OSError: the shard file went away"
+             for r in (0, 1)],
+        ),
+    ],
+)  # fmt: skip
+def test_bad_batches_are_named_by_the_rank_that_reads_them(
+    bert: Path, function: str, lines: list[str]
+) -> None:
+    """Out-of-vocabulary ids (in rank 1's rows only: rank 1 names the input, batch and value,
+    rank 0 does not wait for it), float ids (were truncated silently), a data function that
+    raises after its first batch (was a traceback)."""
+    run = torchrun(bert, 2, "--steps", "3", "--data", f"bad_data.py:{function}", "--timeout", "120")
+    failed(run, *lines)
