@@ -338,7 +338,7 @@ def cases() -> list[Case]:
         ("--save under a file", ("--save", "{work}/a-file/ck"), "cannot write there (Not a directory)"),
         ("--save is a file", ("--save", "{work}/a-file"), "cannot write there"),
         ("--profile under a file", ("--profile", "{work}/a-file/p"), "cannot write there"),
-        ("--optimizer lbfgs", ("--optimizer", "lbfgs"), "needs a closure"),
+        ("--optimizer lbfgs", ("--optimizer", "lbfgs"), "re-evaluates the model through a closure"),
         ("--optimizer nosuch", ("--optimizer", "nosuch"), "not a torch.optim optimizer"),
         ("--optimizer-args x", ("--optimizer-args", "x"), "every argument needs a name"),
         ("--optimizer-args syntax", ("--optimizer-args", "a=("), "is not a list of name=value"),

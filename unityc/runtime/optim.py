@@ -97,7 +97,7 @@ class OptimizerSpec:
 
     def __post_init__(self) -> None:
         if self.name.lower() not in optimizer_classes():
-            known = ", ".join(sorted(optimizer_classes()))
+            known = ", ".join(sorted(set(optimizer_classes()) - NEEDS_CLOSURE))
             raise OptimizerError(f"--optimizer {self.name}: not a torch.optim optimizer (known: {known})")
         if self.name.lower() in NEEDS_CLOSURE:
             raise OptimizerError(
