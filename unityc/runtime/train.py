@@ -56,7 +56,14 @@ from unityc.runtime.progress import Progress, profiled
 from unityc.runtime.signals import Interrupted, Interrupts
 from unityc.runtime.signals import name as signal_name
 from unityc.runtime.sources import Build, SourceError, load_reference, local_data, local_weights, part_sizes
-from unityc.runtime.watch import DEFAULT_TIMEOUT_S, Heartbeat, collective_failure, timeout, watch_launcher
+from unityc.runtime.watch import (
+    DEFAULT_TIMEOUT_S,
+    Heartbeat,
+    collective_failure,
+    launcher_gone,
+    timeout,
+    watch_launcher,
+)
 from unityc.runtime.zero import Zero
 
 Forward = Callable[[Context, dict[str, torch.Tensor], dict[str, torch.Tensor]], Sequence[Any]]
@@ -346,7 +353,7 @@ def fail_collective(heartbeat: Heartbeat, error: RuntimeError) -> None:
     kind = collective_failure(error)
     if kind is None:
         raise error
-    line = f"error: {heartbeat.diagnose(error)}"
+    line = launcher_gone(heartbeat.rank) or f"error: {heartbeat.diagnose(error)}"
     print(line, file=sys.stderr, flush=True)
     if kind == "timeout":  # the peer that stopped writes nothing: this is the cause to name
         record_error(line)

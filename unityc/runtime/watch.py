@@ -50,18 +50,26 @@ LOST = ("Connection closed", "Connection reset", "Broken pipe")
 KEY = "unityc/heartbeat/{rank}"
 
 
+LAUNCHER: list[int] = []
+"""The launcher's pid, once `watch_launcher` started watching it."""
+
+
+def launcher_gone(rank: int) -> str | None:
+    """The line a worker whose launcher died ends with (None while it lives): a peer that saw it
+    first may have ended already, so a lost connection is reported with this cause."""
+    if not LAUNCHER or os.getppid() == LAUNCHER[0]:
+        return None
+    return f"rank {rank}: error: the launcher (pid {LAUNCHER[0]}) is gone; this worker stops"
+
+
 def watch_launcher(rank: int, interval_s: float = INTERVAL_S) -> threading.Thread:
     """Ends this process (status 1, one line on stderr) when its parent, the launcher, is gone."""
-    parent = os.getppid()
+    LAUNCHER[:] = [os.getppid()]
 
     def watch() -> None:
-        while os.getppid() == parent:
+        while (line := launcher_gone(rank)) is None:
             time.sleep(interval_s)
-        print(
-            f"rank {rank}: error: the launcher (pid {parent}) is gone; this worker stops",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(line, file=sys.stderr, flush=True)
         os._exit(1)
 
     thread = threading.Thread(target=watch, name="unityc-launcher-watch", daemon=True)
