@@ -17,6 +17,7 @@ torchrun cases take 10-40 s each on a loaded 2-core machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -219,7 +220,8 @@ def signal_ranks(signum: int, ranks: tuple[int, ...]) -> Callable[[subprocess.Po
             os.kill(pids[rank], signum)
         if signum == signal.SIGSTOP:
             time.sleep(60)  # the peer's collective times out (--timeout 20) and it reports
-            os.kill(pids[ranks[0]], signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # torchrun may have ended it already
+                os.kill(pids[ranks[0]], signal.SIGKILL)
 
     return act
 
@@ -673,6 +675,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="run the cases whose name contains this")
     parser.add_argument("--json", help="also write the rows as JSON to this file")
+    parser.add_argument("--start", type=int, default=1, help="the first case to run (1-based)")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="unityc-faults-"))
     build(work)
@@ -680,7 +683,8 @@ def main(argv: list[str] | None = None) -> int:
     columns = "# | case | wanted | exit | as wanted | program traceback | torchrun's traceback | hang | s"
     print(f"| {columns} | what the user reads |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for i, case in enumerate(c for c in cases() if args.only in c.name):
+    chosen = [(i, c) for i, c in enumerate(cases()) if args.only in c.name and i + 1 >= args.start]
+    for i, case in chosen:
         outcome = case.run(work)
         ok, shown = judge(case, outcome)
         shown = re.sub(r"\s+", " ", shown).replace("|", "\\|")[:220].replace(str(work), "W")
