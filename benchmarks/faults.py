@@ -447,7 +447,7 @@ def cases() -> list[Case]:
             "--resume a file",
             resume(*adam, "--resume", "{work}/a-file"),
             "refused",
-            "no such checkpoint folder",
+            "a file, not a checkpoint folder",
         ),
         (
             "--resume truncated data file",

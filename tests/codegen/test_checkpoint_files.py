@@ -61,6 +61,9 @@ def test_a_folder_without_a_checkpoint_is_named(tmp_path: Path) -> None:
         resolve(tmp_path)
     with pytest.raises(CheckpointError, match="no such checkpoint folder"):
         resolve(tmp_path / "missing")
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(CheckpointError, match="a file, not a checkpoint folder"):
+        resolve(tmp_path / "a-file")
 
 
 def test_a_truncated_index_is_named(tmp_path: Path) -> None:

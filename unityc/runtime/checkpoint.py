@@ -335,7 +335,8 @@ def resolve(path: str | Path) -> Path:
     if (folder / ".metadata").is_file():
         return folder
     if not folder.is_dir():
-        raise CheckpointError(f"{path}: no such checkpoint folder")
+        what = "a file, not a checkpoint folder" if folder.exists() else "no such checkpoint folder"
+        raise CheckpointError(f"{path}: {what}")
     marker = folder / LATEST
     if marker.is_file():
         named = folder / marker.read_text().strip()
