@@ -136,7 +136,7 @@ def free_port() -> int:
 def plain(*argv: str, cwd: Path | None = None) -> Callable[[Path], Outcome]:
     def run(work: Path) -> Outcome:
         start = time.monotonic()
-        args = [a.format(work=work) for a in argv]
+        args = [a.replace("{work}", str(work)) for a in argv]
         try:
             done = subprocess.run(
                 args, capture_output=True, text=True, cwd=cwd or work, env=environment(), timeout=LIMIT_S
@@ -157,7 +157,7 @@ def launched(
     def run(work: Path) -> Outcome:
         start = time.monotonic()
         logs = Path(tempfile.mkdtemp(dir=work))
-        args = [a.format(work=work) for a in argv]
+        args = [a.replace("{work}", str(work)) for a in argv]
         process = subprocess.Popen(
             command(work / program, nproc, args, logs),
             cwd=work,
