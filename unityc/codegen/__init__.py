@@ -24,7 +24,7 @@ from pathlib import Path
 
 from xdsl.dialects.builtin import DictionaryAttr, IntegerType, ModuleOp
 
-from unityc.codegen.analysis import Analysis, CodegenError, analyze
+from unityc.codegen.analysis import Analysis, CodegenError, analyze, index_bounds
 from unityc.codegen.emit import Writer, layout_text
 from unityc.codegen.memory import predicted_memory, zero_stages
 from unityc.codegen.pipeline import emit_pipelined, is_pipelined
@@ -212,6 +212,7 @@ def program_head(
         f"    memory={predicted_memory(a)!r},",
         *(f"    {k}={v!r}," for k, v in (measures or {}).items()),
         f"    tokens={tokens},",
+        *([f"    bounds={index_bounds(a)!r},"] if index_bounds(a) else []),
         *([f"    precision={a.precision!r},"] if a.precision != FP32 else []),
         *([f"    accumulation={accumulation},"] if accumulation > 1 else []),
         ")",

@@ -209,3 +209,26 @@ def _unique(name: str, taken: set[str]) -> str:
         n += 1
     taken.add(candidate)
     return candidate
+
+
+LOOKUPS = ("pcg.embedding", "pcg.embedding_bag")
+"""Ops whose operand 0 holds row indices of operand 1 (a vocabulary)."""
+
+
+def index_bounds(a: Analysis) -> dict[str, int]:
+    """Input key -> how many rows the embedding it indexes has (the exclusive bound of its
+    values), for inputs read, through parallel ops only, as an embedding's indices: the program
+    checks every `--data` batch against it."""
+    bounds: dict[str, int] = {}
+    for op in a.ops:
+        if op.name not in LOOKUPS:
+            continue
+        rows = a.value(op.operands[1]).type.shape[0]
+        source = op.operands[0].owner
+        while isinstance(source, Operation) and source.name.startswith("parallel."):
+            source = source.operands[0].owner
+        if not isinstance(source, PcgOp) or source.name != "pcg.input":
+            continue
+        key = str(source.attrs()["key"])
+        bounds[key] = min(bounds.get(key, rows), rows)
+    return bounds

@@ -34,8 +34,8 @@ class _BaselinePass(ModulePass):
     rules: str = ""
     budget: int = 12
     alpha: float = 1.05
-    memory_budget: float = 0.0
-    """GiB per device overriding the machine's capacity (0: the machine's own)."""
+    memory_budget: float | None = None
+    """GiB per device overriding the machine's capacity (None: the machine's own)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from unityc.cost.options import CostOptions

@@ -9,7 +9,7 @@ roofline bound, mapping summary) goes to stderr, and as JSON to `report` when gi
 is shown on stderr while the search runs (`progress=false` hides it).
 
 Options: `machine` (preset or `.toml`), `alpha` (1.05), `budget` (expansions per segment
-search; 0: unlimited), `split_size` (ops per segment), `time_limit` (seconds, 0: none), `cost`
+search; 0: unlimited), `split_size` (ops per segment), `time_limit` (seconds; left out: none), `cost`
 (`roofline` | `profile` with `profile="cache.json"`), `optimizer` (`sgd` | `adam`),
 `memory_check` (never return a plan that does not fit), `rules` (a `.rules` file or directory;
 default: the shipped library), `degrees` ("2,4,8"; default: from the machine), `baselines`
@@ -134,14 +134,19 @@ class _Bar:
             self.bar.close()
 
 
-def budgeted(machine: Any, budget_gib: float) -> Any:
-    """`machine` with `budget_gib` GiB per device (`--memory-budget`; 0 keeps its own)."""
-    if budget_gib < 0:
-        raise ValueError(f"memory-budget must be a positive number of GiB, got {budget_gib:g}")
-    return machine.with_memory(budget_gib * 2**30) if budget_gib else machine
+def budgeted(machine: Any, budget_gib: float | None) -> Any:
+    """`machine` with `budget_gib` GiB per device (`--memory-budget`; None keeps its own)."""
+    if budget_gib is None:
+        return machine
+    if not 0 < budget_gib < float("inf"):
+        raise ValueError(
+            f"memory-budget must be a positive number of GiB, got {budget_gib:g} (leave it out "
+            "for the machine's own device memory)"
+        )
+    return machine.with_memory(budget_gib * 2**30)
 
 
-def budget_text(budget_gib: float) -> str:
+def budget_text(budget_gib: float | None) -> str:
     return f" with a memory budget of {budget_gib:g} GiB per device" if budget_gib else ""
 
 
@@ -153,12 +158,13 @@ class UnitySearchPass(ModulePass):
     alpha: float = 1.05
     budget: int = 12
     split_size: int = 12
-    time_limit: float = 0.0
+    time_limit: float | None = None
+    """Seconds for the whole search (None: no limit)."""
     cost: str = "roofline"
     profile: str = ""
     optimizer: str = "sgd"
-    memory_budget: float = 0.0
-    """GiB per device overriding the machine's capacity (0: the machine's own)."""
+    memory_budget: float | None = None
+    """GiB per device overriding the machine's capacity (None: the machine's own)."""
     memory_check: bool = True
     rules: str = ""
     degrees: str = ""
@@ -170,12 +176,15 @@ class UnitySearchPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from unityc.cost.options import CostOptions
         from unityc.dialects.container import training_function
+        from unityc.dialects.source import output_problem
         from unityc.graph import from_module, to_module
         from unityc.search.baselines import BASELINES, run_baseline
         from unityc.search.report import BaselineRow, PlanReport, render, to_json
         from unityc.search.unity import unity_search
 
         started = process_started()
+        if self.report and (problem := output_problem(self.report)):  # before the search, not after
+            raise ValueError(f"report {self.report}: {problem}")
         training_function(op)  # one graph, its loss a scalar: located errors before any work
         priced = CostOptions.parse(self.machine, self.cost, self.optimizer, self.profile)
         machine, profile = budgeted(priced.machine, self.memory_budget), priced.profile
@@ -246,13 +255,18 @@ class UnitySearchPass(ModulePass):
 
         if self.alpha < 1:
             raise ValueError(f"alpha must be at least 1, got {self.alpha}")
-        if self.budget < 0 or self.split_size < 1 or self.time_limit < 0:
-            raise ValueError("budget and time_limit must be >= 0 and split_size >= 1")
+        if self.budget < 0 or self.split_size < 1:
+            raise ValueError("budget must be >= 0 and split_size >= 1")
+        if self.time_limit is not None and not self.time_limit > 0:
+            raise ValueError(
+                f"time-limit must be a positive number of seconds, got {self.time_limit:g} (leave it out "
+                "for no limit)"
+            )
         return UnityOptions(
             alpha=self.alpha,
             budget=self.budget or None,
             split_size=self.split_size,
-            time_limit=self.time_limit or None,
+            time_limit=self.time_limit,
             degrees=parse_degrees(self.degrees),
             cost=self.cost,
             optimizer=self.optimizer,

@@ -14,7 +14,10 @@ with `pieces=Pieces(...)`, which says for every input the slice of the batch thi
 this rank does not read), and it returns only those slices: a batch-sharded input is never
 materialized in full on any rank. A function without `pieces` returns whole batches and every rank
 cuts its piece (simple, but every rank then builds the whole batch). Either way each piece's shape
-is checked against the plan.
+is checked against the plan, and so is its dtype (no silent conversion: float token ids are
+refused) and, for an input that indexes an embedding, its range (`Plan.bounds`): an error names
+the input, the batch and the bad value. An exception raised by the data function, at its call or
+at any batch, is reported as the data function's.
 
 On resume from step N the function gets `start=N` if it has a `start` parameter (it should then
 begin with batch N); otherwise the first N batches are drawn and dropped.
@@ -110,8 +113,10 @@ class Batches:
         rank: int,
         world: int,
         start: int = 0,
+        bounds: Mapping[str, int] | None = None,
     ):
         self.function, self.kwargs, self.layouts, self.arg_names = function, dict(kwargs), layouts, arg_names
+        self.bounds = dict(bounds or {})
         self.rank = rank
         self.pieces = pieces_of(layouts, rank, world)
         self.sliced = _takes(function, "pieces")
@@ -137,6 +142,9 @@ class Batches:
             return next(self.iterator)
         except StopIteration:
             self.iterator = self._open(self.step)  # a new epoch
+        except Exception as e:
+            batch = self.step + 1
+            raise DataError(f"the data function failed at batch {batch}: {type(e).__name__}: {e}") from None
         try:
             return next(self.iterator)
         except StopIteration:
@@ -170,8 +178,30 @@ class Batches:
                     f"batch {self.step}: input '{key}' on rank {self.rank} has shape {list(value.shape)}, "
                     f"its piece {_show(where)} has {list(layout.piece_shape)}"
                 )
-            out[key] = value.to(layout.torch_dtype)
+            out[key] = self._checked(key, value, layout).to(layout.torch_dtype)
         return out
+
+    def _checked(self, key: str, value: torch.Tensor, layout: Layout) -> torch.Tensor:
+        """`value` if its kind of dtype is the plan's (widths may differ) and, for an index
+        input, its values lie in the embedding's rows."""
+        want = layout.torch_dtype
+        if value.is_floating_point() != want.is_floating_point or (value.dtype == torch.bool) != (
+            want == torch.bool
+        ):
+            raise DataError(
+                f"batch {self.step}: input '{key}' holds {str(value.dtype).removeprefix('torch.')} "
+                f"values, the plan takes {layout.dtype} (convert them in the data function)"
+            )
+        bound = self.bounds.get(key)
+        if bound is None or not value.numel():
+            return value
+        low, high = int(value.min()), int(value.max())
+        if low >= 0 and high < bound:
+            return value
+        raise DataError(
+            f"batch {self.step}: input '{key}' holds the index {low if low < 0 else high}, outside "
+            f"[0, {bound}) (the embedding it indexes has {bound} rows)"
+        )
 
     def _whole(self, key: str, value: torch.Tensor, layout: Layout) -> torch.Tensor:
         if tuple(value.shape) != layout.shape:

@@ -35,6 +35,10 @@ NOT_ELEMENTWISE = frozenset({"adafactor", "lbfgs", "sparseadam", "muon"})
 """torch.optim optimizers whose update of an element depends on other elements (or that need a
 closure): stepping a weight's shards separately would not equal stepping the weight."""
 
+NEEDS_CLOSURE = frozenset({"lbfgs"})
+"""torch.optim optimizers whose step re-evaluates the model through a closure (several forward
+passes per step): a generated program steps once per batch, so they are refused up front."""
+
 SCHEDULES = ("constant", "linear", "cosine")
 
 
@@ -93,8 +97,14 @@ class OptimizerSpec:
 
     def __post_init__(self) -> None:
         if self.name.lower() not in optimizer_classes():
-            known = ", ".join(sorted(optimizer_classes()))
+            known = ", ".join(sorted(set(optimizer_classes()) - NEEDS_CLOSURE))
             raise OptimizerError(f"--optimizer {self.name}: not a torch.optim optimizer (known: {known})")
+        if self.name.lower() in NEEDS_CLOSURE:
+            raise OptimizerError(
+                f"--optimizer {self.name}: its step re-evaluates the model through a closure, which a "
+                "generated program (one forward and backward per step) does not have; use sgd, adam, "
+                "adamw, ..."
+            )
         if self.schedule not in SCHEDULES:
             raise OptimizerError(f"--lr-schedule {self.schedule}: expected one of {', '.join(SCHEDULES)}")
         if self.warmup_steps < 0 or self.total_steps < 1:

@@ -256,3 +256,5 @@ class Plan:
     """Gradient accumulation steps (the graph function's `unityc.accumulation`): a step runs the
     forward and backward on that many micro-batches, micro-batch m being chunk m of this rank's
     piece of every input along dim 0, sums their gradients and syncs and updates once."""
+    bounds: Mapping[str, int] = field(default_factory=dict)
+    """Input key -> the rows of the embedding it indexes: its values must lie in [0, rows)."""

@@ -12,7 +12,16 @@ clipping and schedule are `optim.py`'s; progress lines and traces `progress.py`'
 
 Every collective waits at most `--timeout` seconds (default 600); a rank whose collective times
 out names the rank at fault from the heartbeats (`watch.py`) and exits 1, as does a rank whose
-peer died. Bad flags are usage errors (exit 2) before torchrun is even needed.
+peer died. Bad flags are usage errors (exit 2) before torchrun is even needed, unwritable output
+paths (`--save`, `--json`, `--profile`) included. Faults:
+
+* an error is reported by the rank it happened on, on stderr as `rank R: error: ...` (an error the
+  ranks agree on, by the lowest rank that found it), and in torchrun's error file, so torchrun's
+  summary names it; the rank exits 1 at once (no exit barrier a failed peer would never reach);
+* ranks started with different arguments stop at once, naming the first difference;
+* SIGINT or SIGTERM: the step finishes, the ranks save a checkpoint of it (with `--save`) and exit
+  130 or 143 (`signals.py`);
+* a worker whose launcher died exits within a second (`watch.watch_launcher`).
 """
 
 from __future__ import annotations
@@ -22,8 +31,10 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -42,15 +53,29 @@ from unityc.runtime.patterns import BUCKET_BYTES
 from unityc.runtime.plan import Layout, Plan
 from unityc.runtime.precision import BF16_TOLERANCE, FP32_TOLERANCE, autocast, default_tolerance
 from unityc.runtime.progress import Progress, profiled
+from unityc.runtime.signals import Interrupted, Interrupts
+from unityc.runtime.signals import name as signal_name
 from unityc.runtime.sources import Build, SourceError, load_reference, local_data, local_weights, part_sizes
-from unityc.runtime.watch import DEFAULT_TIMEOUT_S, Heartbeat, collective_failure, timeout
+from unityc.runtime.watch import (
+    DEFAULT_TIMEOUT_S,
+    Heartbeat,
+    collective_failure,
+    launcher_gone,
+    timeout,
+    watch_launcher,
+)
 from unityc.runtime.zero import Zero
 
 Forward = Callable[[Context, Mapping[str, torch.Tensor], dict[str, torch.Tensor]], Sequence[Any]]
 
 
 class RunError(Exception):
-    """A problem that stops the run on every rank with one message."""
+    """A problem that stops the run on every rank with one message (`quiet`: another rank
+    reports it)."""
+
+    def __init__(self, message: str, quiet: bool = False):
+        super().__init__(message)
+        self.quiet = quiet
 
 
 STOPPING = (RunError, SourceError, DataError, optim.OptimizerError, checkpoint.CheckpointError)
@@ -93,6 +118,12 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
         "resumed from there repeats the uninterrupted one",
     )
     parser.add_argument("--init", metavar="DIR", help="initial weights from a checkpoint (of any plan)")
+    parser.add_argument(
+        "--reset-optimizer",
+        action="store_true",
+        help="with --resume: start a fresh optimizer (its state is not loaded), so the optimizer, "
+        "learning rate and schedule may differ from those the checkpoint was saved with",
+    )
     parser.add_argument(
         "--log-every",
         type=int,
@@ -177,7 +208,38 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--timeout must be a positive number of seconds, got {args.timeout}")
     if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
         parser.error(f"--json {args.json}: no such directory")
+    if args.reset_optimizer and not args.resume:
+        parser.error("--reset-optimizer goes with --resume")
+    problem = output_problem(args)
+    if problem:
+        parser.error(problem)
     return args
+
+
+def output_problem(args: argparse.Namespace) -> str | None:
+    """Why an output path cannot be written (checked before any work), or None: the folders of
+    `--save` and `--profile` are created and written to, `--json`'s file must be writable."""
+    for flag, folder in (("--save", args.save), ("--profile", args.profile)):
+        if folder is None:
+            continue
+        try:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as e:
+            return f"{flag} {folder}: cannot write there ({e.strerror or e})"
+    if args.json is None:
+        return None
+    if os.path.isdir(args.json):
+        return f"--json {args.json}: is a folder"
+    try:
+        with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(args.json))):
+            pass
+    except OSError as e:
+        return f"--json {args.json}: cannot write there ({e.strerror or e})"
+    if os.path.exists(args.json) and not os.access(args.json, os.W_OK):
+        return f"--json {args.json}: not writable"
+    return None
 
 
 def pick_device() -> tuple[str, torch.device]:
@@ -204,20 +266,29 @@ def main(
     if "RANK" not in os.environ:
         print(f"error: run with torchrun --standalone --nproc_per_node {plan.world_size} {sys.argv[0]}")
         return 2
+    interrupts = Interrupts()  # from here on SIGINT/SIGTERM stop the run between steps
     backend, device = pick_device()
     heartbeat = start(backend, args.timeout)
+    rank = dist.get_rank()
     try:
+        agree_on_arguments(list(sys.argv[1:] if argv is None else argv), rank)
         trainer = getattr(forward, "trainer", Trainer)  # a pipelined program brings its own
-        status = trainer(plan, forward, args, backend, device, heartbeat, build).run()
+        runner = trainer(plan, forward, args, backend, device, heartbeat, build)
+        runner.interrupts = interrupts
+        status = runner.run()
+    except Interrupted as e:
+        if rank == 0:
+            print(f"rank {rank}: {e}", file=sys.stderr, flush=True)
+        status = e.status
     except STOPPING as e:
-        if dist.get_rank() == 0:
-            print(f"error: {e}", flush=True)
+        report(rank, e)
         status = 1
     except RuntimeError as e:
         fail_collective(heartbeat, e)
-    heartbeat.stop()
-    dist.barrier()
-    dist.destroy_process_group()
+    if status == 0:  # after an error a peer may never reach a barrier: no teardown then
+        heartbeat.stop()
+        dist.barrier()
+        dist.destroy_process_group()
     # Skip interpreter teardown: gloo's threads occasionally abort there ("terminate called
     # without an active exception") after a run that succeeded, turning its status into a crash.
     sys.stdout.flush()
@@ -240,19 +311,67 @@ def accumulated_outputs(parts: list[list[Any]]) -> list[Any]:
     return out
 
 
+def report(rank: int, error: Exception) -> None:
+    """This rank's error in one line on stderr and in torchrun's error file (its summary then
+    names it as the cause); an error another rank reports is left to it."""
+    if isinstance(error, RunError) and error.quiet:
+        return
+    line = f"rank {rank}: error: {error}"
+    print(line, file=sys.stderr, flush=True)
+    record_error(line)
+
+
+def record_error(line: str) -> None:
+    """`line` in torchrun's error file for this rank (what `torch.distributed.elastic`'s
+    `@record` writes, without the traceback): torchrun's summary shows it as the cause."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    record = {"message": line, "extraInfo": {"py_callstack": line, "timestamp": str(int(time.time()))}}
+    try:
+        with open(path, "w") as f:
+            json.dump({"message": record}, f)
+    except OSError:
+        pass  # torchrun then shows its generic line; the error is on stderr already
+
+
+def agree_on_arguments(argv: list[str], rank: int) -> None:
+    """A collective: RunError on every rank if the ranks were started with different arguments
+    (naming the first difference), before any work that would hang on it later."""
+    every: list[list[str] | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, argv)
+    first = every[0] or []
+    other, theirs = next(((r, a) for r, a in enumerate(every) if a is not None and a != first), (0, first))
+    if theirs == first:
+        return
+    pairs = enumerate(zip(first, theirs, strict=False))
+    at = next((i for i, (a, b) in pairs if a != b), min(len(first), len(theirs)))
+    mine, its = (" ".join(words[max(0, at - 1) : at + 1]) or "(nothing)" for words in (first, theirs))
+    raise RunError(
+        f"the ranks were started with different arguments: rank {other} has '{its}' where rank 0 "
+        f"has '{mine}' (torchrun passes every rank the same ones)",
+        quiet=rank != 0,
+    )
+
+
 def start(backend: str, timeout_s: float) -> Heartbeat:
     """Joins the process group (every collective waits at most `timeout_s`) and starts this
     rank's heartbeat."""
     dist.init_process_group(backend, timeout=timeout(timeout_s))
+    watch_launcher(dist.get_rank())
     return Heartbeat(dist.get_rank(), dist.get_world_size(), timeout_s)
 
 
 def fail_collective(heartbeat: Heartbeat, error: RuntimeError) -> None:
     """Ends this rank after a collective failed (timed out, or lost its peer), naming the rank
     at fault; other errors propagate. The process group is broken: no barrier, no teardown."""
-    if collective_failure(error) is None:
+    kind = collective_failure(error)
+    if kind is None:
         raise error
-    print(f"error: {heartbeat.diagnose(error)}", file=sys.stderr, flush=True)
+    line = launcher_gone(heartbeat.rank) or f"error: {heartbeat.diagnose(error)}"
+    print(line, file=sys.stderr, flush=True)
+    if kind == "timeout":  # the peer that stopped writes nothing: this is the cause to name
+        record_error(line)
     sys.stdout.flush()
     os._exit(1)
 
@@ -276,6 +395,7 @@ class Trainer:
         self.plan, self.forward, self.args, self.backend, self.device = plan, forward, args, backend, device
         keep_freed_memory()  # no page faults for the step's tensors, step after step
         self.heartbeat = heartbeat
+        self.interrupts: Interrupts | None = None  # `main` sets them
         self.lr: float | None = None  # the learning rate of the last step
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.agree(
@@ -305,16 +425,13 @@ class Trainer:
         self.params = self.zero.params()
         self.optimizer = spec.build(self.params)
         self.start_step = 0
-        initial = args.resume or args.init
+        initial = self.initial_checkpoint()
         if initial:
-            step = checkpoint.load(
-                initial,
-                self.weights,
-                plan.weights,
-                self.rank,
-                self.optimizer if args.resume else None,
-                self.sizes,
-            )
+            held, flats = self.zero.held()
+            with_state = args.resume and not args.reset_optimizer
+            state = self.optimizer if with_state else None
+            step = checkpoint.load(initial, held, plan.weights, self.rank, state, self.sizes, flats)
+            self.zero.after_step()  # ZeRO-1/2: the whole pieces from the loaded shards
             self.start_step = step if args.resume else 0
             self.agree(
                 self.start_step < args.steps,
@@ -331,9 +448,8 @@ class Trainer:
         if function is not None:
             names = forward_argument_names(loaded.module, None, plan.model.name)
             names += [k for k in plan.inputs if k not in names]
-            self.batches = Batches(
-                function, args.data_kwargs, plan.inputs, names, self.rank, self.world, self.start_step
-            )
+            where = (self.rank, self.world, self.start_step)
+            self.batches = Batches(function, args.data_kwargs, plan.inputs, names, *where, plan.bounds)
         self.reference: Reference | None = None
         if args.check:
             self.reference = self._reference(
@@ -346,6 +462,43 @@ class Trainer:
         self.layouts = [plan.weights[k] for k in self.keys]
         self.stop = min(args.steps, args.stop_after or args.steps)
         self.progress = Progress(plan, args.log_every, self.stop)
+
+    def initial_checkpoint(self) -> str | None:
+        """The checkpoint of --resume or --init (a --save folder: its newest complete step),
+        its record checked against this run's options (CheckpointError naming a difference)."""
+        args = self.args
+        given = args.resume or args.init
+        if not given:
+            return None
+        path = checkpoint.resolve(given)
+        if args.resume and not args.reset_optimizer:
+            saved: dict[str, Any] = checkpoint.recorded(path).get("optimizer") or {}
+            ours = self.options()["optimizer"]
+            differ = [k for k in ours if k in saved and saved[k] != ours[k]]
+            if differ:
+                what = "; ".join(f"{k} {saved[k]!r} there, {ours[k]!r} here" for k in differ)
+                raise checkpoint.CheckpointError(
+                    f"--resume {given}: {path} was saved with other optimizer settings ({what}); "
+                    "pass the same ones, or --reset-optimizer to start a fresh optimizer on purpose"
+                )
+        return str(path)
+
+    def options(self) -> dict[str, Any]:
+        """What a checkpoint records of this run (and a resumed run compares): the optimizer,
+        learning rate and schedule (the step count only where the schedule depends on it)."""
+        spec: optim.OptimizerSpec = self.args.optim
+        recorded: dict[str, Any] = {
+            "name": spec.cls.__name__,
+            "lr": spec.lr,
+            "arguments": repr(dict(spec.kwargs)),
+            "clip_grad_norm": spec.clip_grad_norm,
+            "schedule": spec.schedule,
+            "warmup_steps": spec.warmup_steps,
+        }
+        if spec.schedule != "constant":
+            recorded.update(min_ratio=spec.min_ratio, steps=spec.total_steps)
+        plan = {"source": self.plan.source, "machine": self.plan.machine, "world_size": self.world}
+        return {"optimizer": recorded, "plan": plan}
 
     def _reference(
         self,
@@ -366,7 +519,8 @@ class Trainer:
                 k: Layout(tuple(p.shape), "float32", (1,) * p.dim(), pieces={0: (0,) * p.dim() + (0, 0)})
                 for k, p in params.items()
             }
-            checkpoint.load(resume, params, whole, self.rank, optimizer if self.rank == 0 else None)
+            state = optimizer if self.rank == 0 and not self.args.reset_optimizer else None
+            checkpoint.load(resume, params, whole, self.rank, state)
         if self.rank != 0:
             return None
         inputs = {
@@ -424,6 +578,7 @@ class Trainer:
         times: list[float] = []
         with profiled(args.profile, self.rank, self.device):
             for step in range(self.start_step, self.stop):
+                self.stop_if_interrupted(step)
                 times.append(self.run_step(step))
         self.at("the end of the run")
         if args.check_copies:
@@ -466,14 +621,38 @@ class Trainer:
             self.report_loss(step, outputs[0])
         self.zero.zero_grad()
         if args.save and (step + 1 == self.stop or (args.save_every and (step + 1) % args.save_every == 0)):
-            self.at(f"step {step + 1}: saving a checkpoint")
-            path = os.path.join(args.save, f"step-{step + 1}")
-            checkpoint.save(
-                path, step + 1, self.weights, self.plan.weights, self.rank, self.optimizer, self.sizes
-            )
-            if self.rank == 0:
-                print(f"saved {path}", flush=True)
+            self.save(step + 1)
         return seconds
+
+    def save(self, steps: int) -> str:
+        """A collective: the checkpoint after `steps` steps, DIR/step-<steps> of --save."""
+        self.at(f"step {steps}: saving a checkpoint")
+        path = os.path.join(self.args.save, f"step-{steps}")
+        held, flats = self.zero.held()
+        checkpoint.save(
+            path, steps, held, self.plan.weights, self.rank, self.optimizer, self.sizes, flats, self.options()
+        )
+        if self.rank == 0:
+            print(f"saved {path}", flush=True)
+        return path
+
+    def stop_if_interrupted(self, step: int) -> None:
+        """A collective before step `step` (0-based): Interrupted on every rank if any received
+        SIGINT or SIGTERM, after saving the steps done (with --save, unless saved already)."""
+        if self.interrupts is None:
+            return
+        self.at(f"step {step + 1}: start")
+        signum = self.interrupts.agreed(self.device)
+        if not signum:
+            return
+        done = f"after step {step}" if step else "before the first step"
+        saved = ""
+        if self.args.save and step > self.start_step:
+            path = os.path.join(self.args.save, f"step-{step}")
+            if not (step == self.stop or (self.args.save_every and step % self.args.save_every == 0)):
+                path = self.save(step)
+            saved = f"; saved {path}"
+        raise Interrupted(signum, f"stopped by {signal_name(signum)} {done}{saved}")
 
     def _reference_inputs(self) -> None:
         """The reference's batch: the plan's pieces of this step's batch, assembled (collective)."""

@@ -14,11 +14,17 @@ reads every heartbeat twice, a few seconds apart:
 A lost connection (a killed peer) is reported at once, without the wait: torchrun names the
 rank that died. The store is the default process group's (torchrun's agent serves it), so
 reading it does not depend on any worker being alive.
+
+Workers outlive a launcher killed with SIGKILL (it cannot stop them): they would go on training
+and writing checkpoints. `watch_launcher` ends a worker within a second of its parent's death
+(a thread that sees the process re-parented).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -42,6 +48,33 @@ TIMED_OUT = ("Timed out", "timed out")
 LOST = ("Connection closed", "Connection reset", "Broken pipe")
 
 KEY = "unityc/heartbeat/{rank}"
+
+
+LAUNCHER: list[int] = []
+"""The launcher's pid, once `watch_launcher` started watching it."""
+
+
+def launcher_gone(rank: int) -> str | None:
+    """The line a worker whose launcher died ends with (None while it lives): a peer that saw it
+    first may have ended already, so a lost connection is reported with this cause."""
+    if not LAUNCHER or os.getppid() == LAUNCHER[0]:
+        return None
+    return f"rank {rank}: error: the launcher (pid {LAUNCHER[0]}) is gone; this worker stops"
+
+
+def watch_launcher(rank: int, interval_s: float = INTERVAL_S) -> threading.Thread:
+    """Ends this process (status 1, one line on stderr) when its parent, the launcher, is gone."""
+    LAUNCHER[:] = [os.getppid()]
+
+    def watch() -> None:
+        while (line := launcher_gone(rank)) is None:
+            time.sleep(interval_s)
+        print(line, file=sys.stderr, flush=True)
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, name="unityc-launcher-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def timeout(seconds: float) -> timedelta:

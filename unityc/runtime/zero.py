@@ -55,6 +55,11 @@ class Shard:
         self.shard = torch.nn.Parameter(flat[self.index * self.m : (self.index + 1) * self.m].clone())
         self.full: torch.nn.Parameter | None = None if stage == 3 else piece  # type: ignore[assignment]
 
+    def flat_range(self) -> tuple[int, int]:
+        """The elements [start, stop) of the flattened piece that this rank's shard holds."""
+        start = min(self.index * self.m, self.numel)
+        return start, min(start + self.m, self.numel)
+
     def gathered(self) -> torch.Tensor:
         """The whole piece from every copy's shard (no autograd)."""
         flat = torch.empty(self.m * self.n, dtype=self.shard.dtype, device=self.shard.device)
@@ -144,6 +149,14 @@ class Zero:
     def sync_layouts(self) -> dict[str, Layout]:
         """The weights whose whole gradients are all-reduced across copies (ZeRO-1 included)."""
         return {k: v for k, v in self.plan.weights.items() if self.plan.zero.get(k, 0) < 2}
+
+    def held(self) -> tuple[dict[str, torch.Tensor], dict[str, tuple[int, int]]]:
+        """What a checkpoint saves and loads: by weight key, the tensor the optimizer updates (a
+        ZeRO weight's shard, else the piece), and for the shards the elements [start, stop) of
+        the flattened piece each holds (the padding is not the weight's)."""
+        tensors = {k: self.shards[k].shard if k in self.shards else p for k, p in self.weights.items()}
+        flats = {k: s.flat_range() for k, s in self.shards.items()}
+        return tensors, flats
 
     def params(self) -> list[torch.Tensor]:
         """What the optimizer updates: whole pieces, or the shards of ZeRO weights."""

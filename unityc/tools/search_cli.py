@@ -15,6 +15,8 @@ from typing import Any
 from xdsl.passes import ModulePass
 from xdsl.utils.target import Target
 
+from unityc.dialects.source import output_problem
+
 SEARCH_FLAGS = (
     (
         "machine",
@@ -24,7 +26,7 @@ SEARCH_FLAGS = (
     ("alpha", float, "prune candidates costlier than alpha x the best (default 1.05)"),
     ("budget", int, "expansions per segment search, 0 for unlimited (default 12)"),
     ("split-size", int, "ops per segment when splitting the graph (default 12)"),
-    ("time-limit", float, "seconds for the whole search, 0 for none (default none)"),
+    ("time-limit", float, "seconds for the whole search (default: no limit)"),
     ("cost", str, "cost model: roofline or profile (default roofline)"),
     ("profile", str, "op profile cache for --cost profile"),
     ("optimizer", str, "sgd or adam (default sgd)"),
@@ -109,6 +111,8 @@ def search_pipeline(args: argparse.Namespace) -> None:
             if value not in ("on", "off"):
                 raise ValueError(f"--{flag}: expected on or off, got '{value}'")
             value = value == "on"
+        if flag == "report" and (problem := output_problem(value)):
+            raise ValueError(f"--report {value}: {problem}")
         options.append((flag.replace("-", "_"), value))
     from unityc.passes.unity_search import spec
 

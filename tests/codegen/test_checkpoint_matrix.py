@@ -1,0 +1,140 @@
+"""Checkpoints across plan kinds and rank counts: a ZeRO-3 plan saves (its flat shards as the
+rectangular boxes of the logical weights they cover) and resumes exactly, in ZeRO-3 and in
+data-parallel and ZeRO-1 plans on 2 and 4 ranks; a data-parallel checkpoint resumes in ZeRO-3 on
+4 ranks; the plain module loads a ZeRO-3 checkpoint. "Exactly": steps 3 and 4 of every resumed
+run print the losses of the uninterrupted 4-step run, digit for digit (Adam, so the optimizer
+state must come back too), and `--check` (whose reference resumes from the checkpoint as well)
+passes. `--resume DIR` is given the `--save` folder (the newest complete step) or a step folder.
+
+The model is the zoo MLP with a 30x15 first weight: 450 elements in shards of 225 (2 ranks) or
+113 (4 ranks, the last padded), so shards start and end inside rows. Two torchruns (one per
+process count) run every program one after the other (`unityc.runtime.batch`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import torch
+from test_torchrun import _sections
+from torchrun import Run, torchrun, write_program
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+
+from unityc.frontend import ModelSpec, import_model
+from unityc.graph import from_module, to_module
+from unityc.machine.presets import preset
+from unityc.models.spec import load_model
+from unityc.runtime import checkpoint
+from unityc.search.baselines import zero
+from unityc.search.unity import UnityOptions
+
+pytestmark = pytest.mark.torchrun
+
+SPEC = ModelSpec("mlp", "small", batch=8, overrides=(("in_features", "15"), ("hidden_dims", "[30,30]")))
+TRAIN = ["--steps", "4", "--optimizer", "adam", "--log-every", "1"]
+LOSS = re.compile(r"^step (\d+): loss ([0-9.]+)", re.MULTILINE)
+PROGRAMS = {  # name: (ranks, ZeRO stage; 0: plain data parallel)
+    "dp-2": (2, 0),
+    "zero1-2": (2, 1),
+    "zero3-2": (2, 3),
+    "dp-4": (4, 0),
+    "zero3-4": (4, 3),
+}
+
+
+@dataclass
+class Matrix:
+    directory: Path
+    sections: dict[str, str] = field(default_factory=dict)
+    runs: dict[int, Run] = field(default_factory=dict)
+
+    def section(self, name: str) -> str:
+        if name not in self.sections:
+            report = "\n".join(run.report() for run in self.runs.values())
+            raise AssertionError(f"no output for {name}: the batch ended early\n{report}")
+        return self.sections[name]
+
+    def losses(self, name: str) -> dict[int, str]:
+        return {int(step): loss for step, loss in LOSS.findall(self.section(name))}
+
+
+def plan(module: ModuleOp, ranks: int, stage: int) -> ModuleOp:
+    machine = f"cpu:{ranks}"
+    planned = zero(from_module(module), preset(machine), UnityOptions(optimizer="adam"), None, stage)
+    planned.graph.module_attrs["unityc.machine"] = StringAttr(machine)
+    return to_module(planned.graph)
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory) -> Matrix:
+    directory = tmp_path_factory.mktemp("matrix")
+    module = import_model(SPEC)
+    programs = {
+        name: str(write_program(plan(module, ranks, stage), directory, name))
+        for name, (ranks, stage) in PROGRAMS.items()
+    }
+    ck = directory / "ck"
+    zero3, dp = str(ck / "zero3"), str(ck / "dp")
+    entries = {
+        2: [
+            ("uninterrupted", "zero3-2", []),
+            ("zero3-saves", "zero3-2", ["--stop-after", "2", "--save", zero3]),
+            ("dp-saves", "dp-2", ["--stop-after", "2", "--save", dp]),
+            ("zero3-resumes-zero3", "zero3-2", ["--resume", zero3, "--check"]),
+            ("zero1-resumes-zero3", "zero1-2", ["--resume", f"{zero3}/step-2", "--check"]),
+        ],
+        4: [
+            ("dp4-resumes-zero3", "dp-4", ["--resume", zero3, "--check"]),
+            ("zero3-4-resumes-dp", "zero3-4", ["--resume", dp, "--check"]),
+        ],
+    }
+    out = Matrix(directory)
+    for ranks, runs in entries.items():
+        manifest = directory / f"manifest-{ranks}.json"
+        listed = [{"name": n, "program": programs[p], "args": [*TRAIN, *a]} for n, p, a in runs]
+        manifest.write_text(json.dumps(listed))
+        run = torchrun("unityc.runtime.batch", ranks, str(manifest), cwd=directory)
+        out.runs[ranks] = run
+        out.sections.update(_sections(run.output))
+    return out
+
+
+def test_a_zero3_plan_saves_complete_checkpoints(matrix: Matrix) -> None:
+    section = matrix.section("zero3-saves")
+    assert section.endswith(": exit 0"), section
+    folder = matrix.directory / "ck" / "zero3"
+    assert (folder / "step-2" / ".metadata").is_file()
+    assert (folder / checkpoint.LATEST).read_text().strip() == "step-2"
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")], "a temporary folder is left"
+
+
+@pytest.mark.parametrize(
+    "name", ["zero3-resumes-zero3", "zero1-resumes-zero3", "dp4-resumes-zero3", "zero3-4-resumes-dp"]
+)
+def test_resumed_runs_repeat_the_uninterrupted_losses(matrix: Matrix, name: str) -> None:
+    section = matrix.section(name)
+    assert section.endswith(": exit 0"), section
+    assert "resumed at step 2" in section and "check passed: 2 step(s)" in section, section
+    uninterrupted = matrix.losses("uninterrupted")
+    assert sorted(uninterrupted) == [1, 2, 3, 4], matrix.section("uninterrupted")
+    checked = re.findall(r"^step (\d+): loss ([0-9.]+) \(reference", section, re.M)
+    resumed = {int(step): loss for step, loss in checked}
+    assert resumed == {3: uninterrupted[3], 4: uninterrupted[4]}, (resumed, uninterrupted)
+
+
+def test_the_plain_module_loads_a_zero3_checkpoint(matrix: Matrix) -> None:
+    """The ZeRO-3 and the data-parallel checkpoint of step 2 hold the same logical weights."""
+    assert matrix.section("dp-saves").endswith(": exit 0")
+    ck = matrix.directory / "ck"
+    zero3, dp, fresh = (load_model(SPEC).module for _ in range(3))
+    assert checkpoint.load_module(zero3, ck / "zero3") == []  # the --save folder: its newest step
+    assert checkpoint.load_module(dp, ck / "dp" / "step-2") == []
+    for (key, got), want, before in zip(
+        zero3.state_dict().items(), dp.state_dict().values(), fresh.state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, msg=key)
+        assert not torch.equal(got, before), f"{key} did not change in training"
