@@ -60,7 +60,7 @@ from unityc.cost.pricing import (
     weight_parts,
 )
 from unityc.cost.profile import ProfileCache, op_key, profiled_cost
-from unityc.cost.roles import ROLE_THRESHOLD, Roles, device_array, find_roles
+from unityc.cost.roles import ROLE_THRESHOLD, Roles, device_arrays, find_roles
 from unityc.cost.schedule import Comm, Step, buckets, simulate
 from unityc.cost.units import format_bytes
 from unityc.dialects.container import graph_function
@@ -291,9 +291,17 @@ class _Builder:
         self.arrays: dict[int, Any] = {}
         self.roles: Roles | None = None
         if roles:
-            self.arrays = {nid: device_array(n.types[0], n.view, machine) for nid, n in graph.nodes.items()}
+            self.arrays = device_arrays(graph, machine)
             self.roles = find_roles(graph, machine, self.arrays)
             self.rep_mask = self.roles.rep_mask
+        self.placed: dict[int, Placed] = {}
+        """Priced by roles: the placement of each array (by its id; nodes placed alike share)."""
+
+    def placed_at(self, nid: int) -> Placed:
+        array = self.arrays[nid]
+        if id(array) not in self.placed:
+            self.placed[id(array)] = Placed(array, self.rep_mask)
+        return self.placed[id(array)]
 
     def count(self, device: int) -> int:
         """The devices `device` stands for (priced by roles: its role's)."""
@@ -323,11 +331,7 @@ class _Builder:
         t0 = node.types[0]
         if node.view is None:
             self.unplaced += 1
-        where = (
-            placement(t0, node.view, self.machine)
-            if self.roles is None
-            else Placed(self.arrays[nid], self.rep_mask)
-        )
+        where = placement(t0, node.view, self.machine) if self.roles is None else self.placed_at(nid)
         for r in self.results(nid):
             self.where[r] = where
         operand_mult = max((self.mult[self.vid(o)] for o in node.operand_refs()), default=1)

@@ -16,6 +16,7 @@ device each piece of a tensor lives (coordinate: shard indices, sum index, copy 
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from unityc.cost.memory import persistent_bytes, shard_numel, update_work
 from unityc.cost.schedule import Comm
 from unityc.dialects.container import graph_function
 from unityc.dialects.diagnostics import located
-from unityc.dialects.forms import Form
+from unityc.dialects.forms import Form, FormLayout
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.view import MachineViewAttr
 from unityc.graph import full_attrs, op_class
@@ -74,6 +75,57 @@ class Placed(dict[Coord, int]):
             if steps[0] > 0 and bool((steps == steps[0]).all()):
                 return range(int(row[0]), int(row[-1]) + 1, int(steps[0]))
         return tuple(int(d) for d in row)
+
+
+def form_grid(form: Form) -> dict[str, np.ndarray]:
+    """Each factor's index over the task grid (factors in task order)."""
+    degrees = [d for _, d in form.factors]
+    out = {}
+    for k, (name, d) in enumerate(form.factors):
+        shape = [1] * len(degrees)
+        shape[k] = d
+        out[name] = np.broadcast_to(np.arange(d).reshape(shape), degrees)
+    return out
+
+
+def form_coords(form: Form, layout: FormLayout, grid: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """`Form.coord` over the whole task grid: one index array per axis of `layout`."""
+    degrees = dict(form.factors)
+    shape = tuple(d for _, d in form.factors)
+    out = []
+    for axis in layout.axes():
+        index = np.zeros(shape, dtype=np.int64)
+        for f in axis:
+            index = index * degrees[f] + grid[f]
+        out.append(index)
+    return tuple(out)
+
+
+def as_array(where: Placement, degrees: Sequence[int]) -> np.ndarray:
+    """A whole placement (every piece, in coordinate order, as `placement` builds it) as an
+    array shaped by the task degrees."""
+    if isinstance(where, Placed):
+        return where.array
+    return np.fromiter(where.values(), dtype=np.int64, count=len(where)).reshape(degrees)
+
+
+def _aligned(form: Form, where: Placement, operand_where: Sequence[Placement | None]) -> bool:
+    """Whether every task finds every operand piece it reads on its own device (nothing to
+    move), checked over all tasks at once."""
+    if isinstance(where, Placed) or len(where) < 64:
+        return False
+    grid = form_grid(form)
+    mine = as_array(where, form.degrees_of_result())[form_coords(form, form.results[0], grid)]
+    for layout, source in zip(form.operands, operand_where, strict=True):
+        if layout is None or source is None:
+            continue
+        shard, total, copies = form.degrees_of(layout)
+        if len(source) != math.prod(shard) * total * copies:
+            return False
+        theirs = as_array(source, (*shard, total, copies))[form_coords(form, layout, grid)]
+        if not np.array_equal(mine, theirs):
+            return False
+    return True
 
 
 def _tasks(form: Form, where: Placement) -> Iterator[dict[str, int]]:
@@ -233,6 +285,10 @@ def tasks_and_transfers(
     tasks: dict[int, int] = defaultdict(int)
     fwd: list[Comm] = []
     bwd: list[Comm] = []
+    if all(w is None for w in operand_where) or _aligned(form, where, operand_where):
+        for device in where.values():  # nothing to move: each task makes one piece
+            tasks[device] += 1
+        return tasks, fwd, bwd
     sent: set[tuple[Any, Coord, int]] = set()
     for task in _tasks(form, where):
         device = where[form.coord(form.results[0], task)]
@@ -421,14 +477,18 @@ def weight_parts(
     n = t.copy_degree
     own = persistent_bytes(p.numel, element, n, zero, optimizer, wants)
     updated = shard_numel(p.numel, n) if zero else p.numel
+    seconds: dict[tuple[int, str], float] = {}  # one kernel time per piece count and device kind
     for device, count in pieces.items():
         held[device] = {"weights": count * own.weights}
         if not wants:
             continue
         held[device]["gradients"] = count * own.gradients
         held[device]["optimizer"] = count * own.optimizer
-        work = update_work(optimizer, count * updated, element)
-        update.append((device, kernel_time(work, p.dtype, machine.kind_of(device))))
+        kind = machine.kind_of(device)
+        if (count, kind.name) not in seconds:
+            work = update_work(optimizer, count * updated, element)
+            seconds[count, kind.name] = kernel_time(work, p.dtype, kind)
+        update.append((device, seconds[count, kind.name]))
     sync: list[Comm] = []
     reduce: list[Comm] = []
     if wants:

@@ -35,9 +35,8 @@ from typing import Any
 import numpy as np
 
 from unityc.cost.communication import parallel_axes
-from unityc.cost.pricing import Placed, node_form, placement
+from unityc.cost.pricing import Placed, form_coords, form_grid, node_form, placement
 from unityc.cost.schedule import Comm
-from unityc.dialects.forms import Form, FormLayout
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.view import MachineViewAttr
 from unityc.graph import Graph, Node
@@ -155,6 +154,19 @@ class Roles:
         return mask
 
 
+def device_arrays(graph: Graph, machine: Machine) -> dict[int, np.ndarray]:
+    """`device_array` of every node's first result; nodes placed alike share one array."""
+    shared: dict[tuple[tuple[int, ...], MachineViewAttr | None], np.ndarray] = {}
+    out = {}
+    for nid, node in graph.nodes.items():
+        t = node.types[0]
+        key = (t.task_degrees(), node.view)
+        if key not in shared:
+            shared[key] = device_array(t, node.view, machine)
+        out[nid] = shared[key]
+    return out
+
+
 def device_array(t: TensorType, view: MachineViewAttr | None, machine: Machine) -> np.ndarray:
     """The device of every piece of a result of type `t` under `view` (`pricing.placement`, as
     an array shaped by its task degrees); an invalid view raises placement's error."""
@@ -212,10 +224,18 @@ class _Groups:
         self.node_of = node_of
         self.socket_of = socket_of
         self.seen: set[int] = set()
+        self.keys: set[Any] = set()
         self.members: list[np.ndarray] = []
         self.gids: list[np.ndarray] = []
         self.tags: list[np.ndarray] = []
         self.size = 0
+
+    def first(self, key: Any) -> bool:
+        """Whether `key` (what makes a node's groups: its arrays, its form) is new."""
+        if key in self.keys:
+            return False
+        self.keys.add(key)
+        return True
 
     def add(self, members: np.ndarray, gids: np.ndarray) -> None:
         members, gids = members.ravel(), gids.ravel()
@@ -258,57 +278,41 @@ class _Groups:
         return np.concatenate(self.members), np.concatenate(self.gids), np.concatenate(self.tags)
 
 
-def _factor_grid(form: Form) -> dict[str, np.ndarray]:
-    """Each factor's index over the task grid (factors in task order)."""
-    degrees = [d for _, d in form.factors]
-    out = {}
-    for k, (name, d) in enumerate(form.factors):
-        shape = [1] * len(degrees)
-        shape[k] = d
-        out[name] = np.broadcast_to(np.arange(d).reshape(shape), degrees)
-    return out
-
-
-def _coords(form: Form, layout: FormLayout, grid: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
-    """`Form.coord` over the whole task grid: one index array per axis of `layout`."""
-    degrees = dict(form.factors)
-    shape = tuple(d for _, d in form.factors)
-    out = []
-    for axis in layout.axes():
-        index = np.zeros(shape, dtype=np.int64)
-        for f in axis:
-            index = index * degrees[f] + grid[f]
-        out.append(index)
-    return tuple(out)
-
-
 def _node_groups(groups: _Groups, nid: int, node: Node, graph: Graph, arrays: dict[int, np.ndarray]) -> None:
+    """The groups of one node. Ops placed alike (the same arrays: `device_arrays` shares them)
+    have the same groups, made once (`_Groups.first`)."""
     own = arrays[nid]
-    groups.add(own, np.zeros(own.shape, dtype=np.int64))  # the devices it runs on, in one group
+    if groups.first(("on", id(own))):
+        groups.add(own, np.zeros(own.shape, dtype=np.int64))  # the devices it runs on, in one group
     if node.is_source:
-        if node.op == "pcg.weight" and own.shape[-1] > 1:
+        if node.op == "pcg.weight" and own.shape[-1] > 1 and groups.first(("copies", id(own))):
             groups.lines(own)
         return
     operands = [None if r is None else arrays[r[0]] for r in node.operands]
+    sources = tuple(None if a is None else id(a) for a in operands)
     if node.op == "parallel.sum_concat":
         a, b = operands
         rank = node.types[0].rank
         first = graph.type_of(node.operands[0]).sum_degree  # type: ignore[arg-type]
-        cut = [slice(None)] * rank
-        groups.pairs(own[(*cut, slice(0, first))], a)
-        groups.pairs(own[(*cut, slice(first, None))], b)
+        if groups.first((node.op, id(own), sources, first)):
+            cut = [slice(None)] * rank
+            groups.pairs(own[(*cut, slice(0, first))], a)
+            groups.pairs(own[(*cut, slice(first, None))], b)
         return
     if node.op.startswith("parallel."):
-        _parallel_groups(groups, node, operands[0], own)  # type: ignore[arg-type]
+        if groups.first((node.op, node.attrs, id(own), sources)):
+            _parallel_groups(groups, node, operands[0], own)  # type: ignore[arg-type]
         return
     types = tuple(None if r is None else graph.type_of(r) for r in node.operands)
     form = node_form(node.op, node.attrs, types)
-    grid = _factor_grid(form)
-    task_devices = own[_coords(form, form.results[0], grid)]
+    if not groups.first(("tasks", form, id(own), sources)):
+        return
+    grid = form_grid(form)
+    task_devices = own[form_coords(form, form.results[0], grid)]
     for layout, source in zip(form.operands, operands, strict=True):
         if layout is None or source is None:
             continue
-        groups.pairs(task_devices, source[_coords(form, layout, grid)])
+        groups.pairs(task_devices, source[form_coords(form, layout, grid)])
     groups.lines(task_devices)
 
 
@@ -401,4 +405,4 @@ def _refine(
     return np.unique(pairs, axis=0, return_inverse=True)[1].astype(np.int64).ravel()
 
 
-__all__ = ["ROLE_THRESHOLD", "Placed", "Roles", "device_array", "find_roles"]
+__all__ = ["ROLE_THRESHOLD", "Placed", "Roles", "device_array", "device_arrays", "find_roles"]

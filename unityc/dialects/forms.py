@@ -79,6 +79,11 @@ class Form:
         degrees = dict(self.factors)
         return math.prod(degrees[f] for f in axis)
 
+    def degrees_of_result(self) -> tuple[int, ...]:
+        """The task degrees of the first result (shard dims, sum, copy)."""
+        shard, total, copies = self.degrees_of(self.results[0])
+        return (*shard, total, copies)
+
     def degrees_of(self, layout: FormLayout) -> tuple[tuple[int, ...], int, int]:
         """(shard degrees, sum degree, copy degree) of a layout."""
         shard = tuple(self.axis_degree(a) for a in layout.shard)
