@@ -36,6 +36,7 @@ from transformer_shapes import bert_large
 
 from unityc.cost.estimate import Estimate, estimate_graph
 from unityc.machine.presets import preset
+from unityc.machine.spec import Machine
 from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, finish
 from unityc.search.strategies import megatron_layouts
 
@@ -44,9 +45,9 @@ SIZES = (8, 128, 2048, 65536)
 PER_GPU = 4
 
 
-def plan(name: str, devices: int, pricing: Pricing) -> tuple[PricedPlan, float]:
+def plan(name: str, machine: Machine, pricing: Pricing) -> tuple[PricedPlan, float]:
     """The mapped plan and the CPU seconds its baseline took to build it."""
-    machine = preset(f"dgx-a100:{devices // 8}")
+    devices = machine.num_devices
     graph = bert_large(PER_GPU * devices)
     began = time.process_time()
     if name == "data-parallel":
@@ -56,8 +57,7 @@ def plan(name: str, devices: int, pricing: Pricing) -> tuple[PricedPlan, float]:
     return built, time.process_time() - began
 
 
-def price(built: PricedPlan, devices: int, optimizer: str, **kwargs: object) -> tuple[Estimate, float]:
-    machine = preset(f"dgx-a100:{devices // 8}")
+def price(built: PricedPlan, machine: Machine, optimizer: str, **kwargs: object) -> tuple[Estimate, float]:
     began = time.process_time()
     e = estimate_graph(built.graph, machine, optimizer=optimizer, **kwargs)  # type: ignore[arg-type]
     return e, time.process_time() - began
@@ -85,14 +85,15 @@ def main() -> None:
             if skipping:
                 print(f"| {name} | {n:,} | skipped (> {args.skip_over:g} s before) | | | | |")
                 continue
-            built, mapped_s = plan(name, n, pricing)
-            e, priced_s = price(built, n, args.optimizer)
+            machine = preset(f"dgx-a100:{n // 8}")  # (building a machine of 65,536 devices takes ~1 s)
+            built, mapped_s = plan(name, machine, pricing)
+            e, priced_s = price(built, machine, args.optimizer)
             roles = getattr(e, "roles", None)
             row = [name, f"{n:,}", f"{priced_s:.2f}", f"{mapped_s:.2f}",
                    str(len(roles.reps)) if roles is not None else "-",
                    f"{e.iteration_s * 1e3:.2f} ms", f"{e.peak_memory / GIB:.2f} GiB"]  # fmt: skip
             if args.check and has_roles:
-                every, every_s = price(built, n, args.optimizer, roles=False)
+                every, every_s = price(built, machine, args.optimizer, roles=False)
                 diff = max(
                     abs(e.iteration_s - every.iteration_s) / every.iteration_s,
                     abs(e.peak_memory - every.peak_memory) / every.peak_memory,
