@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +56,7 @@ def collective_time(pattern: str, nbytes: float, devices: Sequence[int], machine
     """Seconds for one collective (see the module docstring for what `nbytes` means)."""
     if pattern not in PATTERNS:
         raise ValueError(f"unknown communication pattern '{pattern}' (known: {', '.join(PATTERNS)})")
-    distinct = list(dict.fromkeys(devices))
+    distinct = devices if isinstance(devices, range) else list(dict.fromkeys(devices))
     n = len(distinct)
     link = machine.slowest_link(distinct)
     if n < 2 or nbytes <= 0 or link is None:
@@ -115,7 +115,7 @@ class Group:
     outputs: tuple[Coord, ...]
 
 
-def _axes(kind: str, attrs: Mapping[str, Any], rank: int) -> tuple[int | None, int | None]:
+def parallel_axes(kind: str, attrs: Mapping[str, Any], rank: int) -> tuple[int | None, int | None]:
     """(axis whose degree the op divides, axis whose degree it multiplies); sum is axis `rank`,
     copy is axis `rank + 1`."""
     total, copies = rank, rank + 1
@@ -149,17 +149,42 @@ def parallel_groups(kind: str, attrs: Mapping[str, Any], in_degrees: Sequence[in
     """The groups of a parallel op whose input has task degrees `in_degrees` (shards, sum,
     copy), following the index convention: growing an axis by n sends piece i to pieces
     i*n .. i*n+n-1, shrinking it merges those back into i."""
-    shrink, grow = _axes(kind, attrs, len(in_degrees) - 2)
+    shrink, grow = parallel_axes(kind, attrs, len(in_degrees) - 2)
     n = attrs.get("degree") or 1
-    groups: list[Group] = []
-    for c in itertools.product(*(range(d) for d in in_degrees)):
-        if shrink is not None and c[shrink] % n:
-            continue
-        inputs = [c] if shrink is None else [_with(c, shrink, c[shrink] + j) for j in range(n)]
-        base = c if shrink is None else _with(c, shrink, c[shrink] // n)
-        outputs = [base] if grow is None else [_with(base, grow, base[grow] * n + j) for j in range(n)]
-        groups.append(Group(tuple(inputs), tuple(outputs)))
-    return groups
+    return [
+        _group_at(c, shrink, grow, n)
+        for c in itertools.product(*(range(d) for d in in_degrees))
+        if shrink is None or c[shrink] % n == 0
+    ]
+
+
+def groups_touching(
+    kind: str,
+    attrs: Mapping[str, Any],
+    in_degrees: Sequence[int],
+    in_coords: Iterable[Coord],
+    out_coords: Iterable[Coord],
+) -> list[Group]:
+    """The groups of `parallel_groups` that read one of the input pieces `in_coords` or write
+    one of the output pieces `out_coords`, each once (what the role estimate prices: the groups
+    of the representative devices, without enumerating the others)."""
+    shrink, grow = parallel_axes(kind, attrs, len(in_degrees) - 2)
+    n = attrs.get("degree") or 1
+    heads: dict[Coord, None] = {}
+    for c in in_coords:
+        heads[c if shrink is None else _with(c, shrink, c[shrink] - c[shrink] % n)] = None
+    for o in out_coords:
+        base = o if grow is None else _with(o, grow, o[grow] // n)
+        heads[base if shrink is None else _with(base, shrink, base[shrink] * n)] = None
+    return [_group_at(c, shrink, grow, n) for c in heads]
+
+
+def _group_at(c: Coord, shrink: int | None, grow: int | None, n: int) -> Group:
+    """The group whose first input piece is `c`."""
+    inputs = [c] if shrink is None else [_with(c, shrink, c[shrink] + j) for j in range(n)]
+    base = c if shrink is None else _with(c, shrink, c[shrink] // n)
+    outputs = [base] if grow is None else [_with(base, grow, base[grow] * n + j) for j in range(n)]
+    return Group(tuple(inputs), tuple(outputs))
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from unityc.cost.memory import DeviceMemory, attention_saved_bytes, check_optimi
 from unityc.cost.pipeline import PipelineRun
 from unityc.cost.pricing import (
     ComputeModel,
+    Placed,
     WeightParts,
     compute_parts,
     node_form,
@@ -59,6 +60,7 @@ from unityc.cost.pricing import (
     weight_parts,
 )
 from unityc.cost.profile import ProfileCache, op_key, profiled_cost
+from unityc.cost.roles import ROLE_THRESHOLD, Roles, device_arrays, find_roles
 from unityc.cost.schedule import Comm, Schedule, Step, Timeline, buckets, simulate
 from unityc.cost.units import format_bytes
 from unityc.dialects.container import graph_function
@@ -119,6 +121,13 @@ class OpRow:
     flops: float = 0
     memory: float = 0
     """Bytes it holds, over all devices: weight + gradient + optimizer state, or saved activations."""
+    num_devices: int = 0
+    """Devices it runs on where `devices` lists only the representatives of their roles (priced
+    by roles, `cost/roles.py`); 0: as many as `devices`."""
+
+    @property
+    def device_count(self) -> int:
+        return self.num_devices or len(self.devices)
 
 
 @dataclass(frozen=True)
@@ -130,6 +139,8 @@ class DeviceRow:
     busy_s: float
     memory: DeviceMemory
     capacity: float
+    count: int = 1
+    """The devices this row stands for: priced by roles, every device of `device`'s role."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +169,13 @@ class Estimate:
     """Gradient buckets of weights held in copies, all-reduced during the backward."""
     sync_after_s: float = 0.0
     """How long their communication runs on after the backward ends (what of it counts)."""
+    roles: Roles | None = None
+    """Priced by roles (`cost/roles.py`): `devices` has one row per role, its representative."""
+
+    @property
+    def devices_used(self) -> int:
+        """Devices that run or hold anything (each row counts the devices of its role)."""
+        return sum(d.count for d in self.devices)
 
     @property
     def busiest(self) -> DeviceRow:
@@ -182,7 +200,9 @@ class Estimate:
         return all(d.memory.total <= d.capacity for d in self.devices)
 
     def device(self, index: int) -> DeviceRow:
-        return next(d for d in self.devices if d.device == index)
+        """The row of device `index` (of its role's representative, priced by roles)."""
+        rep = self.roles.rep_of(index) if self.roles is not None else index
+        return next(d for d in self.devices if d.device == rep)
 
 
 def roofline_model() -> ComputeModel:
@@ -246,7 +266,9 @@ def gradient_flags(
 
 
 class _Builder:
-    def __init__(self, graph: Graph, machine: Machine, compute: ComputeModel, optimizer: str):
+    def __init__(
+        self, graph: Graph, machine: Machine, compute: ComputeModel, optimizer: str, roles: bool = False
+    ):
         self.graph = graph
         self.machine = machine
         self.compute = compute
@@ -267,6 +289,35 @@ class _Builder:
         self.update_flops = 0.0
         """Of `model_flops`, the optimizer's (once per iteration, whatever the micro-batches)."""
         self.update_roofline_s = 0.0
+        self.arrays: dict[int, Any] = {}
+        self.roles: Roles | None = None
+        if roles:
+            self.arrays = device_arrays(graph, machine)
+            self.roles = find_roles(graph, machine, self.arrays)
+            self.rep_mask = self.roles.rep_mask
+        self.placed: dict[int, Placed] = {}
+        """Priced by roles: the placement of each array (by its id; nodes placed alike share)."""
+
+    def placed_at(self, nid: int) -> Placed:
+        array = self.arrays[nid]
+        if id(array) not in self.placed:
+            self.placed[id(array)] = Placed(array, self.rep_mask)
+        return self.placed[id(array)]
+
+    def count(self, device: int) -> int:
+        """The devices `device` stands for (priced by roles: its role's)."""
+        return 1 if self.roles is None else self.roles.count_of(device)
+
+    def total(self, per_device: Mapping[int, float]) -> float:
+        """A per-device quantity summed over every device (each representative for its role)."""
+        if self.roles is None:
+            return float(sum(per_device.values()))
+        return float(sum(self.roles.count_of(d) * v for d, v in per_device.items()))
+
+    def comms(self, comms: Sequence[Comm]) -> tuple[tuple[Comm, ...], int]:
+        """Collectives as the simulation runs them (priced by roles, on the representatives),
+        and how many the plan runs."""
+        return (tuple(comms), len(comms)) if self.roles is None else self.roles.collapse_comms(comms)
 
     def vid(self, r: Ref) -> int:
         return self.ids.setdefault(r, len(self.ids))
@@ -281,7 +332,7 @@ class _Builder:
         t0 = node.types[0]
         if node.view is None:
             self.unplaced += 1
-        where = placement(t0, node.view, self.machine)
+        where = placement(t0, node.view, self.machine) if self.roles is None else self.placed_at(nid)
         for r in self.results(nid):
             self.where[r] = where
         operand_mult = max((self.mult[self.vid(o)] for o in node.operand_refs()), default=1)
@@ -333,9 +384,11 @@ class _Builder:
             grads,
             backward,
         )
-        self.transfers += len(parts.fwd_comm)
+        (fwd_comm, collectives), (bwd_comm, _) = self.comms(parts.fwd_comm), self.comms(parts.bwd_comm)
+        parts = replace(parts, fwd_comm=fwd_comm, bwd_comm=bwd_comm)
+        self.transfers += collectives
         cost = parts.cost
-        flops = sum(parts.tasks.values()) * m * (cost.fwd.flops + (cost.bwd.flops if backward else 0))
+        flops = self.total(parts.tasks) * m * (cost.fwd.flops + (cost.bwd.flops if backward else 0))
         self.add_model_flops(node, attrs, types, grads if backward else [False] * len(grads), m)
         extra = 0.0
         if backward and node.op == "pcg.attention":
@@ -364,12 +417,17 @@ class _Builder:
             fwd_comm_s=m * phase(parts.fwd_comm),
             bwd_comm_s=m * phase(parts.bwd_comm),
             pattern="p2p" if parts.fwd_comm else "",
-            collectives=len(parts.fwd_comm),
+            collectives=collectives,
             comm_bytes=max((c.nbytes for c in parts.fwd_comm), default=0),
             flops=flops,
             memory=extra,
+            num_devices=self.device_total(parts.tasks),
         )
         return step, row
+
+    def device_total(self, devices: Iterable[int]) -> int:
+        """How many devices these representatives stand for (0 when not priced by roles)."""
+        return 0 if self.roles is None else sum(self.roles.count_of(d) for d in devices)
 
     def regathers(self, node: Node) -> tuple[Comm, ...]:
         """The all-gathers of the ZeRO-3 weights `node` reads again in backward: those it saves
@@ -393,7 +451,7 @@ class _Builder:
             return 0.0
         for device, count in tasks.items():
             self.memory[device]["activations"] += per_task * count * m
-        return float(per_task * sum(tasks.values()) * m)
+        return self.total(tasks) * per_task * m
 
     def autocast_copies(
         self, nid: int, node: Node, types: Sequence[TensorType | None], tasks: Mapping[int, int]
@@ -416,7 +474,7 @@ class _Builder:
             held[device] = held.get(device, 0.0) + per_task * count
             if not node.recompute:
                 self.memory[device]["activations"] += per_task * count
-        return 0.0 if node.recompute else float(per_task * sum(tasks.values()))
+        return 0.0 if node.recompute else self.total(tasks) * per_task
 
     def add_model_flops(
         self,
@@ -450,16 +508,18 @@ class _Builder:
             where,
             base["grad_operands"][0],
         )
+        (fwd, collectives), (bwd, _) = self.comms(fwd), self.comms(bwd)
         step = Step(name=name, fwd_comm=fwd, bwd_comm=bwd, **base)
         row = OpRow(
             name=name,
             kind=node.op,
             label=self.label(node),
             devices=tuple(sorted({d for c in fwd for d in c.devices} or set(where.values()))),
+            num_devices=self.device_total({d for c in fwd for d in c.devices} or set(where.values())),
             fwd_comm_s=m * phase(fwd),
             bwd_comm_s=m * phase(bwd),
             pattern=PARALLEL_PATTERN[node.op] if fwd else "",
-            collectives=len(fwd),
+            collectives=collectives,
             comm_bytes=max((c.nbytes for c in fwd), default=0),
         )
         return step, row
@@ -477,16 +537,18 @@ class _Builder:
             where,
             base["grad_operands"],
         )
+        (fwd, collectives), (bwd, _) = self.comms(fwd), self.comms(bwd)
         step = Step(name=name, fwd_comm=fwd, bwd_comm=bwd, **base)
         row = OpRow(
             name=name,
             kind=node.op,
             label=self.label(node),
             devices=tuple(sorted({d for c in fwd for d in c.devices} or set(where.values()))),
+            num_devices=self.device_total({d for c in fwd for d in c.devices} or set(where.values())),
             fwd_comm_s=m * phase(fwd),
             bwd_comm_s=m * phase(bwd),
             pattern="p2p" if fwd else "",
-            collectives=len(fwd),
+            collectives=collectives,
             comm_bytes=max((c.nbytes for c in fwd), default=0),
         )
         return step, row
@@ -496,12 +558,16 @@ class _Builder:
     ) -> tuple[Step, OpRow]:
         wants = (nid, 0) in self.gets_grad
         parts = weight_parts(self.machine, self.optimizer, t, where, wants, node.zero)
+        (sync, synced), (gather, _), (reduce, reduced) = (
+            self.comms(parts.sync), self.comms(parts.gather), self.comms(parts.reduce)
+        )  # fmt: skip
+        parts = replace(parts, sync=sync, gather=gather, reduce=reduce)
         self.weights[nid] = parts
         held = 0.0
         for device, parts_held in parts.held.items():
             for what, nbytes in parts_held.items():
                 self.memory[device][what] += nbytes
-            held += sum(parts_held.values())
+            held += self.count(device) * sum(parts_held.values())
         if wants:
             p = piece(t)
             assert p is not None
@@ -528,9 +594,10 @@ class _Builder:
             fwd_comm_s=phase(parts.gather),
             bwd_comm_s=phase(sync),
             pattern=WEIGHT_PATTERN[node.zero] if sync else "",
-            collectives=len(sync),
+            collectives=synced + reduced,
             comm_bytes=piece(t).nbytes if sync else 0,  # type: ignore[union-attr]
             memory=held,
+            num_devices=self.device_total(parts.held),
         )
         return step, row
 
@@ -548,7 +615,7 @@ class _Builder:
             on = self.bytes_on(v)
             for device, nbytes in on.items():
                 self.memory[device]["activations"] += nbytes
-            per_value[v] = sum(on.values())
+            per_value[v] = self.total(on)
         return per_value
 
     def bytes_on(self, v: Ref, micro_batches: bool = True) -> dict[int, float]:
@@ -736,13 +803,14 @@ def estimate_module(
 
 
 def build_steps(
-    graph: Graph, machine: Machine, compute: ComputeModel, optimizer: str
+    graph: Graph, machine: Machine, compute: ComputeModel, optimizer: str, roles: bool = False
 ) -> tuple[_Builder, list[int], list[Step], list[OpRow]]:
     """Every node as a schedule step and a report row, saved activations added to memory; each
-    value in the element type the program runs it in (`graph.precision.priced_graph`)."""
+    value in the element type the program runs it in (`graph.precision.priced_graph`). With
+    `roles`, the steps run on one representative device per role (`cost/roles.py`)."""
     graph = priced_graph(graph)
     order = graph.topological()
-    b = _Builder(graph, machine, compute, optimizer)
+    b = _Builder(graph, machine, compute, optimizer, roles)
     _, b.gets_grad = gradient_flags(graph, order)
     steps: list[Step] = []
     rows: list[OpRow] = []
@@ -764,9 +832,12 @@ def estimate_graph(
     cost: str = "roofline",
     optimizer: str = "sgd",
     profile: ProfileCache | None = None,
+    roles: bool | None = None,
 ) -> Estimate:
     """Estimate one training iteration of `graph` (its nodes' views place it) on `machine`; a
-    pipelined plan (`stage` on its ops) by its schedule (`cost/staged.py`)."""
+    pipelined plan (`stage` on its ops) by its schedule (`cost/staged.py`). `roles`: price one
+    device per role (`cost/roles.py`; the same estimate, at a cost that does not grow with the
+    devices), or every device; None: by roles on machines of more than `ROLE_THRESHOLD`."""
     from unityc.cost.staged import estimate_pipelined, is_pipelined
 
     if is_pipelined(graph):
@@ -774,7 +845,8 @@ def estimate_graph(
     check_optimizer(optimizer)
     k = graph.plan.accumulation
     priced = microbatch_graph(graph, k) if k > 1 else graph  # one micro-batch: its activations
-    b, order, steps, rows = build_steps(priced, machine, compute_model(cost, profile), optimizer)
+    by_roles = machine.num_devices > ROLE_THRESHOLD if roles is None else roles
+    b, order, steps, rows = build_steps(priced, machine, compute_model(cost, profile), optimizer, by_roles)
     loss = priced.outputs[0] if priced.outputs else None
     loss_id = b.vid(loss) if loss is not None and loss in b.ids else None
     grad_buckets = buckets(
@@ -800,6 +872,7 @@ def estimate_graph(
             busy_s=schedule.timelines[d].busy_s if d in schedule.timelines else 0.0,
             memory=device_memory(b.memory[d], peaks.get(d, (0.0, 0.0)), machine.kind_of(d).reserved),
             capacity=machine.kind_of(d).memory,
+            count=b.count(d),
         )
         for d in used
     ) or (DeviceRow(0, machine.kind_of(0).name, 0.0, 0.0, 0.0, DeviceMemory(), machine.kind_of(0).memory),)
@@ -817,8 +890,9 @@ def estimate_graph(
         )
     for dev in devices:
         if dev.memory.total > dev.capacity:
+            like = f" (and {dev.count - 1} more of its role)" if dev.count > 1 else ""
             notes.append(
-                f"device {dev.device} needs {format_bytes(dev.memory.total)}, "
+                f"device {dev.device}{like} needs {format_bytes(dev.memory.total)}, "
                 f"more than its {format_bytes(dev.capacity)}"
             )
     if k > 1:
@@ -836,8 +910,11 @@ def estimate_graph(
         model_flops=k * (b.model_flops - b.update_flops) + b.update_flops,
         roofline_s=k * (b.roofline_s - b.update_roofline_s) + b.update_roofline_s,
         notes=tuple(notes),
-        buckets=schedule.buckets,
+        buckets=schedule.buckets
+        if b.roles is None
+        else b.roles.count_collectives(g.comm for g in grad_buckets),
         sync_after_s=schedule.sync_after_s,
+        roles=b.roles,
     )
 
 

@@ -16,21 +16,31 @@ device each piece of a tensor lives (coordinate: shard indices, sum index, copy 
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 from xdsl.dialects.builtin import ModuleOp, f32
 
-from unityc.cost.communication import PARALLEL_PATTERN, Coord, collective_time, parallel_groups, price_group
+from unityc.cost.communication import (
+    PARALLEL_PATTERN,
+    Coord,
+    Group,
+    collective_time,
+    groups_touching,
+    parallel_groups,
+    price_group,
+)
 from unityc.cost.compute import OpCost, Piece, kernel_time
 from unityc.cost.memory import persistent_bytes, shard_numel, update_work
 from unityc.cost.schedule import Comm
 from unityc.dialects.container import graph_function
 from unityc.dialects.diagnostics import located
-from unityc.dialects.forms import Form
+from unityc.dialects.forms import Form, FormLayout
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.plan import op_plan
 from unityc.dialects.view import MachineViewAttr
@@ -39,6 +49,92 @@ from unityc.machine.spec import DeviceKind, Machine
 
 Placement = Mapping[Coord, int]
 """The device of each piece of a tensor, by coordinate."""
+
+
+class Placed(dict[Coord, int]):
+    """A placement known by its array of devices (`roles.device_array`), for the estimate by
+    roles (`cost/roles.py`): it holds, and iterates over, only the pieces on representative
+    devices; looking up any other piece gives its device from the array. The functions below
+    then price the tasks, groups and copies of the representatives alone."""
+
+    def __init__(self, array: np.ndarray, rep_mask: np.ndarray):
+        super().__init__()
+        self.array = array
+        for c in np.argwhere(rep_mask[array]):
+            coord = tuple(int(i) for i in c)
+            self[coord] = int(array[coord])
+
+    def __missing__(self, coord: Coord) -> int:
+        return int(self.array[coord])
+
+    def line(self, key: Coord) -> Sequence[int]:
+        """The devices of the pieces `key + (j,)` (a piece's copies), as a `range` when evenly
+        spaced (a collective over it is then priced once, `Machine.slowest_link`)."""
+        row = self.array[key]
+        if len(row) > 2:
+            steps = np.diff(row)
+            if steps[0] > 0 and bool((steps == steps[0]).all()):
+                return range(int(row[0]), int(row[-1]) + 1, int(steps[0]))
+        return tuple(int(d) for d in row)
+
+
+def form_grid(form: Form) -> dict[str, np.ndarray]:
+    """Each factor's index over the task grid (factors in task order)."""
+    degrees = [d for _, d in form.factors]
+    out = {}
+    for k, (name, d) in enumerate(form.factors):
+        shape = [1] * len(degrees)
+        shape[k] = d
+        out[name] = np.broadcast_to(np.arange(d).reshape(shape), degrees)
+    return out
+
+
+def form_coords(form: Form, layout: FormLayout, grid: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """`Form.coord` over the whole task grid: one index array per axis of `layout`."""
+    degrees = dict(form.factors)
+    shape = tuple(d for _, d in form.factors)
+    out = []
+    for axis in layout.axes():
+        index = np.zeros(shape, dtype=np.int64)
+        for f in axis:
+            index = index * degrees[f] + grid[f]
+        out.append(index)
+    return tuple(out)
+
+
+def as_array(where: Placement, degrees: Sequence[int]) -> np.ndarray:
+    """A whole placement (every piece, in coordinate order, as `placement` builds it) as an
+    array shaped by the task degrees."""
+    if isinstance(where, Placed):
+        return where.array
+    return np.fromiter(where.values(), dtype=np.int64, count=len(where)).reshape(degrees)
+
+
+def _aligned(form: Form, where: Placement, operand_where: Sequence[Placement | None]) -> bool:
+    """Whether every task finds every operand piece it reads on its own device (nothing to
+    move), checked over all tasks at once."""
+    if isinstance(where, Placed) or len(where) < 64:
+        return False
+    grid = form_grid(form)
+    mine = as_array(where, form.degrees_of_result())[form_coords(form, form.results[0], grid)]
+    for layout, source in zip(form.operands, operand_where, strict=True):
+        if layout is None or source is None:
+            continue
+        shard, total, copies = form.degrees_of(layout)
+        if len(source) != math.prod(shard) * total * copies:
+            return False
+        theirs = as_array(source, (*shard, total, copies))[form_coords(form, layout, grid)]
+        if not np.array_equal(mine, theirs):
+            return False
+    return True
+
+
+def _tasks(form: Form, where: Placement) -> Iterator[dict[str, int]]:
+    """The tasks to price: all, or those of the pieces a `Placed` holds."""
+    if not isinstance(where, Placed):
+        return form.tasks()
+    return (form.task_of(form.results[0], c) for c in where)
+
 
 ComputeModel = Callable[
     [str, Mapping[str, Any], Sequence[Piece | None], Sequence[Piece], DeviceKind, Sequence[bool]], OpCost
@@ -190,8 +286,12 @@ def tasks_and_transfers(
     tasks: dict[int, int] = defaultdict(int)
     fwd: list[Comm] = []
     bwd: list[Comm] = []
+    if all(w is None for w in operand_where) or _aligned(form, where, operand_where):
+        for device in where.values():  # nothing to move: each task makes one piece
+            tasks[device] += 1
+        return tasks, fwd, bwd
     sent: set[tuple[Any, Coord, int]] = set()
-    for task in form.tasks():
+    for task in _tasks(form, where):
         device = where[form.coord(form.results[0], task)]
         tasks[device] += 1
         for layout, t, key, source_where, wants in zip(
@@ -214,11 +314,15 @@ def tasks_and_transfers(
 
 def _task_groups(form: Form, where: Placement, factor: str) -> list[tuple[int, ...]]:
     """The devices of each group of tasks differing only in `factor`."""
-    groups: dict[tuple[tuple[str, int], ...], list[int]] = defaultdict(list)
-    for task in form.tasks():
+    degree = dict(form.factors)[factor]
+    groups: dict[tuple[tuple[str, int], ...], tuple[int, ...]] = {}
+    for task in _tasks(form, where):
         rest = tuple(sorted((f, i) for f, i in task.items() if f != factor))
-        groups[rest].append(where[form.coord(form.results[0], task)])
-    return [tuple(g) for g in groups.values()]
+        if rest not in groups:
+            groups[rest] = tuple(
+                where[form.coord(form.results[0], {**task, factor: j})] for j in range(degree)
+            )
+    return list(groups.values())
 
 
 def kernel_collectives(
@@ -290,6 +394,9 @@ def compute_parts(
             costs[kind.name] = compute(op, attrs, operands, results, kind, grads)
         fwd.append((device, count * costs[kind.name].fwd_s))
         bwd.append((device, count * costs[kind.name].bwd_s if backward else 0.0))
+    if not costs:  # priced by roles, and no representative runs it: a task on its first device
+        first = int(where.array.flat[0]) if isinstance(where, Placed) else 0
+        costs[""] = compute(op, attrs, operands, results, machine.kind_of(first), grads)
     cost = next(iter(costs.values()))
     return ComputeParts(dict(tasks), tuple(fwd), tuple(bwd), tuple(fwd_comm), tuple(bwd_comm), cost)
 
@@ -309,7 +416,7 @@ def parallel_parts(
     in_bytes, out_bytes = _piece(in_type, False).nbytes, _piece(out_type, False).nbytes
     fwd: list[Comm] = []
     bwd: list[Comm] = []
-    for group in parallel_groups(op, attrs, in_type.task_degrees()):
+    for group in _groups(op, attrs, in_type.task_degrees(), in_where, where):
         g = price_group(pattern, group, in_where, where, in_bytes, out_bytes, machine)
         if not g.devices:
             continue
@@ -317,6 +424,15 @@ def parallel_parts(
         if grad:
             bwd.append(Comm(g.devices, g.bwd_s, g.nbytes))
     return tuple(fwd), tuple(bwd)
+
+
+def _groups(
+    op: str, attrs: Mapping[str, Any], in_degrees: Sequence[int], in_where: Placement, where: Placement
+) -> list[Group]:
+    """A parallel op's groups: all, or those of the pieces `Placed` placements hold."""
+    if isinstance(where, Placed) or isinstance(in_where, Placed):
+        return groups_touching(op, attrs, in_degrees, in_where, where)
+    return parallel_groups(op, attrs, in_degrees)
 
 
 @dataclass(frozen=True)
@@ -362,14 +478,18 @@ def weight_parts(
     n = t.copy_degree
     own = persistent_bytes(p.numel, element, n, zero, optimizer, wants)
     updated = shard_numel(p.numel, n) if zero else p.numel
+    seconds: dict[tuple[int, str], float] = {}  # one kernel time per piece count and device kind
     for device, count in pieces.items():
         held[device] = {"weights": count * own.weights}
         if not wants:
             continue
         held[device]["gradients"] = count * own.gradients
         held[device]["optimizer"] = count * own.optimizer
-        work = update_work(optimizer, count * updated, element)
-        update.append((device, kernel_time(work, p.dtype, machine.kind_of(device))))
+        kind = machine.kind_of(device)
+        if (count, kind.name) not in seconds:
+            work = update_work(optimizer, count * updated, element)
+            seconds[count, kind.name] = kernel_time(work, p.dtype, kind)
+        update.append((device, seconds[count, kind.name]))
     sync: list[Comm] = []
     reduce: list[Comm] = []
     if wants:
@@ -388,12 +508,19 @@ def weight_parts(
 def copy_collectives(machine: Machine, pattern: str, where: Placement, nbytes: int) -> list[Comm]:
     """One collective of `pattern` over the copies of each piece of a tensor placed at `where`
     (its copy index is the last coordinate); `nbytes` is one whole piece."""
-    copies: dict[Coord, list[int]] = defaultdict(list)
-    for coord, device in where.items():
-        copies[coord[:-1]].append(device)
+    copies: dict[Coord, Sequence[int]] = {}
+    if isinstance(where, Placed):
+        for coord in where:
+            if coord[:-1] not in copies:
+                copies[coord[:-1]] = where.line(coord[:-1])
+    else:
+        lists: dict[Coord, list[int]] = defaultdict(list)
+        for coord, device in where.items():
+            lists[coord[:-1]].append(device)
+        copies.update(lists)
     out = []
     for devices in copies.values():
-        distinct = tuple(dict.fromkeys(devices))
+        distinct = devices if isinstance(devices, range) else tuple(dict.fromkeys(devices))
         seconds = collective_time(pattern, nbytes, distinct, machine)
         if seconds > 0:
             out.append(Comm(distinct, seconds, nbytes))

@@ -12,9 +12,11 @@ from unityc.runtime.patterns import BUCKET_BYTES
 MAX_DEVICE_ROWS = 64
 
 
-def _devices(ds: Sequence[int]) -> str:
+def _devices(ds: Sequence[int], count: int = 0) -> str:
     if not ds:
         return "-"
+    if count > len(ds):  # priced by roles: `ds` are the representatives
+        return f"{count} ({','.join(map(str, ds))} for their roles)"
     if len(ds) > 2 and list(ds) == list(range(ds[0], ds[-1] + 1)):
         return f"{ds[0]}-{ds[-1]}"
     return ",".join(map(str, ds))
@@ -61,7 +63,7 @@ def render(e: Estimate) -> str:
         [
             f"%{r.name}",
             r.label,
-            _devices(r.devices),
+            _devices(r.devices, r.device_count),
             format_time(r.fwd_compute_s),
             format_time(r.bwd_compute_s),
             format_time(r.fwd_comm_s),
@@ -104,7 +106,7 @@ def render(e: Estimate) -> str:
     shown = e.devices[:MAX_DEVICE_ROWS]
     rows = [
         [
-            str(d.device),
+            str(d.device) if d.count == 1 else f"{d.device} (+{d.count - 1} alike)",
             d.kind,
             format_time(d.compute_s),
             format_time(d.comm_s),
@@ -120,9 +122,14 @@ def render(e: Estimate) -> str:
         for d in shown
     ]
     out += table(header, rows)
-    idle = e.machine.num_devices - len(e.devices)
+    idle = e.machine.num_devices - e.devices_used
     if len(e.devices) > len(shown):
         out.append(f"... {len(e.devices) - len(shown)} more devices")
+    if e.roles is not None:
+        out.append(
+            f"priced by roles: {len(e.roles.reps)} role(s) stand for the {e.machine.num_devices} devices "
+            "(each row is its role's first device)"
+        )
     if idle > 0:
         out.append(f"{idle} other device(s) idle")
     if e.pipeline is not None:

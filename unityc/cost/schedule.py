@@ -42,9 +42,13 @@ from unityc.runtime.patterns import BUCKET_BYTES, gradient_buckets
 class Comm:
     """One collective or transfer: the devices it occupies, its duration, its buffer size."""
 
-    devices: tuple[int, ...]
+    devices: tuple[int, ...] | range
+    """A range where the members are evenly spaced (priced once, `Machine.slowest_link`)."""
     seconds: float
     nbytes: float = 0
+    span: Sequence[int] = ()
+    """Priced by roles (`cost/roles.py`): the real members, where `devices` are the
+    representatives of their roles (a bucket of several gradients is priced over them)."""
 
 
 @dataclass(frozen=True)
@@ -89,22 +93,24 @@ class Bucket:
 
 
 def buckets(
-    steps: Sequence[Step], price: Callable[[tuple[int, ...], float], float], limit: int = BUCKET_BYTES
+    steps: Sequence[Step], price: Callable[[Sequence[int], float], float], limit: int = BUCKET_BYTES
 ) -> tuple[Bucket, ...]:
     """The runtime's buckets (`unityc.runtime.grads`): per copy group (its devices), the
     all-reduces of `steps` in reverse order cut by `patterns.gradient_buckets`; `price` is the
     seconds of an all-reduce of that many bytes over those devices. Groups in order of first
     appearance, each group's buckets in the order they start."""
-    groups: dict[tuple[int, ...], list[tuple[int, float, str]]] = {}
+    groups: dict[tuple[tuple[int, ...], Sequence[int]], list[tuple[int, float, str]]] = {}
     for i, step in enumerate(steps):
         for c in step.grad_reduce:
-            groups.setdefault(tuple(sorted(c.devices)), []).append((i, c.nbytes, step.grad_dtype))
+            devices = tuple(sorted(c.devices))
+            span = c.span if isinstance(c.span, range) else tuple(sorted(c.span)) or devices
+            groups.setdefault((devices, span), []).append((i, c.nbytes, step.grad_dtype))
     out: list[Bucket] = []
-    for devices, members in groups.items():
+    for (devices, members_span), members in groups.items():
         members.reverse()
         for cut in gradient_buckets([(int(nbytes), dtype) for _, nbytes, dtype in members], limit):
             nbytes = sum(members[j][1] for j in cut)
-            comm = Comm(devices, price(devices, nbytes), nbytes)
+            comm = Comm(devices, price(members_span, nbytes), nbytes, members_span)
             out.append(Bucket(comm, tuple(members[j][0] for j in cut)))
     return tuple(out)
 
@@ -272,13 +278,13 @@ class _Buckets:
 
     def __init__(self, sim: _Simulator, buckets: Sequence[Bucket]):
         self.sim = sim
-        self.queues: dict[tuple[int, ...], list[Bucket]] = {}
+        self.queues: dict[tuple[Sequence[int], Sequence[int]], list[Bucket]] = {}
         for b in buckets:
-            self.queues.setdefault(b.comm.devices, []).append(b)
-        self.of: dict[int, list[tuple[int, ...]]] = {}
+            self.queues.setdefault((b.comm.devices, b.comm.span), []).append(b)
+        self.of: dict[int, list[tuple[Sequence[int], Sequence[int]]]] = {}
         for b in buckets:
             for i in b.members:
-                self.of.setdefault(i, []).append(b.comm.devices)
+                self.of.setdefault(i, []).append((b.comm.devices, b.comm.span))
         self.waiting = {id(b): set(b.members) for b in buckets}
         self.ready_at = {id(b): 0.0 for b in buckets}
         self.started = dict.fromkeys(self.queues, 0)
@@ -298,10 +304,10 @@ class _Buckets:
     def finish(self, done_at: Mapping[int, float]) -> dict[int, float]:
         """Starts every bucket left once its ranks' backward is done; returns `end`."""
         for group in self.queues:
-            self._start(group, max(done_at.get(d, 0.0) for d in group))
+            self._start(group, max(done_at.get(d, 0.0) for d in group[0]))
         return self.end
 
-    def _start(self, group: tuple[int, ...], at: float | None) -> None:
+    def _start(self, group: tuple[Sequence[int], Sequence[int]], at: float | None) -> None:
         queue = self.queues[group]
         while self.started[group] < len(queue):
             b = queue[self.started[group]]
@@ -310,6 +316,6 @@ class _Buckets:
             start = max(self.ready_at[id(b)], self.last_start[group], at or 0.0)
             self.last_start[group] = start
             finish = self.sim.communicate((b.comm,), start)
-            for d in group:
+            for d in group[0]:
                 self.end[d] = max(self.end.get(d, 0.0), finish)
             self.started[group] += 1

@@ -64,9 +64,25 @@ class Form:
             out.append(index)
         return tuple(out)
 
+    def task_of(self, layout: FormLayout, coord: Sequence[int]) -> dict[str, int]:
+        """The task whose piece of `layout` is at `coord` (`coord`'s inverse for a layout that
+        holds every factor, as a result does: one piece per task)."""
+        degrees = dict(self.factors)
+        task: dict[str, int] = {}
+        for axis, index in zip(layout.axes(), coord, strict=True):
+            for f in reversed(axis):
+                task[f] = index % degrees[f]
+                index //= degrees[f]
+        return {name: task.get(name, 0) for name, _ in self.factors}
+
     def axis_degree(self, axis: Sequence[str]) -> int:
         degrees = dict(self.factors)
         return math.prod(degrees[f] for f in axis)
+
+    def degrees_of_result(self) -> tuple[int, ...]:
+        """The task degrees of the first result (shard dims, sum, copy)."""
+        shard, total, copies = self.degrees_of(self.results[0])
+        return (*shard, total, copies)
 
     def degrees_of(self, layout: FormLayout) -> tuple[tuple[int, ...], int, int]:
         """(shard degrees, sum degree, copy degree) of a layout."""

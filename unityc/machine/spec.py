@@ -224,6 +224,8 @@ class Machine:
     def slowest_link(self, devices: Iterable[int]) -> Link | None:
         """The lowest bandwidth and highest latency among the link classes a collective over
         these devices uses (None when they are one device)."""
+        if isinstance(devices, range) and devices.step > 0:  # a big group, priced once per range
+            return _slowest_range(self, devices)
         return _slowest(self, tuple(sorted(set(devices))))
 
     def spans_nodes(self, devices: Sequence[int]) -> bool:
@@ -258,6 +260,11 @@ def _count(nodes: tuple[NodeSpec, ...]) -> int:
 @functools.lru_cache(maxsize=64)
 def _total_peak_flops(machine: Machine, dtype: str, matmul: bool) -> float:
     return sum(d.kind.peak_flops(dtype, matmul) for d in machine.devices)
+
+
+@functools.lru_cache(maxsize=4096)
+def _slowest_range(machine: Machine, devices: range) -> Link | None:
+    return _slowest(machine, tuple(devices))
 
 
 @functools.lru_cache(maxsize=65536)

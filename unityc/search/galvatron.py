@@ -107,7 +107,7 @@ def layer_costs(plan: PricedPlan, machine: Machine, optimizer: str) -> dict[int,
             continue
         c = costs[layer[nid]]
         node = graph.nodes[nid]
-        devices = max(len(row.devices), 1)
+        devices = max(row.device_count, 1)
         c.time += row.fwd_compute_s + row.bwd_compute_s + row.fwd_comm_s + row.bwd_comm_s
         if node.op == "pcg.weight":
             t = node.types[0]

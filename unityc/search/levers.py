@@ -98,7 +98,7 @@ def costly_levers(graph: Graph, e: Estimate, machine: Machine) -> list[Lever]:
         elif node.op.startswith("pcg.") and not node.is_source and row.memory > 0:
             if not any((nid, i) in gets_grad for i in range(len(node.types))):
                 continue
-            saved = row.memory / max(len(row.devices), 1)
+            saved = row.memory / max(row.device_count, 1)
             levers.append(Lever(nid, recompute=True, ratio=saved / max(row.fwd_compute_s, 1e-12)))
     return sorted(levers, key=lambda lever: -lever.ratio)
 

@@ -20,16 +20,23 @@ functions `estimate` uses, and cached across candidates by what it depends on.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from unityc.cost.communication import Coord
 from unityc.cost.compute import SOURCES
 from unityc.cost.estimate import attention_task_bytes, gradient_flags, node_attrs, node_form_of, saved_values
 from unityc.cost.pricing import (
     ComputeModel,
+    as_array,
     compute_parts,
+    form_coords,
+    form_grid,
     parallel_parts,
     phase,
     piece,
@@ -38,6 +45,7 @@ from unityc.cost.pricing import (
     type_info,
     weight_parts,
 )
+from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref, full_attrs, side_ops
 from unityc.graph.precision import priced_graph
@@ -52,6 +60,22 @@ OVERFLOW_SECONDS = 1e3
 SYNC_WEIGHT = 1.0
 """Share of a weight's gradient all-reduce charged to the iteration: all of it, as the runtime
 syncs after the backward (below 1 would model a runtime that overlaps the two)."""
+
+
+def reader_placement(
+    form: Form, i: int, where: Mapping[Coord, int], degrees: tuple[int, ...]
+) -> dict[Coord, int] | None:
+    """Each piece of operand `i` on the device of the first task reading it (tasks in order),
+    if every piece is read; over all tasks at once."""
+    grid = form_grid(form)
+    readers = as_array(where, form.degrees_of_result())[form_coords(form, form.results[0], grid)].ravel()
+    pieces = np.ravel_multi_index(form_coords(form, form.operands[i], grid), degrees).ravel()  # type: ignore[arg-type]
+    read, first = np.unique(pieces, return_index=True)
+    if len(read) != math.prod(degrees):
+        return None
+    devices = readers[first]
+    coords = itertools.product(*(range(d) for d in degrees))
+    return dict(zip(coords, (int(d) for d in devices), strict=True))
 
 
 @dataclass(frozen=True)
@@ -259,11 +283,8 @@ class Prices:
         transfers are charged)."""
         degrees = task_degrees(t)
         if form is not None:
-            derived: dict[Any, int] = {}
-            for task in form.tasks():
-                coord = form.coord(form.operands[i], task)
-                derived.setdefault(coord, where[form.coord(form.results[0], task)])
-            if len(derived) == math.prod(degrees):
+            derived = reader_placement(form, i, where, degrees)
+            if derived is not None:
                 sview = as_view(degrees, derived)
                 if sview is not None:
                     return sview, 0.0

@@ -54,7 +54,7 @@ def degrees_text(degrees: tuple[int, ...]) -> str:
 
 def mapping_summary(plan: Graph, estimate: Estimate) -> list[dict[str, Any]]:
     """Per op kind: how many ops, in which parallel configurations, on how many devices."""
-    devices = {row.name: row.devices for row in estimate.rows}
+    devices = {row.name: row.device_count for row in estimate.rows}
     order = plan.topological()
     kinds: dict[str, Counter[str]] = {}
     spread: dict[str, list[int]] = {}
@@ -62,7 +62,7 @@ def mapping_summary(plan: Graph, estimate: Estimate) -> list[dict[str, Any]]:
         node = plan.nodes[nid]
         kinds.setdefault(node.op, Counter())[degrees_text(task_degrees(node.types[0]))] += 1
         name = node.hint or f"{index}"
-        spread.setdefault(node.op, []).append(len(devices.get(name, ())))
+        spread.setdefault(node.op, []).append(devices.get(name, 0))
     rows = []
     for op, configs in sorted(kinds.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
         used = spread[op]
@@ -114,7 +114,7 @@ def render(r: PlanReport) -> str:
         f"gradient sync + update {format_time(e.update_s)})",
         f"memory per device: peak {format_bytes(busiest.memory.total)} on device {busiest.device} of "
         f"{format_bytes(busiest.capacity)} ({fits}); lowest "
-        f"{format_bytes(min(d.memory.total for d in e.devices))}; {len(e.devices)} device(s) used",
+        f"{format_bytes(min(d.memory.total for d in e.devices))}; {e.devices_used} device(s) used",
         f"roofline bound: {format_time(e.roofline_s)}; plan / bound = {e.roofline_ratio:.2f}x",
     ]
     if e.pipeline is not None:
@@ -166,7 +166,7 @@ def _estimate_json(e: Estimate) -> dict[str, Any]:
         "fits": e.fits,
         "roofline_s": e.roofline_s,
         "roofline_ratio": e.roofline_ratio,
-        "devices_used": len(e.devices),
+        "devices_used": e.devices_used,
     }
 
 

@@ -1,0 +1,113 @@
+"""What pricing one plan costs as the machine grows: BERT-Large (24 layers, hidden 1024, seq 512;
+`transformer_shapes.bert_large`), weak scaling at 4 sequences per GPU, on `dgx-a100:N/8` for
+N = 8, 128, 2,048 and 65,536 GPUs, all measured in one run (run on demand, never in tests).
+
+    .venv/bin/python benchmarks/pricing_scale.py                    # the table
+    .venv/bin/python benchmarks/pricing_scale.py --devices 8,128 --check
+    PYTHONPATH=/path/to/older/tree .venv/bin/python benchmarks/pricing_scale.py --skip-over 60
+
+Two plans per size: data parallelism over every GPU (`data-parallel`) and Megatron's layout
+(`megatron`: tensor 8 within a node x data across nodes). Per plan and size, CPU seconds
+(`time.process_time`, this process alone) of:
+
+* **price**: `estimate_graph` of the mapped plan, what a plan costs to price (the search prices
+  every plan it compares this way): with roles (`cost/roles.py`), one device per role;
+* **map**: building the plan as its baseline does (`plans.finish`: simplify, the machine-mapping
+  DP choosing views, then the estimate), for reference: the DP still prices each op's candidate
+  views over all of their tasks;
+
+and the estimate's iteration time, peak memory and number of roles. `--check` also prices the
+plan per device (`roles=False`, the slow path) and prints the largest relative difference of
+iteration time and peak memory. `--skip-over S`: sizes after one whose price took more than S
+seconds are skipped (an older tree's per-device pricing grows with the devices).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from transformer_shapes import bert_large
+
+from unityc.cost.estimate import Estimate, estimate_graph
+from unityc.machine.presets import preset
+from unityc.machine.spec import Machine
+from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, finish
+from unityc.search.strategies import megatron_layouts
+
+GIB = 2**30
+SIZES = (8, 128, 2048, 65536)
+PER_GPU = 4
+
+
+def plan(name: str, machine: Machine, pricing: Pricing) -> tuple[PricedPlan, float]:
+    """The mapped plan and the CPU seconds its baseline took to build it."""
+    devices = machine.num_devices
+    graph = bert_large(PER_GPU * devices)
+    began = time.process_time()
+    if name == "data-parallel":
+        built = data_parallel_plan(graph, machine, pricing)
+    else:
+        built = finish("megatron", megatron_layouts(graph, devices // 8, 8)[0].graph, machine, pricing)
+    return built, time.process_time() - began
+
+
+def price(built: PricedPlan, machine: Machine, optimizer: str, **kwargs: object) -> tuple[Estimate, float]:
+    began = time.process_time()
+    e = estimate_graph(built.graph, machine, optimizer=optimizer, **kwargs)  # type: ignore[arg-type]
+    return e, time.process_time() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--devices", default=",".join(map(str, SIZES)), help="GPU counts (multiples of 8)")
+    parser.add_argument("--optimizer", default="adam")
+    parser.add_argument("--check", action="store_true", help="also price per device and compare")
+    parser.add_argument("--skip-over", type=float, default=0.0, help="skip larger sizes past this price")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.devices.split(",")]
+    has_roles = "roles" in inspect.signature(estimate_graph).parameters
+    pricing = Pricing(optimizer=args.optimizer)
+    header = ["plan", "GPUs", "price (CPU s)", "map (CPU s)", "roles", "iteration", "peak memory"]
+    if args.check:
+        header += ["per device (CPU s)", "max rel. diff"]
+    print(f"BERT-Large, {PER_GPU} sequences per GPU, {args.optimizer}; unityc from {_tree()}")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for name in ("data-parallel", "megatron"):
+        skipping = False
+        for n in sizes:
+            if skipping:
+                print(f"| {name} | {n:,} | skipped (> {args.skip_over:g} s before) | | | | |")
+                continue
+            machine = preset(f"dgx-a100:{n // 8}")  # (building a machine of 65,536 devices takes ~1 s)
+            built, mapped_s = plan(name, machine, pricing)
+            e, priced_s = price(built, machine, args.optimizer)
+            roles = getattr(e, "roles", None)
+            row = [name, f"{n:,}", f"{priced_s:.2f}", f"{mapped_s:.2f}",
+                   str(len(roles.reps)) if roles is not None else "-",
+                   f"{e.iteration_s * 1e3:.2f} ms", f"{e.peak_memory / GIB:.2f} GiB"]  # fmt: skip
+            if args.check and has_roles:
+                every, every_s = price(built, machine, args.optimizer, roles=False)
+                diff = max(
+                    abs(e.iteration_s - every.iteration_s) / every.iteration_s,
+                    abs(e.peak_memory - every.peak_memory) / every.peak_memory,
+                )
+                row += [f"{every_s:.2f}", f"{diff:.1e}"]
+            print("| " + " | ".join(row) + " |", flush=True)
+            skipping = args.skip_over > 0 and priced_s > args.skip_over
+
+
+def _tree() -> str:
+    import unityc
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(unityc.__file__)))
+
+
+if __name__ == "__main__":
+    main()

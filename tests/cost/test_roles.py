@@ -1,0 +1,101 @@
+"""Pricing by roles (`cost/roles.py`) gives the per-device estimate: every zoo plan (the
+baselines, ZeRO with recomputation, the search's own plan) priced both ways on machines of
+several nodes agrees on every figure, every op row and every device; and the roles of symmetric
+plans are few whatever the machine's size."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from unityc.cost.estimate import Estimate, estimate_graph
+from unityc.cost.roles import device_array, find_roles
+from unityc.frontend import ModelSpec, import_model
+from unityc.graph import Graph, from_module
+from unityc.machine import load_machine
+from unityc.search.baselines import data_parallel, megatron, zero
+from unityc.search.unity import UnityOptions, unity_search
+
+ZOO = ["mlp", "bert", "dlrm", "xdl", "candle_uno", "resnext50"]
+"""The zoo but Inception-v3 (its search takes minutes here; ResNeXt-50 covers convolutions)."""
+FIGURES = ("iteration_s", "forward_s", "backward_s", "plan_flops", "model_flops", "roofline_s",
+           "peak_memory", "fits", "buckets", "sync_after_s", "devices_used", "notes")  # fmt: skip
+ROW_FIGURES = ("fwd_compute_s", "bwd_compute_s", "fwd_comm_s", "bwd_comm_s", "pattern", "collectives",
+               "comm_bytes", "flops", "memory", "device_count")  # fmt: skip
+
+
+@cache
+def model(name: str) -> Graph:
+    return from_module(import_model(ModelSpec(name, "small")))
+
+
+def plans(name: str, machine_name: str) -> dict[str, Graph]:
+    graph, m = model(name), load_machine(machine_name)
+    out = {
+        "data-parallel": data_parallel(graph, m).graph,
+        "megatron": megatron(graph, m).graph,
+        "zero-3 recomputed": zero(graph, m, stage=3, recompute=True).graph,
+    }
+    options = UnityOptions(budget=1, split_size=10, pipelines=False)
+    out["search"] = unity_search(graph, m, [], options).plan
+    return out
+
+
+def same(x: object, y: object) -> bool:
+    if isinstance(x, float) and isinstance(y, float | int):
+        return x == pytest.approx(y, rel=1e-12, abs=0)
+    return x == y
+
+
+def assert_same(a: Estimate, b: Estimate, what: str) -> None:
+    """Equal figures; sums over devices may differ in the last bits (added in another order)."""
+    for f in FIGURES:
+        assert same(getattr(a, f), getattr(b, f)), (what, f, getattr(a, f), getattr(b, f))
+    assert len(a.rows) == len(b.rows)
+    for ra, rb in zip(a.rows, b.rows, strict=True):
+        for f in ROW_FIGURES:
+            assert same(getattr(ra, f), getattr(rb, f)), (what, ra.name, f, getattr(ra, f), getattr(rb, f))
+    for row in a.devices:
+        other = b.device(row.device)
+        assert (row.compute_s, row.comm_s, row.busy_s) == pytest.approx(
+            (other.compute_s, other.comm_s, other.busy_s), rel=1e-12, abs=0
+        ), (what, row.device)
+        assert row.memory.total == pytest.approx(other.memory.total, rel=1e-12), (what, row.device)
+        assert row.memory.peak == pytest.approx(other.memory.peak, rel=1e-12), (what, row.device)
+
+
+@pytest.mark.parametrize("machine_name", ["dgx-a100:2", "summit:2"])
+@pytest.mark.parametrize("name", ZOO)
+def test_roles_price_as_every_device(name: str, machine_name: str) -> None:
+    m = load_machine(machine_name)
+    for plan_name, plan in plans(name, machine_name).items():
+        every = estimate_graph(plan, m, optimizer="adam", roles=False)
+        by_roles = estimate_graph(plan, m, optimizer="adam", roles=True)
+        assert every.roles is None and by_roles.roles is not None
+        assert sum(by_roles.roles.counts) == m.num_devices
+        assert_same(every, by_roles, f"{name} {plan_name} on {machine_name}")
+
+
+@pytest.mark.parametrize("nodes", [2, 8, 32])
+def test_a_data_parallel_plan_has_as_many_roles_at_any_size(nodes: int) -> None:
+    """The device holding the loss, and every other: two roles on 16 devices as on 256."""
+    m = load_machine(f"dgx-a100:{nodes}")
+    plan = data_parallel(model("mlp"), m).graph
+    arrays = {nid: device_array(n.types[0], n.view, m) for nid, n in plan.nodes.items()}
+    roles = find_roles(plan, m, arrays)
+    assert sum(roles.counts) == m.num_devices
+    assert len(roles.reps) <= 4
+    assert roles.reps[0] == 0
+
+
+def test_a_machine_above_the_threshold_is_priced_by_roles() -> None:
+    m = load_machine("dgx-a100:16")
+    plan = data_parallel(model("mlp"), m).graph
+    estimate = estimate_graph(plan, m)
+    assert estimate.roles is not None and len(estimate.devices) <= len(estimate.roles.reps)
+    assert estimate.devices_used == sum(d.count for d in estimate.devices) <= m.num_devices
+    used = {row.device for row in estimate.devices}
+    for d in range(m.num_devices):  # a device's row is its role's
+        if estimate.roles.rep_of(d) in used:
+            assert estimate.device(d).device == estimate.roles.rep_of(d)
