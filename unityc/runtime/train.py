@@ -483,9 +483,12 @@ class Trainer:
             outputs = list(self.forward(self.ctx, self.zero.forward_weights, self.data))
         roots, seeds = [self.ctx.token], [torch.zeros((), device=self.device)]
         loss = outputs[0]
-        if self.seeds_loss and loss is not None and loss.requires_grad:
+        if loss is not None and loss.requires_grad:
+            # Copies of the loss other than copy 0 seed zero rather than nothing: every copy runs
+            # the same backward, so ZeRO-3's reduce-scatters (and ZeRO-2's hooks) of the weights
+            # read there fire on every rank of their copy group (they deadlocked otherwise).
             roots.append(loss)
-            seeds.append(torch.ones_like(loss))
+            seeds.append(torch.ones_like(loss) if self.seeds_loss else torch.zeros_like(loss))
         self.at(f"step {step + 1}: backward")
         self.sync.begin()
         torch.autograd.backward(roots, seeds)
