@@ -9,7 +9,12 @@ every gradient and updated weight against single-device PyTorch):
   weights read after the batch was gathered got their reduce-scatter on rank 0 only (a deadlock,
   2 of 2 runs);
 * the same BART under GPipe on 2 ranks: its position ids were a constant of the whole batch's
-  size, and `gpipe` refused it with a false reason.
+  size, and `gpipe` refused it with a false reason;
+* a stock EfficientNet-B0, serial (1 rank) and data parallel (2 ranks), at the default fp32
+  tolerance: its serial plan failed (6.7e-4 > 1e-4 on the stem's weight gradient; float64 agrees
+  to 6e-12); now each tensor may differ as much as fp32 itself does (`check.allowed_error`).
+  The serial program with the classifier's bias read as 1.01 x itself (its gradient 1 % off, the
+  forward unchanged: the bias starts at zero) must still fail.
 
 The programs of each rank count run in one torchrun (`unityc.runtime.batch`)."""
 
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -24,9 +30,9 @@ from test_torchrun import _sections
 from torchrun import Run, torchrun, write_program
 from xdsl.dialects.builtin import ModuleOp
 
-from unityc.dialects.source import make_context
+from unityc.dialects.source import make_context, parse_source
 from unityc.frontend import ModelSpec, import_model
-from unityc.passes.baselines import ZeroPass
+from unityc.passes.baselines import DataParallelPass, ZeroPass
 from unityc.passes.gpipe import GpipePass
 
 pytestmark = pytest.mark.torchrun
@@ -34,6 +40,9 @@ pytestmark = pytest.mark.torchrun
 HERE = Path(__file__).parent
 TARGET = f"{HERE / 'target_model.py'}:make"
 BART = f"{HERE / 'bart_model.py'}:make"
+EFFICIENTNET = f"{HERE / 'efficientnet_model.py'}:make"
+WRONG = "efficientnet-wrong-1"
+"""efficientnet-serial-1 with a 1 % error in the classifier bias's gradient: --check must fail."""
 
 # (name, ranks, model, batch, pass)
 PROGRAMS = [
@@ -42,6 +51,8 @@ PROGRAMS = [
     ("bart-zero3-2", 2, BART, 8, ZeroPass(machine="cpu:2", stage=3)),
     ("bart-gpipe-2", 2, BART, 8, GpipePass(machine="cpu:2", stages=2, microbatches=4, schedule="gpipe")),
     ("bart-zero3-4", 4, BART, 8, ZeroPass(machine="cpu:4", stage=3)),
+    ("efficientnet-serial-1", 1, EFFICIENTNET, 4, DataParallelPass(machine="cpu:1")),
+    ("efficientnet-data-2", 2, EFFICIENTNET, 4, DataParallelPass(machine="cpu:2")),
 ]
 
 
@@ -57,15 +68,20 @@ class Runs:
         return self.sections[name]
 
 
+@cache
+def _imported(model: str, batch: int) -> str:
+    return str(import_model(ModelSpec(model, "small", batch)))
+
+
 def _module(model: str, batch: int) -> ModuleOp:
-    return import_model(ModelSpec(model, "small", batch))
+    return parse_source(make_context(), _imported(model, batch), "model.mlir")
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     directory = tmp_path_factory.mktemp("real")
     result = Runs()
-    entries: dict[int, list[dict[str, object]]] = {2: [], 4: []}
+    entries: dict[int, list[dict[str, object]]] = {1: [], 2: [], 4: []}
     for name, ranks, model, batch, plan in PROGRAMS:
         module = _module(model, batch)
         plan.apply(make_context(), module)
@@ -73,6 +89,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         result.texts[name] = program.read_text()
         args = ["--check", "--steps", "2", "--timeout", "300"]
         entries[ranks].append({"name": name, "program": str(program), "args": args})
+    right = "F.linear(reshape_98, classifier_weight, classifier_bias)"
+    assert result.texts["efficientnet-serial-1"].count(right) == 1
+    wrong = directory / f"{WRONG}.py"
+    wrong.write_text(
+        result.texts["efficientnet-serial-1"].replace(right, right.replace("bias)", "bias * 1.01)"))
+    )
+    entries[1].append({"name": WRONG, "program": str(wrong), "args": ["--check", "--steps", "1"]})
     for ranks, batch in entries.items():
         manifest = directory / f"batch{ranks}.json"
         manifest.write_text(json.dumps(batch))
@@ -98,3 +121,14 @@ def test_pipelined_inputs_travel_in_one_keyword(runs: Runs) -> None:
 def test_zero3_bart_shards_the_shared_table(runs: Runs) -> None:
     """The token table read by both embeddings and the LM head is itself ZeRO-3."""
     assert "'model.model.shared.weight': 3" in runs.texts["bart-zero3-2"]
+
+
+def test_a_wrong_gradient_still_fails_the_widened_check(runs: Runs) -> None:
+    section = runs.section(WRONG, 1)
+    assert "exit 1" in section.splitlines()[-1], section
+    assert "check failed at step 1: gradient of 'classifier.bias' differs" in section, section
+
+
+def test_efficientnet_check_says_where_fp32_is_ill_conditioned(runs: Runs) -> None:
+    """The serial plan passes only because the tolerance follows fp32's own error; the report says so."""
+    assert "where fp32 itself is that far from float64" in runs.section("efficientnet-serial-1", 1)
