@@ -9,7 +9,8 @@ roofline bound, mapping summary) goes to stderr, and as JSON to `report` when gi
 is shown on stderr while the search runs (`progress=false` hides it).
 
 Options: `machine` (preset or `.toml`), `alpha` (1.05), `budget` (expansions per segment
-search; 0: unlimited), `split_size` (ops per segment), `time_limit` (seconds, 0: none), `cost`
+search; 0: unlimited), `split_size` (ops per segment), `time_limit` (seconds, default 600, 0:
+none), `cost`
 (`roofline` | `profile` with `profile="cache.json"`), `optimizer` (`sgd` | `adam`),
 `memory_check` (never return a plan that does not fit), `rules` (a `.rules` file or directory;
 default: the shipped library), `degrees` ("2,4,8"; default: from the machine), `baselines`
@@ -31,6 +32,10 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 
 DEFAULT_BASELINES = "data-parallel,megatron"
+DEFAULT_TIME_LIMIT = 600.0
+"""Seconds a search runs at most unless told otherwise (`--time-limit 0`: no limit): graphs that
+do not cut into a chain of segments took many minutes; now a search always answers, its report
+saying when the limit was hit (the plan is then the best one completed by then)."""
 
 
 def load_rules(path: str) -> list[Any]:
@@ -153,7 +158,8 @@ class UnitySearchPass(ModulePass):
     alpha: float = 1.05
     budget: int = 12
     split_size: int = 12
-    time_limit: float = 0.0
+    time_limit: float = DEFAULT_TIME_LIMIT
+    """Seconds (0: none)."""
     cost: str = "roofline"
     profile: str = ""
     optimizer: str = "sgd"
