@@ -48,7 +48,9 @@ def search(tree: str, model: str, machine: str, limit: list[str], cap: float) ->
     """One search with `tree`'s unityc: wall and CPU seconds, peak memory, and the report."""
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
-        command = [sys.executable, "-m", "unityc.tools.opt", model, "--unity-search", "--machine", machine]
+        peak = os.path.join(tmp, "peak")
+        command = ["/usr/bin/time", "-f", "%M", "-o", peak]  # the command's own peak memory (KiB)
+        command += [sys.executable, "-m", "unityc.tools.opt", model, "--unity-search", "--machine", machine]
         command += [*limit, "--report", report, "-o", os.path.join(tmp, "plan.mlir")]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.monotonic()
@@ -62,7 +64,8 @@ def search(tree: str, model: str, machine: str, limit: list[str], cap: float) ->
             "wall": time.monotonic() - start,
             "cpu": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
         }
-        row["rss_mib"] = after.ru_maxrss / 1024  # the largest child so far (KiB on Linux)
+        with open(peak) as f:
+            row["rss_mib"] = int(f.read().split()[-1]) / 1024
         if os.path.exists(report):
             with open(report) as f:
                 row["report"] = json.load(f)

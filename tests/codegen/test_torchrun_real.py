@@ -8,7 +8,7 @@ every gradient and updated weight against single-device PyTorch):
   4 ranks: the loss was held in copies and only copy 0 seeded the backward, so the ZeRO-3
   weights read after the batch was gathered got their reduce-scatter on rank 0 only (a deadlock,
   2 of 2 runs);
-* the same BART under GPipe on 2 ranks: its position ids were a constant of the whole batch's
+* the same BART under GPipe and 1F1B on 2 ranks: its position ids were a constant of the whole batch's
   size, and `gpipe` refused it with a false reason;
 * a stock EfficientNet-B0, serial (1 rank) and data parallel (2 ranks), at the default fp32
   tolerance: its serial plan failed (6.7e-4 > 1e-4 on the stem's weight gradient; float64 agrees
@@ -50,6 +50,7 @@ PROGRAMS = [
     ("target-1f1b-2", 2, TARGET, 4, GpipePass(machine="cpu:2", stages=2, microbatches=2, schedule="1f1b")),
     ("bart-zero3-2", 2, BART, 8, ZeroPass(machine="cpu:2", stage=3)),
     ("bart-gpipe-2", 2, BART, 8, GpipePass(machine="cpu:2", stages=2, microbatches=4, schedule="gpipe")),
+    ("bart-1f1b-2", 2, BART, 8, GpipePass(machine="cpu:2", stages=2, microbatches=4, schedule="1f1b")),
     ("bart-zero3-4", 4, BART, 8, ZeroPass(machine="cpu:4", stage=3)),
     ("efficientnet-serial-1", 1, EFFICIENTNET, 4, DataParallelPass(machine="cpu:1")),
     ("efficientnet-data-2", 2, EFFICIENTNET, 4, DataParallelPass(machine="cpu:2")),
