@@ -443,3 +443,19 @@ def test_bad_batches_are_named_by_the_rank_that_reads_them(
     raises after its first batch (was a traceback)."""
     run = torchrun(bert, 2, "--steps", "3", "--data", f"bad_data.py:{function}", "--timeout", "120")
     failed(run, *lines)
+
+
+def test_ranks_that_all_timed_out_are_said_to_deadlock() -> None:
+    """Every rank waiting in a collective of its own (a ZeRO-3 BART's backward did this): each
+    marks its last heartbeat, so the diagnosis names a deadlock, not a dead rank."""
+    message = diagnose({1: ["9 timed out in step 4: backward"], 2: ["4 timed out in step 4: backward"]})
+    assert message == (
+        "rank 0: a collective in step 4: backward timed out after 20 s, and so did every other rank's "
+        "(rank 1 timed out in step 4: backward; rank 2 timed out in step 4: backward): the ranks wait in "
+        "different collectives (a deadlock: they disagree on which collective comes next)"
+    ), message
+
+
+def test_gloo_application_timeout_is_a_timeout() -> None:
+    """Gloo's own words for a collective past --timeout (it ended a rank with a raw traceback)."""
+    assert collective_failure(RuntimeError("Application timeout caused pair closure")) == "timeout"

@@ -125,3 +125,29 @@ def test_summed_loss_is_refused():
 def test_too_many_stages_are_refused():
     with pytest.raises(PipelineError, match="at most 4 stages"):
         plan(read_module(os.path.join(EXAMPLES, "mlp.mlir")), "cpu:6", "gpipe", 6, 2)
+
+
+BART = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "codegen", "bart_model.py") + ":make"
+ROW_CONSTANT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "row_constant.py") + ":make"
+
+
+def test_bart_position_ids_do_not_stop_micro_batches():
+    """BART's encoder position ids (`arange(S).expand(B, S)`) folded at the whole batch's size
+    made `gpipe` refuse it ("4 micro-batches do not split the batch of 8 rows"): the lookup of
+    constant ids is batch-independent (one row, broadcast), and the constant both encoder and
+    decoder read is held by each stage, not sent. The pipelined plan computes what the model does."""
+    reference = imported(BART, 8)
+    constants = [line for line in text(reference).splitlines() if "pcg.constant" in line]
+    assert any(line.endswith("!pcg.tensor<1x8xi64>") for line in constants), constants
+    assert not any(line.endswith("!pcg.tensor<8x8xi64>") for line in constants), constants
+    assert_same(plan(reference, "cpu:2", "gpipe", 2, 4), reference)
+
+
+def test_a_batch_dependent_constant_is_refused_by_name():
+    """A constant that differs per row cannot be taken whole by a micro-batch: the refusal names
+    the op that reads it and the shapes, not a batch that does not split."""
+    with pytest.raises(PipelineError) as refused:
+        plan(imported(ROW_CONSTANT, 8), "cpu:2", "gpipe", 2, 4)
+    message = str(refused.value)
+    assert "do not split the batch" not in message, message
+    assert "pcg.add %add has no micro-batch form (operands batched [2, 16], [8, 1]" in message, message

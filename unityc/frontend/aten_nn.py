@@ -13,7 +13,7 @@ from xdsl.ir import SSAValue
 from unityc.dialects import pcg
 from unityc.frontend.aten import Value, reshape_to, tensor_type
 from unityc.frontend.builder import element_type
-from unityc.frontend.importer import Const, FxImporter, LogSoftmax, Unusable, lowering
+from unityc.frontend.importer import Const, Expanded, FxImporter, LogSoftmax, Unusable, lowering
 
 aten = torch.ops.aten
 
@@ -185,7 +185,15 @@ def _embedding(
     if scale_grad_by_freq:
         raise im.fail("embedding with scale_grad_by_freq=True is not supported")
     pad = None if padding_idx is None or padding_idx < 0 else padding_idx  # aten's -1: none
-    return im.op(pcg.EmbeddingOp, [im.tensor(ids), im.tensor(w)], padding_idx=pad)
+    if not isinstance(ids, Const):
+        return im.op(pcg.EmbeddingOp, [im.tensor(ids), im.tensor(w)], padding_idx=pad)
+    # Constant ids (position ids folded at the batch size, e.g. BART's `arange(S).expand(B, S)`):
+    # looked up once per distinct row and broadcast, so the value does not depend on the batch
+    # (micro-batches and batch-split plans need no slice of a batch-sized constant).
+    shape = tuple(ids.value.shape)
+    table = im.op(pcg.EmbeddingOp, [im.tensor(ids, partner=shape), im.tensor(w)], padding_idx=pad)
+    full = im.meta_shape()
+    return table if tensor_type(table).shape == full else Expanded(table, full)
 
 
 @lowering(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)

@@ -42,17 +42,32 @@ def microbatch_graph(graph: Graph, microbatches: int) -> Graph:
         if node.op == "pcg.reshape":
             target = list(node.attr("shape"))
             if not target or target[0] % microbatches:
-                raise ValueError(f"pcg.reshape to {target} (node {nid}) cannot be split into {microbatches}")
+                raise ValueError(
+                    f"pcg.reshape {_named(node.hint, nid)} to {target} cannot be split into {microbatches}"
+                )
             target[0] //= microbatches
             attrs = tuple((k, tuple(target) if k == "shape" else v) for k, v in attrs)
         operand_types = tuple(None if r is None else out.type_of(r) for r in node.operands)
         try:
             types = infer_types(node.op, attrs, operand_types)
         except (FormError, ValueError, TypeError, KeyError, IndexError) as e:
-            raise ValueError(f"{node.op} (node {nid}) has no micro-batch form: {e}") from None
+            shapes = ", ".join(
+                f"{'batched ' if r is not None and r[0] in batched else ''}{list(t.shape)}"
+                for r, t in zip(node.operands, operand_types, strict=True)
+                if t is not None
+            )
+            raise ValueError(
+                f"{node.op} {_named(node.hint, nid)} has no micro-batch form (operands {shapes}: a value "
+                f"not computed from the inputs keeps its whole-batch shape): {e}"
+            ) from None
         out.nodes[nid] = replace(node, attrs=attrs, types=types)
         batched.add(nid)
     return out
+
+
+def _named(hint: str | None, nid: int) -> str:
+    """An op as the .mlir file names it: `%hint` (node id where it has no name)."""
+    return f"%{hint}" if hint else f"(node {nid})"
 
 
 __all__ = ["microbatch_graph"]

@@ -9,7 +9,7 @@ roofline bound, mapping summary) goes to stderr, and as JSON to `report` when gi
 is shown on stderr while the search runs (`progress=false` hides it).
 
 Options: `machine` (preset or `.toml`), `alpha` (1.05), `budget` (expansions per segment
-search; 0: unlimited), `split_size` (ops per segment), `time_limit` (seconds; left out: none), `cost`
+search; 0: unlimited), `split_size` (ops per segment), `time_limit` (seconds, default 600), `cost`
 (`roofline` | `profile` with `profile="cache.json"`), `optimizer` (`sgd` | `adam`),
 `memory_check` (never return a plan that does not fit), `rules` (a `.rules` file or directory;
 default: the shipped library), `degrees` ("2,4,8"; default: from the machine), `baselines`
@@ -31,6 +31,10 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 
 DEFAULT_BASELINES = "data-parallel,megatron"
+DEFAULT_TIME_LIMIT = 600.0
+"""Seconds a search runs at most unless told otherwise (a larger `--time-limit` for more): graphs that
+do not cut into a chain of segments took many minutes; now a search always answers, its report
+saying when the limit was hit (the plan is then the best one completed by then)."""
 
 
 def load_rules(path: str) -> list[Any]:
@@ -158,8 +162,8 @@ class UnitySearchPass(ModulePass):
     alpha: float = 1.05
     budget: int = 12
     split_size: int = 12
-    time_limit: float | None = None
-    """Seconds for the whole search (None: no limit)."""
+    time_limit: float | None = DEFAULT_TIME_LIMIT
+    """Seconds for the whole search (None, from Python only: no limit)."""
     cost: str = "roofline"
     profile: str = ""
     optimizer: str = "sgd"
@@ -260,7 +264,7 @@ class UnitySearchPass(ModulePass):
         if self.time_limit is not None and not self.time_limit > 0:
             raise ValueError(
                 f"time-limit must be a positive number of seconds, got {self.time_limit:g} (leave it out "
-                "for no limit)"
+                f"for the default {DEFAULT_TIME_LIMIT:g} s)"
             )
         return UnityOptions(
             alpha=self.alpha,

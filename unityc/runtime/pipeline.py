@@ -13,7 +13,8 @@ each micro-batch's forward starts its own token chain, whose end is tied (times 
 stage's output, so the backward `PipelineStage` runs reaches every collective's dual in the
 reverse forward order; a loss held in copies over a group seeds the backward from copy 0 only.
 
-Every rank calls `schedule.step` with its pieces of the inputs as keyword arguments, which the
+Every rank calls `schedule.step` with its pieces of the inputs as one keyword argument, `inputs`
+(a dict: input names never meet the schedule's own keywords, `target`, `losses`, ...), which the
 schedule splits into micro-batches along dim 0 (micro-batch m = chunk m of each piece, as the
 plan defines it) and hands to each of its stages. The loss is the mean of the micro-batches'
 losses: the schedule's loss function divides each micro-batch's loss by M (and the gradients are
@@ -94,8 +95,8 @@ class Pipelined:
 
 class StageModule(nn.Module):
     """One stage as `PipelineStage` runs it: the generated function on this rank's weights (as
-    the forward reads them: ZeRO-3 pieces gathered, `zero.py`), the micro-batch's inputs (keyword
-    arguments) and constants, and what the previous stage sent. The last stage keeps each
+    the forward reads them: ZeRO-3 pieces gathered, `zero.py`), the micro-batch's inputs (one dict,
+    keyword `inputs`) and constants, and what the previous stage sent. The last stage keeps each
     micro-batch's outputs (detached) for the step's results."""
 
     def __init__(
@@ -113,7 +114,7 @@ class StageModule(nn.Module):
         self.outputs: list[tuple[Any, ...]] = []
         self.calls = 0
 
-    def forward(self, *received: torch.Tensor, **inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def forward(self, *received: torch.Tensor, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         step, self.ctx.step = (
             self.ctx.step,
             self.ctx.step * 1_000_003 + self.calls,
@@ -180,7 +181,7 @@ class PipelineTrainer(Trainer):
         accumulation = self.plan.accumulation
         for part in range(accumulation):  # gradient accumulation: the schedule once per chunk
             chunk = {k: v.chunk(accumulation, dim=0)[part] for k, v in inputs.items()}
-            self.schedule.step(target=target, losses=[], return_outputs=False, **chunk)
+            self.schedule.step(target=target, losses=[], return_outputs=False, inputs=chunk)
         return self._outputs(), self.update(step)
 
     def _outputs(self) -> list[Any]:

@@ -51,7 +51,7 @@ from unityc.runtime.grads import GradientSync
 from unityc.runtime.parts import stored_key
 from unityc.runtime.patterns import BUCKET_BYTES
 from unityc.runtime.plan import Layout, Plan
-from unityc.runtime.precision import BF16_TOLERANCE, FP32_TOLERANCE, autocast, default_tolerance
+from unityc.runtime.precision import BF16_TOLERANCE, FP32, FP32_TOLERANCE, autocast, default_tolerance
 from unityc.runtime.progress import Progress, profiled
 from unityc.runtime.signals import Interrupted, Interrupts
 from unityc.runtime.signals import name as signal_name
@@ -527,7 +527,7 @@ class Trainer:
             k: v.to(device, float_dtype or v.dtype) if v.is_floating_point() else v.to(device)
             for k, v in inputs.items()
         }
-        return Reference(
+        reference = Reference(
             module,
             inputs,
             optimizer,
@@ -535,6 +535,8 @@ class Trainer:
             spec.scheduler(optimizer, self.start_step),
             self.autocast,
         )
+        # fp32: a float64 twin measures how far fp32 itself is from exact (check.allowed_error)
+        return reference.with_exact() if self.plan.precision == FP32 and float_dtype is None else reference
 
     def at(self, where: str) -> None:
         """Says what this rank is doing (named by a peer's collective-timeout message)."""
@@ -700,9 +702,12 @@ class Trainer:
             self.ctx.step = step
         roots, seeds = [self.ctx.token], [torch.zeros((), device=self.device)]
         loss = outputs[0]
-        if self.seeds_loss and loss is not None and loss.requires_grad:
+        if loss is not None and loss.requires_grad:
+            # Copies of the loss other than copy 0 seed zero rather than nothing: every copy runs
+            # the same backward, so ZeRO-3's reduce-scatters (and ZeRO-2's hooks) of the weights
+            # read there fire on every rank of their copy group (they deadlocked otherwise).
             roots.append(loss)
-            seeds.append(torch.full_like(loss, scale))
+            seeds.append(torch.full_like(loss, scale) if self.seeds_loss else torch.zeros_like(loss))
         self.at(f"{where}: backward")
         if last:
             self.sync.begin()
@@ -825,13 +830,18 @@ class Trainer:
         assert reference is not None
         reference.load(dict(zip(self.keys, before, strict=True)))
         expected_outputs, expected_grads = reference.gradients()
+        exact_outputs: list[Any] = [None] * len(expected_outputs)
+        exact_grads: dict[str, torch.Tensor | None] = {}
+        if reference.exact is not None:
+            exact_outputs, exact_grads = reference.exact.gradients()
         verdict = Verdict(self.args.tolerance)
-        verdict.compare("loss", "loss", got_outputs[0], expected_outputs[0])
+        verdict.compare("loss", "loss", got_outputs[0], expected_outputs[0], exact=exact_outputs[0])
         for i, (got, expected) in enumerate(zip(got_outputs[1:], expected_outputs[1:], strict=False)):
-            verdict.compare("outputs", f"output {i + 1}", got, expected)
+            verdict.compare("outputs", f"output {i + 1}", got, expected, exact=exact_outputs[i + 1])
         floor = NOISE_FLOOR * largest([part_of(expected_grads, k) for k in self.keys])
         for key, got in zip(self.keys, got_grads, strict=True):
-            verdict.compare("gradients", f"gradient of '{key}'", got, part_of(expected_grads, key), floor)
+            want, exact = part_of(expected_grads, key), part_of(exact_grads, key)
+            verdict.compare("gradients", f"gradient of '{key}'", got, want, floor, exact)
         reference.update(dict(zip(self.keys, got_grads, strict=True)))
         for key, got in zip(self.keys, got_weights, strict=True):
             verdict.compare("weights", f"'{key}' after the update", got, reference.weight(key))

@@ -44,10 +44,15 @@ SETTLE_S = 5.0
 """How long a rank whose collective failed watches the heartbeats (several periods, so a live
 but busy rank under load still shows progress)."""
 
-TIMED_OUT = ("Timed out", "timed out")
+TIMED_OUT = ("Timed out", "timed out", "Application timeout")
+"""Gloo says "Application timeout caused pair closure" when a collective waited past its timeout."""
 LOST = ("Connection closed", "Connection reset", "Broken pipe")
 
 KEY = "unityc/heartbeat/{rank}"
+
+WAITING = "timed out in "
+"""How a rank whose collective timed out marks its last heartbeat: a peer that reads it knows the
+rank is not gone but waiting in a collective too (a deadlock, not a dead rank)."""
 
 
 LAUNCHER: list[int] = []
@@ -157,12 +162,23 @@ class Heartbeat:
                 f"died; torchrun names it): {reason(error)}"
             )
         self.stop()  # our own counter stops: it is not evidence about the others
+        self._thread.join(timeout=2 * self.interval_s)
+        self.where = WAITING + where
+        self._beat()  # the last heartbeat says this rank waits in a collective that timed out
         before = self.read()
         time.sleep(settle_s)
         after = self.read()
         others = [r for r in range(self.world) if r != self.rank]
-        silent = [r for r in others if r not in after or before.get(r, (None,))[0] == after[r][0]]
+        waiting = [r for r in others if r in after and after[r][1].startswith(WAITING)]
+        still = [r for r in others if r not in after or before.get(r, (None,))[0] == after[r][0]]
+        silent = [r for r in still if r not in waiting]
         waited = f"rank {self.rank}: a collective in {where} timed out after {self.timeout_s:g} s"
+        if waiting and len(waiting) == len(others):
+            places = "; ".join(f"rank {r} {after[r][1]}" for r in waiting)
+            return (
+                f"{waited}, and so did every other rank's ({places}): the ranks wait in different "
+                "collectives (a deadlock: they disagree on which collective comes next)"
+            )
         if silent:
             seen = "; ".join(
                 f"rank {r} last seen in {after[r][1]}" if r in after else f"rank {r} never started"

@@ -8,8 +8,8 @@ It minimizes the sum of op and edge costs (`opcost.py`) over the views of the gr
   views, plus the edges joining two bottlenecks directly;
 * independent components: all on the whole device block one after the other (times add), or
   the first side by side with the rest on two disjoint blocks (times max, memory max);
-* otherwise (not series-parallel), or nested deeper than `MAX_DEPTH`, views are chosen
-  greedily in topological order.
+* otherwise (not series-parallel), nested deeper than `MAX_DEPTH`, or past the
+  `MAX_SUBPROBLEMS` one mapping may solve, views are chosen greedily in topological order.
 
 Sub-results are cached across candidates by a structural hash of the subgraph, the views of the
 ops around it and the device block, so a rewrite re-prices only what it changed.
@@ -40,6 +40,17 @@ MAX_DEPTH = 100
 """The deepest nesting of series-parallel subproblems the DP recurses into (each level takes a
 few Python frames): a graph nested deeper, e.g. 200 branches summed by a chain of adds, has its
 deeper subproblems mapped greedily instead of overflowing the interpreter's stack."""
+
+MAX_SUBPROBLEMS = 2000
+"""Series-parallel subproblems one `map` solves (cache misses; a transformer layer's graph needs
+a few dozen): a graph that is series-parallel only in many small pieces, such as an LSTM unrolled
+over time (its gates in parallel inside each step, the steps joined by two states), has
+exponentially many (boundary views x nesting), and pricing one candidate took minutes. Past the
+budget, the remaining subproblems are mapped greedily (and not cached: a later mapping with its
+budget left solves them exactly)."""
+
+MAX_CACHED = 500_000
+"""Sub-results kept across mappings; past it the cache starts over (memory stays bounded)."""
 
 
 @dataclass
@@ -101,6 +112,8 @@ class Mapper(Prices):
         self._sub: dict[Any, _Sub] = {}
         self._depth = 0
         """How deeply `_solve` is nested now."""
+        self._left = MAX_SUBPROBLEMS
+        """Subproblems the current `map` may still solve by decomposition (`MAX_SUBPROBLEMS`)."""
 
     def map(
         self,
@@ -116,6 +129,9 @@ class Mapper(Prices):
         p = self._problem(graph, fixed or {}, requires, roots)
         block = block or Block(0, self.machine.num_devices)
         everything = frozenset(p.ops)
+        self._left = MAX_SUBPROBLEMS
+        if len(self._sub) > MAX_CACHED:
+            self._sub.clear()
         sub = self._solve(p, everything, {}, block) if everything else _Sub(ZERO, 0.0, ())
         if not math.isfinite(sub.objective):
             return Mapped(INFEASIBLE, INF, {})
@@ -158,9 +174,12 @@ class Mapper(Prices):
             return hit
         if len(ops) == 1:
             result = self._solve_leaf(p, next(iter(ops)), ext, block)
+        elif self._left <= 0:  # this mapping's budget is spent: greedily, and not kept
+            return self._greedy(p, ops, ext, block)
         elif self._depth >= MAX_DEPTH:  # nested too deep to recurse on: map it greedily
             result = self._greedy(p, ops, ext, block)
         else:
+            self._left -= 1
             self._depth += 1
             try:
                 result = self._solve_split(p, ops, ext, block)

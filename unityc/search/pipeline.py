@@ -738,11 +738,12 @@ def untie(graph: Graph, stage: Mapping[int, int], groups: int) -> Graph:
     same key per rank group reading it (stage k runs on group k mod `groups`; the first reader's
     keeps the node), so no group reads another's weight; the program loads every copy from the
     one weight and sums their gradients over the ranks holding them (a copy group) before the
-    optimizer step, so they stay equal."""
+    optimizer step, so they stay equal. A constant read on several stages (BART's position ids,
+    read by the encoder and the decoder) is copied likewise: each group holds it, none sends it."""
     users = graph.users()
     out: Graph | None = None
     for nid, node in list(graph.nodes.items()):
-        if node.op != "pcg.weight":
+        if node.op not in ("pcg.weight", "pcg.constant"):
             continue
         readers: dict[int, list[int]] = {}
         for u in sorted(users[nid], key=lambda u: stage[u]):
@@ -1053,18 +1054,25 @@ def even_split_plan(
         )
     width = D // groups
 
-    def splits(m: int) -> bool:
-        return costs.batch % (m * width) == 0 and costs.feasible(0, costs.batch // (m * width))
+    def problem(m: int) -> str | None:
+        """Why the batch has no `m` micro-batches on `width` devices per stage (None: it has)."""
+        if costs.batch % (m * width):
+            rows = costs.batch
+            return f"{m} micro-batches on {width} device(s) per stage do not split the batch of {rows} rows"
+        try:
+            costs.of(0, costs.batch // (m * width))
+        except PipelineError as e:  # the graph has no such micro-batch: the op that refuses it
+            return f"{m} micro-batches on {width} device(s) per stage: {e}"
+        return None
 
     if microbatches is None:
-        counts = [m for m in microbatch_counts(costs.batch, 64) if splits(m)]
+        counts = [m for m in microbatch_counts(costs.batch, 64) if problem(m) is None]
         if not counts:
-            raise PipelineError(f"the batch of {costs.batch} does not split over {width} devices")
+            first = problem(1)
+            raise PipelineError(first or f"the batch of {costs.batch} does not split over {width} devices")
         M = max([m for m in counts if m <= 4 * S] or counts[:1])
-    elif not splits(M := microbatches):
-        raise PipelineError(
-            f"{M} micro-batches on {width} device(s) per stage do not split the batch of {costs.batch} rows"
-        )
+    elif (why := problem(M := microbatches)) is not None:
+        raise PipelineError(why)
     p = costs.of(0, costs.batch // (M * width))
     work = [f + b for f, b in zip(p["fwd"], p["bwd"], strict=True)]
     bounds = proportional_split(work, [1.0] * S)

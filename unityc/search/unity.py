@@ -111,7 +111,8 @@ class UnityOptions:
     split_size: int = 12
     time_limit: float | None = None
     """Seconds for the whole search (see `unity_search`): segment searches stop at half of it,
-    whatever runs at the limit is interrupted and the best plan completed by then returned."""
+    whatever runs at the limit is interrupted and the best plan completed by then returned.
+    None here; `unity-search` (the pass and `--unity-search`) defaults to 600 s."""
     degrees: tuple[int, ...] | None = None
     """Parallel degrees the rules may use (default: `default_degrees`)."""
     cost: str = "roofline"
@@ -249,6 +250,9 @@ class _Run:
         self.side = side_ops(graph)
         """Ops computed from inputs and constants alone: in no segment (`split.py`)."""
         self.converted: dict[Any, _Choice | None] = {}
+        self.at = (0, 1)
+        """(segment, segments): where the search is, for its progress."""
+        self.priced = 0
 
     def run(self) -> tuple[Graph, Mapped]:
         side = self.side
@@ -274,6 +278,7 @@ class _Run:
                     continue
                 before_cut = boundaries[i - 1] if i else None
                 seg = segment_graph(self.graph, ops, before_cut, p_in, shared, last, side)
+                self.at = (i, len(parts))
                 searched.append((before, chosen, seg, self._search(seg)))
                 if self.progress is not None:
                     self.progress(f"segment {i + 1}/{len(parts)}", i + 1, len(parts))
@@ -327,6 +332,10 @@ class _Run:
         self.report.searches += 1
 
         def price(g: Graph) -> Mapped:
+            self.priced += 1
+            if self.progress is not None:  # a segment of many ops takes a while: show it moving
+                i, n = self.at
+                self.progress(f"segment {i + 1}/{n}, {self.priced} candidates priced", i, n)
             return self._price(seg, fuse_collectives(g), None)
 
         requires = [(seg.boundary, 0)] if seg.boundary is not None else []

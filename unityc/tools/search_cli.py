@@ -26,7 +26,7 @@ SEARCH_FLAGS = (
     ("alpha", float, "prune candidates costlier than alpha x the best (default 1.05)"),
     ("budget", int, "expansions per segment search, 0 for unlimited (default 12)"),
     ("split-size", int, "ops per segment when splitting the graph (default 12)"),
-    ("time-limit", float, "seconds for the whole search (default: no limit)"),
+    ("time-limit", float, "seconds for the whole search (default 600)"),
     ("cost", str, "cost model: roofline or profile (default roofline)"),
     ("profile", str, "op profile cache for --cost profile"),
     ("optimizer", str, "sgd or adam (default sgd)"),

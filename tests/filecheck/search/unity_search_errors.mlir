@@ -57,13 +57,13 @@
 // MILLION: error: dgx-a100:125000: 1,000,000 devices; at most 65,536 are supported
 
 // Zero budgets and time limits have no second meaning: refused like negative ones (leave the
-// option out for the machine's own memory, or no limit), in the flags and the pass options alike.
+// option out for the machine's own memory, or the default time limit of 600 s), in the flags and the pass options alike.
 // RUN: not unityc-opt %examples/mlp.mlir --unity-search --machine cpu:2 --memory-budget 0 2>&1 | filecheck %s --check-prefix=BUDGET0
 // BUDGET0-NOT: Traceback
 // BUDGET0: error: memory-budget must be a positive number of GiB, got 0 (leave it out for the machine's own device memory)
 // RUN: not unityc-opt %examples/mlp.mlir -p 'galvatron{machine="cpu:2" memory_budget=0.0}' 2>&1 | filecheck %s --check-prefix=BUDGET0
 // RUN: not unityc-opt %examples/mlp.mlir --unity-search --machine cpu:2 --time-limit 0 2>&1 | filecheck %s --check-prefix=LIMIT0
-// LIMIT0: error: time-limit must be a positive number of seconds, got 0 (leave it out for no limit)
+// LIMIT0: error: time-limit must be a positive number of seconds, got 0 (leave it out for the default 600 s)
 
 // An unwritable --report is refused before the search (it was found after it, and -o was lost).
 // RUN: rm -f %t.blocked %t.report-plan.mlir && touch %t.blocked
