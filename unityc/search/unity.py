@@ -700,6 +700,10 @@ def _alternative_plans(
 
     unfit: list[PricedPlan] = []
     memo: Memo = {}
+    hand: list[PricedPlan | None] = []
+    """The megatron-lm plan once priced (None: it cannot be had): early where data parallelism
+    does not fit (a big model: it is the plan most likely to fit, and a time limit keeps it),
+    else with the pipelines."""
     if options.whole_graph:
         for alternative, plan, bare in _whole_graph_plans(
             graph, machine, pricing, options.levers, memo, worth
@@ -709,6 +713,12 @@ def _alternative_plans(
             yield alternative, plan
             if options.levers and bare and not plan.estimate.fits:
                 unfit.append(plan)
+            if options.pipelines and plan.name == "data-parallel" and not plan.estimate.fits and not hand:
+                hand.append(megatron_lm_candidate(graph, machine, pricing))
+                if hand[0] is not None:
+                    if hand[0].estimate.fits or not options.memory_check:
+                        best = min(best, hand[0].estimate.iteration_s)
+                    yield hand[0], hand[0]
     for plan in sorted(unfit, key=lambda p: p.estimate.backward_s):
         # levers never shorten forward and backward: a plan whose backward ends after a fitting
         # plan's whole iteration cannot win once levered (pricing it takes several estimates)
@@ -721,6 +731,10 @@ def _alternative_plans(
             best = min(best, levered.estimate.iteration_s)
         yield None, levered
     if options.pipelines and not pipelines_pruned(graph, machine, pricing, one, best):
+        if not hand:
+            hand.append(megatron_lm_candidate(graph, machine, pricing))
+            if hand[0] is not None:
+                yield hand[0], hand[0]
         for plan in pipeline_plans(graph, machine, pricing):
             lever = options.levers and not plan.estimate.fits
             yield plan, levered_plan(plan, machine, pricing) if lever else plan
@@ -757,6 +771,21 @@ def pipelines_pruned(
     except PipelineError:
         return False
     return pipeline_bound(one.estimate, machine, batch, pricing.cost) >= best
+
+
+def megatron_lm_candidate(graph: Graph, machine: Machine, pricing: Pricing) -> PricedPlan | None:
+    """The `megatron-lm` baseline's plan (`megatron_lm.py`), a pipelined plan the search's
+    result competes with; None on one device, where micro-batches cannot compute the loss, or
+    where the machine and batch allow no configuration."""
+    from unityc.search.megatron_lm import megatron_lm_plan
+    from unityc.search.pipeline import PipelineError
+
+    if machine.num_devices < 2 or not microbatchable(graph):
+        return None
+    try:
+        return megatron_lm_plan(graph, machine, pricing)
+    except (PipelineError, ValueError):
+        return None
 
 
 def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[PricedPlan]:
