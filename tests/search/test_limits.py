@@ -208,7 +208,7 @@ def test_what_follows_the_search_keeps_to_the_time_limit(monkeypatch: pytest.Mon
     module = parse_source(make_context(), to_module(mlp(layers=2)).__str__(), "mlp.mlir")
     began = time.monotonic()
     search = UnitySearchPass(
-        machine="cpu:2", time_limit=4, memory_budget=1e-6, baselines="none", progress=False, budget=2
+        machine="cpu:2", time_limit=4, memory_budget=1e-9, baselines="none", progress=False, budget=2
     )
     with pytest.raises(ValueError, match=r"time limit \(4 s\) ran out before the next lever was priced"):
         search.apply(Context(), module)

@@ -32,13 +32,19 @@ from unityc.graph import Graph
 from unityc.graph.simplify import fuse_collectives, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
-from unityc.rewrites.terms import App, subterms
 from unityc.search.galvatron import galvatron_plan
 from unityc.search.mapping import Mapped
 from unityc.search.megatron_lm import megatron_lm_plan
 from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, finish, megatron_plans, zero_plan
 from unityc.search.substitution import neighbours
-from unityc.search.unity import WORK_PER_EXPANSION, UnityOptions, UnityResult, strip_views, unity_search
+from unityc.search.unity import (
+    WORK_PER_EXPANSION,
+    UnityOptions,
+    UnityResult,
+    is_algebraic,
+    strip_views,
+    unity_search,
+)
 from unityc.search.views import Block
 
 BASELINES = (
@@ -121,13 +127,6 @@ def megatron_lm(
 
 
 # --- sequential (TASO, then parallelization) -------------------------------------------------
-
-
-def is_algebraic(rule: CompiledRule) -> bool:
-    """Whether a rule's target has no parallel op (an algebraic rewrite)."""
-    return not any(
-        isinstance(t, App) and t.op.startswith("parallel.") for term in rule.target for t in subterms(term)
-    )
 
 
 def sequential(
@@ -253,6 +252,7 @@ __all__ = [
     "data_parallel",
     "exhaustive",
     "galvatron",
+    "is_algebraic",
     "megatron",
     "megatron_lm",
     "run_baseline",
