@@ -7,8 +7,10 @@
 For every model and machine: the model is imported at its paper config with the global batch
 = per-GPU batch x devices (weak scaling, as in Unity §6), searched (`unity_search`, default
 options unless given), and compared with the data-parallel and Megatron baselines (and, with
-`--sequential`, Unity's sequential ablation) on the same cost model. Printed as a Markdown
-table; `--out` also writes the rows as JSON. Imports are cached under `--cache`.
+`--sequential`, Unity's sequential ablation) and the `megatron-lm` baseline on the same cost
+model; the last column says whether the plan is at least as fast as every baseline that fits.
+Printed as a Markdown table; `--out` also writes the rows as JSON. Imports are cached under
+`--cache`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from unityc.graph import Graph, from_module
 from unityc.machine import load_machine
 from unityc.models import zoo
 from unityc.passes.unity_search import load_rules
-from unityc.search.baselines import data_parallel, megatron, sequential
+from unityc.search.baselines import data_parallel, megatron, megatron_lm, sequential
 from unityc.search.unity import UnityOptions, unity_search
 
 MODELS = ["mlp", "bert", "dlrm", "xdl", "candle_uno", "resnext50", "inception_v3"]
@@ -90,20 +92,31 @@ def run(model: str, machine_name: str, args: argparse.Namespace, rules: list[Any
         "fits": result.fits,
         "memory_rounds": len(result.report.rounds),
     }
-    baselines = [("dp", data_parallel), ("megatron", megatron)]
+    baselines = [("dp", data_parallel), ("megatron", megatron), ("megatron_lm", megatron_lm)]
     for name, build in baselines:
         try:
             plan = build(graph, machine, options)
             row[f"{name}_s"] = plan.estimate.iteration_s
             row[f"{name}_fits"] = plan.estimate.fits
             row[f"{name}_note"] = plan.note
-        except ValueError as e:
+        except ValueError as e:  # PipelineError among them: no micro-batches, no split
             row[f"{name}_s"] = None
             row[f"{name}_error"] = str(e)
     if args.sequential:
         plan = sequential(graph, machine, rules, options)
         row["sequential_s"] = plan.estimate.iteration_s
+        row["sequential_fits"] = plan.estimate.fits
     return row
+
+
+def joint_at_least_as_fast(r: dict[str, Any]) -> str:
+    """Whether the plan is at least as fast as every baseline that fits (`yes`), else which not."""
+    slower = [
+        name
+        for name in ("dp", "megatron", "megatron_lm", "sequential")
+        if r.get(f"{name}_s") and r.get(f"{name}_fits", True) and r[f"{name}_s"] < r["plan_s"] * (1 - 1e-9)
+    ]
+    return "yes" if not slower else "no: " + ", ".join(slower)
 
 
 def _ratio(r: dict[str, Any], key: str) -> str:
@@ -119,8 +132,8 @@ def _baseline(r: dict[str, Any], name: str) -> str:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     head = (
-        "| model | machine | GPUs | ops | search | plan | DP | Megatron | vs DP | vs Megatron | / roofline "
-        "| peak memory | fits |"
+        "| model | machine | GPUs | ops | search | plan | DP | Megatron | megatron-lm | sequential | vs DP "
+        "| vs Megatron | / roofline | peak memory | fits | plan <= every baseline |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
@@ -128,8 +141,10 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['model']} | {r['machine']} | {r['devices']} | {r['ops']} | {r['search_s']:.1f} s "
             f"| {format_time(r['plan_s'])} | {_baseline(r, 'dp')} | {_baseline(r, 'megatron')} "
+            f"| {_baseline(r, 'megatron_lm')} | {_baseline(r, 'sequential')} "
             f"| {_ratio(r, 'dp_s')} | {_ratio(r, 'megatron_s')} "
-            f"| {r['plan_s'] / r['roofline_s']:.2f} | {format_bytes(r['peak_bytes'])} | {fits} |"
+            f"| {r['plan_s'] / r['roofline_s']:.2f} | {format_bytes(r['peak_bytes'])} | {fits} "
+            f"| {joint_at_least_as_fast(r)} |"
         )
     return "\n".join(lines) + "\n"
 

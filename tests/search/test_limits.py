@@ -156,3 +156,60 @@ def test_degrees_the_machine_cannot_use_are_refused(degrees: tuple[int, ...], re
 def test_a_degree_not_dividing_the_devices_is_refused() -> None:
     with pytest.raises(ValueError, match="3 does not divide the 4 devices"):
         unity_search(mlp(), machine("cpu:4"), rules(), UnityOptions(degrees=(3,)))
+
+
+@pytest.mark.parametrize("worker", [True, False])
+def test_a_slow_whole_graph_plan_does_not_hold_the_deadline(
+    monkeypatch: pytest.MonkeyPatch, worker: bool
+) -> None:
+    """The plans priced beside the search (one huge pricing in the worker, or here before the
+    search where no worker runs) are still running at the limit: the search returns the best plan
+    completed at the deadline (the segment search's beside a worker; else the graph on one
+    device, the search never having started), well before the slow pricing would end (issue 25:
+    --time-limit overran by a minute at 70B)."""
+    import time
+
+    from unityc.search import background
+
+    if worker and not background.can_fork():
+        pytest.skip("no second core or no fork here")
+    if not worker:
+        monkeypatch.setenv(background.WORKERS_ENV, "1")
+
+    def slow(*args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(300)
+        yield from ()
+
+    monkeypatch.setattr(unity, "_alternative_plans", slow)
+    began = time.monotonic()
+    found = unity_search(mlp(layers=2), machine("cpu:2"), rules(), UnityOptions(time_limit=4))
+    assert time.monotonic() - began < 120  # generous: the pricing alone would take 300 s
+    assert found.report.stopped_early == "time limit"
+    assert found.source == ("search" if worker else "one device (device 0)")
+    to_module(found.plan).verify()
+
+
+def test_what_follows_the_search_keeps_to_the_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing fits: the next lever the error names would take another pricing of the plan
+    (minutes at 1,024 GPUs); past the time limit it is not priced, and the error says so."""
+    import time
+
+    from xdsl.context import Context
+
+    from unityc.dialects.source import make_context, parse_source
+    from unityc.passes.unity_search import UnitySearchPass
+    from unityc.search import levers
+
+    def slow(*args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(300)
+        return ""
+
+    monkeypatch.setattr(levers, "next_lever", slow)
+    module = parse_source(make_context(), to_module(mlp(layers=2)).__str__(), "mlp.mlir")
+    began = time.monotonic()
+    search = UnitySearchPass(
+        machine="cpu:2", time_limit=4, memory_budget=1e-9, baselines="none", progress=False, budget=2
+    )
+    with pytest.raises(ValueError, match=r"time limit \(4 s\) ran out before the next lever was priced"):
+        search.apply(Context(), module)
+    assert time.monotonic() - began < 120

@@ -1,12 +1,19 @@
-"""The text report of an `Estimate`: per-op and per-device tables, totals, the roofline bound."""
+"""The text report of an `Estimate`: per-op and per-device tables, totals, the roofline bound;
+and the estimated model FLOPs utilization (`Utilization`) every plan report shows."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from unityc.cost.estimate import Estimate, OpRow
 from unityc.cost.pipeline import PipelineRun
 from unityc.cost.units import format_bytes, format_flops, format_time
+from unityc.dialects.precision import BF16_MIXED
+from unityc.graph import Graph
+from unityc.graph.precision import graph_precision
+from unityc.machine.spec import Machine
 from unityc.runtime.patterns import BUCKET_BYTES
 
 MAX_DEVICE_ROWS = 64
@@ -42,7 +49,8 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 2) -
     return [line(header), *(line(r) for r in rows)]
 
 
-def render(e: Estimate) -> str:
+def render(e: Estimate, utilization: Utilization | None = None) -> str:
+    """The report of `e`; with `utilization` (the model's figures), its estimated MFU too."""
     out: list[str] = [
         f"estimate: {e.machine.summary()}",
         f"cost model: {e.cost}, optimizer: {e.optimizer}",
@@ -99,6 +107,7 @@ def render(e: Estimate) -> str:
         f"compute {format_time(busiest.compute_s)}, communication {format_time(busiest.comm_s)}",
         f"roofline bound: {format_time(e.roofline_s)} ({format_flops(e.model_flops)} of training at "
         f"peak on all {e.machine.num_devices} devices); plan / bound = {e.roofline_ratio:.1f}x",
+        *([] if utilization is None else [mfu_line(utilization, e)]),
         "",
     ]
     header = ["device", "kind", "compute", "comm", "busy", "weights", "grads", "optimizer", "activations",
@@ -173,3 +182,57 @@ def pipeline_lines(run: PipelineRun) -> list[str]:
         for g in run.groups
     ]  # fmt: skip
     return lines + table(header, rows)
+
+
+@dataclass(frozen=True)
+class Utilization:
+    """What the estimated model FLOPs utilization of a model's plans on a machine is computed
+    from (the same for every plan of the model): MFU = 6 x parameters x tokens per iteration /
+    (devices x peak FLOP/s at the plan's precision x iteration time), the convention of the
+    PaLM and Megatron-LM papers (attention's sequence-squared FLOPs not counted). Tokens: the
+    elements of the first integer input of rank 2 or more (token ids), else the batch (samples:
+    for a model whose weights are reused across a sample, a convolution, this undercounts)."""
+
+    parameters: int
+    tokens: int
+    peak_flops: float
+    """The machine's peak matmul FLOP/s, all devices, at the precision (bf16 for bf16-mixed)."""
+
+    def __post_init__(self) -> None:
+        if self.parameters < 0 or self.tokens < 0 or not self.peak_flops > 0:
+            raise ValueError(f"utilization: parameters and tokens >= 0 and a positive peak, got {self}")
+
+    @property
+    def flops(self) -> float:
+        """6 x parameters x tokens: the model FLOPs of one iteration."""
+        return 6.0 * self.parameters * self.tokens
+
+    def of(self, iteration_s: float) -> float:
+        """The MFU of a plan whose iteration takes `iteration_s` seconds (0 if it takes none)."""
+        return self.flops / (self.peak_flops * iteration_s) if iteration_s > 0 else 0.0
+
+    @staticmethod
+    def of_graph(graph: Graph, machine: Machine) -> Utilization:
+        """The model's figures from any plan of it (a weight of one key held in several copies,
+        an untied embedding, counts once) on `machine`."""
+        shapes = {n.attr("key"): n.types[0].shape for n in graph.nodes.values() if n.op == "pcg.weight"}
+        parameters = sum(math.prod(shape) for shape in shapes.values())
+        inputs = [n.types[0] for n in graph.nodes.values() if n.op == "pcg.input" and n.types[0].rank]
+        ids = [t for t in inputs if t.rank >= 2 and str(t.element_type).startswith("i")]
+        tokens = math.prod(ids[0].shape) if ids else math.gcd(*(t.shape[0] for t in inputs)) if inputs else 0
+        dtype = "bf16" if graph_precision(graph) == BF16_MIXED else "f32"
+        peak = math.fsum(d.kind.peak_flops(dtype, True) for d in machine.devices)
+        return Utilization(parameters, tokens, peak)
+
+
+def format_mfu(mfu: float) -> str:
+    return f"{100 * mfu:.1f}%"
+
+
+def mfu_line(u: Utilization, e: Estimate) -> str:
+    """`estimated MFU: 43.1% (6 x ... parameters x ... tokens ...)` for a plan priced `e`."""
+    return (
+        f"estimated MFU: {format_mfu(u.of(e.iteration_s))} (6 x {u.parameters:,} parameters x {u.tokens:,} "
+        f"tokens per iteration over {e.machine.num_devices} device(s) at {format_flops(u.peak_flops)}/s peak "
+        "in all)"
+    )

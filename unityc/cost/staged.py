@@ -122,20 +122,17 @@ def estimate_pipelined(
         for c in (*inner_f, *inner_b):
             for d in c.devices:
                 per_device[d][1] += c.seconds
-        for c, forward in [(c, True) for c in step.fwd_comm if not _inside(c, own)] + [
-            (c, False) for c in step.bwd_comm if not _inside(c, own)
-        ]:
+        cross_f = [c for c in step.fwd_comm if not _inside(c, own)]
+        cross_b = [c for c in step.bwd_comm if not _inside(c, own)]
+        for c in (*cross_f, *cross_b):
             for d in c.devices:
                 per_device[d][1] += c.seconds
-            if previous and k > 0:
-                if forward:
-                    send[k - 1] += c.seconds
-                else:
-                    back[k] += c.seconds
-            elif forward:
-                fwd[k] += c.seconds
-            else:
-                bwd[k] += c.seconds
+        if previous and k > 0:
+            send[k - 1] += phase(cross_f)
+            back[k] += phase(cross_b)
+        else:
+            fwd[k] += phase(cross_f)
+            bwd[k] += phase(cross_b)
         sync[k] += phase(step.after_backward)
         update[k] += max((s for _, s in step.update), default=0.0)
         for c in step.after_backward:

@@ -2,6 +2,8 @@
 
     unityc-opt model.mlir -p 'data-parallel{machine="summit:2"}' -o dp.mlir
     unityc-opt model.mlir -p 'megatron{machine="summit:2"}'
+    unityc-opt model.mlir -p 'megatron-lm{machine="dgx-a100:16" optimizer="adam"}'
+    unityc-opt model.mlir -p 'megatron-lm{machine="cpu:4" tensor=2 stages=2}' | unityc-opt -t torch
     unityc-opt model.mlir -p 'sequential{machine="cpu:4" budget=16}'
     unityc-opt small.mlir -p 'exhaustive{machine="cpu:2"}'
     unityc-opt model.mlir -p 'zero{machine="cpu:4" stage=3 recompute=true optimizer="adam"}'
@@ -106,6 +108,28 @@ class ZeroPass(_BaselinePass):
 
 
 @dataclass(frozen=True)
+class MegatronLmPass(_BaselinePass):
+    """Megatron-LM's hand-picked 3-D plan (`search/megatron_lm.py`): tensor parallel within a
+    node, the fewest pipeline stages that fit with ZeRO-1 and selective recomputation,
+    micro-batch 1, interleaving where layers allow, data parallel over the rest; `tensor`,
+    `stages`, `virtual` fix those degrees (0: chosen as a user would)."""
+
+    name = "megatron-lm"
+    BASELINE: ClassVar[str] = "megatron-lm"
+
+    tensor: int = 0
+    stages: int = 0
+    virtual: int = 0
+
+    def baseline(self, run: Any, graph: Any, machine: Any, rules: Any, options: Any, profile: Any) -> Any:
+        from unityc.search.baselines import megatron_lm
+
+        if min(self.tensor, self.stages, self.virtual) < 0:
+            raise ValueError("megatron-lm: tensor, stages and virtual must be >= 0 (0: chosen)")
+        return megatron_lm(graph, machine, options, profile, self.tensor, self.stages, self.virtual)
+
+
+@dataclass(frozen=True)
 class SequentialPass(_BaselinePass):
     name = "sequential"
     BASELINE: ClassVar[str] = "sequential"
@@ -129,6 +153,7 @@ class GalvatronPass(_BaselinePass):
 BASELINE_PASSES: tuple[type[ModulePass], ...] = (
     DataParallelPass,
     MegatronPass,
+    MegatronLmPass,
     SequentialPass,
     ExhaustivePass,
     ZeroPass,

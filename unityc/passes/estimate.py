@@ -37,7 +37,8 @@ class EstimatePass(ModulePass):
         from unityc.cost.estimate import estimate_module
         from unityc.cost.options import CostOptions
         from unityc.cost.pricing import check_views
-        from unityc.cost.report import render
+        from unityc.cost.report import Utilization, render
+        from unityc.graph import from_module
 
         o = CostOptions.parse(self.machine, self.cost, self.optimizer, self.profile)  # options first
         check_views(op, o.machine)  # then the module against the machine
@@ -45,11 +46,12 @@ class EstimatePass(ModulePass):
             estimate = self._pipelined(op, o.machine, o.profile)
         else:
             estimate = estimate_module(op, o.machine, o.cost, o.optimizer, o.profile)
+        text = render(estimate, Utilization.of_graph(from_module(op), o.machine))
         if self.report:
             with open(self.report, "w") as f:
-                f.write(render(estimate))
+                f.write(text)
             return
-        sys.stderr.write(render(estimate))
+        sys.stderr.write(text)
         sys.stderr.flush()
 
     def _pipelined(self, op: ModuleOp, machine, cache):  # type: ignore[no-untyped-def]

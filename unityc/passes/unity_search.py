@@ -184,7 +184,7 @@ class UnitySearchPass(ModulePass):
         from unityc.graph import from_module, to_module
         from unityc.search.baselines import BASELINES, run_baseline
         from unityc.search.report import BaselineRow, PlanReport, render, to_json
-        from unityc.search.unity import unity_search
+        from unityc.search.unity import Stopped, hard_deadline, tail_seconds, unity_search
 
         started = process_started()
         if self.report and (problem := output_problem(self.report)):  # before the search, not after
@@ -199,6 +199,11 @@ class UnitySearchPass(ModulePass):
             raise ValueError(f"unknown baseline '{unknown[0]}' (known: {', '.join(BASELINES)})")
         rules = load_rules(self.rules)
         graph = from_module(op)
+        # what follows the search (baselines it did not price, the next lever of a plan that
+        # does not fit) keeps to the same deadline: only the report and the plan's printing after
+        deadline = (
+            started + self.time_limit - tail_seconds(self.time_limit, graph) if self.time_limit else None
+        )
         bar = _Bar(self.progress and sys.stderr.isatty())
         try:
             result = unity_search(graph, machine, rules, options, profile, bar, started)
@@ -210,7 +215,7 @@ class UnitySearchPass(ModulePass):
         rows: list[BaselineRow] = []
         plan, estimate, source = result.plan, result.estimate, result.source
         known = {"data-parallel": [p for p in result.alternatives if p.name == "data-parallel"]}
-        for name in ("megatron", "galvatron", "gpipe", "pipedream", "hetero-gpipe"):
+        for name in ("megatron", "megatron-lm", "galvatron", "gpipe", "pipedream", "hetero-gpipe"):
             known[name] = [p for p in result.alternatives if p.name == name]
         for name in names:
             if known.get(name):
@@ -225,9 +230,16 @@ class UnitySearchPass(ModulePass):
                 rows.append(BaselineRow(name, "", None, f"not priced: the search stopped early ({stopped})"))
                 continue
             try:
-                b = run_baseline(name, graph, machine, rules, options, profile)
+                with hard_deadline(deadline):
+                    b = run_baseline(name, graph, machine, rules, options, profile)
             except ValueError as e:
                 rows.append(BaselineRow(name, "", None, str(e)))
+                continue
+            except Stopped:
+                stopped = "time limit"
+                rows.append(
+                    BaselineRow(name, "", None, f"not priced: the time limit ({self.time_limit:g} s) ran out")
+                )
                 continue
             rows.append(BaselineRow(name, b.note, b.estimate))
         report = PlanReport(self.machine, plan, estimate, result.report, source, rows, self.option_values())
@@ -242,9 +254,17 @@ class UnitySearchPass(ModulePass):
             from unityc.search.levers import next_lever
 
             device = max(estimate.devices, key=lambda d: d.memory.total)
-            lever = next_lever(
-                plan, estimate, lambda g: estimate_graph(g, machine, self.cost, self.optimizer, profile)
-            )
+            try:
+                with hard_deadline(deadline):
+                    lever = next_lever(
+                        plan,
+                        estimate,
+                        lambda g: estimate_graph(g, machine, self.cost, self.optimizer, profile),
+                    )
+            except Stopped:
+                lever = f"the time limit ({self.time_limit:g} s) ran out before the next lever was priced"
+            if result.report.stopped_early:
+                lever += f"; the search stopped early ({result.report.stopped_early}): more time may find one"
             raise ValueError(
                 f"no plan fits the memory of {self.machine}{budget_text(self.memory_budget)}: the smallest "
                 f"footprint found needs {format_bytes(device.memory.total)} on device {device.device} "

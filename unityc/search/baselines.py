@@ -11,6 +11,9 @@
   everything else replicated in the tensor-parallel group. Every tensor-parallel degree
   dividing a node is tried; the fastest plan wins. Its note names the ops where a column split
   could not continue (those linears run replicated).
+* `megatron-lm` (`megatron_lm.py`): the 3-D configuration Megatron-LM's users pick by hand:
+  tensor parallel within a node, the fewest pipeline stages that fit with ZeRO-1 and selective
+  recomputation, micro-batch 1, interleaving where layers allow, data parallelism over the rest.
 * `sequential` (Unity's ablation, TASO then FlexFlow): the algebraic rules (those whose target
   has no parallel op) optimize the graph for one device first, then the search parallelizes the
   result with the parallelization rules only.
@@ -29,17 +32,25 @@ from unityc.graph import Graph
 from unityc.graph.simplify import fuse_collectives, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
-from unityc.rewrites.terms import App, subterms
 from unityc.search.galvatron import galvatron_plan
 from unityc.search.mapping import Mapped
+from unityc.search.megatron_lm import megatron_lm_plan
 from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, finish, megatron_plans, zero_plan
 from unityc.search.substitution import neighbours
-from unityc.search.unity import WORK_PER_EXPANSION, UnityOptions, UnityResult, strip_views, unity_search
+from unityc.search.unity import (
+    WORK_PER_EXPANSION,
+    UnityOptions,
+    UnityResult,
+    is_algebraic,
+    strip_views,
+    unity_search,
+)
 from unityc.search.views import Block
 
 BASELINES = (
     "data-parallel",
     "megatron",
+    "megatron-lm",
     "sequential",
     "exhaustive",
     "gpipe",
@@ -100,14 +111,22 @@ def megatron(
     return min(fitting, key=lambda p: p.estimate.iteration_s)
 
 
+def megatron_lm(
+    graph: Graph,
+    machine: Machine,
+    options: UnityOptions | None = None,
+    profile: ProfileCache | None = None,
+    tensor: int = 0,
+    stages: int = 0,
+    virtual: int = 0,
+) -> PricedPlan:
+    """Megatron-LM's hand-picked 3-D plan (`megatron_lm.megatron_lm_plan`); `tensor`, `stages`,
+    `virtual` fix those degrees (0: as a user would pick them)."""
+    pricing = _pricing(options or UnityOptions(), profile)
+    return megatron_lm_plan(graph, machine, pricing, tensor, stages, virtual)
+
+
 # --- sequential (TASO, then parallelization) -------------------------------------------------
-
-
-def is_algebraic(rule: CompiledRule) -> bool:
-    """Whether a rule's target has no parallel op (an algebraic rewrite)."""
-    return not any(
-        isinstance(t, App) and t.op.startswith("parallel.") for term in rule.target for t in subterms(term)
-    )
 
 
 def sequential(
@@ -222,6 +241,8 @@ def run_baseline(
         return data_parallel(graph, machine, options, profile)
     if name == "megatron":
         return megatron(graph, machine, options, profile)
+    if name == "megatron-lm":
+        return megatron_lm(graph, machine, options, profile)
     if name == "sequential":
         return sequential(graph, machine, rules, options, profile)
     if name == "exhaustive":
@@ -242,7 +263,9 @@ __all__ = [
     "data_parallel",
     "exhaustive",
     "galvatron",
+    "is_algebraic",
     "megatron",
+    "megatron_lm",
     "run_baseline",
     "sequential",
     "zero",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from unityc.cost.estimate import Estimate
-from unityc.cost.report import pipeline_lines, table
+from unityc.cost.report import Utilization, format_mfu, mfu_line, pipeline_lines, table
 from unityc.cost.units import format_bytes, format_time
 from unityc.graph import Graph
 from unityc.search.unity import SearchReport
@@ -87,6 +87,7 @@ def _configs(configs: dict[str, int], limit: int = 3) -> str:
 def render(r: PlanReport) -> str:
     e = r.estimate
     s = r.search
+    u = Utilization.of_graph(r.plan, e.machine)
     busiest = max(e.devices, key=lambda d: d.memory.total)
     out = [
         f"unity-search: {e.machine.summary()}",
@@ -116,6 +117,7 @@ def render(r: PlanReport) -> str:
         f"{format_bytes(busiest.capacity)} ({fits}); lowest "
         f"{format_bytes(min(d.memory.total for d in e.devices))}; {e.devices_used} device(s) used",
         f"roofline bound: {format_time(e.roofline_s)}; plan / bound = {e.roofline_ratio:.2f}x",
+        mfu_line(u, e),
     ]
     if e.pipeline is not None:
         out += pipeline_lines(e.pipeline)
@@ -124,7 +126,7 @@ def render(r: PlanReport) -> str:
         rows = []
         for b in r.baselines:
             if b.estimate is None:
-                rows.append([b.name, b.note, "-", "-", "-", b.error])
+                rows.append([b.name, b.note, "-", "-", "-", "-", b.error])
                 continue
             speedup = b.estimate.iteration_s / e.iteration_s if e.iteration_s else float("inf")
             rows.append(
@@ -133,13 +135,14 @@ def render(r: PlanReport) -> str:
                     b.note,
                     format_time(b.estimate.iteration_s),
                     format_bytes(b.estimate.peak_memory),
+                    format_mfu(u.of(b.estimate.iteration_s)),
                     f"{speedup:.2f}x",
                     "fits" if b.estimate.fits else "does not fit",
                 ]
             )
         out += [
             "  " + line
-            for line in table(["baseline", "", "iteration", "peak memory", "plan speedup", ""], rows)
+            for line in table(["baseline", "", "iteration", "peak memory", "MFU", "plan speedup", ""], rows)
         ]
     out += ["", "mapping summary:"]
     rows = [
@@ -157,7 +160,7 @@ def render(r: PlanReport) -> str:
     return "\n".join(out) + "\n"
 
 
-def _estimate_json(e: Estimate) -> dict[str, Any]:
+def _estimate_json(e: Estimate, u: Utilization) -> dict[str, Any]:
     return {
         "iteration_s": e.iteration_s,
         "forward_s": e.forward_s,
@@ -167,12 +170,14 @@ def _estimate_json(e: Estimate) -> dict[str, Any]:
         "roofline_s": e.roofline_s,
         "roofline_ratio": e.roofline_ratio,
         "devices_used": e.devices_used,
+        "mfu": u.of(e.iteration_s),
     }
 
 
 def to_json(r: PlanReport) -> dict[str, Any]:
     e = r.estimate
     s = r.search
+    u = Utilization.of_graph(r.plan, e.machine)
     return {
         "machine": r.machine,
         "devices": e.machine.num_devices,
@@ -192,7 +197,8 @@ def to_json(r: PlanReport) -> dict[str, Any]:
             "stopped_early": s.stopped_early,
             "memory_rounds": [{"weight": w, "peak_memory_bytes": p, "fits": ok} for w, p, ok in s.rounds],
         },
-        "plan": _estimate_json(e),
+        "plan": _estimate_json(e, u),
+        "utilization": {"parameters": u.parameters, "tokens": u.tokens, "peak_flops": u.peak_flops},
         "memory_per_device": [
             {
                 "device": d.device,
@@ -209,7 +215,7 @@ def to_json(r: PlanReport) -> dict[str, Any]:
             for d in e.devices
         ],
         "baselines": {
-            b.name: {"note": b.note, **(_estimate_json(b.estimate) if b.estimate else {"error": b.error})}
+            b.name: {"note": b.note, **(_estimate_json(b.estimate, u) if b.estimate else {"error": b.error})}
             for b in r.baselines
         },
         "mapping": mapping_summary(r.plan, e),

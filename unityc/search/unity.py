@@ -63,6 +63,7 @@ from unityc.graph import Graph, Node, Ref, side_ops, to_module
 from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
+from unityc.rewrites.terms import App, subterms
 from unityc.search.background import Background
 from unityc.search.bounds import Bound, levers_bound, pipeline_bound
 from unityc.search.galvatron import Memo, base_plans, galvatron_plan, per_layer
@@ -135,6 +136,12 @@ class UnityOptions:
     count; and the pipedream, hetero-gpipe and gpipe plans), the fastest plan winning."""
     levers: bool = True
     """Whether a plan that does not fit gets ZeRO stages and recomputation (`levers.py`)."""
+    parallel_pass: bool = True
+    """Whether the graph is also searched with the parallelization rules alone (the second phase
+    of Unity's sequential ablation, `baselines.sequential`; its cuts are its own, as they
+    depend on the rules' matches), the better plan kept: the algebraic rules' neighbours share
+    the work budget with the parallel ones, so at the same budget the joint search alone can
+    stop short of what the ablation reaches (the zoo MLP on summit:8: 255.5 ms against 243.0 ms)."""
 
 
 def default_degrees(machine: Machine) -> tuple[int, ...]:
@@ -164,6 +171,13 @@ def work_budget(budget: int | None, degrees: int, ops: int, split_size: int) -> 
         return None
     full = budget * WORK_PER_EXPANSION * (degrees + 1)
     return max(4 * (degrees + 1), full * split_size // max(ops, split_size))
+
+
+def is_algebraic(rule: CompiledRule) -> bool:
+    """Whether a rule's target has no parallel op (an algebraic rewrite)."""
+    return not any(
+        isinstance(t, App) and t.op.startswith("parallel.") for term in rule.target for t in subterms(term)
+    )
 
 
 def check_degrees(degrees: Sequence[int], machine: Machine) -> None:
@@ -598,6 +612,12 @@ def _search(
         mapper = Mapper(machine, compute, options.optimizer, mapping)
         plan, mapped = _Run(start, machine, rules, options, mapper, deadline, report, progress, bound).run()
         estimate = estimate_graph(plan, machine, options.cost, options.optimizer, profile)
+        parallel = [r for r in rules if not is_algebraic(r)]
+        if options.parallel_pass and 0 < len(parallel) < len(rules):
+            alone = _Run(start, machine, parallel, options, mapper, deadline, report, progress, bound).run()
+            priced = estimate_graph(alone[0], machine, options.cost, options.optimizer, profile)
+            if _better_estimate(priced, estimate, options.memory_check):
+                (plan, mapped), estimate = alone, priced
         if options.levers:
             levered = levered_plan(PricedPlan("search", plan, estimate, mapped), machine, pricing)
             plan, estimate = levered.graph, levered.estimate
@@ -708,6 +728,10 @@ def _alternative_plans(
 
     unfit: list[PricedPlan] = []
     memo: Memo = {}
+    hand: list[PricedPlan | None] = []
+    """The megatron-lm plan once priced (None: it cannot be had): early where data parallelism
+    does not fit (a big model: it is the plan most likely to fit, and a time limit keeps it),
+    else with the pipelines."""
     if options.whole_graph:
         for alternative, plan, bare in _whole_graph_plans(
             graph, machine, pricing, options.levers, memo, worth
@@ -717,6 +741,12 @@ def _alternative_plans(
             yield alternative, plan
             if options.levers and bare and not plan.estimate.fits:
                 unfit.append(plan)
+            if options.pipelines and plan.name == "data-parallel" and not plan.estimate.fits and not hand:
+                hand.append(megatron_lm_candidate(graph, machine, pricing))
+                if hand[0] is not None:
+                    if hand[0].estimate.fits or not options.memory_check:
+                        best = min(best, hand[0].estimate.iteration_s)
+                    yield hand[0], hand[0]
     for plan in sorted(unfit, key=lambda p: p.estimate.backward_s):
         # levers never shorten forward and backward: a plan whose backward ends after a fitting
         # plan's whole iteration cannot win once levered (pricing it takes several estimates)
@@ -729,6 +759,10 @@ def _alternative_plans(
             best = min(best, levered.estimate.iteration_s)
         yield None, levered
     if options.pipelines and not pipelines_pruned(graph, machine, pricing, one, best):
+        if not hand:
+            hand.append(megatron_lm_candidate(graph, machine, pricing))
+            if hand[0] is not None:
+                yield hand[0], hand[0]
         for plan in pipeline_plans(graph, machine, pricing):
             lever = options.levers and not plan.estimate.fits
             yield plan, levered_plan(plan, machine, pricing) if lever else plan
@@ -765,6 +799,21 @@ def pipelines_pruned(
     except PipelineError:
         return False
     return pipeline_bound(one.estimate, machine, batch, pricing.cost) >= best
+
+
+def megatron_lm_candidate(graph: Graph, machine: Machine, pricing: Pricing) -> PricedPlan | None:
+    """The `megatron-lm` baseline's plan (`megatron_lm.py`), a pipelined plan the search's
+    result competes with; None on one device, where micro-batches cannot compute the loss, or
+    where the machine and batch allow no configuration."""
+    from unityc.search.megatron_lm import megatron_lm_plan
+    from unityc.search.pipeline import PipelineError
+
+    if machine.num_devices < 2 or not microbatchable(graph):
+        return None
+    try:
+        return megatron_lm_plan(graph, machine, pricing)
+    except (PipelineError, ValueError):
+        return None
 
 
 def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[PricedPlan]:

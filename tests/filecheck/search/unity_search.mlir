@@ -20,9 +20,10 @@
 // REPORT:      plan ({{.*}}): iteration time {{[0-9.]+}} us (forward {{.*}}, backward {{.*}}, gradient sync + update {{.*}})
 // REPORT-NEXT: memory per device: peak {{.*}} KiB on device {{[0-9]}} of 1.00 GiB (fits); lowest {{.*}}; 4 device(s) used
 // REPORT-NEXT: roofline bound: {{.*}}; plan / bound = {{[0-9.]+}}x
+// REPORT-NEXT: estimated MFU: {{[0-9]+\.[0-9]}}% (6 x {{[0-9,]+}} parameters x 16 tokens per iteration over 4 device(s) at {{.*}}FLOP/s peak in all)
 // REPORT:      baselines (same cost model):
-// REPORT-NEXT:   baseline {{ +}} iteration  peak memory  plan speedup
-// REPORT-NEXT:   data-parallel  4-way {{.*}} fits
+// REPORT-NEXT:   baseline {{ +}} iteration  peak memory  MFU  plan speedup
+// REPORT-NEXT:   data-parallel  4-way {{.*}} {{[0-9]+\.[0-9]}}% {{.*}} fits
 // REPORT-NEXT:   megatron       data 2 x tensor 2 {{.*}} fits
 // REPORT:      mapping summary:
 // REPORT-NEXT:   op {{ +}}count  parallel configurations of its task space (ops)  devices
@@ -35,6 +36,10 @@
 // JSON:      "plan": {
 // JSON-NEXT:   "iteration_s": {{[0-9.e-]+}},
 // JSON:        "fits": true,
+// JSON:        "mfu": {{[0-9.e-]+}}
+// JSON:      "utilization": {
+// JSON-NEXT:   "parameters": {{[0-9]+}},
+// JSON-NEXT:   "tokens": 16,
 // JSON:      "memory_per_device": [
 // JSON:      "baselines": {
 // JSON-NEXT:   "data-parallel": {

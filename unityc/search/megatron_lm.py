@@ -1,0 +1,251 @@
+"""The `megatron-lm` baseline: the 3-D configuration Megatron-LM's users pick by hand (Narayanan
+et al. 2021, §5 and the repository's recommended settings), built from the plan kinds the
+search has (`pipeline.materialize` with tensor-parallel stages, ZeRO and recomputation levers)
+and priced by `estimate` like every other plan.
+
+1. *Tensor degree* t: the largest dividing a node (and the machine, `strategies.tensor_degrees`)
+   that divides the heads and key/value heads of every fused attention (Megatron splits
+   attention by heads); 1 where none does.
+2. *Micro-batch 1*: each data-parallel replica runs one sample per micro-batch, so a plan of data
+   degree d runs M = B / d micro-batches through its pipeline (with one stage: gradient
+   accumulation over M micro-batches, one gradient sync and update).
+3. *Pipeline stages* P: the fewest (P x t dividing the devices, the batch dividing by the data
+   degree d = D / (t P), at most the graph's pipeline layers) whose plan fits with the
+   distributed optimizer (ZeRO-1 over the copies of every weight held in copies: the
+   data-parallel group, and the tensor-parallel group for the few replicated weights such as
+   norms) and *selective recomputation* (the attention core: a fused attention op, or a score
+   batch matmul through its softmax to the context batch matmul); where no P fits so, the fewest
+   that fit with every op recomputed (full recomputation); where none fits at all, the plan of
+   the smallest peak. Stages are the graph's layers (`pipeline.layer_of`) cut where forward
+   FLOPs are most even; 1F1B.
+4. *Interleaving*: with P > 1 stages and M a multiple of P, v = 2 and 4 model chunks per rank
+   group where the layers allow (interleaved 1F1B); the fastest of v = 1, 2, 4 that fits.
+5. *Data parallelism* over the rest: each stage group of t x d devices runs the Megatron layout
+   (`strategies.megatron_layouts`) tensor parallel t x data parallel d.
+
+Megatron's sequence parallelism (norms and dropout sharded on the sequence inside the tensor
+group, a reduce-scatter and an all-gather in place of each all-reduce) is expressible in the
+PCG (`parallel.reduce_scatter`, a sequence-sharded norm) but the Megatron layout does not build
+it yet: those ops run replicated in the tensor-parallel group here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from unityc.cost.estimate import gradient_flags
+from unityc.graph import Graph
+from unityc.machine.spec import Machine
+from unityc.search.pipeline import PipelineError, Stage, _plain, batch_size, layer_of, materialize
+from unityc.search.plans import PricedPlan, Pricing
+from unityc.search.strategies import tensor_degrees
+
+VIRTUAL_CHOICES = (1, 2, 4)
+"""Model chunks per rank group tried where the layers and micro-batches allow."""
+
+SELECTIVE = "selective"
+FULL = "full"
+
+
+@dataclass(frozen=True)
+class Config:
+    """One hand-picked configuration: degrees, chunks, micro-batches, recomputation."""
+
+    tensor: int
+    stages: int
+    data: int
+    virtual: int
+    microbatches: int
+    recompute: str
+
+    def __post_init__(self) -> None:
+        if min(self.tensor, self.stages, self.data, self.virtual, self.microbatches) < 1:
+            raise ValueError(f"megatron-lm: degrees must be positive: {self}")
+        if self.recompute not in (SELECTIVE, FULL):
+            raise ValueError(f"megatron-lm: recompute is '{SELECTIVE}' or '{FULL}', not '{self.recompute}'")
+
+    @property
+    def schedule(self) -> str:
+        return "interleaved-1f1b" if self.virtual > 1 else "1f1b"
+
+    def describe(self) -> str:
+        chunks = f", {self.virtual} chunks per stage group" if self.virtual > 1 else ""
+        return (
+            f"data {self.data} x tensor {self.tensor} x pipeline {self.stages}{chunks}, {self.schedule}, "
+            f"{self.microbatches} micro-batches of 1 per replica, ZeRO-1, {self.recompute} recomputation"
+        )
+
+
+def attention_heads(graph: Graph) -> list[int]:
+    """The heads and key/value heads of every fused attention of `graph`."""
+    out: list[int] = []
+    for node in graph.nodes.values():
+        if node.op != "pcg.attention":
+            continue
+        heads = node.attr("heads")
+        out += [heads, node.attr("kv_heads") or heads]
+    return out
+
+
+def tensor_degree(graph: Graph, machine: Machine) -> int:
+    """The largest tensor degree dividing a node and the machine that splits every fused
+    attention by whole heads (1 if none)."""
+    heads = attention_heads(graph)
+    for t in tensor_degrees(machine):
+        if all(h % t == 0 for h in heads):
+            return t
+    return 1
+
+
+def attention_core(graph: Graph) -> set[int]:
+    """The ops of every attention core: a fused attention op, or from a score batch matmul
+    (two computed operands) through the ops up to its softmax and on to the batch matmul that
+    reads the probabilities (Megatron's selective recomputation)."""
+    core: set[int] = set()
+    users = graph.users()
+    for nid, node in graph.nodes.items():
+        if node.op == "pcg.attention":
+            core.add(nid)
+        if node.op != "pcg.softmax":
+            continue
+        region = {nid}
+        back = node.operands[0]
+        while back is not None and graph.nodes[back[0]].op != "pcg.batch_matmul":
+            producer = graph.nodes[back[0]]
+            if producer.is_source or len(users[back[0]]) > 1:
+                break
+            region.add(back[0])
+            back = producer.operands[0]
+        if back is None or graph.nodes[back[0]].op != "pcg.batch_matmul":
+            continue  # a softmax that is no attention's
+        region.add(back[0])
+        ahead = nid
+        while len(users[ahead]) == 1:
+            (ahead,) = users[ahead]
+            region.add(ahead)
+            if graph.nodes[ahead].op == "pcg.batch_matmul":
+                core |= region
+                break
+            if graph.nodes[ahead].op not in ("pcg.dropout", "pcg.cast", "pcg.identity"):
+                break
+    return core
+
+
+def with_megatron_levers(plan: Graph, recompute: str) -> Graph:
+    """`plan` with ZeRO-1 on every weight held in copies that gets a gradient (the distributed
+    optimizer; a weight held on several stages, a tied embedding, keeps its copies whole, as the
+    program requires), and the attention core (`selective`) or every pcg op (`full`)
+    recomputed."""
+    out = plan.copy()
+    _, gets_grad = gradient_flags(out, out.topological())
+    keys = Counter(n.attr("key") for n in out.nodes.values() if n.op == "pcg.weight")
+    core = attention_core(out) if recompute == SELECTIVE else set()
+    for nid, node in out.nodes.items():
+        if node.op == "pcg.weight":
+            if node.types[0].copy_degree >= 2 and (nid, 0) in gets_grad and keys[node.attr("key")] == 1:
+                out.nodes[nid] = node.with_plan(zero=1)
+            continue
+        every = recompute == FULL and node.op.startswith("pcg.") and not node.is_source
+        if every or nid in core:
+            out.nodes[nid] = node.with_plan(recompute=True)
+    return out
+
+
+def build(graph: Graph, machine: Machine, config: Config, pricing: Pricing) -> PricedPlan:
+    """The plan of `config` (`graph` unparallelized), priced."""
+    width = config.tensor * config.data
+    chunks = config.stages * config.virtual
+    stages = tuple(Stage(k, k + 1, (k % config.stages) * width, width) for k in range(chunks))
+    plan = materialize(
+        graph, machine, stages, config.schedule, config.microbatches, config.virtual, chunks, config.tensor
+    )
+    plan = with_megatron_levers(plan, config.recompute)
+    return PricedPlan("megatron-lm", plan, pricing.estimate(plan, machine), None, config.describe())
+
+
+def stage_counts(graph: Graph, machine: Machine, tensor: int) -> Iterator[tuple[int, int]]:
+    """(stages, data degree) in increasing stages: P x t divides the devices, the data degree
+    divides the batch, P at most the graph's pipeline layers."""
+    D = machine.num_devices
+    layers = len(layer_of(graph)[0]) + 1
+    B = batch_size(graph)
+    for P in range(1, min(layers, D // tensor) + 1):
+        if D % (P * tensor):
+            continue
+        d = D // (P * tensor)
+        if B % d == 0:
+            yield P, d
+
+
+def megatron_lm_plan(
+    graph: Graph,
+    machine: Machine,
+    pricing: Pricing,
+    tensor: int = 0,
+    stages: int = 0,
+    virtual: int = 0,
+) -> PricedPlan:
+    """Megatron-LM's hand-picked plan (see the module docstring); `tensor`, `stages`, `virtual`
+    fix those choices (0: chosen as a user would). Raises PipelineError where the graph has no
+    batched input, or the given degrees do not tile the machine or split the batch."""
+    graph = _plain(graph)
+    t = tensor or tensor_degree(graph, machine)
+    if machine.num_devices % t:
+        raise PipelineError(f"megatron-lm: tensor degree {t} does not divide {machine.num_devices} devices")
+    counts = [(P, d) for P, d in stage_counts(graph, machine, t) if stages in (0, P)]
+    if not counts:
+        raise PipelineError(
+            f"megatron-lm: no pipeline of {stages or 'any number of'} stages x tensor {t} tiles the "
+            f"{machine.num_devices} devices with a data degree dividing the batch of {batch_size(graph)}"
+        )
+    B = batch_size(graph)
+    layers = len(layer_of(graph)[0]) + 1
+    tried: list[PricedPlan] = []
+    for recompute in (SELECTIVE, FULL):
+        for P, d in counts:
+            base = Config(t, P, d, virtual or 1, B // d, recompute)
+            if virtual > 1 and not virtual_choices(P, B // d, layers, virtual):
+                continue
+            plain = _try(graph, machine, base, pricing, tried)
+            if plain is None or not plain.estimate.fits:
+                continue
+            chosen = plain
+            for v in [] if virtual else virtual_choices(P, B // d, layers):
+                chunked = _try(graph, machine, replace(base, virtual=v), pricing, tried)
+                if chunked is not None and _better(chunked, chosen):
+                    chosen = chunked
+            return chosen
+    if not tried:
+        raise PipelineError("megatron-lm: no configuration could be built on this graph and machine")
+    return min(tried, key=lambda p: p.estimate.peak_memory)
+
+
+def virtual_choices(stages: int, microbatches: int, layers: int, virtual: int = 0) -> list[int]:
+    """Chunks per stage group beyond 1 that a plan of `stages` stages may interleave: the
+    layers give each chunk one at least, the micro-batches are a multiple of the stages."""
+    if stages < 2 or microbatches % stages:
+        return []
+    wanted = (virtual,) if virtual else VIRTUAL_CHOICES
+    return [v for v in wanted if v > 1 and stages * v <= layers]
+
+
+def _better(a: PricedPlan, b: PricedPlan) -> bool:
+    """Whether `a` fits and is faster than `b`."""
+    return a.estimate.fits and a.estimate.iteration_s < b.estimate.iteration_s
+
+
+def _try(
+    graph: Graph, machine: Machine, config: Config, pricing: Pricing, tried: list[PricedPlan]
+) -> PricedPlan | None:
+    """The plan of `config`, or None where the layout cannot be had on the machine."""
+    try:
+        plan = build(graph, machine, config, pricing)
+    except (PipelineError, ValueError):
+        return None
+    tried.append(plan)
+    return plan
+
+
+__all__ = ["Config", "attention_core", "megatron_lm_plan", "tensor_degree", "with_megatron_levers"]
