@@ -104,6 +104,8 @@ UNARY = [
     (pcg.PowOp, {"exponent": 3.0}),
     (pcg.DropoutOp, {"p": 0.1}),
     (pcg.SqrtOp, {}),
+    (pcg.ClampOp, {"low": -0.5, "high": 0.5}),
+    (pcg.CompareOp, {"kind": "lt", "value": 0.25}),
 ]
 LINEAR_UNARY = [(pcg.IdentityOp, {}), (pcg.NegOp, {}), (pcg.ScalarMulOp, {"scale": -0.5})]
 
@@ -322,6 +324,23 @@ def test_layer_norm_sharded_outside_normalized_dims(affine):
 )
 def test_softmax_sharded_off_its_dim(dim, spec, expect):
     check_form(pcg.SoftmaxOp, [randn(2, 3, 4) * 3], [spec], {"dim": dim}, expect)
+
+
+@pytest.mark.parametrize(
+    "dim, spec, expect",
+    [
+        (1, D(2, 1, 4), ([2, 1, 4], 1, 1)),
+        (-1, D(1, 3, 1, copy=2), ([1, 3, 1], 1, 2)),
+        (0, D(1, 3, 2, sum=2), ([1, 3, 2], 2, 1)),  # linear: partial sums stay partial
+    ],
+)
+def test_cumsum_sharded_off_its_dim(dim, spec, expect):
+    check_form(pcg.CumsumOp, [randn(2, 3, 4)], [spec], {"dim": dim}, expect)
+
+
+def test_cumsum_may_not_shard_its_dim():
+    with pytest.raises(FormError, match="sums every element before it"):
+        check_form(pcg.CumsumOp, [randn(2, 4)], [D(1, 2)], {"dim": 1})
 
 
 # ------------------------------------------------------------------------------------------

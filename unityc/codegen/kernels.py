@@ -293,6 +293,11 @@ KERNELS: dict[str, Callable[[Call], str]] = {
     "pcg.scalar_mul": lambda c: f"{c.args[0]} * {literal(c.attrs['scale'])}",
     "pcg.scalar_add": lambda c: f"{c.args[0]} + {literal(c.attrs['value'])}",
     "pcg.pow": lambda c: f"{c.args[0]} ** {literal(c.attrs['exponent'])}",
+    "pcg.clamp": lambda c: (
+        f"rt.kernels.clamp({c.args[0]}, {literal(c.attrs.get('low'))}, {literal(c.attrs.get('high'))})"
+    ),
+    "pcg.compare": lambda c: f"torch.{c.attrs['kind']}({c.args[0]}, {literal(c.attrs['value'])})",
+    "pcg.cumsum": lambda c: f"torch.cumsum({c.args[0]}, {c.attrs['dim']}, dtype={c.args[0]}.dtype)",
     "pcg.dropout": _dropout,
     "pcg.cast": lambda c: f"{c.args[0]}.to(torch.{torch_dtype_name(c.attrs['dtype'])})",
     "pcg.add": _binary("+"),

@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, f32, i64
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, f32, i1, i64
 from xdsl.dialects.builtin import TensorType as BuiltinTensorType
 from xdsl.ir import Attribute, Dialect
 from xdsl.irdl import (
@@ -190,6 +190,48 @@ ScalarAddOp = _unary(
     props=(("value", Kind.FLOAT, False),),
 )
 PowOp = _unary("pow", "x ** exponent.", props=(("exponent", Kind.FLOAT, False),))
+
+
+@op_definition
+class ClampOp(UnaryOp):
+    """min(max(x, low), high), either bound optional: hardtanh, ReLU6 (`low` 0, `high` 6),
+    torch.clamp. The gradient passes where low <= x <= high, as torch's."""
+
+    name = "pcg.clamp"
+    PROPS = (("low", Kind.FLOAT, True), ("high", Kind.FLOAT, True))
+
+    @classmethod
+    def check_props(cls, attrs: dict[str, Any]) -> None:
+        low, high = attrs.get("low"), attrs.get("high")
+        if low is None and high is None:
+            raise op_error(cls, "needs a low or a high bound")
+        if any(v is not None and math.isnan(v) for v in (low, high)):
+            raise op_error(cls, "bounds may not be nan")
+        if low is not None and high is not None and low > high:
+            raise op_error(cls, f"low bound {low} is above high bound {high}")
+
+
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+"""The comparisons of `pcg.compare`, named as torch's (`aten.ne.Scalar`, ...)."""
+
+
+@op_definition
+class CompareOp(UnaryOp):
+    """x `kind` value element by element (kind: eq, ne, lt, le, gt, ge): a boolean mask, e.g.
+    RoBERTa's `input_ids != pad`. Any element type; no gradient flows through it."""
+
+    name = "pcg.compare"
+    PROPS = (("kind", Kind.STR, False), ("value", Kind.FLOAT, False))
+    FLOATING = False
+
+    @classmethod
+    def check_props(cls, attrs: dict[str, Any]) -> None:
+        if attrs["kind"] not in COMPARISONS:
+            raise op_error(cls, f"kind must be one of {', '.join(COMPARISONS)}, got '{attrs['kind']}'")
+
+    @classmethod
+    def out_dtype(cls, x: TensorType, attrs: dict[str, Any]) -> Attribute:
+        return i1
 
 
 @op_definition
@@ -594,6 +636,28 @@ class SoftmaxOp(PcgOp):
         b.forbid(0, dim, "softmax normalizes along it")
         form = b.build([(same_dims(b, 0, x.rank, skip=[dim]), [])])
         return form, [result_type(form, 0, x.shape, float_dtype(cls, x))]
+
+
+@op_definition
+class CumsumOp(PcgOp):
+    """Running sum along `dim` (torch.cumsum), any element type. `dim` may not be sharded;
+    linear, so partial sums pass through."""
+
+    name = "pcg.cumsum"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    PROPS = (("dim", Kind.INT, False),)
+
+    @classmethod
+    def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
+        (x,) = operands
+        dim = normalize_dim(cls, attrs["dim"], x.rank)
+        if x.element_type == i1:
+            raise op_error(cls, "sums numbers, not booleans: cast the mask first")
+        b = form_builder(cls, ["input"], operands)
+        b.forbid(0, dim, "each element sums every element before it")
+        form = b.build([(same_dims(b, 0, x.rank, skip=[dim]), [b.operand_sum("s", 0)])])
+        return form, [result_type(form, 0, x.shape, x.element_type)]
 
 
 # ------------------------------------------------------------------------------------------
@@ -1062,6 +1126,8 @@ ALL_OPS: list[type[PcgOp]] = [
     ScalarMulOp,
     ScalarAddOp,
     PowOp,
+    ClampOp,
+    CompareOp,
     DropoutOp,
     CastOp,
     AddOp,
@@ -1076,6 +1142,7 @@ ALL_OPS: list[type[PcgOp]] = [
     BatchNormOp,
     LayerNormOp,
     SoftmaxOp,
+    CumsumOp,
     ConcatOp,
     SplitOp,
     ReshapeOp,

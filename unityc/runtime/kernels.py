@@ -15,6 +15,12 @@ import torch
 import torch.nn.functional as F
 
 
+def clamp(x: torch.Tensor, low: float | None, high: float | None) -> torch.Tensor:
+    """min(max(x, low), high) as `F.hardtanh` (ReLU6, hardtanh): the gradient passes where
+    low < x < high (torch.clamp's also at the bounds themselves, a set of measure zero)."""
+    return F.hardtanh(x, -math.inf if low is None else low, math.inf if high is None else high)
+
+
 def vocab_lookup(
     ids: torch.Tensor, weight: torch.Tensor, start: int = 0, padding_idx: int | None = None
 ) -> torch.Tensor:
