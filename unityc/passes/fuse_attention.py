@@ -26,6 +26,7 @@ pattern matched), so nothing else observes what disappears.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,7 @@ class _Proj:
     packed: Any = None  # the activation split of GPT-2's fused QKV projection
     index: int = 0
     rows: int = 0  # nn.MultiheadAttention's in_proj: W [rows·E, E] stacks the parts' rows
+    box: tuple[int, int] | None = None  # rows [start, stop) of a packed Linear W (Phi-3's qkv_proj)
 
 
 @dataclass
@@ -84,6 +86,7 @@ class _Heads:
     heads: int  # the projection's heads
     width: int
     repeat: int = 1  # each head read by `repeat` query heads (repeat_kv)
+    scale: float = 1.0  # the projection scaled before its heads are split (OPT's q · d^-1/2)
     rotary: tuple[SSAValue, SSAValue] | None = None
     ops: list[Operation] = field(default_factory=list)
 
@@ -130,16 +133,23 @@ def _projection(value: SSAValue) -> tuple[_Proj, list[Operation]] | None:
     split = _owner(value, pcg.SplitOp)
     if split is None or split.attrs()["dim"] % 3 != 2 or len(_shape(split.input)) != 3:
         return None
+    assert isinstance(value, OpResult)
+    packed = _owner(split.input, pcg.LinearOp)
+    if packed is not None and len(_shape(packed.input)) == 3:  # x·W^T then columns [start, stop)
+        sizes = list(split.attrs()["sizes"])
+        start = sum(sizes[: value.index])
+        box = (start, start + sizes[value.index])
+        return _Proj(packed.input, packed.weight, packed.bias, box=box), [split, packed]
     fused = _conv1d(split.input)
     if fused is None:
         return None
     x, w, b, ops = fused
-    assert isinstance(value, OpResult)
     return _Proj(x, w, b, split, value.index), [split, *ops]
 
 
 def _split_heads(value: SSAValue, perm: list[int]) -> _Heads | None:
-    """Matches transpose(reshape(P, [B, S, H, D]), perm) of a projection P."""
+    """Matches transpose(reshape(P, [B, S, H, D]), perm) of a projection P, or of P scaled by
+    a number (OPT scales the query projection instead of the scores)."""
     t = _owner(value, pcg.TransposeOp)
     if t is None or _perm(t) != perm:
         return None
@@ -149,10 +159,13 @@ def _split_heads(value: SSAValue, perm: list[int]) -> _Heads | None:
     shape = _shape(r.output)
     if len(shape) != 4 or _shape(r.input) != (*shape[:2], shape[2] * shape[3]):
         return None
-    proj = _projection(r.input)
+    scaled = _owner(r.input, pcg.ScalarMulOp)
+    proj = _projection(scaled.input if scaled is not None else r.input)
     if proj is None:
         return None
-    return _Heads(proj[0], shape[2], shape[3], ops=[t, r, *proj[1]])
+    if scaled is None:
+        return _Heads(proj[0], shape[2], shape[3], ops=[t, r, *proj[1]])
+    return _Heads(proj[0], shape[2], shape[3], scale=scaled.attrs()["scale"], ops=[t, r, scaled, *proj[1]])
 
 
 def _select(value: SSAValue) -> tuple[SSAValue, int, Operation] | None:
@@ -326,22 +339,25 @@ def _probabilities(value: SSAValue) -> tuple[SSAValue, float | None, list[Operat
 
 
 def _scores(value: SSAValue) -> tuple[Any, float, SSAValue | None, list[Operation]] | None:
-    """Matches scalar_mul(batch_matmul(q, k), c) [+ mask]: (product, c, mask, ops)."""
+    """Matches [scalar_mul](batch_matmul(q, k), c) [+ mask]: (product, c, mask, ops); c is 1
+    without the scalar_mul (the query was scaled instead)."""
     ops: list[Operation] = []
     mask = None
     add = _owner(value, pcg.AddOp)
     if add is not None:
         for scaled, other in _pairs(add):
-            if _owner(scaled, pcg.ScalarMulOp) is not None:
+            if _owner(scaled, (pcg.ScalarMulOp, pcg.BatchMatmulOp)) is not None:
                 value, mask = scaled, other
                 ops.append(add)
                 break
         else:
             return None
     mul = _owner(value, pcg.ScalarMulOp)
-    product = _owner(mul.input, pcg.BatchMatmulOp) if mul is not None else None
+    product = _owner(mul.input if mul is not None else value, pcg.BatchMatmulOp)
     if product is None or len(_shape(product.output)) != 4:
         return None
+    if mul is None:
+        return product, 1.0, mask, [*ops, product]
     return product, mul.attrs()["scale"], mask, [*ops, mul, product]
 
 
@@ -420,6 +436,33 @@ class _Weights:
 
     ops: list[Operation] = field(default_factory=list)
     parts: dict[tuple[SSAValue, str], list[SSAValue]] = field(default_factory=dict)
+    cuts: dict[SSAValue, list[int]] = field(default_factory=dict)
+    """Where a packed Linear weight (and its bias) is cut: every box's start and stop."""
+
+    def plan_boxes(self, projections: tuple[_Proj, ...]) -> bool:
+        """Records the cuts of packed weights; False if two boxes of one weight overlap."""
+        for p in projections:
+            if p.box is not None:
+                total = _shape(p.weight)[0]
+                self.cuts.setdefault(p.weight, [0, total]).extend(p.box)
+        for w, cuts in self.cuts.items():
+            self.cuts[w] = sorted(set(cuts))
+        for p in projections:
+            if p.box is not None:
+                cuts = self.cuts[p.weight]
+                if cuts[cuts.index(p.box[0]) + 1] != p.box[1]:
+                    return False
+        return True
+
+    def boxed(self, proj: _Proj, value: SSAValue, kind: str) -> SSAValue:
+        """Rows box of the packed weight (or bias) `value` read by `proj`, from one split."""
+        assert proj.box is not None
+        cuts = self.cuts[proj.weight]
+        sizes = [b - a for a, b in itertools.pairwise(cuts)]
+        names = [f"{kind}{part}" for part in "qkv"] if len(sizes) == 3 else [kind] * len(sizes)
+        split = lambda: pcg.SplitOp.build_inferred([value], dim=0, sizes=sizes)  # noqa: E731
+        results = self._parts(value, kind, split, names) if len(sizes) > 1 else [value]
+        return results[cuts.index(proj.box[0])]
 
     def transposed(self, w: SSAValue, name: str) -> SSAValue:
         return self._parts(w, "t", lambda: pcg.TransposeOp.build_inferred([w], perm=[1, 0]), [name])[0]
@@ -434,6 +477,8 @@ class _Weights:
     def part(self, proj: _Proj, bias: bool) -> SSAValue | None:
         """The projection's weight (Linear layout) or bias."""
         value = proj.bias if bias else proj.weight
+        if value is not None and proj.box is not None:
+            return self.boxed(proj, value, "b" if bias else "w")
         if value is not None and proj.rows:  # stacked rows: split dim 0 into the parts
             rows = _shape(value)[0] // proj.rows
             kind = "b" if bias else "w"
@@ -484,9 +529,14 @@ def _fuse(root: Operation) -> list[Operation] | None:
             return None
     if key.heads != value.heads or query.rotary != key.rotary:
         return None
-    if not math.isclose(scale, 1.0 / math.sqrt(width), rel_tol=1e-6) or not _closed(ops, root):
+    scale *= query.scale * key.scale
+    if value.scale != 1.0 or not math.isclose(scale, 1.0 / math.sqrt(width), rel_tol=1e-6):
+        return None
+    if not _closed(ops, root):
         return None
     weights = _Weights()
+    if not weights.plan_boxes((query.proj, key.proj, value.proj)):
+        return None
     new_ops: list[Operation] = []
     if mask is not None and len(_shape(mask)) < 4:  # e.g. a causal [Sq, Sk] mask
         try:
