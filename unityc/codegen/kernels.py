@@ -211,12 +211,14 @@ def _embedding_bag(call: Call) -> str:
 
 def _attention(call: Call) -> str:
     q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask = call.args[:12]
-    cos, sin = [*call.args[12:], None, None][:2]
+    cos, sin, q_norm, k_norm = [*call.args[12:], None, None, None, None][:4]
     heads = call.attrs["heads"] // call.tasks.degree("h")
     args = [q, k, v, wq, wk, wv, wo, bq or "None", bk or "None", bv or "None", call.bias(bo), mask or "None"]
     text = f"rt.kernels.attention({', '.join(args)}, heads={heads}"
     if cos is not None:
         text += f", cos={cos}, sin={sin}"
+    if q_norm is not None:
+        text += f", q_norm={q_norm}, k_norm={k_norm}, norm_eps={literal(call.attrs['norm_eps'])}"
     p = call.attrs.get("dropout") or 0.0
     if p > 0:
         qt, kt = call.operand_types[0], call.operand_types[1]

@@ -947,6 +947,8 @@ class AttentionOp(PcgOp):
     attention: query head i reads key/value head i // (heads / G) (Llama's repeat_kv).
     Optional `cos`, `sin` [B|1, 1, S, d] (self-attention, Sq = Sk = S) rotate q and k after
     their projections (rotary embeddings, Llama's rotate_half: x·cos + [-x2, x1]·sin).
+    Optional `q_norm`, `k_norm` [d] (Qwen3) RMS-normalize each query and key head after its
+    projection, before rotary: x · rsqrt(mean(x², -1) + `norm_eps`) · weight.
     Parallel forms: batch, query sequence (not with rotary embeddings), and heads (projection
     rows and wo columns sharded alike by a divisor of `kv_heads`, so that each task keeps
     whole KV groups), which gives partial sums; the output bias is added by partial-sum index 0.
@@ -969,16 +971,26 @@ class AttentionOp(PcgOp):
     mask = opt_operand_def(TensorType)
     cos = opt_operand_def(TensorType)
     sin = opt_operand_def(TensorType)
+    q_norm = opt_operand_def(TensorType)
+    k_norm = opt_operand_def(TensorType)
     output = result_def(TensorType)
-    PROPS = (("heads", Kind.INT, False), ("kv_heads", Kind.INT, True), ("dropout", Kind.FLOAT, True))
+    PROPS = (
+        ("heads", Kind.INT, False),
+        ("kv_heads", Kind.INT, True),
+        ("dropout", Kind.FLOAT, True),
+        ("norm_eps", Kind.FLOAT, True),
+    )
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    NAMES = ("query", "key", "value", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "mask", "cos", "sin")
+    NAMES = (
+        "query", "key", "value", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "mask", "cos", "sin",
+        "q_norm", "k_norm",
+    )  # fmt: skip
 
     @classmethod
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
         operands = [*operands, *[None] * (len(cls.NAMES) - len(operands))]  # cos, sin may be left out
-        q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, cos, sin = operands
+        q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, cos, sin, q_norm, k_norm = operands
         heads = attrs["heads"]
         groups = attrs.get("kv_heads") or heads
         check_probability(cls, "dropout", attrs.get("dropout"))
@@ -1018,7 +1030,17 @@ class AttentionOp(PcgOp):
         for t in rotary:
             if t.rank != 4 or t.shape[0] not in (1, batch) or t.shape[1:] != (1, sq, width):
                 raise op_error(cls, f"cos/sin shape {list(t.shape)} should be [{batch}|1, 1, {sq}, {width}]")
+        norms = [t for t in (q_norm, k_norm) if t is not None]
+        if norms and (len(norms) != 2 or attrs.get("norm_eps") is None):
+            raise op_error(cls, "q/k normalization needs both q_norm and k_norm, and norm_eps")
+        if norms:
+            check_eps(cls, attrs["norm_eps"])
+        for t in norms:
+            if t.shape != (width,):
+                raise op_error(cls, f"q_norm/k_norm shape {list(t.shape)} should be [{width}]")
         b = form_builder(cls, list(cls.NAMES), operands)
+        for o in (14, 15):
+            b.forbid(o, 0, "each head is normalized with the whole weight")
         batch_uses = [(0, 0), (1, 0), (2, 0)] + [
             (o, 0) for o, t in ((11, mask), (12, cos), (13, sin)) if t is not None and t.shape[0] == batch
         ]

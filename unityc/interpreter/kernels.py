@@ -108,9 +108,13 @@ def _embedding_bag(task: Task, ids: torch.Tensor, w: torch.Tensor) -> torch.Tens
     return out
 
 
-def _attention(task: Task, q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, cos=None, sin=None) -> torch.Tensor:
+def _attention(
+    task: Task, q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, cos=None, sin=None, q_norm=None, k_norm=None
+) -> torch.Tensor:
     heads = task.attrs["heads"] // task.degree("h")  # this task's heads
-    return attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, _bias(task, bo), mask, heads, cos=cos, sin=sin)
+    norms = {"q_norm": q_norm, "k_norm": k_norm, "norm_eps": task.attrs.get("norm_eps") or 0.0}
+    bo = _bias(task, bo)
+    return attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, heads, cos=cos, sin=sin, **norms)
 
 
 def _cross_entropy(task: Task, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -87,6 +87,7 @@ class _Heads:
     width: int
     repeat: int = 1  # each head read by `repeat` query heads (repeat_kv)
     scale: float = 1.0  # the projection scaled before its heads are split (OPT's q · d^-1/2)
+    norm: tuple[SSAValue, float] | None = None  # RMS norm of each head: weight [D], eps (Qwen3)
     rotary: tuple[SSAValue, SSAValue] | None = None
     ops: list[Operation] = field(default_factory=list)
 
@@ -147,13 +148,44 @@ def _projection(value: SSAValue) -> tuple[_Proj, list[Operation]] | None:
     return _Proj(x, w, b, split, value.index), [split, *ops]
 
 
+def _pow(value: SSAValue, exponent: float) -> Any:
+    p = _owner(value, pcg.PowOp)
+    return p if p is not None and p.attrs()["exponent"] == exponent else None
+
+
+def _head_norm(value: SSAValue) -> tuple[SSAValue, SSAValue, float, list[Operation]] | None:
+    """Matches w · (h · rsqrt(mean(h², -1) + eps)) with w [D] on heads h [B, S, H, D] (Qwen3's
+    q_norm and k_norm, RMSNorm): (h, w, eps, ops)."""
+    outer = _owner(value, pcg.MulOp)
+    if outer is None or len(_shape(value)) != 4:
+        return None
+    for w, normed in _pairs(outer):
+        inner = _owner(normed, pcg.MulOp)
+        if inner is None or _shape(w) != _shape(value)[-1:]:
+            continue
+        for h, scale in _pairs(inner):
+            rsqrt = _pow(scale, -0.5)
+            eps = _owner(rsqrt.input, pcg.ScalarAddOp) if rsqrt is not None else None
+            mean = _owner(eps.input, pcg.ReduceOp) if eps is not None else None
+            if mean is None or _shape(h) != _shape(value):
+                continue
+            a = mean.attrs()
+            square = _pow(mean.input, 2.0)
+            squares_h = square is not None and square.input == h
+            if a["kind"] == "mean" and list(a["dims"]) == [3] and a["keepdim"] and squares_h:
+                return h, w, eps.attrs()["value"], [outer, inner, rsqrt, eps, mean, square]
+    return None
+
+
 def _split_heads(value: SSAValue, perm: list[int]) -> _Heads | None:
     """Matches transpose(reshape(P, [B, S, H, D]), perm) of a projection P, or of P scaled by
-    a number (OPT scales the query projection instead of the scores)."""
+    a number (OPT scales the query projection instead of the scores), the heads maybe
+    RMS-normalized before the transpose (Qwen3)."""
     t = _owner(value, pcg.TransposeOp)
     if t is None or _perm(t) != perm:
         return None
-    r = _owner(t.input, pcg.ReshapeOp)
+    norm = _head_norm(t.input)
+    r = _owner(norm[0] if norm is not None else t.input, pcg.ReshapeOp)
     if r is None:
         return None
     shape = _shape(r.output)
@@ -163,9 +195,14 @@ def _split_heads(value: SSAValue, perm: list[int]) -> _Heads | None:
     proj = _projection(scaled.input if scaled is not None else r.input)
     if proj is None:
         return None
-    if scaled is None:
-        return _Heads(proj[0], shape[2], shape[3], ops=[t, r, *proj[1]])
-    return _Heads(proj[0], shape[2], shape[3], scale=scaled.attrs()["scale"], ops=[t, r, scaled, *proj[1]])
+    found = _Heads(proj[0], shape[2], shape[3], ops=[t, r, *proj[1]])
+    if scaled is not None:
+        found.scale = scaled.attrs()["scale"]
+        found.ops.append(scaled)
+    if norm is not None:
+        found.norm = (norm[1], norm[2])
+        found.ops += norm[3]
+    return found
 
 
 def _select(value: SSAValue) -> tuple[SSAValue, int, Operation] | None:
@@ -529,6 +566,11 @@ def _fuse(root: Operation) -> list[Operation] | None:
             return None
     if key.heads != value.heads or query.rotary != key.rotary:
         return None
+    norms = (query.norm, key.norm)
+    if value.norm is not None or (None in norms and norms != (None, None)):
+        return None
+    if query.norm is not None and key.norm is not None and query.norm[1] != key.norm[1]:
+        return None
     scale *= query.scale * key.scale
     if value.scale != 1.0 or not math.isclose(scale, 1.0 / math.sqrt(width), rel_tol=1e-6):
         return None
@@ -557,12 +599,15 @@ def _fuse(root: Operation) -> list[Operation] | None:
     operands = inputs + [weights.part(p, False) for p in projections] + [wo]
     operands += [weights.part(p, True) for p in projections] + [out.bias, mask]
     operands += list(query.rotary or (None, None))
+    operands += [n[0] if n is not None else None for n in norms]
     for table, name in zip(query.rotary or (), ("cos", "sin"), strict=False):
         if isinstance(table.owner, pcg.ConstantOp):
             table.name_hint = name  # the folded rotary tables, shared by every layer
     attrs: dict[str, Any] = {"heads": heads, "dropout": probs[1] or None}
     if key.heads != heads:
         attrs["kv_heads"] = key.heads
+    if query.norm is not None:
+        attrs["norm_eps"] = query.norm[1]
     try:
         fused = pcg.AttentionOp.build_inferred(operands, **attrs)
     except FormError:

@@ -65,6 +65,7 @@ SLOT_RANKS: dict[tuple[str, str], tuple[int, ...]] = {
     **{("pcg.attention", s): (2,) for s in ("wq", "wk", "wv", "wo")},
     **{("pcg.attention", s): (1,) for s in ("bq", "bk", "bv", "bo")},
     **{("pcg.attention", s): (4,) for s in ("mask", "cos", "sin")},
+    **{("pcg.attention", s): (1,) for s in ("q_norm", "k_norm")},
 }
 INDEX_SLOTS = {
     ("pcg.embedding", "indices"),
