@@ -77,7 +77,6 @@ class _Proj:
     packed: Any = None  # the activation split of GPT-2's fused QKV projection
     index: int = 0
     rows: int = 0  # nn.MultiheadAttention's in_proj: W [rows·E, E] stacks the parts' rows
-    box: tuple[int, int] | None = None  # rows [start, stop) of a packed Linear W (Phi-3's qkv_proj)
 
 
 @dataclass
@@ -134,17 +133,11 @@ def _projection(value: SSAValue) -> tuple[_Proj, list[Operation]] | None:
     split = _owner(value, pcg.SplitOp)
     if split is None or split.attrs()["dim"] % 3 != 2 or len(_shape(split.input)) != 3:
         return None
-    assert isinstance(value, OpResult)
-    packed = _owner(split.input, pcg.LinearOp)
-    if packed is not None and len(_shape(packed.input)) == 3:  # x·W^T then columns [start, stop)
-        sizes = list(split.attrs()["sizes"])
-        start = sum(sizes[: value.index])
-        box = (start, start + sizes[value.index])
-        return _Proj(packed.input, packed.weight, packed.bias, box=box), [split, packed]
     fused = _conv1d(split.input)
     if fused is None:
         return None
     x, w, b, ops = fused
+    assert isinstance(value, OpResult)
     return _Proj(x, w, b, split, value.index), [split, *ops]
 
 
@@ -473,33 +466,6 @@ class _Weights:
 
     ops: list[Operation] = field(default_factory=list)
     parts: dict[tuple[SSAValue, str], list[SSAValue]] = field(default_factory=dict)
-    cuts: dict[SSAValue, list[int]] = field(default_factory=dict)
-    """Where a packed Linear weight (and its bias) is cut: every box's start and stop."""
-
-    def plan_boxes(self, projections: tuple[_Proj, ...]) -> bool:
-        """Records the cuts of packed weights; False if two boxes of one weight overlap."""
-        for p in projections:
-            if p.box is not None:
-                total = _shape(p.weight)[0]
-                self.cuts.setdefault(p.weight, [0, total]).extend(p.box)
-        for w, cuts in self.cuts.items():
-            self.cuts[w] = sorted(set(cuts))
-        for p in projections:
-            if p.box is not None:
-                cuts = self.cuts[p.weight]
-                if cuts[cuts.index(p.box[0]) + 1] != p.box[1]:
-                    return False
-        return True
-
-    def boxed(self, proj: _Proj, value: SSAValue, kind: str) -> SSAValue:
-        """Rows box of the packed weight (or bias) `value` read by `proj`, from one split."""
-        assert proj.box is not None
-        cuts = self.cuts[proj.weight]
-        sizes = [b - a for a, b in itertools.pairwise(cuts)]
-        names = [f"{kind}{part}" for part in "qkv"] if len(sizes) == 3 else [kind] * len(sizes)
-        split = lambda: pcg.SplitOp.build_inferred([value], dim=0, sizes=sizes)  # noqa: E731
-        results = self._parts(value, kind, split, names) if len(sizes) > 1 else [value]
-        return results[cuts.index(proj.box[0])]
 
     def transposed(self, w: SSAValue, name: str) -> SSAValue:
         return self._parts(w, "t", lambda: pcg.TransposeOp.build_inferred([w], perm=[1, 0]), [name])[0]
@@ -514,8 +480,6 @@ class _Weights:
     def part(self, proj: _Proj, bias: bool) -> SSAValue | None:
         """The projection's weight (Linear layout) or bias."""
         value = proj.bias if bias else proj.weight
-        if value is not None and proj.box is not None:
-            return self.boxed(proj, value, "b" if bias else "w")
         if value is not None and proj.rows:  # stacked rows: split dim 0 into the parts
             rows = _shape(value)[0] // proj.rows
             kind = "b" if bias else "w"
@@ -577,8 +541,6 @@ def _fuse(root: Operation) -> list[Operation] | None:
     if not _closed(ops, root):
         return None
     weights = _Weights()
-    if not weights.plan_boxes((query.proj, key.proj, value.proj)):
-        return None
     new_ops: list[Operation] = []
     if mask is not None and len(_shape(mask)) < 4:  # e.g. a causal [Sq, Sk] mask
         try:
@@ -633,6 +595,72 @@ def share_constants(module: ModuleOp) -> None:
             op.results[0].replace_all_uses_with(kept.results[0])
             op.detach()
             op.erase()
+
+
+def unpack_linears(module: ModuleOp) -> None:
+    """A `pcg.linear` whose result only splits read, on its last dim (a packed projection:
+    Phi-3's qkv_proj and gate_up_proj), becomes one linear per piece between the splits' cuts,
+    on the matching rows of its weight and bias (a `pcg.split` of each, which `split_weights`
+    then makes weights of their own). Exact (each output column reads only its own weight row),
+    and each piece can then be split by columns on its own (heads, Megatron's MLP), which no
+    layout of the packed result can express."""
+    for op in list(module.walk()):
+        if not isinstance(op, pcg.LinearOp) or not _plain(op.output):
+            continue
+        readers = [use.operation for use in op.output.uses]
+        last = len(_shape(op.output)) - 1
+        if not readers or not all(
+            isinstance(r, pcg.SplitOp) and r.attrs()["dim"] % (last + 1) == last for r in readers
+        ):
+            continue
+        cuts = {0, _shape(op.output)[-1]}
+        for reader in set(readers):
+            cuts.update(itertools.accumulate(reader.attrs()["sizes"]))
+        cuts_list = sorted(cuts)
+        if len(cuts_list) < 3:
+            continue
+        _unpack(op, cuts_list, set(readers))
+
+
+def _unpack(op: pcg.LinearOp, cuts: list[int], readers: set[Operation]) -> None:
+    sizes = [b - a for a, b in itertools.pairwise(cuts)]
+    new_ops: list[Operation] = []
+    parts = []
+    for value in (op.weight, op.bias):
+        if value is None:
+            parts.append([None] * len(sizes))
+            continue
+        split = pcg.SplitOp.build_inferred([value], dim=0, sizes=sizes)
+        for i, part in enumerate(split.results):
+            part.name_hint = f"{value.name_hint or 'w'}_{i}"
+        new_ops.append(split)
+        parts.append(list(split.results))
+    pieces = []
+    for w, b in zip(*parts, strict=True):
+        piece = pcg.LinearOp.build_inferred([op.input, w, b])
+        piece.output.name_hint = op.output.name_hint
+        new_ops.append(piece)
+        pieces.append(piece.output)
+    last = len(_shape(op.output)) - 1
+    for reader in readers:
+        start = 0
+        for result, size in zip(reader.results, reader.attrs()["sizes"], strict=True):
+            first, stop = cuts.index(start), cuts.index(start + size)
+            start += size
+            if not result.uses:
+                continue
+            value = pieces[first]
+            if stop - first > 1:
+                joined = pcg.ConcatOp.build_inferred([pieces[first:stop]], dim=last)
+                new_ops.append(joined)
+                value = joined.output
+            result.replace_all_uses_with(value)
+    block = op.parent_block()
+    assert block is not None
+    block.insert_ops_before(new_ops, op)
+    for dead in (*readers, op):
+        dead.detach()
+        dead.erase()
 
 
 def split_weights(module: ModuleOp) -> None:
@@ -700,6 +728,7 @@ class FuseAttentionPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         share_constants(op)
+        unpack_linears(op)
         PatternRewriteWalker(FuseAttention()).rewrite_module(op)
         region_dce(op.body)
         split_weights(op)

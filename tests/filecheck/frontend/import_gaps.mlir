@@ -69,19 +69,25 @@
 //===----------------------------------------------------------------------===//
 // Phi-3 at its default (full) rotary: q_rot = q[..., :d] is q, q_pass =
 // q[..., d:] is empty and drops out of the concatenation, so the rotary is
-// Llama's. Its packed qkv_proj [3E, E] feeds q, k and v through slices: each
-// becomes a weight of its own (a row box of the stored tensor), so the
-// attention is one op that heads can split.
+// Llama's. Its packed projections (qkv_proj [3E, E] read through three slices,
+// gate_up_proj [2F, E] through a chunk) become one linear per part, each on a
+// weight of its own (a row box of the stored tensor): the attention is one op
+// that heads can split, and the MLP's gate and up are column-parallel apart.
 //===----------------------------------------------------------------------===//
 
 // RUN: unityc-import hf:Phi3Config pad=0 --check -o %t.phi3.mlir | filecheck %s --check-prefix=MATCHES
 // RUN: filecheck %s --check-prefix=PHI3 < %t.phi3.mlir
-// PHI3:      %wq = pcg.weight key "model.model.layers.0.self_attn.qkv_proj.weight[0:32, :]" : !pcg.tensor<32x32xf32>
-// PHI3-NEXT: %wk = pcg.weight key "model.model.layers.0.self_attn.qkv_proj.weight[32:64, :]" : !pcg.tensor<32x32xf32>
-// PHI3-NEXT: %wv = pcg.weight key "model.model.layers.0.self_attn.qkv_proj.weight[64:96, :]" : !pcg.tensor<32x32xf32>
-// PHI3-NEXT: %attention = pcg.attention %mul_1, %mul_1, %mul_1, %wq, %wk, %wv, %model_model_layers_0_self_attn_o_proj_weight mask %{{.*}} cos %cos sin %sin heads 4 :
+// PHI3:      %[[WQ:.*]] = pcg.weight key "model.model.layers.0.self_attn.qkv_proj.weight[0:32, :]" : !pcg.tensor<32x32xf32>
+// PHI3-NEXT: %[[WK:.*]] = pcg.weight key "model.model.layers.0.self_attn.qkv_proj.weight[32:64, :]" : !pcg.tensor<32x32xf32>
+// PHI3-NEXT: %[[WV:.*]] = pcg.weight key "model.model.layers.0.self_attn.qkv_proj.weight[64:96, :]" : !pcg.tensor<32x32xf32>
+// PHI3:      %attention = pcg.attention %mul_1, %mul_1, %mul_1, %[[WQ]], %[[WK]], %[[WV]], %model_model_layers_0_self_attn_o_proj_weight mask %{{.*}} cos %cos sin %sin heads 4 :
+// PHI3:      %[[GATE:.*]] = pcg.weight key "model.model.layers.0.mlp.gate_up_proj.weight[0:64, :]" : !pcg.tensor<64x32xf32>
+// PHI3-NEXT: %[[UP:.*]] = pcg.weight key "model.model.layers.0.mlp.gate_up_proj.weight[64:128, :]" : !pcg.tensor<64x32xf32>
+// PHI3-NEXT: pcg.linear %mul_3, %[[GATE]] : !pcg.tensor<2x16x32xf32>, !pcg.tensor<64x32xf32> -> !pcg.tensor<2x16x64xf32>
+// PHI3-NEXT: pcg.linear %mul_3, %[[UP]] : !pcg.tensor<2x16x32xf32>, !pcg.tensor<64x32xf32> -> !pcg.tensor<2x16x64xf32>
 // PHI3-NOT:  pcg.softmax
 // PHI3-NOT:  pcg.batch_matmul
+// PHI3-NOT:  pcg.split
 
 //===----------------------------------------------------------------------===//
 // OPT scales the query projection (q · d^-1/2) instead of the scores; Qwen3
