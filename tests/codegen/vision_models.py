@@ -118,7 +118,7 @@ class Conv1dNet(nn.Module):
     def __init__(self, channels: int = 4, width: int = 16, classes: int = 10) -> None:
         super().__init__()
         self.front = nn.Sequential(
-            nn.Conv1d(channels, width, 5, padding=2),
+            nn.Conv1d(channels, width, 5, padding=2, bias=False),  # before BatchNorm, as CNNs write it
             nn.BatchNorm1d(width),
             nn.ReLU6(),
             nn.Conv1d(width, width, 3, stride=1, padding=2, dilation=2, groups=2),

@@ -41,7 +41,7 @@
 // RUN: filecheck %s --check-prefix=CONV1D < %t.conv1d.mlir
 // CONV1D:      %convolution = pcg.reshape %signal shape [4, 4, 1, 32]
 // CONV1D-NEXT: %convolution_1 = pcg.reshape %front_0_weight shape [16, 4, 1, 5] : !pcg.tensor<16x4x5xf32> -> !pcg.tensor<16x4x1x5xf32>
-// CONV1D-NEXT: %convolution_2 = pcg.conv2d %convolution, %convolution_1 bias %front_0_bias stride [1, 1] padding [0, 2] dilation [1, 1]
+// CONV1D-NEXT: %convolution_2 = pcg.conv2d %convolution, %convolution_1 stride [1, 1] padding [0, 2] dilation [1, 1]
 // CONV1D:      %hardtanh = pcg.clamp %{{.*}} low 0.0 high 6.0 : !pcg.tensor<4x16x32xf32> -> !pcg.tensor<4x16x32xf32>
 // CONV1D:      pcg.conv2d %{{.*}} stride [1, 1] padding [0, 2] dilation [1, 2] groups 2
 // CONV1D:      pcg.pool2d %{{.*}} kind "max" kernel [1, 2] stride [1, 2]
