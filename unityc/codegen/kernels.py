@@ -219,6 +219,9 @@ def _attention(call: Call) -> str:
         text += f", cos={cos}, sin={sin}"
     if q_norm is not None:
         text += f", q_norm={q_norm}, k_norm={k_norm}, norm_eps={literal(call.attrs['norm_eps'])}"
+    for name in ("scale", "softcap"):
+        if call.attrs.get(name) is not None:
+            text += f", {name}={literal(call.attrs[name])}"
     p = call.attrs.get("dropout") or 0.0
     if p > 0:
         qt, kt = call.operand_types[0], call.operand_types[1]

@@ -188,6 +188,7 @@ def _attention(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) ->
     projections = 2 * batch * sq * e * eh + 4 * batch * sk * e * ekv + 2 * batch * sq * eh * e
     scores = 4 * batch * sq * sk * eh
     softmax = 5 * batch * h * sq * sk + (batch * h * sq * sk if ops[11] is not None else 0)
+    softmax += 6 * batch * h * sq * sk if attrs.get("softcap") else 0  # divide, tanh, multiply
     return projections + scores + softmax
 
 

@@ -947,6 +947,8 @@ class AttentionOp(PcgOp):
     attention: query head i reads key/value head i // (heads / G) (Llama's repeat_kv).
     Optional `cos`, `sin` [B|1, 1, S, d] (self-attention, Sq = Sk = S) rotate q and k after
     their projections (rotary embeddings, Llama's rotate_half: x·cos + [-x2, x1]·sin).
+    `scale` (default 1/sqrt(d)) multiplies the scores (Gemma-2: query_pre_attn_scalar^-1/2);
+    `softcap` c caps them before the mask, c · tanh(scores / c) (Gemma-2's soft-capping).
     Optional `q_norm`, `k_norm` [d] (Qwen3) RMS-normalize each query and key head after its
     projection, before rotary: x · rsqrt(mean(x², -1) + `norm_eps`) · weight.
     Parallel forms: batch, query sequence (not with rotary embeddings), and heads (projection
@@ -979,6 +981,8 @@ class AttentionOp(PcgOp):
         ("kv_heads", Kind.INT, True),
         ("dropout", Kind.FLOAT, True),
         ("norm_eps", Kind.FLOAT, True),
+        ("scale", Kind.FLOAT, True),
+        ("softcap", Kind.FLOAT, True),
     )
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
@@ -1030,6 +1034,10 @@ class AttentionOp(PcgOp):
         for t in rotary:
             if t.rank != 4 or t.shape[0] not in (1, batch) or t.shape[1:] != (1, sq, width):
                 raise op_error(cls, f"cos/sin shape {list(t.shape)} should be [{batch}|1, 1, {sq}, {width}]")
+        for name in ("scale", "softcap"):
+            value = attrs.get(name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise op_error(cls, f"{name} must be a positive number, got {value}")
         norms = [t for t in (q_norm, k_norm) if t is not None]
         if norms and (len(norms) != 2 or attrs.get("norm_eps") is None):
             raise op_error(cls, "q/k normalization needs both q_norm and k_norm, and norm_eps")

@@ -113,6 +113,7 @@ def _attention(
 ) -> torch.Tensor:
     heads = task.attrs["heads"] // task.degree("h")  # this task's heads
     norms = {"q_norm": q_norm, "k_norm": k_norm, "norm_eps": task.attrs.get("norm_eps") or 0.0}
+    norms |= {"scale": task.attrs.get("scale"), "softcap": task.attrs.get("softcap")}
     bo = _bias(task, bo)
     return attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, heads, cos=cos, sin=sin, **norms)
 

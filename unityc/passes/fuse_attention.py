@@ -368,9 +368,23 @@ def _probabilities(value: SSAValue) -> tuple[SSAValue, float | None, list[Operat
     return s.input, dropout, [*ops, s]
 
 
-def _scores(value: SSAValue) -> tuple[Any, float, SSAValue | None, list[Operation]] | None:
-    """Matches [scalar_mul](batch_matmul(q, k), c) [+ mask]: (product, c, mask, ops); c is 1
-    without the scalar_mul (the query was scaled instead)."""
+def _softcap(value: SSAValue) -> tuple[SSAValue, float, list[Operation]] | None:
+    """Matches scalar_mul(tanh(scalar_mul(s, 1/c)), c) (Gemma-2's soft-capping): (s, c, ops)."""
+    outer = _owner(value, pcg.ScalarMulOp)
+    tanh = _owner(outer.input, pcg.TanhOp) if outer is not None else None
+    inner = _owner(tanh.input, pcg.ScalarMulOp) if tanh is not None else None
+    if inner is None:
+        return None
+    cap = outer.attrs()["scale"]
+    if cap <= 0 or not math.isclose(cap * inner.attrs()["scale"], 1.0, rel_tol=1e-6):
+        return None
+    return inner.input, cap, [outer, tanh, inner]
+
+
+def _scores(value: SSAValue) -> tuple[Any, float, float | None, SSAValue | None, list[Operation]] | None:
+    """Matches [softcap](scalar_mul*(batch_matmul(q, k))) [+ mask]: (product, the product of
+    the scales, the softcap, mask, ops); the scale is 1 without a scalar_mul (the query was
+    scaled instead)."""
     ops: list[Operation] = []
     mask = None
     add = _owner(value, pcg.AddOp)
@@ -382,13 +396,20 @@ def _scores(value: SSAValue) -> tuple[Any, float, SSAValue | None, list[Operatio
                 break
         else:
             return None
-    mul = _owner(value, pcg.ScalarMulOp)
-    product = _owner(mul.input if mul is not None else value, pcg.BatchMatmulOp)
+    cap = None
+    capped = _softcap(value)
+    if capped is not None:
+        value, cap, more = capped
+        ops += more
+    scale = 1.0
+    while (mul := _owner(value, pcg.ScalarMulOp)) is not None:
+        scale *= mul.attrs()["scale"]
+        ops.append(mul)
+        value = mul.input
+    product = _owner(value, pcg.BatchMatmulOp)
     if product is None or len(_shape(product.output)) != 4:
         return None
-    if mul is None:
-        return product, 1.0, mask, [*ops, product]
-    return product, mul.attrs()["scale"], mask, [*ops, mul, product]
+    return product, scale, cap, mask, [*ops, product]
 
 
 @dataclass
@@ -517,7 +538,7 @@ def _fuse(root: Operation) -> list[Operation] | None:
     scores = _scores(probs[0]) if probs is not None else None
     if probs is None or scores is None:
         return None
-    product, scale, mask, score_ops = scores
+    product, scale, softcap, mask, score_ops = scores
     query, key, value = _heads(product.lhs), _keys_transposed(product.rhs), _heads(values)
     if query is None or key is None or value is None:
         return None
@@ -536,7 +557,7 @@ def _fuse(root: Operation) -> list[Operation] | None:
     if query.norm is not None and key.norm is not None and query.norm[1] != key.norm[1]:
         return None
     scale *= query.scale * key.scale
-    if value.scale != 1.0 or not math.isclose(scale, 1.0 / math.sqrt(width), rel_tol=1e-6):
+    if value.scale != 1.0:
         return None
     if not _closed(ops, root):
         return None
@@ -570,6 +591,10 @@ def _fuse(root: Operation) -> list[Operation] | None:
         attrs["kv_heads"] = key.heads
     if query.norm is not None:
         attrs["norm_eps"] = query.norm[1]
+    if not math.isclose(scale, 1.0 / math.sqrt(width), rel_tol=1e-6):
+        attrs["scale"] = scale  # Gemma-2's query_pre_attn_scalar^-1/2
+    if softcap is not None:
+        attrs["softcap"] = softcap
     try:
         fused = pcg.AttentionOp.build_inferred(operands, **attrs)
     except FormError:

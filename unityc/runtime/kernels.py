@@ -65,11 +65,15 @@ def attention(
     q_norm: torch.Tensor | None = None,
     k_norm: torch.Tensor | None = None,
     norm_eps: float = 0.0,
+    scale: float | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """Multi-head attention over this task's `heads` (its shard of the projections). wk and wv
     hold this task's KV heads (as many as wq's heads or fewer: grouped-query attention, query
     head i reading KV head i // (heads / KV heads)); q_norm and k_norm RMS-normalize each
-    query and key head (Qwen3), before cos and sin rotate them (rotary)."""
+    query and key head (Qwen3), before cos and sin rotate them (rotary). The scores are scaled
+    by `scale` (default 1/sqrt(head width)) and, with `softcap` c, capped to c·tanh(s / c)
+    before the mask (Gemma-2)."""
     batch, sq, _ = q.shape
     sk = k.shape[1]
     width = wq.shape[0] // heads
@@ -93,7 +97,10 @@ def attention(
         return x if groups == heads else x.repeat_interleave(heads // groups, dim=1)
 
     keys = repeat(rotate(project(k, wk, bk, sk, groups, k_norm)))
-    scores = rotate(project(q, wq, bq, sq, heads, q_norm)) @ keys.transpose(-1, -2) / math.sqrt(width)
+    scores = rotate(project(q, wq, bq, sq, heads, q_norm)) @ keys.transpose(-1, -2)
+    scores = scores / math.sqrt(width) if scale is None else scores * scale
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
     if mask is not None:
         scores = scores + mask
     probs = torch.softmax(scores, dim=-1)
