@@ -35,6 +35,7 @@ ROWS = [
     ("opt-megatron", "hf:OPTConfig", 16, (), "megatron"),
     ("qwen3-search", "hf:Qwen3Config", 64, (), "search"),
     ("qwen3-megatron", "hf:Qwen3Config", 16, (), "megatron"),
+    ("gemma2-megatron", "hf:Gemma2Config", 16, (), "megatron"),
     ("convnext-search", f"{VISION}:convnext", 32, (), "search"),
     ("convnext-data", f"{VISION}:convnext", 8, (), "data-parallel"),
     ("mobilenet-search", f"{VISION}:mobilenet", 32, (), "search"),

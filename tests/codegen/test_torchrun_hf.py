@@ -50,7 +50,7 @@ VISION = Path(__file__).parent / "vision_models.py"
 """Plain-torch ConvNeXt, MobileNet-V2 and Conv1d stand-ins (torchvision is not installed)."""
 MODEL_SETTINGS = {"hf:Phi3Config": (("pad", "0"),)}
 """Phi-3's default pad token (32000) is outside the small vocabulary."""
-FUSED = ("roberta-", "phi3-", "opt-", "qwen3-")
+FUSED = ("roberta-", "phi3-", "opt-", "qwen3-", "gemma2-")
 """Families whose attention the importer fuses since issue 26: one attention call per layer;
 under Megatron each rank runs half of the 4 heads."""
 
@@ -75,6 +75,7 @@ PROGRAMS = [
     ("phi3-megatron", "hf:Phi3Config", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("opt-megatron", "hf:OPTConfig", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("qwen3-megatron", "hf:Qwen3Config", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
+    ("gemma2-megatron", "hf:Gemma2Config", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("convnext-data", f"{VISION}:convnext", 8, 'data-parallel{machine="cpu:2"}'),
     ("mobilenet-data", f"{VISION}:mobilenet", 8, 'data-parallel{machine="cpu:2"}'),
     ("conv1d-data", f"{VISION}:conv1d", 8, 'data-parallel{machine="cpu:2"}'),

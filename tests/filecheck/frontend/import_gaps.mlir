@@ -107,3 +107,15 @@
 // QWEN3:      %attention = pcg.attention %mul_1, %mul_1, %mul_1, %model_model_layers_0_self_attn_q_proj_weight, %model_model_layers_0_self_attn_k_proj_weight, %model_model_layers_0_self_attn_v_proj_weight, %model_model_layers_0_self_attn_o_proj_weight mask %{{.*}} cos %cos sin %sin q_norm %model_model_layers_0_self_attn_q_norm_weight k_norm %model_model_layers_0_self_attn_k_norm_weight heads 4 norm_eps 1.0e-06 :
 // QWEN3-NOT:  pcg.softmax
 // QWEN3-NOT:  pcg.reduce %{{.*}} dims [3]
+
+//===----------------------------------------------------------------------===//
+// Gemma-2 scales the scores by query_pre_attn_scalar^-1/2 (256: 0.0625, not
+// 1/sqrt(8)) and soft-caps them, 50 · tanh(s / 50), before the mask: both
+// become properties of the fused op (scale, softcap).
+//===----------------------------------------------------------------------===//
+
+// RUN: unityc-import hf:Gemma2Config --check -o %t.gemma2.mlir | filecheck %s --check-prefix=MATCHES
+// RUN: filecheck %s --check-prefix=GEMMA2 < %t.gemma2.mlir
+// GEMMA2:     %attention = pcg.attention {{.*}} cos %cos sin %sin heads 4 scale 0.0625 softcap 50.0 :
+// GEMMA2-NOT: pcg.softmax
+// GEMMA2-NOT: pcg.tanh %{{.*}} : !pcg.tensor<2x4x16x16xf32>
