@@ -89,7 +89,9 @@ def one(row: tuple, directory: Path) -> dict[str, str]:
         return out
     text = plan.read_text()
     out["parallel_ops"] = str(len(re.findall(r"= parallel\.", text)))
-    summary = re.search(r"plan \(([^)]*)\)", done.stderr) or re.search(r"\(([^)]*)\) on cpu:2", done.stderr)
+    summary = re.search(r"^plan \((.*)\): iteration", done.stderr, re.M) or re.search(
+        r"^\S+ \((.*)\) on cpu:2", done.stderr, re.M
+    )
     out["plan"] = f"{how}: {summary.group(1)}" if summary else how
     done = run([str(BIN / "unityc-opt"), str(plan), "-t", "torch", "-o", str(program)])
     if done.returncode:
