@@ -116,6 +116,9 @@ UNARY_FLOPS: dict[str, int] = {
     "pcg.exp": 4,
     "pcg.sqrt": 4,
     "pcg.pow": 4,
+    "pcg.clamp": 2,
+    "pcg.compare": 1,
+    "pcg.cumsum": 1,
     "pcg.neg": 1,
     "pcg.scalar_mul": 1,
     "pcg.scalar_add": 1,
@@ -185,6 +188,7 @@ def _attention(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) ->
     projections = 2 * batch * sq * e * eh + 4 * batch * sk * e * ekv + 2 * batch * sq * eh * e
     scores = 4 * batch * sq * sk * eh
     softmax = 5 * batch * h * sq * sk + (batch * h * sq * sk if ops[11] is not None else 0)
+    softmax += 6 * batch * h * sq * sk if attrs.get("softcap") else 0  # divide, tanh, multiply
     return projections + scores + softmax
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, bf16, f16, f32, f64, i1, i64
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, bf16, f16, f32, f64, i1, i32, i64
 from xdsl.dialects.builtin import TensorType as BuiltinTensorType
 from xdsl.ir import Attribute, Block, Region, SSAValue
 
@@ -15,9 +15,9 @@ from unityc.dialects import pcg
 from unityc.dialects.pcg_types import TORCH_NAMES, TensorType
 
 ELEMENT_TYPES: dict[torch.dtype, Attribute] = {
-    getattr(torch, TORCH_NAMES[t]): t for t in (f32, f64, f16, bf16, i64, i1)
+    getattr(torch, TORCH_NAMES[t]): t for t in (f32, f64, f16, bf16, i64, i32, i1)
 }
-"""The dtypes the importer takes (int32 is not one of them)."""
+"""The dtypes the importer takes (int32: integer arithmetic on ids, as RoBERTa's position ids)."""
 
 
 def element_type(dtype: torch.dtype) -> Attribute:

@@ -245,6 +245,8 @@ class FxImporter:
         self, value: torch.Tensor, partner: tuple[int, ...] | None = None, dtype: torch.dtype | None = None
     ) -> SSAValue:
         # Constants live in `env` for the whole import, so their ids are stable keys.
+        if value.numel() == 0:
+            raise self.fail("an empty tensor (a zero-size slice) is used by an op other than cat")
         key = (id(value), partner, dtype)
         if key not in self._constants:
             literal = value.to(dtype) if dtype is not None else value
