@@ -50,6 +50,7 @@ SAVES_NOTHING = (
     "pcg.scalar_add",
     "pcg.dropout",  # its mask is not counted
     "pcg.cast",
+    "pcg.compare",  # a mask: no gradient
     "pcg.reshape",
     "pcg.transpose",
     "pcg.concat",

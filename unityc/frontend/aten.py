@@ -16,6 +16,7 @@ from unityc.frontend.importer import (
     Const,
     Expanded,
     FxImporter,
+    compact,
     lowering,
     tensor_type,
 )
@@ -140,11 +141,11 @@ def _and(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
     shape = im.meta_shape()
     for const, other in ((a, b), (b, a)):
         if isinstance(const, Const) and bool(const.value.all()):
-            return _lazily_broadcast(other.value if isinstance(other, Expanded) else im.tensor(other), shape)
+            return lazily_broadcast(other.value if isinstance(other, Expanded) else im.tensor(other), shape)
     lhs = _zero_one(im, a, ())
     rhs = _zero_one(im, b, tensor_type(lhs).shape)
     product = im.op(pcg.MulOp, [lhs, rhs])
-    return _lazily_broadcast(im.op(pcg.CastOp, [product], dtype=element_type(torch.bool)), shape)
+    return lazily_broadcast(im.op(pcg.CastOp, [product], dtype=element_type(torch.bool)), shape)
 
 
 @lowering(aten.where.self)
@@ -161,7 +162,7 @@ def _where(im: FxImporter, node: fx.Node, cond: Value, a: Value, b: Value) -> Va
     if sb != 0 or not terms:
         terms.append(_with_scalar(im, "mul", _with_scalar(im, "add", im.op(pcg.NegOp, [c]), 1), sb))
     out = terms[0] if len(terms) == 1 else im.op(pcg.AddOp, terms)
-    return _lazily_broadcast(out, im.meta_shape())
+    return lazily_broadcast(out, im.meta_shape())
 
 
 def _zero_one(
@@ -176,7 +177,7 @@ def _zero_one(
     return im.op(pcg.CastOp, [x], dtype=element_type(dtype))
 
 
-def _lazily_broadcast(x: SSAValue, shape: tuple[int, ...]) -> Value:
+def lazily_broadcast(x: SSAValue, shape: tuple[int, ...]) -> Value:
     """x as a value of `shape`: itself, or an `Expanded` that elementwise consumers broadcast."""
     return x if tensor_type(x).shape == shape else Expanded(x, shape)
 
@@ -220,6 +221,49 @@ def _scalar_first(im: FxImporter, kind: str, s: float | int, b: Value) -> Value:
         return _with_scalar(im, "add", im.op(pcg.NegOp, [x]), s)
     inverse = im.op(pcg.PowOp, [x], exponent=-1.0)
     return _with_scalar(im, "mul", inverse, s)
+
+
+COMPARISONS = {
+    **dict.fromkeys((aten.eq.Tensor, aten.eq.Scalar), "eq"),
+    **dict.fromkeys((aten.ne.Tensor, aten.ne.Scalar), "ne"),
+    **dict.fromkeys((aten.lt.Tensor, aten.lt.Scalar), "lt"),
+    **dict.fromkeys((aten.le.Tensor, aten.le.Scalar), "le"),
+    **dict.fromkeys((aten.gt.Tensor, aten.gt.Scalar), "gt"),
+    **dict.fromkeys((aten.ge.Tensor, aten.ge.Scalar), "ge"),
+}
+
+
+@lowering(*COMPARISONS, makes_masks=True)
+def _compare(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
+    """A comparison as `pcg.compare` in the promoted dtype: of tensors, or of constants whose
+    mask would be too large to fold (a causal mask is `le` of the key positions [1, 1, 1, S]
+    against the query positions [1, 1, S, 1]); constants enter at their compact shapes and
+    the mask is broadcast lazily to the batch."""
+    dtype = _promoted(node)
+    operands = [_compare_operand(im, v, dtype) for v in (a, b)]
+    return lazily_broadcast(im.op(pcg.CompareOp, operands, kind=COMPARISONS[node.target]), im.meta_shape())
+
+
+def _promoted(node: fx.Node) -> torch.dtype:
+    """The dtype torch compares the first two arguments of `node` in."""
+    stand_ins = []
+    for arg in node.args[:2]:
+        val = arg.meta["val"] if isinstance(arg, fx.Node) else arg
+        if isinstance(val, torch.Tensor):  # a 1-element tensor of its rank class (0-d or not)
+            val = torch.empty([1] * min(val.dim(), 1), dtype=val.dtype)
+        stand_ins.append(val)
+    return torch.result_type(*stand_ins)
+
+
+def _compare_operand(im: FxImporter, v: Value, dtype: torch.dtype) -> SSAValue:
+    if isinstance(v, Const):
+        return im.constant(compact(v.value), dtype=dtype)
+    if isinstance(v, bool | int | float):
+        return im.constant(torch.tensor(v, dtype=dtype))
+    x = v.value if isinstance(v, Expanded) else im.tensor(v)
+    if tensor_type(x).element_type == element_type(dtype):
+        return x
+    return im.op(pcg.CastOp, [x], dtype=element_type(dtype))
 
 
 # --- contractions --------------------------------------------------------------------------
