@@ -6,9 +6,11 @@ Runs `unityc-import` (parameters on meta, the default) on the Llama-2-70B shape 
 64 heads, 8 KV heads, ffn 28672, vocab 32000, seq 4096) with 2 and 80 layers at batches 4, 16
 and 1024, through `hf:LlamaConfig` (no attention mask: transformers builds its causal mask
 from position ids repeated over the batch) and `hf:llama` (with a padding mask). Each import is
-its own process; its peak resident memory is what the kernel reports for it (`os.wait4`), its
-wall time includes Python's and torch's start-up. A row reports the MLIR's bytes, its ops (not
-counting inputs, weights and constants, as `--stats` counts them), and the largest constant.
+its own process; its peak resident memory and CPU time (user + system) are what the kernel
+reports for it (`os.wait4`); wall and CPU time include Python's and torch's start-up. On a
+shared machine the CPU time is the figure to compare: the wall time grows with the load. A row
+reports the MLIR's bytes, its ops (not counting inputs, weights and constants, as `--stats`
+counts them), and the largest constant.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ LLAMA_70B = {
     "vocab": 32000,
     "seq": 4096,
 }
+HEADER = (
+    "| config | model | layers | batch | seq | wall s | CPU s | peak RSS MiB | MLIR bytes | ops "
+    "| largest constant |"
+)
 ROWS = [
     ("2-layer", "hf:LlamaConfig", 2, 4),
     ("2-layer", "hf:LlamaConfig", 2, 16),
@@ -73,6 +79,7 @@ def run_import(model: str, layers: int, batch: int, out: Path, timeout: float) -
         "ok": ok,
         "error": "" if ok else (stderr.strip().splitlines() or [f"exit {code}"])[-1][:80],
         "wall": wall,
+        "cpu": usage.ru_utime + usage.ru_stime,
         "rss_mib": usage.ru_maxrss / 1024,
         "bytes": len(text.encode()),
         "ops": int(ops.group(1)) if ops else 0,
@@ -102,16 +109,15 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900, help="seconds before an import is killed")
     args = parser.parse_args()
     rows = [r for r in ROWS if not args.only or any(w in f"{r[0]} {r[1]} {r[3]}" for w in args.only)]
-    print(
-        "| config | model | layers | batch | seq | wall s | peak RSS MiB | MLIR bytes | ops | largest const |"
-    )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    print(HEADER)
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name, model, layers, batch in rows:
             r = run_import(model, layers, batch, Path(tmp) / "out.mlir", args.timeout)
             tail = f" {r['error']}" if not r["ok"] else ""
             print(
-                f"| {name} | {model} | {layers} | {batch} | {LLAMA_70B['seq']} | {r['wall']:.1f} | "
+                f"| {name} | {model} | {layers} | {batch} | {LLAMA_70B['seq']} | "
+                f"{r['wall']:.1f} | {r['cpu']:.1f} | "
                 f"{r['rss_mib']:.0f} | {r['bytes']:,} | {r['ops']} | {r['largest_constant']}{tail} |",
                 flush=True,
             )
