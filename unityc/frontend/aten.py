@@ -140,7 +140,7 @@ def _and(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
         raise im.fail("bitwise and is supported only on booleans")
     shape = im.meta_shape()
     for const, other in ((a, b), (b, a)):
-        if isinstance(const, Const) and bool(const.value.all()):
+        if isinstance(const, Const) and bool(compact(const.value).all()):  # not the broadcast
             return lazily_broadcast(other.value if isinstance(other, Expanded) else im.tensor(other), shape)
     lhs = _zero_one(im, a, ())
     rhs = _zero_one(im, b, tensor_type(lhs).shape)
@@ -183,7 +183,7 @@ def lazily_broadcast(x: SSAValue, shape: tuple[int, ...]) -> Value:
 
 
 def _is_zero(v: Value) -> bool:
-    return isinstance(v, Const) and v.value.is_floating_point() and not v.value.any()
+    return isinstance(v, Const) and v.value.is_floating_point() and not compact(v.value).any()
 
 
 def _scaled(im: FxImporter, b: Value, alpha: Value) -> Value:
