@@ -239,6 +239,20 @@ def test_binary_broadcasting(cls, ref, shapes):
     check(cls, [a, b], ref)
 
 
+@pytest.mark.parametrize("kind", pcg.COMPARISONS)
+@pytest.mark.parametrize("shapes", BROADCASTS, ids=str)
+def test_compare_broadcasting(kind, shapes):
+    a = randn(*shapes[0]).round()
+    b = randn(*shapes[1], seed=1).round()  # rounded: equal elements occur
+    check(pcg.CompareTensorsOp, [a, b], getattr(torch, kind), kind=kind)
+
+
+def test_compare_of_positions_is_a_causal_mask():
+    keys, queries = torch.arange(5)[None, :], torch.arange(5)[:, None]
+    (got,) = run_op(pcg.CompareTensorsOp, [keys, queries], {"kind": "le"})
+    assert got.dtype == torch.bool and torch.equal(got, torch.ones(5, 5, dtype=torch.bool).tril())
+
+
 # ------------------------------------------------------------------------------------------
 # Contractions, convolution, pooling
 # ------------------------------------------------------------------------------------------
@@ -674,6 +688,7 @@ def test_every_pcg_op_is_covered():
         pcg.ConstantOp,
         pcg.SqrtOp,
         pcg.CastOp,
+        pcg.CompareTensorsOp,
         pcg.LinearOp,
         pcg.MatmulOp,
         pcg.BatchMatmulOp,

@@ -309,6 +309,7 @@ KERNELS: dict[str, Callable[[Call], str]] = {
     "pcg.sub": _binary("-"),
     "pcg.mul": _binary("*"),
     "pcg.div": _binary("/"),
+    "pcg.compare_tensors": lambda c: f"torch.{c.attrs['kind']}({c.args[0]}, {c.args[1]})",
     "pcg.linear": _linear,
     "pcg.matmul": _binary("@"),
     "pcg.batch_matmul": _binary("@"),

@@ -132,7 +132,9 @@ index (`unityc.runtime.context`: a dozen int32 passes) so every copy drops the s
 a whole dropout measured 19-23 f32 adds per element (`benchmarks/measure_cpu_machine.py`,
 2026-11-26; 67-92 with the earlier int64 hash). Its backward multiplies by the saved mask and
 scale (2 per element)."""
-BINARY = ("pcg.add", "pcg.sub", "pcg.mul", "pcg.div")
+BINARY = ("pcg.add", "pcg.sub", "pcg.mul", "pcg.div", "pcg.compare_tensors")
+NOT_DIFFERENTIABLE = ("pcg.compare", "pcg.compare_tensors")
+"""Ops whose result carries no gradient back (a boolean mask)."""
 SOURCES = ("pcg.input", "pcg.weight", "pcg.constant")
 DATA_MOVEMENT = ("pcg.concat", "pcg.split", "pcg.transpose", "pcg.gather")
 CONTRACTIONS = ("pcg.linear", "pcg.matmul", "pcg.batch_matmul", "pcg.conv2d")
@@ -321,7 +323,7 @@ def _backward_work(
     needs_grad: Sequence[bool] | None,
 ) -> Work:
     grads = _needs_grad(operands, needs_grad)
-    if kind in SOURCES or not any(grads):
+    if kind in SOURCES or kind in NOT_DIFFERENTIABLE or not any(grads):
         return Work(0, 0)
     fwd = forward_work(kind, attrs, operands, results)
     if kind in CONTRACTIONS:

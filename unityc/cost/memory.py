@@ -52,6 +52,7 @@ SAVES_NOTHING = (
     "pcg.cast",
     "pcg.compare",  # no gradient
     "pcg.cumsum",  # linear: its backward is a reversed cumsum of the gradient
+    "pcg.compare_tensors",  # a mask: no gradient
     "pcg.reshape",
     "pcg.transpose",
     "pcg.concat",

@@ -302,7 +302,11 @@ class BinaryOp(PcgOp):
                     b.forbid(o, d, "it is broadcast")
             shard.append([b.shared_dim(f"d{i}", uses)])
         form = b.build([(shard, cls.sum_factors(b))])
-        return form, [result_type(form, 0, shape, lhs.element_type)]
+        return form, [result_type(form, 0, shape, cls.out_dtype(lhs, attrs))]
+
+    @classmethod
+    def out_dtype(cls, lhs: TensorType, attrs: dict[str, Any]) -> Attribute:
+        return lhs.element_type
 
 
 def broadcast_shape(cls: type[PcgOp], a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
@@ -350,6 +354,28 @@ class DivOp(BinaryOp):
     @classmethod
     def sum_factors(cls, b: FormBuilder) -> list[str]:
         return [b.operand_sum("s", 0)]
+
+
+@op_definition
+class CompareTensorsOp(BinaryOp):
+    """lhs `kind` rhs element by element (kind: eq, ne, lt, le, gt, ge), an i1 result, with
+    broadcasting as for the other binary ops. The importer records masks this way instead of
+    by value: a causal mask is `le` of the key positions [1, S] against the query positions
+    [S, 1], a few small constants in the IR however large the batch and sequence. Not
+    differentiable, and not linear: partial sums must be reduced first."""
+
+    name = "pcg.compare_tensors"
+    PROPS = (("kind", Kind.STR, False),)
+
+    @classmethod
+    def sum_factors(cls, b: FormBuilder) -> list[str]:
+        return []
+
+    @classmethod
+    def out_dtype(cls, lhs: TensorType, attrs: dict[str, Any]) -> Attribute:
+        if attrs["kind"] not in COMPARISONS:
+            raise op_error(cls, f"kind must be one of {', '.join(COMPARISONS)}, got '{attrs['kind']}'")
+        return i1
 
 
 # ------------------------------------------------------------------------------------------
@@ -1164,6 +1190,7 @@ ALL_OPS: list[type[PcgOp]] = [
     SubOp,
     MulOp,
     DivOp,
+    CompareTensorsOp,
     LinearOp,
     MatmulOp,
     BatchMatmulOp,

@@ -17,6 +17,7 @@ from unityc.frontend.importer import (
     Const,
     Expanded,
     FxImporter,
+    compact,
     lowering,
     tensor_type,
 )
@@ -100,28 +101,8 @@ def _clamp(im: FxImporter, node: fx.Node, x: Value, low: Value = None, high: Val
     return im.op(pcg.ClampOp, [im.tensor(x)], **attrs)
 
 
-COMPARE = {
-    getattr(getattr(aten, kind), overload): kind
-    for kind in pcg.COMPARISONS
-    for overload in ("Scalar", "Tensor")
-}
-"""aten.eq.Scalar, aten.ne.Tensor, ...: every comparison `pcg.compare` has, both overloads."""
 FLIPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 """s ∘ x as x ∘' s."""
-
-
-@lowering(*COMPARE)
-def _compare(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
-    """x ∘ s of a tensor and a number (or a one-element constant) as a boolean mask; the
-    result broadcasts lazily, like `expand`."""
-    kind = COMPARE[node.target]
-    sa, sb = _scalar(a), _scalar(b)
-    if sb is None and sa is not None:
-        kind, a, sb = FLIPPED[kind], b, sa
-    if sb is None:
-        raise im.fail(f"{kind} is supported between a tensor and a number, not two tensors")
-    x = a.value if isinstance(a, Expanded) else im.tensor(a)
-    return _lazily_broadcast(im.op(pcg.CompareOp, [x], kind=kind, value=float(sb)), im.meta_shape())
 
 
 @lowering(aten.cumsum.default)
@@ -193,12 +174,12 @@ def _and(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
         raise im.fail("bitwise and is supported only on booleans")
     shape = im.meta_shape()
     for const, other in ((a, b), (b, a)):
-        if isinstance(const, Const) and bool(const.value.all()):
-            return _lazily_broadcast(other.value if isinstance(other, Expanded) else im.tensor(other), shape)
+        if isinstance(const, Const) and bool(compact(const.value).all()):  # not the broadcast
+            return lazily_broadcast(other.value if isinstance(other, Expanded) else im.tensor(other), shape)
     lhs = _zero_one(im, a, ())
     rhs = _zero_one(im, b, tensor_type(lhs).shape)
     product = im.op(pcg.MulOp, [lhs, rhs])
-    return _lazily_broadcast(im.op(pcg.CastOp, [product], dtype=element_type(torch.bool)), shape)
+    return lazily_broadcast(im.op(pcg.CastOp, [product], dtype=element_type(torch.bool)), shape)
 
 
 @lowering(aten.where.self)
@@ -232,7 +213,7 @@ def _where(im: FxImporter, node: fx.Node, cond: Value, a: Value, b: Value) -> Va
     if not terms:
         terms.append(_with_scalar(im, "mul", chosen, 0))
     out = terms[0] if len(terms) == 1 else im.op(pcg.AddOp, terms)
-    return _lazily_broadcast(out, im.meta_shape())
+    return lazily_broadcast(out, im.meta_shape())
 
 
 @lowering(aten.gather.default)
@@ -256,13 +237,13 @@ def _zero_one(
     return im.op(pcg.CastOp, [x], dtype=element_type(dtype))
 
 
-def _lazily_broadcast(x: SSAValue, shape: tuple[int, ...]) -> Value:
+def lazily_broadcast(x: SSAValue, shape: tuple[int, ...]) -> Value:
     """x as a value of `shape`: itself, or an `Expanded` that elementwise consumers broadcast."""
     return x if tensor_type(x).shape == shape else Expanded(x, shape)
 
 
 def _is_zero(v: Value) -> bool:
-    return isinstance(v, Const) and v.value.is_floating_point() and not v.value.any()
+    return isinstance(v, Const) and v.value.is_floating_point() and not compact(v.value).any()
 
 
 def _scaled(im: FxImporter, b: Value, alpha: Value) -> Value:
@@ -316,6 +297,56 @@ def _scalar_first(im: FxImporter, kind: str, s: float | int, b: Value) -> Value:
         return _with_scalar(im, "add", im.op(pcg.NegOp, [x]), s)
     inverse = im.op(pcg.PowOp, [x], exponent=-1.0)
     return _with_scalar(im, "mul", inverse, s)
+
+
+COMPARISONS = {
+    getattr(getattr(aten, kind), overload): kind
+    for kind in pcg.COMPARISONS
+    for overload in ("Scalar", "Tensor")
+}
+"""aten.eq.Scalar, aten.ne.Tensor, ...: every comparison `pcg.compare` has, both overloads."""
+
+
+@lowering(*COMPARISONS, makes_masks=True)
+def _compare(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
+    """A comparison as a boolean mask, broadcast lazily to the batch: of a tensor and a number
+    (or a one-element constant) as `pcg.compare` (RoBERTa's `ids != pad`); of two tensors, or
+    of constants whose mask would be too large to fold (a causal mask is `le` of the key
+    positions [1, 1, 1, S] against the query positions [1, 1, S, 1]), as
+    `pcg.compare_tensors` in the promoted dtype, constants entering at their compact shapes."""
+    kind = COMPARISONS[node.target]
+    sa, sb = _scalar(a), _scalar(b)
+    if sb is None and sa is not None:
+        kind, a, sb = FLIPPED[kind], b, sa
+    if sb is not None:
+        x = _compare_operand(im, a, None)
+        return lazily_broadcast(im.op(pcg.CompareOp, [x], kind=kind, value=float(sb)), im.meta_shape())
+    dtype = _promoted(node)
+    operands = [_compare_operand(im, v, dtype) for v in (a, b)]
+    return lazily_broadcast(im.op(pcg.CompareTensorsOp, operands, kind=kind), im.meta_shape())
+
+
+def _promoted(node: fx.Node) -> torch.dtype:
+    """The dtype torch compares the first two arguments of `node` in."""
+    stand_ins = []
+    for arg in node.args[:2]:
+        val = arg.meta["val"] if isinstance(arg, fx.Node) else arg
+        if isinstance(val, torch.Tensor):  # a 1-element tensor of its rank class (0-d or not)
+            val = torch.empty([1] * min(val.dim(), 1), dtype=val.dtype)
+        stand_ins.append(val)
+    return torch.result_type(*stand_ins)
+
+
+def _compare_operand(im: FxImporter, v: Value, dtype: torch.dtype | None) -> SSAValue:
+    """An operand of a comparison at its compact shape, cast to `dtype` (None: as it is)."""
+    if isinstance(v, Const):
+        return im.constant(compact(v.value), dtype=dtype)
+    if isinstance(v, bool | int | float):
+        return im.constant(torch.tensor(v, dtype=dtype))
+    x = v.value if isinstance(v, Expanded) else im.tensor(v)
+    if dtype is None or tensor_type(x).element_type == element_type(dtype):
+        return x
+    return im.op(pcg.CastOp, [x], dtype=element_type(dtype))
 
 
 # --- contractions --------------------------------------------------------------------------

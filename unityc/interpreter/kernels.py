@@ -180,6 +180,7 @@ KERNELS: dict[type, Kernel] = {
     pcg.SubOp: lambda t, a, b: a - b,
     pcg.MulOp: lambda t, a, b: a * b,
     pcg.DivOp: lambda t, a, b: a / b,
+    pcg.CompareTensorsOp: lambda t, a, b: getattr(torch, t.attrs["kind"])(a, b),  # torch.le, torch.eq, ...
     pcg.LinearOp: lambda t, x, w, b: F.linear(x, w, _bias(t, b)),
     pcg.MatmulOp: lambda t, a, b: a @ b,
     pcg.BatchMatmulOp: lambda t, a, b: a @ b,

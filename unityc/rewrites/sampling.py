@@ -79,6 +79,7 @@ STRING_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("pcg.cross_entropy", "reduction"): ("mean", "sum"),
     ("pcg.mse_loss", "reduction"): ("mean", "sum"),
     ("pcg.compare", "kind"): pcg.COMPARISONS,
+    ("pcg.compare_tensors", "kind"): pcg.COMPARISONS,
 }
 # Parallel ops whose operand must hold partial sums, or shards on the dim property named here,
 # divisible by their degree: their operands are sampled so that they do.
