@@ -9,7 +9,7 @@
 // from the input ids: pcg.compare gives the mask (i1), pcg.cumsum the running
 // count, and the int32/int64 arithmetic stays integral (an add of a one-element
 // integer constant). The token type ids, a zero buffer gathered at the position
-// ids, fold to a zero constant. The model's attention still fuses.
+// ids, fold to one zero id looked up once and broadcast. The attention still fuses.
 //===----------------------------------------------------------------------===//
 
 // RUN: unityc-import hf:roberta --check -o %t.roberta.mlir | filecheck %s --check-prefix=MATCHES
@@ -24,7 +24,7 @@
 // ROBERTA-NEXT:  %_to_copy_2 = pcg.cast %mul dtype i64
 // ROBERTA-NEXT:  %scalar = pcg.constant value dense<1> : tensor<1x1xi64> : !pcg.tensor<1x1xi64>
 // ROBERTA-NEXT:  %add = pcg.add %_to_copy_2, %scalar : !pcg.tensor<2x16xi64>, !pcg.tensor<1x1xi64> -> !pcg.tensor<2x16xi64>
-// ROBERTA:       %embedding_1 = pcg.constant value dense<0> : tensor<2x16xi64>
+// ROBERTA:       %embedding_1 = pcg.constant value dense<0> : tensor<1x1xi64>
 // ROBERTA:       pcg.embedding %add, %model_roberta_embeddings_position_embeddings_weight padding_idx 1
 // ROBERTA-COUNT-2: pcg.attention
 // ROBERTA-NOT:   pcg.softmax
