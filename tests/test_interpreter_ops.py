@@ -142,6 +142,9 @@ UNARY = [
     (pcg.PowOp, {"exponent": 3.0}, lambda x: x**3),
     (pcg.PowOp, {"exponent": 2.0}, torch.square),
     (pcg.DropoutOp, {"p": 0.5}, lambda x: x),
+    (pcg.ClampOp, {"low": 0.0, "high": 0.5}, lambda x: F.hardtanh(x, 0.0, 0.5)),
+    (pcg.ClampOp, {"low": -0.25}, lambda x: x.clamp(min=-0.25)),
+    (pcg.ClampOp, {"high": 0.25}, lambda x: x.clamp(max=0.25)),
 ]
 
 
@@ -170,6 +173,33 @@ def test_dropout_is_identity_even_with_large_p():
     x = randn(4, 4)
     (got,) = run_op(pcg.DropoutOp, [x], {"p": 0.9})
     assert torch.equal(got, x)
+
+
+@pytest.mark.parametrize("kind", pcg.COMPARISONS)
+def test_compare_gives_a_boolean_mask(kind):
+    """x ∘ value on floats and on integer ids; the mask is bool whatever the float dtype."""
+    x = torch.tensor([[-1.0, 0.5, 2.0], [0.5, 3.0, 0.0]])
+    ids = torch.tensor([1, 4, 1, 7])
+    for dtype in FLOATS:
+        (got,) = run_op(pcg.CompareOp, [x], {"kind": kind, "value": 0.5}, dtype)
+        assert got.dtype == torch.bool and torch.equal(got, getattr(torch, kind)(x, 0.5))
+        (got,) = run_op(pcg.CompareOp, [ids], {"kind": kind, "value": 1.0}, dtype)
+        assert torch.equal(got, getattr(torch, kind)(ids, 1))
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cumsum(dim):
+    check(pcg.CumsumOp, [randn(3, 5)], lambda x: torch.cumsum(x, dim), dim=dim)
+    ids = randint(3, 2, 6)
+    (got,) = run_op(pcg.CumsumOp, [ids], {"dim": dim})
+    assert got.dtype == torch.int64 and torch.equal(got, torch.cumsum(ids, dim))
+
+
+def test_clamp_refuses_missing_or_crossed_bounds():
+    with pytest.raises(Exception, match="needs a low or a high bound"):
+        run_op(pcg.ClampOp, [randn(3)], {})
+    with pytest.raises(Exception, match="is above high bound"):
+        run_op(pcg.ClampOp, [randn(3)], {"low": 1.0, "high": 0.0})
 
 
 def test_cast():
@@ -207,6 +237,20 @@ def test_binary_broadcasting(cls, ref, shapes):
     if cls is pcg.DivOp:
         b = b.sign() * (b.abs() + 0.5)
     check(cls, [a, b], ref)
+
+
+@pytest.mark.parametrize("kind", pcg.COMPARISONS)
+@pytest.mark.parametrize("shapes", BROADCASTS, ids=str)
+def test_compare_broadcasting(kind, shapes):
+    a = randn(*shapes[0]).round()
+    b = randn(*shapes[1], seed=1).round()  # rounded: equal elements occur
+    check(pcg.CompareTensorsOp, [a, b], getattr(torch, kind), kind=kind)
+
+
+def test_compare_of_positions_is_a_causal_mask():
+    keys, queries = torch.arange(5)[None, :], torch.arange(5)[:, None]
+    (got,) = run_op(pcg.CompareTensorsOp, [keys, queries], {"kind": "le"})
+    assert got.dtype == torch.bool and torch.equal(got, torch.ones(5, 5, dtype=torch.bool).tril())
 
 
 # ------------------------------------------------------------------------------------------
@@ -644,6 +688,7 @@ def test_every_pcg_op_is_covered():
         pcg.ConstantOp,
         pcg.SqrtOp,
         pcg.CastOp,
+        pcg.CompareTensorsOp,
         pcg.LinearOp,
         pcg.MatmulOp,
         pcg.BatchMatmulOp,
@@ -652,6 +697,8 @@ def test_every_pcg_op_is_covered():
         pcg.BatchNormOp,
         pcg.LayerNormOp,
         pcg.SoftmaxOp,
+        pcg.CompareOp,
+        pcg.CumsumOp,
         pcg.ConcatOp,
         pcg.SplitOp,
         pcg.ReshapeOp,

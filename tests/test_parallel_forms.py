@@ -104,6 +104,8 @@ UNARY = [
     (pcg.PowOp, {"exponent": 3.0}),
     (pcg.DropoutOp, {"p": 0.1}),
     (pcg.SqrtOp, {}),
+    (pcg.ClampOp, {"low": -0.5, "high": 0.5}),
+    (pcg.CompareOp, {"kind": "lt", "value": 0.25}),
 ]
 LINEAR_UNARY = [(pcg.IdentityOp, {}), (pcg.NegOp, {}), (pcg.ScalarMulOp, {"scale": -0.5})]
 
@@ -324,6 +326,23 @@ def test_softmax_sharded_off_its_dim(dim, spec, expect):
     check_form(pcg.SoftmaxOp, [randn(2, 3, 4) * 3], [spec], {"dim": dim}, expect)
 
 
+@pytest.mark.parametrize(
+    "dim, spec, expect",
+    [
+        (1, D(2, 1, 4), ([2, 1, 4], 1, 1)),
+        (-1, D(1, 3, 1, copy=2), ([1, 3, 1], 1, 2)),
+        (0, D(1, 3, 2, sum=2), ([1, 3, 2], 2, 1)),  # linear: partial sums stay partial
+    ],
+)
+def test_cumsum_sharded_off_its_dim(dim, spec, expect):
+    check_form(pcg.CumsumOp, [randn(2, 3, 4)], [spec], {"dim": dim}, expect)
+
+
+def test_cumsum_may_not_shard_its_dim():
+    with pytest.raises(FormError, match="sums every element before it"):
+        check_form(pcg.CumsumOp, [randn(2, 4)], [D(1, 2)], {"dim": 1})
+
+
 # ------------------------------------------------------------------------------------------
 # Shape operators
 # ------------------------------------------------------------------------------------------
@@ -456,7 +475,7 @@ def _attention(mask_shape=(2, 1, 4, 6), biases=True):
     ws = [randn(e, e, seed=3 + i) / math.sqrt(e) for i in range(4)]
     bs = [randn(e, seed=7 + i) if biases else None for i in range(4)]
     mask = None if mask_shape is None else randn(*mask_shape, seed=11)
-    return [q, k, v, *ws, *bs, mask, None, None]
+    return [q, k, v, *ws, *bs, mask, None, None, None, None]
 
 
 def _attention_specs(b=1, s=1, h=1, mask_shape=(2, 1, 4, 6), biases=True):
@@ -472,7 +491,7 @@ def _attention_specs(b=1, s=1, h=1, mask_shape=(2, 1, 4, 6), biases=True):
         mb = b if mask_shape[0] > 1 else 1
         ms = s if mask_shape[2] > 1 else 1
         mask = D(mb, 1, ms, 1, copy=(b // mb) * (s // ms) * h)
-    return [q, kv, kv, wqkv, wqkv, wqkv, wo, bqkv, bqkv, bqkv, bo, mask, None, None]
+    return [q, kv, kv, wqkv, wqkv, wqkv, wo, bqkv, bqkv, bqkv, bo, mask, None, None, None, None]
 
 
 @pytest.mark.parametrize(
@@ -499,9 +518,32 @@ def test_grouped_query_rotary_attention_forms(b, h):
     mask = randn(1, 1, 6, 6, seed=11)
     wqkv, bqkv = D(h, 1, copy=b), D(h, copy=b)
     specs = [D(b, 1, 1, copy=h)] * 3 + [wqkv] * 3 + [D(1, h, copy=b), bqkv, bqkv, bqkv, D(copy=b * h)]
-    specs += [D(1, 1, 1, 1, copy=b * h)] * 3
-    operands = [q, q, q, *ws, *bs, mask, cos, sin]
+    specs += [D(1, 1, 1, 1, copy=b * h)] * 3 + [None, None]
+    operands = [q, q, q, *ws, *bs, mask, cos, sin, None, None]
     check_form(pcg.AttentionOp, operands, specs, {"heads": 4, "kv_heads": 2}, ([b, 1, 1], h, 1))
+
+
+@pytest.mark.parametrize(("b", "h"), [(1, 1), (2, 1), (1, 2), (2, 2)], ids=str)
+def test_qk_norm_rotary_attention_forms(b, h):
+    """Qwen3: each query and key head RMS-normalized by q_norm / k_norm [d] before the
+    rotary; a head split keeps the norm weights whole on every task."""
+    e = 8
+    q = randn(2, 6, e)
+    ws = [randn(e, e, seed=3 + i) for i in range(4)]
+    cos, sin = randn(1, 1, 6, 2, seed=12), randn(1, 1, 6, 2, seed=13)
+    norms = [randn(2, seed=14) + 1.0, randn(2, seed=15) + 1.0]
+    specs = [D(b, 1, 1, copy=h)] * 3 + [D(h, 1, copy=b)] * 3 + [D(1, h, copy=b), None, None, None, None, None]
+    specs += [D(1, 1, 1, 1, copy=b * h)] * 2 + [D(1, copy=b * h)] * 2
+    operands = [q, q, q, *ws, None, None, None, None, None, cos, sin, *norms]
+    check_form(pcg.AttentionOp, operands, specs, {"heads": 4, "norm_eps": 1e-6}, ([b, 1, 1], h, 1))
+
+
+def test_qk_norm_weights_may_not_be_split():
+    e = 8
+    q, w = TensorType([2, 6, e], f64), TensorType([e, e], f64)
+    norm = TensorType([2], f64, [2])
+    with pytest.raises(FormError, match="normalized with the whole weight"):
+        pcg.AttentionOp.infer([q, q, q, w, w, w, w, *[None] * 7, norm, norm], {"heads": 4, "norm_eps": 1e-6})
 
 
 def test_grouped_query_head_split_must_keep_whole_groups():

@@ -855,7 +855,7 @@ def attention_combos(draw):
         mb = b if mask_shape[0] > 1 else 1
         ms = s if mask_shape[2] > 1 else 1
         mask = T(list(mask_shape), [mb, 1, ms, 1], copy=(b // mb) * (s // ms) * h)
-    types = [q, kv, kv, w, w, w, wo, bias, bias, bias, bo, mask, None, None]
+    types = [q, kv, kv, w, w, w, wo, bias, bias, bias, bo, mask, None, None, None, None]
     if draw(st.booleans()):  # perturb one operand: the verifier must accept only if still exact
         i = draw(st.sampled_from([i for i, t in enumerate(types) if t is not None]))
         t = types[i]
@@ -878,7 +878,7 @@ def test_attention_whatever_the_verifier_accepts_is_exact(case, seed):
     values = [_x(2, 2, 4, seed=seed), _x(2, 2, 4, seed=seed + 1), _x(2, 2, 4, seed=seed + 2)]
     values += [_x(4, 4, seed=seed + 3 + i) for i in range(4)]
     values += [_x(4, seed=seed + 7 + i) if biases else None for i in range(4)]
-    values += [None if mask_shape is None else _x(*mask_shape, seed=seed + 11), None, None]
+    values += [None if mask_shape is None else _x(*mask_shape, seed=seed + 11), None, None, None, None]
     try:
         pcg.AttentionOp.infer(types, {"heads": 2})
     except FormError:

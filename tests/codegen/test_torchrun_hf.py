@@ -46,6 +46,13 @@ VOCAB_PAD = 100
 
 CAUSAL = f"{Path(__file__).parent / 'causal_model.py'}:make"
 """A model with SDPA's causal mask: a constant holding -inf, through text and codegen."""
+VISION = Path(__file__).parent / "vision_models.py"
+"""Plain-torch ConvNeXt, MobileNet-V2 and Conv1d stand-ins (torchvision is not installed)."""
+MODEL_SETTINGS = {"hf:Phi3Config": (("pad", "0"),)}
+"""Phi-3's default pad token (32000) is outside the small vocabulary."""
+FUSED = ("roberta-", "phi3-", "opt-", "qwen3-", "gemma2-")
+"""Families whose attention the importer fuses since issue 26: one attention call per layer;
+under Megatron each rank runs half of the 4 heads."""
 
 # (name, model, batch, how: a unityc-opt pass pipeline, "search", or "vocab")
 PROGRAMS = [
@@ -63,6 +70,15 @@ PROGRAMS = [
     ("vit-megatron", "hf:vit", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("vit-search", "hf:vit", SEARCH_BATCH, "search"),
     ("causal-data", CAUSAL, 4, 'data-parallel{machine="cpu:2"}'),
+    ("roberta-data", "hf:roberta", SMALL_BATCH, 'data-parallel{machine="cpu:2"}'),
+    ("roberta-megatron", "hf:roberta", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
+    ("phi3-megatron", "hf:Phi3Config", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
+    ("opt-megatron", "hf:OPTConfig", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
+    ("qwen3-megatron", "hf:Qwen3Config", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
+    ("gemma2-megatron", "hf:Gemma2Config", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
+    ("convnext-data", f"{VISION}:convnext", 8, 'data-parallel{machine="cpu:2"}'),
+    ("mobilenet-data", f"{VISION}:mobilenet", 8, 'data-parallel{machine="cpu:2"}'),
+    ("conv1d-data", f"{VISION}:conv1d", 8, 'data-parallel{machine="cpu:2"}'),
 ]
 NAMES = [p[0] for p in PROGRAMS]
 
@@ -102,7 +118,7 @@ def _program(directory: Path, name: str, model: str, batch: int, how: str) -> tu
         base = base_graph(model, batch=str(batch), pad=str(VOCAB_PAD))
         return write_program(plan_module(base, vocabulary_parallel(2), "cpu:2"), directory, name), ""
     source = directory / f"{name}-model.mlir"
-    settings = SEARCH_SETTINGS.get(model, ()) if how == "search" else ()
+    settings = MODEL_SETTINGS.get(model, ()) + (SEARCH_SETTINGS.get(model, ()) if how == "search" else ())
     source.write_text(str(import_model(ModelSpec(model, "small", batch, overrides=settings))))
     plan = directory / f"{name}.mlir"
     flags = ("--unity-search", "--machine", "cpu:2") if how == "search" else ("-p", how)
@@ -152,6 +168,11 @@ def test_hf_plan_trains_like_the_reference(programs: Programs, name: str) -> Non
     if name.startswith(("llama-", "gpt2-")):  # one fused attention per layer (Llama: rotary, GQA)
         calls = re.findall(r"rt\.kernels\.attention\(.*\)", programs.texts[name])
         assert len(calls) == 2 and all(", cos=" in c for c in calls) == name.startswith("llama-"), calls
+    if name.startswith(FUSED):  # issue 26: attention fused, split by heads under Megatron
+        calls = re.findall(r"rt\.kernels\.attention\(.*\)", programs.texts[name])
+        assert len(calls) == 2, calls
+        if name.endswith("-megatron"):
+            assert all("heads=2" in c for c in calls), calls
 
 
 def test_causal_mask_constant_keeps_its_minus_infinity(programs: Programs) -> None:

@@ -211,12 +211,17 @@ def _embedding_bag(call: Call) -> str:
 
 def _attention(call: Call) -> str:
     q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask = call.args[:12]
-    cos, sin = [*call.args[12:], None, None][:2]
+    cos, sin, q_norm, k_norm = [*call.args[12:], None, None, None, None][:4]
     heads = call.attrs["heads"] // call.tasks.degree("h")
     args = [q, k, v, wq, wk, wv, wo, bq or "None", bk or "None", bv or "None", call.bias(bo), mask or "None"]
     text = f"rt.kernels.attention({', '.join(args)}, heads={heads}"
     if cos is not None:
         text += f", cos={cos}, sin={sin}"
+    if q_norm is not None:
+        text += f", q_norm={q_norm}, k_norm={k_norm}, norm_eps={literal(call.attrs['norm_eps'])}"
+    for name in ("scale", "softcap"):
+        if call.attrs.get(name) is not None:
+            text += f", {name}={literal(call.attrs[name])}"
     p = call.attrs.get("dropout") or 0.0
     if p > 0:
         qt, kt = call.operand_types[0], call.operand_types[1]
@@ -293,12 +298,18 @@ KERNELS: dict[str, Callable[[Call], str]] = {
     "pcg.scalar_mul": lambda c: f"{c.args[0]} * {literal(c.attrs['scale'])}",
     "pcg.scalar_add": lambda c: f"{c.args[0]} + {literal(c.attrs['value'])}",
     "pcg.pow": lambda c: f"{c.args[0]} ** {literal(c.attrs['exponent'])}",
+    "pcg.clamp": lambda c: (
+        f"rt.kernels.clamp({c.args[0]}, {literal(c.attrs.get('low'))}, {literal(c.attrs.get('high'))})"
+    ),
+    "pcg.compare": lambda c: f"torch.{c.attrs['kind']}({c.args[0]}, {literal(c.attrs['value'])})",
+    "pcg.cumsum": lambda c: f"torch.cumsum({c.args[0]}, {c.attrs['dim']}, dtype={c.args[0]}.dtype)",
     "pcg.dropout": _dropout,
     "pcg.cast": lambda c: f"{c.args[0]}.to(torch.{torch_dtype_name(c.attrs['dtype'])})",
     "pcg.add": _binary("+"),
     "pcg.sub": _binary("-"),
     "pcg.mul": _binary("*"),
     "pcg.div": _binary("/"),
+    "pcg.compare_tensors": lambda c: f"torch.{c.attrs['kind']}({c.args[0]}, {c.args[1]})",
     "pcg.linear": _linear,
     "pcg.matmul": _binary("@"),
     "pcg.batch_matmul": _binary("@"),

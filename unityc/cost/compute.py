@@ -116,6 +116,9 @@ UNARY_FLOPS: dict[str, int] = {
     "pcg.exp": 4,
     "pcg.sqrt": 4,
     "pcg.pow": 4,
+    "pcg.clamp": 2,
+    "pcg.compare": 1,
+    "pcg.cumsum": 1,
     "pcg.neg": 1,
     "pcg.scalar_mul": 1,
     "pcg.scalar_add": 1,
@@ -129,7 +132,9 @@ index (`unityc.runtime.context`: a dozen int32 passes) so every copy drops the s
 a whole dropout measured 19-23 f32 adds per element (`benchmarks/measure_cpu_machine.py`,
 2026-11-26; 67-92 with the earlier int64 hash). Its backward multiplies by the saved mask and
 scale (2 per element)."""
-BINARY = ("pcg.add", "pcg.sub", "pcg.mul", "pcg.div")
+BINARY = ("pcg.add", "pcg.sub", "pcg.mul", "pcg.div", "pcg.compare_tensors")
+NOT_DIFFERENTIABLE = ("pcg.compare", "pcg.compare_tensors")
+"""Ops whose result carries no gradient back (a boolean mask)."""
 SOURCES = ("pcg.input", "pcg.weight", "pcg.constant")
 DATA_MOVEMENT = ("pcg.concat", "pcg.split", "pcg.transpose", "pcg.gather")
 CONTRACTIONS = ("pcg.linear", "pcg.matmul", "pcg.batch_matmul", "pcg.conv2d")
@@ -185,6 +190,7 @@ def _attention(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) ->
     projections = 2 * batch * sq * e * eh + 4 * batch * sk * e * ekv + 2 * batch * sq * eh * e
     scores = 4 * batch * sq * sk * eh
     softmax = 5 * batch * h * sq * sk + (batch * h * sq * sk if ops[11] is not None else 0)
+    softmax += 6 * batch * h * sq * sk if attrs.get("softcap") else 0  # divide, tanh, multiply
     return projections + scores + softmax
 
 
@@ -317,7 +323,7 @@ def _backward_work(
     needs_grad: Sequence[bool] | None,
 ) -> Work:
     grads = _needs_grad(operands, needs_grad)
-    if kind in SOURCES or not any(grads):
+    if kind in SOURCES or kind in NOT_DIFFERENTIABLE or not any(grads):
         return Work(0, 0)
     fwd = forward_work(kind, attrs, operands, results)
     if kind in CONTRACTIONS:

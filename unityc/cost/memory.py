@@ -50,6 +50,9 @@ SAVES_NOTHING = (
     "pcg.scalar_add",
     "pcg.dropout",  # its mask is not counted
     "pcg.cast",
+    "pcg.compare",  # no gradient
+    "pcg.cumsum",  # linear: its backward is a reversed cumsum of the gradient
+    "pcg.compare_tensors",  # a mask: no gradient
     "pcg.reshape",
     "pcg.transpose",
     "pcg.concat",

@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, f32, i64
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, f32, i1, i64
 from xdsl.dialects.builtin import TensorType as BuiltinTensorType
 from xdsl.ir import Attribute, Dialect
 from xdsl.irdl import (
@@ -193,6 +193,48 @@ PowOp = _unary("pow", "x ** exponent.", props=(("exponent", Kind.FLOAT, False),)
 
 
 @op_definition
+class ClampOp(UnaryOp):
+    """min(max(x, low), high), either bound optional: hardtanh, ReLU6 (`low` 0, `high` 6),
+    torch.clamp. The gradient passes where low <= x <= high, as torch's."""
+
+    name = "pcg.clamp"
+    PROPS = (("low", Kind.FLOAT, True), ("high", Kind.FLOAT, True))
+
+    @classmethod
+    def check_props(cls, attrs: dict[str, Any]) -> None:
+        low, high = attrs.get("low"), attrs.get("high")
+        if low is None and high is None:
+            raise op_error(cls, "needs a low or a high bound")
+        if any(v is not None and math.isnan(v) for v in (low, high)):
+            raise op_error(cls, "bounds may not be nan")
+        if low is not None and high is not None and low > high:
+            raise op_error(cls, f"low bound {low} is above high bound {high}")
+
+
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+"""The comparisons of `pcg.compare`, named as torch's (`aten.ne.Scalar`, ...)."""
+
+
+@op_definition
+class CompareOp(UnaryOp):
+    """x `kind` value element by element (kind: eq, ne, lt, le, gt, ge): a boolean mask, e.g.
+    RoBERTa's `input_ids != pad`. Any element type; no gradient flows through it."""
+
+    name = "pcg.compare"
+    PROPS = (("kind", Kind.STR, False), ("value", Kind.FLOAT, False))
+    FLOATING = False
+
+    @classmethod
+    def check_props(cls, attrs: dict[str, Any]) -> None:
+        if attrs["kind"] not in COMPARISONS:
+            raise op_error(cls, f"kind must be one of {', '.join(COMPARISONS)}, got '{attrs['kind']}'")
+
+    @classmethod
+    def out_dtype(cls, x: TensorType, attrs: dict[str, Any]) -> Attribute:
+        return i1
+
+
+@op_definition
 class DropoutOp(UnaryOp):
     """Dropout with probability p. The reference interpreter and --check runs treat it as the
     identity, so that parallel plans can be compared exactly."""
@@ -260,7 +302,11 @@ class BinaryOp(PcgOp):
                     b.forbid(o, d, "it is broadcast")
             shard.append([b.shared_dim(f"d{i}", uses)])
         form = b.build([(shard, cls.sum_factors(b))])
-        return form, [result_type(form, 0, shape, lhs.element_type)]
+        return form, [result_type(form, 0, shape, cls.out_dtype(lhs, attrs))]
+
+    @classmethod
+    def out_dtype(cls, lhs: TensorType, attrs: dict[str, Any]) -> Attribute:
+        return lhs.element_type
 
 
 def broadcast_shape(cls: type[PcgOp], a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
@@ -308,6 +354,28 @@ class DivOp(BinaryOp):
     @classmethod
     def sum_factors(cls, b: FormBuilder) -> list[str]:
         return [b.operand_sum("s", 0)]
+
+
+@op_definition
+class CompareTensorsOp(BinaryOp):
+    """lhs `kind` rhs element by element (kind: eq, ne, lt, le, gt, ge), an i1 result, with
+    broadcasting as for the other binary ops. The importer records masks this way instead of
+    by value: a causal mask is `le` of the key positions [1, S] against the query positions
+    [S, 1], a few small constants in the IR however large the batch and sequence. Not
+    differentiable, and not linear: partial sums must be reduced first."""
+
+    name = "pcg.compare_tensors"
+    PROPS = (("kind", Kind.STR, False),)
+
+    @classmethod
+    def sum_factors(cls, b: FormBuilder) -> list[str]:
+        return []
+
+    @classmethod
+    def out_dtype(cls, lhs: TensorType, attrs: dict[str, Any]) -> Attribute:
+        if attrs["kind"] not in COMPARISONS:
+            raise op_error(cls, f"kind must be one of {', '.join(COMPARISONS)}, got '{attrs['kind']}'")
+        return i1
 
 
 # ------------------------------------------------------------------------------------------
@@ -594,6 +662,28 @@ class SoftmaxOp(PcgOp):
         b.forbid(0, dim, "softmax normalizes along it")
         form = b.build([(same_dims(b, 0, x.rank, skip=[dim]), [])])
         return form, [result_type(form, 0, x.shape, float_dtype(cls, x))]
+
+
+@op_definition
+class CumsumOp(PcgOp):
+    """Running sum along `dim` (torch.cumsum), any element type. `dim` may not be sharded;
+    linear, so partial sums pass through."""
+
+    name = "pcg.cumsum"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    PROPS = (("dim", Kind.INT, False),)
+
+    @classmethod
+    def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
+        (x,) = operands
+        dim = normalize_dim(cls, attrs["dim"], x.rank)
+        if x.element_type == i1:
+            raise op_error(cls, "sums numbers, not booleans: cast the mask first")
+        b = form_builder(cls, ["input"], operands)
+        b.forbid(0, dim, "each element sums every element before it")
+        form = b.build([(same_dims(b, 0, x.rank, skip=[dim]), [b.operand_sum("s", 0)])])
+        return form, [result_type(form, 0, x.shape, x.element_type)]
 
 
 # ------------------------------------------------------------------------------------------
@@ -883,6 +973,10 @@ class AttentionOp(PcgOp):
     attention: query head i reads key/value head i // (heads / G) (Llama's repeat_kv).
     Optional `cos`, `sin` [B|1, 1, S, d] (self-attention, Sq = Sk = S) rotate q and k after
     their projections (rotary embeddings, Llama's rotate_half: x·cos + [-x2, x1]·sin).
+    `scale` (default 1/sqrt(d)) multiplies the scores (Gemma-2: query_pre_attn_scalar^-1/2);
+    `softcap` c caps them before the mask, c · tanh(scores / c) (Gemma-2's soft-capping).
+    Optional `q_norm`, `k_norm` [d] (Qwen3) RMS-normalize each query and key head after its
+    projection, before rotary: x · rsqrt(mean(x², -1) + `norm_eps`) · weight.
     Parallel forms: batch, query sequence (not with rotary embeddings), and heads (projection
     rows and wo columns sharded alike by a divisor of `kv_heads`, so that each task keeps
     whole KV groups), which gives partial sums; the output bias is added by partial-sum index 0.
@@ -905,16 +999,28 @@ class AttentionOp(PcgOp):
     mask = opt_operand_def(TensorType)
     cos = opt_operand_def(TensorType)
     sin = opt_operand_def(TensorType)
+    q_norm = opt_operand_def(TensorType)
+    k_norm = opt_operand_def(TensorType)
     output = result_def(TensorType)
-    PROPS = (("heads", Kind.INT, False), ("kv_heads", Kind.INT, True), ("dropout", Kind.FLOAT, True))
+    PROPS = (
+        ("heads", Kind.INT, False),
+        ("kv_heads", Kind.INT, True),
+        ("dropout", Kind.FLOAT, True),
+        ("norm_eps", Kind.FLOAT, True),
+        ("scale", Kind.FLOAT, True),
+        ("softcap", Kind.FLOAT, True),
+    )
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    NAMES = ("query", "key", "value", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "mask", "cos", "sin")
+    NAMES = (
+        "query", "key", "value", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "mask", "cos", "sin",
+        "q_norm", "k_norm",
+    )  # fmt: skip
 
     @classmethod
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
         operands = [*operands, *[None] * (len(cls.NAMES) - len(operands))]  # cos, sin may be left out
-        q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, cos, sin = operands
+        q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, cos, sin, q_norm, k_norm = operands
         heads = attrs["heads"]
         groups = attrs.get("kv_heads") or heads
         check_probability(cls, "dropout", attrs.get("dropout"))
@@ -954,7 +1060,21 @@ class AttentionOp(PcgOp):
         for t in rotary:
             if t.rank != 4 or t.shape[0] not in (1, batch) or t.shape[1:] != (1, sq, width):
                 raise op_error(cls, f"cos/sin shape {list(t.shape)} should be [{batch}|1, 1, {sq}, {width}]")
+        for name in ("scale", "softcap"):
+            value = attrs.get(name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise op_error(cls, f"{name} must be a positive number, got {value}")
+        norms = [t for t in (q_norm, k_norm) if t is not None]
+        if norms and (len(norms) != 2 or attrs.get("norm_eps") is None):
+            raise op_error(cls, "q/k normalization needs both q_norm and k_norm, and norm_eps")
+        if norms:
+            check_eps(cls, attrs["norm_eps"])
+        for t in norms:
+            if t.shape != (width,):
+                raise op_error(cls, f"q_norm/k_norm shape {list(t.shape)} should be [{width}]")
         b = form_builder(cls, list(cls.NAMES), operands)
+        for o in (14, 15):
+            b.forbid(o, 0, "each head is normalized with the whole weight")
         batch_uses = [(0, 0), (1, 0), (2, 0)] + [
             (o, 0) for o, t in ((11, mask), (12, cos), (13, sin)) if t is not None and t.shape[0] == batch
         ]
@@ -1062,12 +1182,15 @@ ALL_OPS: list[type[PcgOp]] = [
     ScalarMulOp,
     ScalarAddOp,
     PowOp,
+    ClampOp,
+    CompareOp,
     DropoutOp,
     CastOp,
     AddOp,
     SubOp,
     MulOp,
     DivOp,
+    CompareTensorsOp,
     LinearOp,
     MatmulOp,
     BatchMatmulOp,
@@ -1076,6 +1199,7 @@ ALL_OPS: list[type[PcgOp]] = [
     BatchNormOp,
     LayerNormOp,
     SoftmaxOp,
+    CumsumOp,
     ConcatOp,
     SplitOp,
     ReshapeOp,

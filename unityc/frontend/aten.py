@@ -11,11 +11,13 @@ from torch import fx
 from xdsl.ir import SSAValue
 
 from unityc.dialects import pcg
-from unityc.frontend.builder import element_type
+from unityc.dialects.pcg_types import FLOAT_TYPES
+from unityc.frontend.builder import ELEMENT_TYPES, element_type
 from unityc.frontend.importer import (
     Const,
     Expanded,
     FxImporter,
+    compact,
     lowering,
     tensor_type,
 )
@@ -80,6 +82,39 @@ def _silu(im: FxImporter, node: fx.Node, x: Value) -> Value:
     return im.op(pcg.MulOp, [x, im.op(pcg.SigmoidOp, [x])])
 
 
+@lowering(
+    aten.hardtanh.default,
+    aten.clamp.default,
+    aten.clamp_min.default,
+    aten.clamp_max.default,
+)
+def _clamp(im: FxImporter, node: fx.Node, x: Value, low: Value = None, high: Value = None) -> Value:
+    """hardtanh (ReLU6: 0, 6), clamp, clamp_min, clamp_max with number bounds: `pcg.clamp`."""
+    if node.target == aten.clamp_max.default:
+        low, high = None, low
+    bounds = [None if v is None else _scalar(v) for v in (low, high)]
+    if any(b is None and v is not None for b, v in zip(bounds, (low, high), strict=True)):
+        raise im.fail(f"{node.target} is supported only with number bounds")
+    if bounds == [None, None]:
+        return x
+    attrs = {k: float(v) for k, v in zip(("low", "high"), bounds, strict=True) if v is not None}
+    return im.op(pcg.ClampOp, [im.tensor(x)], **attrs)
+
+
+FLIPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+"""s ∘ x as x ∘' s."""
+
+
+@lowering(aten.cumsum.default)
+def _cumsum(im: FxImporter, node: fx.Node, x: Value, dim: int, dtype: Any = None) -> Value:
+    """The running sum in the result's element type (torch sums integers and booleans as int64)."""
+    x = im.tensor(x)
+    wanted = element_type(node.meta["val"].dtype)
+    if tensor_type(x).element_type != wanted:
+        x = im.op(pcg.CastOp, [x], dtype=wanted)
+    return im.op(pcg.CumsumOp, [x], dim=dim % max(tensor_type(x).rank, 1))
+
+
 BINARY = {
     "add": pcg.AddOp,
     "sub": pcg.SubOp,
@@ -139,29 +174,55 @@ def _and(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
         raise im.fail("bitwise and is supported only on booleans")
     shape = im.meta_shape()
     for const, other in ((a, b), (b, a)):
-        if isinstance(const, Const) and bool(const.value.all()):
-            return _lazily_broadcast(other.value if isinstance(other, Expanded) else im.tensor(other), shape)
+        if isinstance(const, Const) and bool(compact(const.value).all()):  # not the broadcast
+            return lazily_broadcast(other.value if isinstance(other, Expanded) else im.tensor(other), shape)
     lhs = _zero_one(im, a, ())
     rhs = _zero_one(im, b, tensor_type(lhs).shape)
     product = im.op(pcg.MulOp, [lhs, rhs])
-    return _lazily_broadcast(im.op(pcg.CastOp, [product], dtype=element_type(torch.bool)), shape)
+    return lazily_broadcast(im.op(pcg.CastOp, [product], dtype=element_type(torch.bool)), shape)
 
 
 @lowering(aten.where.self)
 def _where(im: FxImporter, node: fx.Node, cond: Value, a: Value, b: Value) -> Value:
-    """where(cond, a, b) between two finite scalars (HF's additive masks): cond·a + (1 - cond)·b
-    with cond as 0/1 floats, exact (one term is 0)."""
-    sa, sb = _scalar(a), _scalar(b)
-    if sa is None or sb is None or not (math.isfinite(sa) and math.isfinite(sb)):
-        raise im.fail("where is supported only between two finite scalars (e.g. an additive mask)")
-    c = _zero_one(im, cond, (), node.meta["val"].dtype)
+    """where(cond, a, b) of finite floats (HF's additive masks, masked_fill by a number):
+    cond·a + (1 - cond)·b with cond as 0/1 floats, exact (one term is 0; each side's gradient
+    is the incoming one where it was chosen, 0 elsewhere). A side that may hold inf or nan (a
+    constant that does, or a non-finite number) is refused: 0·inf is nan."""
+    dtype = node.meta["val"].dtype
+    if not dtype.is_floating_point:
+        raise im.fail("where is supported only on floating-point values")
+    sides = []
+    for side in (a, b):
+        number = _scalar(side)
+        finite = math.isfinite(number) if number is not None else not (
+            isinstance(side, Const) and not bool(torch.isfinite(side.value).all())
+        )
+        if not finite:
+            raise im.fail("where is supported only between finite values (use a finite mask value)")
+        sides.append(number)
+    chosen = _zero_one(im, cond, (), dtype)
+    other = _with_scalar(im, "add", im.op(pcg.NegOp, [chosen]), 1)
     terms = []
-    if sa != 0:
-        terms.append(_with_scalar(im, "mul", c, sa))
-    if sb != 0 or not terms:
-        terms.append(_with_scalar(im, "mul", _with_scalar(im, "add", im.op(pcg.NegOp, [c]), 1), sb))
+    for weight, side, number in ((chosen, a, sides[0]), (other, b, sides[1])):
+        if number is not None:
+            if number != 0:
+                terms.append(_with_scalar(im, "mul", weight, number))
+            continue
+        operand = _broadcast_operand(im, side, dtype, tensor_type(weight).shape)
+        terms.append(im.op(pcg.MulOp, [weight, operand]))
+    if not terms:
+        terms.append(_with_scalar(im, "mul", chosen, 0))
     out = terms[0] if len(terms) == 1 else im.op(pcg.AddOp, terms)
-    return _lazily_broadcast(out, im.meta_shape())
+    return lazily_broadcast(out, im.meta_shape())
+
+
+@lowering(aten.gather.default)
+def _gather_elements(im: FxImporter, node: fx.Node, x: Value, dim: int, index: Value, **_: Any) -> Value:
+    """torch.gather from a constant holding one repeated value (RoBERTa's all-zero token type
+    ids gathered at its position ids): that value, whatever the indices."""
+    if isinstance(x, Const) and x.value.numel() and bool((x.value == x.value.flatten()[0]).all()):
+        return Const(torch.full(im.meta_shape(), x.value.flatten()[0].item(), dtype=x.value.dtype))
+    raise im.fail("gather is supported only from a constant of one repeated value")
 
 
 def _zero_one(
@@ -176,13 +237,13 @@ def _zero_one(
     return im.op(pcg.CastOp, [x], dtype=element_type(dtype))
 
 
-def _lazily_broadcast(x: SSAValue, shape: tuple[int, ...]) -> Value:
+def lazily_broadcast(x: SSAValue, shape: tuple[int, ...]) -> Value:
     """x as a value of `shape`: itself, or an `Expanded` that elementwise consumers broadcast."""
     return x if tensor_type(x).shape == shape else Expanded(x, shape)
 
 
 def _is_zero(v: Value) -> bool:
-    return isinstance(v, Const) and v.value.is_floating_point() and not v.value.any()
+    return isinstance(v, Const) and v.value.is_floating_point() and not compact(v.value).any()
 
 
 def _scaled(im: FxImporter, b: Value, alpha: Value) -> Value:
@@ -203,6 +264,8 @@ def _broadcast_operand(im: FxImporter, v: Value, dtype: torch.dtype, partner: tu
 
 def _with_scalar(im: FxImporter, kind: str, a: Value, s: float | int) -> Value:
     x = im.tensor(a)
+    if tensor_type(x).element_type not in FLOAT_TYPES:
+        return _integer_with_scalar(im, kind, x, s)
     if kind == "add":
         return x if s == 0 else im.op(pcg.ScalarAddOp, [x], value=float(s))
     if kind == "sub":
@@ -210,6 +273,20 @@ def _with_scalar(im: FxImporter, kind: str, a: Value, s: float | int) -> Value:
     if kind == "mul":
         return x if s == 1 else im.op(pcg.ScalarMulOp, [x], scale=float(s))
     return x if s == 1 else im.op(pcg.ScalarMulOp, [x], scale=1.0 / float(s))
+
+
+def _integer_with_scalar(im: FxImporter, kind: str, x: SSAValue, s: float | int) -> SSAValue:
+    """x ∘ s on an integer tensor (RoBERTa's position ids): the op with a one-element constant
+    of x's type, so the arithmetic stays exact and integral."""
+    if kind == "div" or float(s) != int(s):
+        raise im.fail(f"{kind} of an integer tensor by {s} is not supported (only +, -, * by integers)")
+    if (kind, s) in (("add", 0), ("sub", 0), ("mul", 1)):
+        return x
+    t = tensor_type(x)
+    dtype = next(d for d, e in ELEMENT_TYPES.items() if e == t.element_type)
+    value = torch.full([1] * t.rank, -int(s) if kind == "sub" else int(s), dtype=dtype)
+    operand = im.builder.constant(value, "scalar")
+    return im.op(pcg.MulOp if kind == "mul" else pcg.AddOp, [x, operand])
 
 
 def _scalar_first(im: FxImporter, kind: str, s: float | int, b: Value) -> Value:
@@ -220,6 +297,56 @@ def _scalar_first(im: FxImporter, kind: str, s: float | int, b: Value) -> Value:
         return _with_scalar(im, "add", im.op(pcg.NegOp, [x]), s)
     inverse = im.op(pcg.PowOp, [x], exponent=-1.0)
     return _with_scalar(im, "mul", inverse, s)
+
+
+COMPARISONS = {
+    getattr(getattr(aten, kind), overload): kind
+    for kind in pcg.COMPARISONS
+    for overload in ("Scalar", "Tensor")
+}
+"""aten.eq.Scalar, aten.ne.Tensor, ...: every comparison `pcg.compare` has, both overloads."""
+
+
+@lowering(*COMPARISONS, makes_masks=True)
+def _compare(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
+    """A comparison as a boolean mask, broadcast lazily to the batch: of a tensor and a number
+    (or a one-element constant) as `pcg.compare` (RoBERTa's `ids != pad`); of two tensors, or
+    of constants whose mask would be too large to fold (a causal mask is `le` of the key
+    positions [1, 1, 1, S] against the query positions [1, 1, S, 1]), as
+    `pcg.compare_tensors` in the promoted dtype, constants entering at their compact shapes."""
+    kind = COMPARISONS[node.target]
+    sa, sb = _scalar(a), _scalar(b)
+    if sb is None and sa is not None:
+        kind, a, sb = FLIPPED[kind], b, sa
+    if sb is not None:
+        x = _compare_operand(im, a, None)
+        return lazily_broadcast(im.op(pcg.CompareOp, [x], kind=kind, value=float(sb)), im.meta_shape())
+    dtype = _promoted(node)
+    operands = [_compare_operand(im, v, dtype) for v in (a, b)]
+    return lazily_broadcast(im.op(pcg.CompareTensorsOp, operands, kind=kind), im.meta_shape())
+
+
+def _promoted(node: fx.Node) -> torch.dtype:
+    """The dtype torch compares the first two arguments of `node` in."""
+    stand_ins = []
+    for arg in node.args[:2]:
+        val = arg.meta["val"] if isinstance(arg, fx.Node) else arg
+        if isinstance(val, torch.Tensor):  # a 1-element tensor of its rank class (0-d or not)
+            val = torch.empty([1] * min(val.dim(), 1), dtype=val.dtype)
+        stand_ins.append(val)
+    return torch.result_type(*stand_ins)
+
+
+def _compare_operand(im: FxImporter, v: Value, dtype: torch.dtype | None) -> SSAValue:
+    """An operand of a comparison at its compact shape, cast to `dtype` (None: as it is)."""
+    if isinstance(v, Const):
+        return im.constant(compact(v.value), dtype=dtype)
+    if isinstance(v, bool | int | float):
+        return im.constant(torch.tensor(v, dtype=dtype))
+    x = v.value if isinstance(v, Expanded) else im.tensor(v)
+    if dtype is None or tensor_type(x).element_type == element_type(dtype):
+        return x
+    return im.op(pcg.CastOp, [x], dtype=element_type(dtype))
 
 
 # --- contractions --------------------------------------------------------------------------
@@ -272,19 +399,29 @@ def _convolution(
     output_padding: list[int],
     groups: int,
 ) -> Value:
+    """2-D convolution as `pcg.conv2d`; 1-D (Conv1d) as a 2-D one over a height of 1 (input
+    [N, C, L] and weight [O, I, K] reshaped to [N, C, 1, L] and [O, I, 1, K]), which keeps
+    conv2d's parallel forms (batch, output channels, groups)."""
     if transposed:
         raise im.fail("transposed convolution is not supported")
-    if len(stride) != 2:
-        raise im.fail(f"only 2-D convolution is supported, got {len(stride)}-D")
+    if len(stride) not in (1, 2):
+        raise im.fail(f"only 1-D and 2-D convolution are supported, got {len(stride)}-D")
     bias = im.tensor(b) if b is not None else None
-    return im.op(
+    x, w = im.tensor(x), im.tensor(w)
+    one_d = len(stride) == 1
+    if one_d:
+        (n, c, length), (o, i, k) = tensor_type(x).shape, tensor_type(w).shape
+        x, w = reshape_to(im, x, (n, c, 1, length)), reshape_to(im, w, (o, i, 1, k))
+        stride, padding, dilation = [1, stride[0]], [0, padding[0]], [1, dilation[0]]
+    out = im.op(
         pcg.Conv2dOp,
-        [im.tensor(x), im.tensor(w), bias],
+        [x, w, bias],
         stride=list(stride),
         padding=list(padding),
         dilation=list(dilation),
         groups=groups if groups != 1 else None,
     )
+    return reshape_to(im, out, im.meta_shape()) if one_d else out
 
 
 # --- shapes ---------------------------------------------------------------------------------
@@ -349,7 +486,11 @@ def _to_copy(im: FxImporter, node: fx.Node, x: Value, **kwargs: Any) -> Value:
 
 @lowering(aten.cat.default)
 def _cat(im: FxImporter, node: fx.Node, tensors: list[Value], dim: int = 0) -> Value:
-    parts = [im.tensor(t) for t in tensors]
+    """Concatenation; empty parts (Phi-3's pass-through half of a full rotary) are left out."""
+    kept = [t for t in tensors if not (isinstance(t, Const) and t.value.numel() == 0)]
+    if all(isinstance(t, Const) for t in kept):
+        return Const(torch.cat([t.value for t in kept], dim=dim))
+    parts = [im.tensor(t) for t in kept]
     if len(parts) == 1:
         return parts[0]
     return im.op(pcg.ConcatOp, [parts], dim=dim % tensor_type(parts[0]).rank)
@@ -409,9 +550,11 @@ def _slice(
     dim %= t.rank
     size = t.shape[dim]
     begin, stop, stride = slice(start, end, step).indices(size)
-    if stride != 1:
-        raise im.fail("strided slicing is not supported")
-    return _take(im, x, dim, begin, max(begin, stop))
+    if stop <= begin:  # known without reading x: no elements (Phi-3's x[..., d:] of width d)
+        return Const(torch.empty(im.meta_shape(), dtype=node.meta["val"].dtype))
+    if stride != 1:  # x[::k]: the elements at begin, begin + k, ...
+        return im.op(pcg.GatherOp, [x], dim=dim, indices=list(range(begin, stop, stride)))
+    return _take(im, x, dim, begin, stop)
 
 
 def _take(im: FxImporter, x: SSAValue, dim: int, begin: int, stop: int) -> SSAValue:
@@ -424,6 +567,43 @@ def _take(im: FxImporter, x: SSAValue, dim: int, begin: int, stop: int) -> SSAVa
     sizes = [s for s in (begin, stop - begin, size - stop) if s > 0]
     results = im.op(pcg.SplitOp, [x], dim=dim, sizes=sizes)
     return results[1 if begin > 0 else 0]
+
+
+@lowering(aten.as_strided.default)
+def _as_strided(
+    im: FxImporter, node: fx.Node, x: Value, size: list[int], stride: list[int], offset: int | None = None
+) -> Value:
+    """as_strided read through the input's own memory layout (its strides in the exported
+    program): the element each result position reads, as an index into the input. A view that
+    keeps the elements in order (a restride, as adaptive pooling's channels-last output) is a
+    reshape; any other pattern (overlapping pooling windows, a strided view) gathers those
+    elements, which is exact also for gradients (repeated reads add up, as as_strided's do)."""
+    source = node.args[0].meta["val"]  # type: ignore[union-attr]
+    x = im.tensor(x)
+    storage = _positions(tuple(source.shape), tuple(source.stride()), source.storage_offset())
+    if storage.unique().numel() != storage.numel():
+        raise im.fail("as_strided of a tensor whose elements overlap in memory is not supported")
+    span = int(storage.max()) + 1 if storage.numel() else 0
+    inverse = torch.full((span,), -1, dtype=torch.long)
+    inverse[storage.flatten()] = torch.arange(storage.numel())
+    wanted = _positions(tuple(size), tuple(stride), offset or 0).flatten()
+    if wanted.numel() and (int(wanted.max()) >= span or bool((inverse[wanted] < 0).any())):
+        raise im.fail("as_strided reads memory outside its input")
+    index = inverse[wanted] if wanted.numel() else wanted
+    if torch.equal(index, torch.arange(storage.numel())):
+        return reshape_to(im, x, tuple(size))
+    flat = reshape_to(im, x, (storage.numel(),))
+    return reshape_to(im, im.op(pcg.GatherOp, [flat], dim=0, indices=index.tolist()), tuple(size))
+
+
+def _positions(size: tuple[int, ...], stride: tuple[int, ...], offset: int) -> torch.Tensor:
+    """The memory position of every element of a strided view."""
+    position = torch.full(size, offset, dtype=torch.long)
+    for d, (n, step) in enumerate(zip(size, stride, strict=True)):
+        shape = [1] * len(size)
+        shape[d] = n
+        position = position + (torch.arange(n) * step).reshape(shape)
+    return position
 
 
 @lowering(aten.select.int)

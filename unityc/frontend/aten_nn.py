@@ -11,9 +11,19 @@ from torch import fx
 from xdsl.ir import SSAValue
 
 from unityc.dialects import pcg
-from unityc.frontend.aten import Value, reshape_to, tensor_type
+from unityc.frontend.aten import Value, lazily_broadcast, reshape_to, tensor_type
 from unityc.frontend.builder import element_type
-from unityc.frontend.importer import Const, Expanded, FxImporter, LogSoftmax, Unusable, lowering
+from unityc.frontend.importer import (
+    FOLD_LIMIT,
+    Const,
+    Expanded,
+    FxImporter,
+    LogSoftmax,
+    Unusable,
+    collapse,
+    compact,
+    lowering,
+)
 
 aten = torch.ops.aten
 
@@ -185,15 +195,10 @@ def _embedding(
     if scale_grad_by_freq:
         raise im.fail("embedding with scale_grad_by_freq=True is not supported")
     pad = None if padding_idx is None or padding_idx < 0 else padding_idx  # aten's -1: none
-    if not isinstance(ids, Const):
-        return im.op(pcg.EmbeddingOp, [im.tensor(ids), im.tensor(w)], padding_idx=pad)
-    # Constant ids (position ids folded at the batch size, e.g. BART's `arange(S).expand(B, S)`):
-    # looked up once per distinct row and broadcast, so the value does not depend on the batch
-    # (micro-batches and batch-split plans need no slice of a batch-sized constant).
-    shape = tuple(ids.value.shape)
-    table = im.op(pcg.EmbeddingOp, [im.tensor(ids, partner=shape), im.tensor(w)], padding_idx=pad)
-    full = im.meta_shape()
-    return table if tensor_type(table).shape == full else Expanded(table, full)
+    if isinstance(ids, Const):  # e.g. token type ids repeated over the batch: look up one row
+        rows = im.op(pcg.EmbeddingOp, [im.constant(compact(ids.value)), im.tensor(w)], padding_idx=pad)
+        return lazily_broadcast(rows, im.meta_shape())
+    return im.op(pcg.EmbeddingOp, [im.tensor(ids), im.tensor(w)], padding_idx=pad)
 
 
 @lowering(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
@@ -275,15 +280,23 @@ def _where_allowed(im: FxImporter, mask: Value) -> SSAValue:
 
 
 def _additive_mask(im: FxImporter, mask: Value, causal: bool, shape: tuple[int, ...]) -> Value:
+    """SDPA's mask as the additive mask eager attention adds: a boolean or float operand (a
+    broadcast one unbroadcast: the add broadcasts it), folded constants, or the causal mask,
+    which is `le` of key against query positions where it is too large to fold (torch refuses
+    an explicit mask together with is_causal)."""
     if mask is not None and not isinstance(mask, Const):
-        boolean = tensor_type(im.tensor(mask)).element_type == element_type(torch.bool)
-        return _where_allowed(im, mask) if boolean else mask
+        x = mask.value if isinstance(mask, Expanded) else im.tensor(mask)
+        boolean = tensor_type(x).element_type == element_type(torch.bool)
+        return _where_allowed(im, x) if boolean else x
     sq, sk = shape[-2:]
+    if causal and mask is None and sq * sk > FOLD_LIMIT:  # a key at or before the query's position
+        keys, queries = im.constant(torch.arange(sk)[None, :]), im.constant(torch.arange(sq)[:, None])
+        return _where_allowed(im, im.op(pcg.CompareTensorsOp, [keys, queries], kind="le"))
     value = torch.zeros(sq, sk)
     if causal:
         value = value.masked_fill(torch.ones(sq, sk, dtype=torch.bool).tril().logical_not(), float("-inf"))
     if isinstance(mask, Const):
-        m = mask.value
+        m = compact(mask.value)
         value = value + (
             torch.zeros_like(m, dtype=torch.float32).masked_fill(~m, float("-inf"))
             if m.dtype == torch.bool
@@ -291,4 +304,4 @@ def _additive_mask(im: FxImporter, mask: Value, causal: bool, shape: tuple[int, 
         )
     if not causal and mask is None:
         return None
-    return Const(value)
+    return Const(collapse(value))

@@ -7,7 +7,18 @@ from typing import Any
 
 import torch
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, bf16, f16, f32, f64, i1, i64
+from xdsl.dialects.builtin import (
+    BytesAttr,
+    DenseIntOrFPElementsAttr,
+    ModuleOp,
+    bf16,
+    f16,
+    f32,
+    f64,
+    i1,
+    i32,
+    i64,
+)
 from xdsl.dialects.builtin import TensorType as BuiltinTensorType
 from xdsl.ir import Attribute, Block, Region, SSAValue
 
@@ -15,9 +26,9 @@ from unityc.dialects import pcg
 from unityc.dialects.pcg_types import TORCH_NAMES, TensorType
 
 ELEMENT_TYPES: dict[torch.dtype, Attribute] = {
-    getattr(torch, TORCH_NAMES[t]): t for t in (f32, f64, f16, bf16, i64, i1)
+    getattr(torch, TORCH_NAMES[t]): t for t in (f32, f64, f16, bf16, i64, i32, i1)
 }
-"""The dtypes the importer takes (int32 is not one of them)."""
+"""The dtypes the importer takes (int32: integer arithmetic on ids, as RoBERTa's position ids)."""
 
 
 def element_type(dtype: torch.dtype) -> Attribute:
@@ -55,8 +66,7 @@ class GraphBuilder:
     def constant(self, value: torch.Tensor, hint: str | None = None) -> SSAValue:
         elt = element_type(value.dtype)
         shape = list(value.shape)
-        flat = value.flatten().tolist()
-        literal = DenseIntOrFPElementsAttr.from_list(BuiltinTensorType(elt, shape), flat)
+        literal = dense_literal(value, BuiltinTensorType(elt, shape))
         op = pcg.ConstantOp.build(result_types=[TensorType(shape, elt)], properties={"value": literal})
         self.block.add_op(op)
         if hint:
@@ -67,6 +77,19 @@ class GraphBuilder:
         self.block.add_op(func.ReturnOp(*outputs))
         graph = func.FuncOp("main", ((), [o.type for o in outputs]), Region(self.block))
         return ModuleOp([graph], attributes=attributes or {})
+
+
+def dense_literal(value: torch.Tensor, literal_type: BuiltinTensorType) -> DenseIntOrFPElementsAttr:
+    """`value` as a dense literal, from its row-major little-endian bytes (true as the signless
+    i1 -1, one byte 0xFF, as xDSL holds it), so a large constant never becomes a list of Python
+    numbers; bf16, which has no byte format in xDSL, goes through its values."""
+    if value.dtype == torch.bfloat16:
+        return DenseIntOrFPElementsAttr.from_list(literal_type, value.flatten().tolist())
+    if value.dtype == torch.bool:
+        value = -value.to(torch.int8)
+    array = value.detach().cpu().contiguous().numpy()
+    raw = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
+    return DenseIntOrFPElementsAttr(literal_type, BytesAttr(raw))
 
 
 def _hint(key: str) -> str:

@@ -10,6 +10,7 @@ users may consume); a pending `LogSoftmax` (consumed by nll_loss as cross-entrop
 from __future__ import annotations
 
 import difflib
+import math
 import operator
 import textwrap
 from collections.abc import Callable
@@ -59,12 +60,21 @@ class Unusable:
 
 Lowering = Callable[..., Any]
 LOWERINGS: dict[Any, Lowering] = {}
+MASK_MAKERS: set[Any] = set()
+"""Ops that make masks (comparisons): on constants they fold only into a mask of at most
+`FOLD_LIMIT` elements; a larger one stays an op of the graph on the compact constants it
+compares, computed per piece when the program runs, so no mask of the batch or of the sequence
+squared is ever built or stored."""
+FOLD_LIMIT = 4096
+"""Elements of the largest mask folded into a constant (a 64 x 64 causal mask)."""
 
 
-def lowering(*targets: Any) -> Callable[[Lowering], Lowering]:
+def lowering(*targets: Any, makes_masks: bool = False) -> Callable[[Lowering], Lowering]:
     def register(fn: Lowering) -> Lowering:
         for t in targets:
             LOWERINGS[t] = fn
+            if makes_masks:
+                MASK_MAKERS.add(t)
         return fn
 
     return register
@@ -94,7 +104,7 @@ class FxImporter:
         self.builder = GraphBuilder()
         self.env: dict[fx.Node, Any] = {}
         self.node: fx.Node | None = None
-        self._constants: dict[tuple[int, tuple[int, ...] | None, torch.dtype | None], SSAValue] = {}
+        self._constants: dict[tuple[Any, ...], tuple[torch.Tensor, SSAValue]] = {}
         self._weights: dict[str, SSAValue] = {}
         self._zeros: dict[tuple[tuple[int, ...], torch.dtype], SSAValue] = {}
 
@@ -153,7 +163,7 @@ class FxImporter:
         if node.target is operator.getitem:
             return args[0][args[1]]  # an Unusable result is only an error if something uses it
         self._reject_unusable(args, kwargs)
-        if self._foldable(args, kwargs):
+        if self._foldable(args, kwargs) and not self._mask_at_run_time(node, args):
             if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
                 raise self.fail(f"{_op_name(node)} draws random numbers, which unityc does not model")
             return self.fold(node, args, kwargs)
@@ -180,17 +190,32 @@ class FxImporter:
         leaves = tree_flatten((args, kwargs))[0]
         return not any(isinstance(x, SSAValue | Expanded | LogSoftmax) for x in leaves)
 
+    @staticmethod
+    def _mask_at_run_time(node: fx.Node, args: Any) -> bool:
+        """Whether a mask maker on constants makes a mask too large to fold (see MASK_MAKERS)."""
+        if node.target not in MASK_MAKERS:
+            return False
+        shapes = [compact(a.value).shape for a in tree_flatten(args)[0] if isinstance(a, Const)]
+        return math.prod(torch.broadcast_shapes(*shapes)) > FOLD_LIMIT
+
     def fold(self, node: fx.Node, args: Any, kwargs: Any) -> Any:
-        """Evaluates an op whose inputs are all known, on the CPU."""
-        real_args = tree_map(lambda x: x.value if isinstance(x, Const) else x, args)
-        real_kwargs = tree_map(lambda x: x.value if isinstance(x, Const) else x, kwargs)
+        """Evaluates an op whose inputs are all known, on the CPU, on their compact parts: an
+        element-wise op reads each constant with its broadcast dims at size 1 (a batch-sized
+        mask is computed once, not per row), and every result keeps only its distinct part,
+        broadcast (stride 0) along each dim it does not vary on."""
+        pointwise = torch.Tag.pointwise in getattr(node.target, "tags", ())
+        unwrap = (lambda x: compact(x.value)) if pointwise else (lambda x: x.value)
+        real_args = tree_map(lambda x: unwrap(x) if isinstance(x, Const) else x, args)
+        real_kwargs = tree_map(lambda x: unwrap(x) if isinstance(x, Const) else x, kwargs)
         if "device" in real_kwargs:
             real_kwargs["device"] = torch.device("cpu")
         try:
             result = node.target(*real_args, **real_kwargs)  # type: ignore[operator]
         except Exception as e:
             raise self.fail(f"cannot fold {_op_name(node)} into a constant: {e}") from None
-        return tree_map(lambda x: Const(x) if isinstance(x, torch.Tensor) else x, result)
+        if pointwise and isinstance(result, torch.Tensor):
+            result = result.expand(self.meta_shape(node))
+        return tree_map(lambda x: Const(collapse(x)) if isinstance(x, torch.Tensor) else x, result)
 
     # --- helpers for lowerings -----------------------------------------------------------
 
@@ -244,14 +269,17 @@ class FxImporter:
     def constant(
         self, value: torch.Tensor, partner: tuple[int, ...] | None = None, dtype: torch.dtype | None = None
     ) -> SSAValue:
-        # Constants live in `env` for the whole import, so their ids are stable keys.
-        key = (id(value), partner, dtype)
+        """A `pcg.constant` of `value`, one per distinct tensor view: every layer's view of the
+        same folded rotary table or mask is one op, stored once."""
+        if value.numel() == 0:
+            raise self.fail("an empty tensor (a zero-size slice) is used by an op other than cat")
+        key = (*_view_key(value), partner, dtype)
         if key not in self._constants:
-            literal = value.to(dtype) if dtype is not None else value
-            literal = compact_constant(literal, partner) if partner is not None else literal
+            literal = compact_constant(value, partner) if partner is not None else value
+            literal = literal.to(dtype) if dtype is not None else literal
             hint = self.node.name if self.node is not None else None
-            self._constants[key] = self.builder.constant(literal.contiguous(), hint)
-        return self._constants[key]
+            self._constants[key] = (value, self.builder.constant(literal.contiguous(), hint))
+        return self._constants[key][1]
 
     def fail(self, message: str) -> ImportFailure:
         where = node_origin(self.node) if self.node is not None else "the model"
@@ -284,10 +312,40 @@ def compact_constant(value: torch.Tensor, partner: tuple[int, ...]) -> torch.Ten
     offset = value.dim() - len(partner)
     for d in range(value.dim()):
         restored = d >= offset and partner[d - offset] == value.shape[d]
+        if not restored or value.shape[d] == 1:
+            continue
         first = value.narrow(d, 0, 1)
-        if restored and value.shape[d] > 1 and torch.equal(value, first.expand_as(value)):
+        if value.stride(d) == 0 or torch.equal(value, first.expand_as(value)):
             value = first
     return value
+
+
+def compact(value: torch.Tensor) -> torch.Tensor:
+    """`value` with each dim it is broadcast along (stride 0) narrowed to size 1: the part that
+    holds its values, of the same rank, which broadcasting restores."""
+    for d in range(value.dim()):
+        if value.stride(d) == 0 and value.shape[d] > 1:
+            value = value.narrow(d, 0, 1)
+    return value
+
+
+def collapse(value: torch.Tensor) -> torch.Tensor:
+    """`value` as a broadcast (stride 0) of its smallest part along each dim it is constant on:
+    equal values, no copy of the repeated rows (position ids or masks repeated over the batch)."""
+    part = compact(value)
+    for d in range(part.dim()):
+        if part.shape[d] > 1 and torch.equal(part, part.narrow(d, 0, 1).expand_as(part)):
+            part = part.narrow(d, 0, 1)
+    return part.expand(value.shape)
+
+
+def _view_key(value: torch.Tensor) -> tuple[Any, ...]:
+    """What makes two tensors the same view of the same memory (the tensor is kept alive beside
+    its key, so its address is not reused)."""
+    if value.device.type == "meta":
+        return (id(value),)
+    storage = value.untyped_storage().data_ptr()
+    return (storage, value.storage_offset(), tuple(value.shape), value.stride(), value.dtype)
 
 
 def _op_name(node: fx.Node) -> str:

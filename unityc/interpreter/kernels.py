@@ -18,7 +18,7 @@ from unityc.dialects import pcg
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import FLOAT_TYPES, TORCH_NAMES, TensorType
 from unityc.interpreter.pieces import Pieces, assemble
-from unityc.runtime.kernels import attention, check_classes, class_shard_losses, vocab_lookup
+from unityc.runtime.kernels import attention, check_classes, clamp, class_shard_losses, vocab_lookup
 
 
 @dataclass
@@ -108,9 +108,14 @@ def _embedding_bag(task: Task, ids: torch.Tensor, w: torch.Tensor) -> torch.Tens
     return out
 
 
-def _attention(task: Task, q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, cos=None, sin=None) -> torch.Tensor:
+def _attention(
+    task: Task, q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, cos=None, sin=None, q_norm=None, k_norm=None
+) -> torch.Tensor:
     heads = task.attrs["heads"] // task.degree("h")  # this task's heads
-    return attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, _bias(task, bo), mask, heads, cos=cos, sin=sin)
+    norms = {"q_norm": q_norm, "k_norm": k_norm, "norm_eps": task.attrs.get("norm_eps") or 0.0}
+    norms |= {"scale": task.attrs.get("scale"), "softcap": task.attrs.get("softcap")}
+    bo = _bias(task, bo)
+    return attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, heads, cos=cos, sin=sin, **norms)
 
 
 def _cross_entropy(task: Task, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -166,12 +171,16 @@ KERNELS: dict[type, Kernel] = {
     pcg.ScalarMulOp: lambda t, x: x * t.attrs["scale"],
     pcg.ScalarAddOp: lambda t, x: x + t.attrs["value"],
     pcg.PowOp: lambda t, x: x ** t.attrs["exponent"],
+    pcg.ClampOp: lambda t, x: clamp(x, t.attrs.get("low"), t.attrs.get("high")),
+    pcg.CompareOp: lambda t, x: getattr(torch, t.attrs["kind"])(x, t.attrs["value"]),
+    pcg.CumsumOp: lambda t, x: torch.cumsum(x, t.attrs["dim"], dtype=x.dtype),
     pcg.DropoutOp: lambda t, x: x.clone(),  # identity: see the op's documentation
     pcg.CastOp: lambda t, x: x.to(torch_dtype(t.attrs["dtype"], t.float_dtype)),
     pcg.AddOp: lambda t, a, b: a + b,
     pcg.SubOp: lambda t, a, b: a - b,
     pcg.MulOp: lambda t, a, b: a * b,
     pcg.DivOp: lambda t, a, b: a / b,
+    pcg.CompareTensorsOp: lambda t, a, b: getattr(torch, t.attrs["kind"])(a, b),  # torch.le, torch.eq, ...
     pcg.LinearOp: lambda t, x, w, b: F.linear(x, w, _bias(t, b)),
     pcg.MatmulOp: lambda t, a, b: a @ b,
     pcg.BatchMatmulOp: lambda t, a, b: a @ b,

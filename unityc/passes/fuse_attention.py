@@ -26,6 +26,7 @@ pattern matched), so nothing else observes what disappears.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +86,8 @@ class _Heads:
     heads: int  # the projection's heads
     width: int
     repeat: int = 1  # each head read by `repeat` query heads (repeat_kv)
+    scale: float = 1.0  # the projection scaled before its heads are split (OPT's q · d^-1/2)
+    norm: tuple[SSAValue, float] | None = None  # RMS norm of each head: weight [D], eps (Qwen3)
     rotary: tuple[SSAValue, SSAValue] | None = None
     ops: list[Operation] = field(default_factory=list)
 
@@ -139,21 +142,61 @@ def _projection(value: SSAValue) -> tuple[_Proj, list[Operation]] | None:
     return _Proj(x, w, b, split, value.index), [split, *ops]
 
 
+def _pow(value: SSAValue, exponent: float) -> Any:
+    p = _owner(value, pcg.PowOp)
+    return p if p is not None and p.attrs()["exponent"] == exponent else None
+
+
+def _head_norm(value: SSAValue) -> tuple[SSAValue, SSAValue, float, list[Operation]] | None:
+    """Matches w · (h · rsqrt(mean(h², -1) + eps)) with w [D] on heads h [B, S, H, D] (Qwen3's
+    q_norm and k_norm, RMSNorm): (h, w, eps, ops)."""
+    outer = _owner(value, pcg.MulOp)
+    if outer is None or len(_shape(value)) != 4:
+        return None
+    for w, normed in _pairs(outer):
+        inner = _owner(normed, pcg.MulOp)
+        if inner is None or _shape(w) != _shape(value)[-1:]:
+            continue
+        for h, scale in _pairs(inner):
+            rsqrt = _pow(scale, -0.5)
+            eps = _owner(rsqrt.input, pcg.ScalarAddOp) if rsqrt is not None else None
+            mean = _owner(eps.input, pcg.ReduceOp) if eps is not None else None
+            if mean is None or _shape(h) != _shape(value):
+                continue
+            a = mean.attrs()
+            square = _pow(mean.input, 2.0)
+            squares_h = square is not None and square.input == h
+            if a["kind"] == "mean" and list(a["dims"]) == [3] and a["keepdim"] and squares_h:
+                return h, w, eps.attrs()["value"], [outer, inner, rsqrt, eps, mean, square]
+    return None
+
+
 def _split_heads(value: SSAValue, perm: list[int]) -> _Heads | None:
-    """Matches transpose(reshape(P, [B, S, H, D]), perm) of a projection P."""
+    """Matches transpose(reshape(P, [B, S, H, D]), perm) of a projection P, or of P scaled by
+    a number (OPT scales the query projection instead of the scores), the heads maybe
+    RMS-normalized before the transpose (Qwen3)."""
     t = _owner(value, pcg.TransposeOp)
     if t is None or _perm(t) != perm:
         return None
-    r = _owner(t.input, pcg.ReshapeOp)
+    norm = _head_norm(t.input)
+    r = _owner(norm[0] if norm is not None else t.input, pcg.ReshapeOp)
     if r is None:
         return None
     shape = _shape(r.output)
     if len(shape) != 4 or _shape(r.input) != (*shape[:2], shape[2] * shape[3]):
         return None
-    proj = _projection(r.input)
+    scaled = _owner(r.input, pcg.ScalarMulOp)
+    proj = _projection(scaled.input if scaled is not None else r.input)
     if proj is None:
         return None
-    return _Heads(proj[0], shape[2], shape[3], ops=[t, r, *proj[1]])
+    found = _Heads(proj[0], shape[2], shape[3], ops=[t, r, *proj[1]])
+    if scaled is not None:
+        found.scale = scaled.attrs()["scale"]
+        found.ops.append(scaled)
+    if norm is not None:
+        found.norm = (norm[1], norm[2])
+        found.ops += norm[3]
+    return found
 
 
 def _select(value: SSAValue) -> tuple[SSAValue, int, Operation] | None:
@@ -326,24 +369,48 @@ def _probabilities(value: SSAValue) -> tuple[SSAValue, float | None, list[Operat
     return s.input, dropout, [*ops, s]
 
 
-def _scores(value: SSAValue) -> tuple[Any, float, SSAValue | None, list[Operation]] | None:
-    """Matches scalar_mul(batch_matmul(q, k), c) [+ mask]: (product, c, mask, ops)."""
+def _softcap(value: SSAValue) -> tuple[SSAValue, float, list[Operation]] | None:
+    """Matches scalar_mul(tanh(scalar_mul(s, 1/c)), c) (Gemma-2's soft-capping): (s, c, ops)."""
+    outer = _owner(value, pcg.ScalarMulOp)
+    tanh = _owner(outer.input, pcg.TanhOp) if outer is not None else None
+    inner = _owner(tanh.input, pcg.ScalarMulOp) if tanh is not None else None
+    if inner is None:
+        return None
+    cap = outer.attrs()["scale"]
+    if cap <= 0 or not math.isclose(cap * inner.attrs()["scale"], 1.0, rel_tol=1e-6):
+        return None
+    return inner.input, cap, [outer, tanh, inner]
+
+
+def _scores(value: SSAValue) -> tuple[Any, float, float | None, SSAValue | None, list[Operation]] | None:
+    """Matches [softcap](scalar_mul*(batch_matmul(q, k))) [+ mask]: (product, the product of
+    the scales, the softcap, mask, ops); the scale is 1 without a scalar_mul (the query was
+    scaled instead)."""
     ops: list[Operation] = []
     mask = None
     add = _owner(value, pcg.AddOp)
     if add is not None:
         for scaled, other in _pairs(add):
-            if _owner(scaled, pcg.ScalarMulOp) is not None:
+            if _owner(scaled, (pcg.ScalarMulOp, pcg.BatchMatmulOp)) is not None:
                 value, mask = scaled, other
                 ops.append(add)
                 break
         else:
             return None
-    mul = _owner(value, pcg.ScalarMulOp)
-    product = _owner(mul.input, pcg.BatchMatmulOp) if mul is not None else None
+    cap = None
+    capped = _softcap(value)
+    if capped is not None:
+        value, cap, more = capped
+        ops += more
+    scale = 1.0
+    while (mul := _owner(value, pcg.ScalarMulOp)) is not None:
+        scale *= mul.attrs()["scale"]
+        ops.append(mul)
+        value = mul.input
+    product = _owner(value, pcg.BatchMatmulOp)
     if product is None or len(_shape(product.output)) != 4:
         return None
-    return product, mul.attrs()["scale"], mask, [*ops, mul, product]
+    return product, scale, cap, mask, [*ops, product]
 
 
 @dataclass
@@ -473,7 +540,7 @@ def _fuse(root: Operation) -> list[Operation] | None:
     scores = _scores(probs[0]) if probs is not None else None
     if probs is None or scores is None:
         return None
-    product, scale, mask, score_ops = scores
+    product, scale, softcap, mask, score_ops = scores
     query, key, value = _heads(product.lhs), _keys_transposed(product.rhs), _heads(values)
     if query is None or key is None or value is None:
         return None
@@ -486,7 +553,15 @@ def _fuse(root: Operation) -> list[Operation] | None:
             return None
     if key.heads != value.heads or query.rotary != key.rotary:
         return None
-    if not math.isclose(scale, 1.0 / math.sqrt(width), rel_tol=1e-6) or not _closed(ops, root):
+    norms = (query.norm, key.norm)
+    if value.norm is not None or (None in norms and norms != (None, None)):
+        return None
+    if query.norm is not None and key.norm is not None and query.norm[1] != key.norm[1]:
+        return None
+    scale *= query.scale * key.scale
+    if value.scale != 1.0:
+        return None
+    if not _closed(ops, root):
         return None
     weights = _Weights()
     new_ops: list[Operation] = []
@@ -509,12 +584,19 @@ def _fuse(root: Operation) -> list[Operation] | None:
     operands = inputs + [weights.part(p, False) for p in projections] + [wo]
     operands += [weights.part(p, True) for p in projections] + [out.bias, mask]
     operands += list(query.rotary or (None, None))
+    operands += [n[0] if n is not None else None for n in norms]
     for table, name in zip(query.rotary or (), ("cos", "sin"), strict=False):
         if isinstance(table.owner, pcg.ConstantOp):
             table.name_hint = name  # the folded rotary tables, shared by every layer
     attrs: dict[str, Any] = {"heads": heads, "dropout": probs[1] or None}
     if key.heads != heads:
         attrs["kv_heads"] = key.heads
+    if query.norm is not None:
+        attrs["norm_eps"] = query.norm[1]
+    if not math.isclose(scale, 1.0 / math.sqrt(width), rel_tol=1e-6):
+        attrs["scale"] = scale  # Gemma-2's query_pre_attn_scalar^-1/2
+    if softcap is not None:
+        attrs["softcap"] = softcap
     try:
         fused = pcg.AttentionOp.build_inferred(operands, **attrs)
     except FormError:
@@ -540,6 +622,72 @@ def share_constants(module: ModuleOp) -> None:
             op.results[0].replace_all_uses_with(kept.results[0])
             op.detach()
             op.erase()
+
+
+def unpack_linears(module: ModuleOp) -> None:
+    """A `pcg.linear` whose result only splits read, on its last dim (a packed projection:
+    Phi-3's qkv_proj and gate_up_proj), becomes one linear per piece between the splits' cuts,
+    on the matching rows of its weight and bias (a `pcg.split` of each, which `split_weights`
+    then makes weights of their own). Exact (each output column reads only its own weight row),
+    and each piece can then be split by columns on its own (heads, Megatron's MLP), which no
+    layout of the packed result can express."""
+    for op in list(module.walk()):
+        if not isinstance(op, pcg.LinearOp) or not _plain(op.output):
+            continue
+        readers = [use.operation for use in op.output.uses]
+        last = len(_shape(op.output)) - 1
+        if not readers or not all(
+            isinstance(r, pcg.SplitOp) and r.attrs()["dim"] % (last + 1) == last for r in readers
+        ):
+            continue
+        cuts = {0, _shape(op.output)[-1]}
+        for reader in set(readers):
+            cuts.update(itertools.accumulate(reader.attrs()["sizes"]))
+        cuts_list = sorted(cuts)
+        if len(cuts_list) < 3:
+            continue
+        _unpack(op, cuts_list, set(readers))
+
+
+def _unpack(op: pcg.LinearOp, cuts: list[int], readers: set[Operation]) -> None:
+    sizes = [b - a for a, b in itertools.pairwise(cuts)]
+    new_ops: list[Operation] = []
+    parts = []
+    for value in (op.weight, op.bias):
+        if value is None:
+            parts.append([None] * len(sizes))
+            continue
+        split = pcg.SplitOp.build_inferred([value], dim=0, sizes=sizes)
+        for i, part in enumerate(split.results):
+            part.name_hint = f"{value.name_hint or 'w'}_{i}"
+        new_ops.append(split)
+        parts.append(list(split.results))
+    pieces = []
+    for w, b in zip(*parts, strict=True):
+        piece = pcg.LinearOp.build_inferred([op.input, w, b])
+        piece.output.name_hint = op.output.name_hint
+        new_ops.append(piece)
+        pieces.append(piece.output)
+    last = len(_shape(op.output)) - 1
+    for reader in readers:
+        start = 0
+        for result, size in zip(reader.results, reader.attrs()["sizes"], strict=True):
+            first, stop = cuts.index(start), cuts.index(start + size)
+            start += size
+            if not result.uses:
+                continue
+            value = pieces[first]
+            if stop - first > 1:
+                joined = pcg.ConcatOp.build_inferred([pieces[first:stop]], dim=last)
+                new_ops.append(joined)
+                value = joined.output
+            result.replace_all_uses_with(value)
+    block = op.parent_block()
+    assert block is not None
+    block.insert_ops_before(new_ops, op)
+    for dead in (*readers, op):
+        dead.detach()
+        dead.erase()
 
 
 def split_weights(module: ModuleOp) -> None:
@@ -609,6 +757,7 @@ class FuseAttentionPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         share_constants(op)
+        unpack_linears(op)
         PatternRewriteWalker(FuseAttention()).rewrite_module(op)
         region_dce(op.body)
         split_weights(op)

@@ -65,6 +65,7 @@ SLOT_RANKS: dict[tuple[str, str], tuple[int, ...]] = {
     **{("pcg.attention", s): (2,) for s in ("wq", "wk", "wv", "wo")},
     **{("pcg.attention", s): (1,) for s in ("bq", "bk", "bv", "bo")},
     **{("pcg.attention", s): (4,) for s in ("mask", "cos", "sin")},
+    **{("pcg.attention", s): (1,) for s in ("q_norm", "k_norm")},
 }
 INDEX_SLOTS = {
     ("pcg.embedding", "indices"),
@@ -77,6 +78,8 @@ STRING_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("pcg.embedding_bag", "mode"): ("sum", "mean"),
     ("pcg.cross_entropy", "reduction"): ("mean", "sum"),
     ("pcg.mse_loss", "reduction"): ("mean", "sum"),
+    ("pcg.compare", "kind"): pcg.COMPARISONS,
+    ("pcg.compare_tensors", "kind"): pcg.COMPARISONS,
 }
 # Parallel ops whose operand must hold partial sums, or shards on the dim property named here,
 # divisible by their degree: their operands are sampled so that they do.
@@ -88,6 +91,11 @@ FLOAT_CHOICES: dict[str, tuple[float, ...]] = {
     "p": (0.1,),
     "eps": (1e-5,),
     "dropout": (0.0,),
+    "norm_eps": (1e-6,),
+    "scale": (0.25, 0.5),
+    "softcap": (2.0, 50.0),
+    "low": (-1.0, 0.0),
+    "high": (0.5, 6.0),
 }
 
 

@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
+
+
+def clamp(x: torch.Tensor, low: float | None, high: float | None) -> torch.Tensor:
+    """min(max(x, low), high) as `F.hardtanh` (ReLU6, hardtanh): the gradient passes where
+    low < x < high (torch.clamp's also at the bounds themselves, a set of measure zero)."""
+    return F.hardtanh(x, -math.inf if low is None else low, math.inf if high is None else high)
 
 
 def vocab_lookup(
@@ -56,17 +62,30 @@ def attention(
     dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,
     cos: torch.Tensor | None = None,
     sin: torch.Tensor | None = None,
+    q_norm: torch.Tensor | None = None,
+    k_norm: torch.Tensor | None = None,
+    norm_eps: float = 0.0,
+    scale: float | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """Multi-head attention over this task's `heads` (its shard of the projections). wk and wv
     hold this task's KV heads (as many as wq's heads or fewer: grouped-query attention, query
-    head i reading KV head i // (heads / KV heads)); cos and sin rotate q and k (rotary)."""
+    head i reading KV head i // (heads / KV heads)); q_norm and k_norm RMS-normalize each
+    query and key head (Qwen3), before cos and sin rotate them (rotary). The scores are scaled
+    by `scale` (default 1/sqrt(head width)) and, with `softcap` c, capped to c·tanh(s / c)
+    before the mask (Gemma-2)."""
     batch, sq, _ = q.shape
     sk = k.shape[1]
     width = wq.shape[0] // heads
     groups = wk.shape[0] // width
 
-    def project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, s: int, n: int) -> torch.Tensor:
-        return F.linear(x, w, b).reshape(batch, s, n, width).transpose(1, 2)
+    def project(
+        x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, s: int, n: int, norm: Any = None
+    ) -> torch.Tensor:
+        heads = F.linear(x, w, b).reshape(batch, s, n, width)
+        if norm is not None:
+            heads = heads * torch.rsqrt(heads.pow(2).mean(-1, keepdim=True) + norm_eps) * norm
+        return heads.transpose(1, 2)
 
     def rotate(x: torch.Tensor) -> torch.Tensor:
         if cos is None or sin is None:
@@ -77,8 +96,11 @@ def attention(
     def repeat(x: torch.Tensor) -> torch.Tensor:
         return x if groups == heads else x.repeat_interleave(heads // groups, dim=1)
 
-    keys = repeat(rotate(project(k, wk, bk, sk, groups)))
-    scores = rotate(project(q, wq, bq, sq, heads)) @ keys.transpose(-1, -2) / math.sqrt(width)
+    keys = repeat(rotate(project(k, wk, bk, sk, groups, k_norm)))
+    scores = rotate(project(q, wq, bq, sq, heads, q_norm)) @ keys.transpose(-1, -2)
+    scores = scores / math.sqrt(width) if scale is None else scores * scale
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
     if mask is not None:
         scores = scores + mask
     probs = torch.softmax(scores, dim=-1)

@@ -214,7 +214,7 @@ class _Megatron:
                 heads.append(with_degrees(o.logical, {0: self.t}, self.d))
             elif i == 6:
                 heads.append(with_degrees(o.logical, {1: self.t}, self.d))
-            elif i == 10:
+            elif i == 10 or i >= 14:  # the output bias, the q/k norm weights: whole on every task
                 heads.append(with_degrees(o.logical, copy=self.d * self.t))
             else:  # the mask: batch-sharded if it has a batch dim, else replicated
                 heads.append(

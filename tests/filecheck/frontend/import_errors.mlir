@@ -5,7 +5,7 @@
 // in Inputs/bad.py.
 
 //===----------------------------------------------------------------------===//
-// An op the importer has no lowering for (torch.cumsum, in the submodule
+// An op the importer has no lowering for (torch.cumprod, in the submodule
 // blocks.0.scan of class Scan): the message names the ATen op, the module path
 // and class, the source line, and supported ops like it, then lists the ATen
 // ops that are supported, wrapped to lines of at most 100 columns.
@@ -16,7 +16,7 @@
 // RUN: not unityc-import %S/Inputs/bad.py:unsupported -o %t.mlir 2>&1 | filecheck %s --check-prefix=UNKNOWN-OP
 // RUN: test ! -e %t.mlir
 // UNKNOWN-OP-NOT: Traceback
-// UNKNOWN-OP:     {{^}}unityc-import: error: module 'blocks.0.scan' (Scan), {{.*}}Inputs{{/|\\}}bad.py:{{[0-9]+}}, in forward: unsupported operator aten.cumsum (supported ops like it: aten.sum{{.*}}); the {{[0-9]+}} supported ATen ops:{{$}}
+// UNKNOWN-OP:     {{^}}unityc-import: error: module 'blocks.0.scan' (Scan), {{.*}}Inputs{{/|\\}}bad.py:{{[0-9]+}}, in forward: unsupported operator aten.cumprod (supported ops like it: {{.*}}aten.sum{{.*}}); the {{[0-9]+}} supported ATen ops:{{$}}
 // UNKNOWN-OP-NEXT: {{^}}  aten._adaptive_avg_pool2d, aten._assert_scalar,
 // UNKNOWN-OP:      aten.addmm,
 // UNKNOWN-OP:      aten.linear,

@@ -11,7 +11,7 @@ class Scan(nn.Module):
     """An op the importer has no lowering for, deep inside the model."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cumsum(x, dim=1)
+        return torch.cumprod(x, dim=1)
 
 
 class Block(nn.Module):

@@ -1,0 +1,85 @@
+"""Masks recorded as ops, through the whole chain: at a sequence whose causal mask is past the
+importer's fold limit the mask is `pcg.compare_tensors` of position constants (then cast, and, where),
+computed by each rank for its own piece. The generated programs must train exactly like the
+single-device model under torchrun (`--check`: loss, outputs, every gradient, every updated
+weight) with the batch split (data parallelism: every rank computes the whole S x S mask, which
+broadcasts over its rows) and with the heads split (megatron: the mask is an operand of each
+head shard's attention). Pad tokens end every other sequence (hf:llama, hf:gpt2, hf:bert take
+the padding mask); hf:LlamaConfig takes none and builds its mask from position ids repeated
+over the batch, with transformers' packed-sequence check.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from test_torchrun import _opt, _sections
+from torchrun import Run, torchrun
+
+from unityc.frontend import ModelSpec, import_model
+from unityc.frontend.importer import FOLD_LIMIT
+
+pytestmark = pytest.mark.torchrun
+
+SEQ = 72
+"""72 x 72 = 5184 > FOLD_LIMIT: the causal masks are ops, not constants."""
+BATCH = 4
+
+# (name, model, unityc-opt pass pipeline)
+PROGRAMS = [
+    ("llama-data", "hf:llama", 'data-parallel{machine="cpu:2"}'),
+    ("llama-megatron", "hf:llama", 'megatron{machine="cpu:2"}'),
+    ("llama-nomask-data", "hf:LlamaConfig", 'data-parallel{machine="cpu:2"}'),
+    ("gpt2-data", "hf:gpt2", 'data-parallel{machine="cpu:2"}'),
+    ("bert-data", "hf:bert", 'data-parallel{machine="cpu:2"}'),
+]
+NAMES = [p[0] for p in PROGRAMS]
+CAUSAL = {"llama-data", "llama-megatron", "llama-nomask-data", "gpt2-data"}
+
+
+def _program(directory: Path, name: str, model: str, how: str) -> tuple[Path | None, str, str]:
+    """The program of one plan and its plan's text, or None and why it could not be made."""
+    source = directory / f"{name}-model.mlir"
+    source.write_text(str(import_model(ModelSpec(model, "small", BATCH, overrides=(("seq", str(SEQ)),)))))
+    plan = directory / f"{name}.mlir"
+    done = _opt(str(source), "-p", how, "-o", str(plan))
+    if done.returncode:
+        return None, "", done.stderr.strip()
+    program = plan.with_suffix(".py")
+    done = _opt(str(plan), "-t", "torch", "-o", str(program))
+    if done.returncode:
+        return None, "", done.stderr.strip()
+    return program, plan.read_text(), ""
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], dict[str, str], Run]:
+    assert SEQ * SEQ > FOLD_LIMIT
+    directory = tmp_path_factory.mktemp("mask_programs")
+    plans, texts, entries = {}, {}, []
+    for name, model, how in PROGRAMS:
+        program, plan, problem = _program(directory, name, model, how)
+        assert program is not None, f"{name}: {problem}"
+        plans[name], texts[name] = plan, program.read_text()
+        entries.append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
+    manifest = directory / "batch.json"
+    manifest.write_text(json.dumps(entries))
+    run = torchrun("unityc.runtime.batch", 2, str(manifest), timeout=900)
+    return plans, texts, run
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_masked_program_trains_like_the_reference(programs, name: str) -> None:
+    plans, texts, run = programs
+    sections = _sections(run.output)
+    assert name in sections, "\n".join(run.output.splitlines()[-60:])
+    section = sections[name]
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    assert "= parallel." in plans[name], f"{name}: the plan has no parallel op"
+    if name in CAUSAL:  # the mask is computed by the program, not stored in it
+        assert "pcg.compare_tensors" in plans[name]
+        assert not re.search(rf"pcg\.constant .*{SEQ}x{SEQ}x", plans[name]), "a mask stored by value"
+        assert "torch.le(" in texts[name]
