@@ -114,15 +114,18 @@ class StageModule(nn.Module):
         self.outputs: list[tuple[Any, ...]] = []
         self.calls = 0
 
-    def forward(self, *received: torch.Tensor, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def forward(
+        self, *received: torch.Tensor, inputs: dict[str, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, ...]:
         step, self.ctx.step = (
             self.ctx.step,
             self.ctx.step * 1_000_003 + self.calls,
         )  # dropout differs per micro-batch
         start = self.ctx.token = self.ctx.new_token()  # this micro-batch's own token chain
         try:
+            data = {**self.constants, **(inputs or {})}
             with self.autocast(), self.zero.saving():
-                out = self.fn(self.ctx, self.zero.forward_weights, {**self.constants, **inputs}, *received)
+                out = self.fn(self.ctx, self.zero.forward_weights, data, *received)
         finally:
             self.ctx.step = step
         self.calls += 1
@@ -181,7 +184,10 @@ class PipelineTrainer(Trainer):
         accumulation = self.plan.accumulation
         for part in range(accumulation):  # gradient accumulation: the schedule once per chunk
             chunk = {k: v.chunk(accumulation, dim=0)[part] for k, v in inputs.items()}
-            self.schedule.step(target=target, losses=[], return_outputs=False, inputs=chunk)
+            # One `inputs` keyword, so no input name collides with the schedule's own (`target`);
+            # none on a rank without inputs (torch cannot split an empty dict into micro-batches).
+            given = {"inputs": chunk} if chunk else {}
+            self.schedule.step(target=target, losses=[], return_outputs=False, **given)
         return self._outputs(), self.update(step)
 
     def _outputs(self) -> list[Any]:
