@@ -94,7 +94,7 @@ def _attention(
     w = [_w(g, f"{key}.{k}", *shape) for k, shape in shapes.items()]
     b = [_w(g, f"{key}.b{k[1]}", shape[0]) if bias else None for k, shape in shapes.items()]
     attrs = {"heads": heads} if kv_heads == heads else {"heads": heads, "kv_heads": kv_heads}
-    return g.add("pcg.attention", [q, kv, kv, *w, *b, None, None, None], **attrs)[0]
+    return g.add("pcg.attention", [q, kv, kv, *w, *b, *[None] * 5], **attrs)[0]
 
 
 def _wide_attention(

@@ -199,8 +199,8 @@ def test_an_attribute_variable_binds_an_unset_optional_property() -> None:
     g = Graph()
     x_ = g.add_source("pcg.input", "x", t(2, 4, 8))
     w_ = g.add_source("pcg.weight", "w", t(8, 8))
-    (plain,) = g.add("pcg.attention", [x_, x_, x_, w_, w_, w_, w_, *[None] * 7], heads=2)
-    (dropped,) = g.add("pcg.attention", [x_, x_, x_, w_, w_, w_, w_, *[None] * 7], heads=2, dropout=0.1)
+    (plain,) = g.add("pcg.attention", [x_, x_, x_, w_, w_, w_, w_, *[None] * 9], heads=2)
+    (dropped,) = g.add("pcg.attention", [x_, x_, x_, w_, w_, w_, w_, *[None] * 9], heads=2, dropout=0.1)
     graph_with([plain, dropped], g)
     operands = [Var(n) for n in ("q", "k", "v", "wq", "wk", "wv", "wo")]
     rule = Rule(

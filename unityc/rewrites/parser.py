@@ -159,7 +159,8 @@ def _parse_file(path: str, mtime_ns: int) -> RuleFile:
 
 def _cache_path(path: str, data: bytes) -> Path | None:
     """Where the parse of `data` (at `path`) is cached: keyed by the text, the path (locations
-    name it) and the parser's own source files; None if no cache directory can be had."""
+    name it), the parser's own source files and the dialect (op arities); None if no cache
+    directory can be had."""
     root = os.environ.get("UNITYC_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "unityc"
     )
@@ -169,8 +170,9 @@ def _cache_path(path: str, data: bytes) -> Path | None:
     return Path(root) / "rules" / f"{digest.hexdigest()}.pickle"
 
 
-_PARSER_SOURCES = tuple(
-    Path(__file__).with_name(n) for n in ("parser.py", "terms.py", "rule_checks.py", "grammar.lark")
+_PARSER_SOURCES = (
+    *(Path(__file__).with_name(n) for n in ("parser.py", "terms.py", "rule_checks.py", "grammar.lark")),
+    Path(__file__).parent.parent / "dialects" / "pcg.py",  # an op's arity pads the parsed terms
 )
 
 
