@@ -35,7 +35,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "codegen"))
 
-from torchrun import command, environment, kill_group, rank_logs, wait_for, write_program  # noqa: E402
+from torchrun import (  # noqa: E402
+    command,
+    environment,
+    kill_group,
+    rank_logs,
+    wait_for,
+    workers,
+    write_program,
+)
 
 TINY_PLAN = ROOT / "tests" / "filecheck" / "codegen" / "Inputs" / "tiny_mlp_plan.mlir"
 PY = sys.executable
@@ -193,24 +201,6 @@ def started(logs: Path) -> bool:
     """Whether rank 0 printed its first step."""
     rank0 = rank_logs(logs).get(0)
     return rank0 is not None and "step 1:" in rank0.stdout
-
-
-def workers(agent: int) -> dict[int, int]:
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) != agent:
-            continue
-        for variable in environ:
-            if variable.startswith(b"RANK="):
-                found[int(variable[5:])] = int(entry)
-    return found
 
 
 def signal_ranks(signum: int, ranks: tuple[int, ...]) -> Callable[[subprocess.Popen[str], Path], None]:

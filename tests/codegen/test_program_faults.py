@@ -25,8 +25,10 @@ from torchrun import (
     environment,
     kill_group,
     rank_logs,
+    running,
     torchrun,
     wait_for,
+    workers,
     write_program,
 )
 from xdsl.dialects.builtin import StringAttr
@@ -49,33 +51,6 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
     opt = [sys.executable, "-m", "unityc.tools.opt", str(PLAN), "-t", "torch", "-o", str(path)]
     subprocess.run(opt, check=True, timeout=300)
     return path
-
-
-def workers(agent: int) -> dict[int, int]:
-    """rank -> pid of torchrun's workers (the agent's children, by their RANK)."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) != agent:
-            continue
-        for variable in environ:
-            if variable.startswith(b"RANK="):
-                found[int(variable[5:])] = int(entry)
-    return found
-
-
-def running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @pytest.mark.torchrun

@@ -167,3 +167,30 @@ def without_compiler(directory: Path) -> dict[str, str]:
         (shadow / name).mkdir(parents=True, exist_ok=True)
         (shadow / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed here')\n")
     return {"PYTHONPATH": os.pathsep.join(p for p in (str(shadow), environment().get("PYTHONPATH")) if p)}
+
+
+def workers(agent: int) -> dict[int, int]:
+    """rank -> pid of torchrun's workers (the agent's children, by their RANK)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) != agent:
+            continue
+        for variable in environ:
+            if variable.startswith(b"RANK="):
+                found[int(variable[5:])] = int(entry)
+    return found
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
