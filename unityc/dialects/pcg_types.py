@@ -272,3 +272,22 @@ def own_form(t: TensorType) -> Form:
     shard = tuple((f"d{i}",) for i in range(t.rank))
     factors = (*((f"d{i}", k) for i, k in enumerate(t.shard)), ("s", t.sum_degree), (COPY, t.copy_degree))
     return Form(factors, (), (FormLayout(shard, ("s",), (COPY,)),))
+
+
+INT_TYPES: tuple[Attribute, ...] = (i64,)
+"""Element types of indices and class labels."""
+
+
+def check_probability(cls: type[UnitycOp], name: str, p: float | None) -> None:
+    if p is not None and not 0.0 <= p < 1.0:
+        raise op_error(cls, f"{name} must be a probability in [0, 1), got {p}")
+
+
+def check_eps(cls: type[UnitycOp], eps: float) -> None:
+    if not eps >= 0.0:  # also refuses nan
+        raise op_error(cls, f"eps must be a non-negative number, got {eps}")
+
+
+def check_indices(cls: type[UnitycOp], t: TensorType, what: str) -> None:
+    if t.element_type not in INT_TYPES:
+        raise op_error(cls, f"{what} must be i64, got {t.element_type}")

@@ -172,7 +172,7 @@ def _cache_path(path: str, data: bytes) -> Path | None:
 
 _PARSER_SOURCES = (
     *(Path(__file__).with_name(n) for n in ("parser.py", "terms.py", "rule_checks.py", "grammar.lark")),
-    Path(__file__).parent.parent / "dialects" / "pcg.py",  # an op's arity pads the parsed terms
+    *sorted((Path(__file__).parent.parent / "dialects" / "pcg").glob("*.py")),  # an op's arity pads the terms
 )
 
 

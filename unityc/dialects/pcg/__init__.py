@@ -1,0 +1,195 @@
+"""The `pcg` dialect: tensor operators of a Parallel Computation Graph.
+
+Graph container: a `func.func` with no arguments. Inputs are `pcg.input` ops (named, so that
+data feeds and machine views attach to an op), parameters are `pcg.weight` ops named by their
+state_dict key, and `func.return` lists the graph's outputs, the loss first.
+
+Each op infers its result types from its operands' types and properties (`build_inferred`)
+and verifies that its results match; see `forms.py` for how tasks read operand pieces.
+
+The ops live in one module per concept (`sources`, `elementwise`, `contraction`,
+`normalization`, `shape`, `embedding`, `attention`, `loss`); this module assembles the
+`Dialect` and is the place callers import them from (`from unityc.dialects import pcg`,
+`pcg.LinearOp`).
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import f32, i64
+from xdsl.ir import Dialect
+
+from unityc.dialects.pcg.attention import (
+    AttentionOp,
+)
+from unityc.dialects.pcg.contraction import (
+    BatchMatmulOp,
+    Conv2dOp,
+    LinearOp,
+    MatmulOp,
+    Pool2dOp,
+    window_out,
+)
+from unityc.dialects.pcg.elementwise import (
+    COMPARISONS,
+    AddOp,
+    BinaryOp,
+    CastOp,
+    ClampOp,
+    CompareOp,
+    CompareTensorsOp,
+    DivOp,
+    DropoutOp,
+    ExpOp,
+    GeluOp,
+    IdentityOp,
+    MulOp,
+    NegOp,
+    PowOp,
+    ReluOp,
+    ScalarAddOp,
+    ScalarMulOp,
+    SigmoidOp,
+    SqrtOp,
+    SubOp,
+    TanhOp,
+    UnaryOp,
+    broadcast_shape,
+)
+from unityc.dialects.pcg.embedding import (
+    EmbeddingBagOp,
+    EmbeddingOp,
+)
+from unityc.dialects.pcg.loss import (
+    CrossEntropyOp,
+    MseLossOp,
+)
+from unityc.dialects.pcg.normalization import (
+    BatchNormOp,
+    CumsumOp,
+    LayerNormOp,
+    SoftmaxOp,
+)
+from unityc.dialects.pcg.shape import (
+    ConcatOp,
+    GatherOp,
+    ReduceOp,
+    ReshapeOp,
+    SplitOp,
+    TransposeOp,
+    reshape_groups,
+)
+from unityc.dialects.pcg.sources import (
+    ConstantOp,
+    InputOp,
+    SourceOp,
+    WeightOp,
+)
+from unityc.dialects.pcg_types import PcgOp, TensorType
+from unityc.dialects.view import MachineViewAttr
+
+ALL_OPS: list[type[PcgOp]] = [
+    InputOp,
+    WeightOp,
+    ConstantOp,
+    ReluOp,
+    GeluOp,
+    SigmoidOp,
+    TanhOp,
+    ExpOp,
+    SqrtOp,
+    IdentityOp,
+    NegOp,
+    ScalarMulOp,
+    ScalarAddOp,
+    PowOp,
+    ClampOp,
+    CompareOp,
+    DropoutOp,
+    CastOp,
+    AddOp,
+    SubOp,
+    MulOp,
+    DivOp,
+    CompareTensorsOp,
+    LinearOp,
+    MatmulOp,
+    BatchMatmulOp,
+    Conv2dOp,
+    Pool2dOp,
+    BatchNormOp,
+    LayerNormOp,
+    SoftmaxOp,
+    CumsumOp,
+    ConcatOp,
+    SplitOp,
+    ReshapeOp,
+    TransposeOp,
+    ReduceOp,
+    GatherOp,
+    EmbeddingOp,
+    EmbeddingBagOp,
+    AttentionOp,
+    CrossEntropyOp,
+    MseLossOp,
+]
+
+PCG = Dialect("pcg", ALL_OPS, [TensorType, MachineViewAttr])
+
+__all__ = [
+    "ALL_OPS",
+    "COMPARISONS",
+    "PCG",
+    "AddOp",
+    "AttentionOp",
+    "BatchMatmulOp",
+    "BatchNormOp",
+    "BinaryOp",
+    "CastOp",
+    "ClampOp",
+    "CompareOp",
+    "CompareTensorsOp",
+    "ConcatOp",
+    "ConstantOp",
+    "Conv2dOp",
+    "CrossEntropyOp",
+    "CumsumOp",
+    "DivOp",
+    "DropoutOp",
+    "EmbeddingBagOp",
+    "EmbeddingOp",
+    "ExpOp",
+    "GatherOp",
+    "GeluOp",
+    "IdentityOp",
+    "InputOp",
+    "LayerNormOp",
+    "LinearOp",
+    "MatmulOp",
+    "MseLossOp",
+    "MulOp",
+    "NegOp",
+    "PcgOp",
+    "Pool2dOp",
+    "PowOp",
+    "ReduceOp",
+    "ReluOp",
+    "ReshapeOp",
+    "ScalarAddOp",
+    "ScalarMulOp",
+    "SigmoidOp",
+    "SoftmaxOp",
+    "SourceOp",
+    "SplitOp",
+    "SqrtOp",
+    "SubOp",
+    "TanhOp",
+    "TensorType",
+    "TransposeOp",
+    "UnaryOp",
+    "WeightOp",
+    "broadcast_shape",
+    "f32",
+    "i64",
+    "reshape_groups",
+    "window_out",
+]

@@ -1,0 +1,161 @@
+"""Multi-head attention as one `pcg` op (grouped-query, rotary, q/k norm, soft-capping)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from xdsl.ir import Attribute
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    operand_def,
+    opt_operand_def,
+    result_def,
+)
+
+from unityc.dialects.forms import Form
+from unityc.dialects.pcg_types import (
+    PcgOp,
+    TensorType,
+    check_eps,
+    check_probability,
+    float_dtype,
+    form_builder,
+    op_error,
+    result_type,
+)
+from unityc.dialects.syntax import Kind, op_definition
+
+
+@op_definition
+class AttentionOp(PcgOp):
+    """Multi-head attention as one op: softmax((q Wq^T)(k Wk^T)^T / sqrt(d) + mask)(v Wv^T) Wo^T.
+
+    Shapes: q [B, Sq, E], key/value [B, Sk, E], wq and wo [E, E] (torch Linear layout), wk and
+    wv [G·d, E] with d = E / heads, optional biases [E] (bq, bo) and [G·d] (bk, bv), optional
+    additive mask [B|1, 1, Sq|1, Sk]. `kv_heads` G (default: `heads`) is grouped-query
+    attention: query head i reads key/value head i // (heads / G) (Llama's repeat_kv).
+    Optional `cos`, `sin` [B|1, 1, S, d] (self-attention, Sq = Sk = S) rotate q and k after
+    their projections (rotary embeddings, Llama's rotate_half: x·cos + [-x2, x1]·sin).
+    `scale` (default 1/sqrt(d)) multiplies the scores (Gemma-2: query_pre_attn_scalar^-1/2);
+    `softcap` c caps them before the mask, c · tanh(scores / c) (Gemma-2's soft-capping).
+    Optional `q_norm`, `k_norm` [d] (Qwen3) RMS-normalize each query and key head after its
+    projection, before rotary: x · rsqrt(mean(x², -1) + `norm_eps`) · weight.
+    Parallel forms: batch, query sequence (not with rotary embeddings), and heads (projection
+    rows and wo columns sharded alike by a divisor of `kv_heads`, so that each task keeps
+    whole KV groups), which gives partial sums; the output bias is added by partial-sum index 0.
+    `dropout` (training only) applies to the attention probabilities, as in BERT.
+    """
+
+    name = "pcg.attention"
+    AUTOCAST = "bf16"
+    query = operand_def(TensorType)
+    key = operand_def(TensorType)
+    value = operand_def(TensorType)
+    wq = operand_def(TensorType)
+    wk = operand_def(TensorType)
+    wv = operand_def(TensorType)
+    wo = operand_def(TensorType)
+    bq = opt_operand_def(TensorType)
+    bk = opt_operand_def(TensorType)
+    bv = opt_operand_def(TensorType)
+    bo = opt_operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
+    cos = opt_operand_def(TensorType)
+    sin = opt_operand_def(TensorType)
+    q_norm = opt_operand_def(TensorType)
+    k_norm = opt_operand_def(TensorType)
+    output = result_def(TensorType)
+    PROPS = (
+        ("heads", Kind.INT, False),
+        ("kv_heads", Kind.INT, True),
+        ("dropout", Kind.FLOAT, True),
+        ("norm_eps", Kind.FLOAT, True),
+        ("scale", Kind.FLOAT, True),
+        ("softcap", Kind.FLOAT, True),
+    )
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    NAMES = (
+        "query", "key", "value", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "mask", "cos", "sin",
+        "q_norm", "k_norm",
+    )  # fmt: skip
+
+    @classmethod
+    def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
+        operands = [*operands, *[None] * (len(cls.NAMES) - len(operands))]  # cos, sin may be left out
+        q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, cos, sin, q_norm, k_norm = operands
+        heads = attrs["heads"]
+        groups = attrs.get("kv_heads") or heads
+        check_probability(cls, "dropout", attrs.get("dropout"))
+        if q.rank != 3 or k.shape != v.shape or k.rank != 3 or k.shape[0] != q.shape[0]:
+            raise op_error(cls, "query must be [B, Sq, E] and key, value [B, Sk, E]")
+        batch, sq, e = q.shape
+        sk = k.shape[1]
+        if k.shape[2] != e or heads < 1 or e % heads:
+            raise op_error(cls, f"embedding {e} must match key/value and divide into {heads} heads")
+        if groups < 1 or heads % groups:
+            raise op_error(cls, f"kv_heads {groups} must divide the {heads} heads")
+        width = e // heads
+        kv = groups * width
+        for name, t, shape in (
+            ("wq", wq, (e, e)),
+            ("wk", wk, (kv, e)),
+            ("wv", wv, (kv, e)),
+            ("wo", wo, (e, e)),
+            ("bq", bq, (e,)),
+            ("bk", bk, (kv,)),
+            ("bv", bv, (kv,)),
+            ("bo", bo, (e,)),
+        ):
+            if t is not None and t.shape != shape:
+                raise op_error(cls, f"{name} shape {list(t.shape)} should be {list(shape)}")
+        if mask is not None and (
+            mask.rank != 4
+            or mask.shape[0] not in (1, batch)
+            or mask.shape[1] != 1
+            or mask.shape[2] not in (1, sq)
+            or mask.shape[3] != sk
+        ):
+            raise op_error(cls, f"mask shape {list(mask.shape)} should be [{batch}|1, 1, {sq}|1, {sk}]")
+        rotary = [t for t in (cos, sin) if t is not None]
+        if rotary and (len(rotary) != 2 or sq != sk):
+            raise op_error(cls, "rotary embeddings need both cos and sin, and self-attention (Sq = Sk)")
+        for t in rotary:
+            if t.rank != 4 or t.shape[0] not in (1, batch) or t.shape[1:] != (1, sq, width):
+                raise op_error(cls, f"cos/sin shape {list(t.shape)} should be [{batch}|1, 1, {sq}, {width}]")
+        for name in ("scale", "softcap"):
+            value = attrs.get(name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise op_error(cls, f"{name} must be a positive number, got {value}")
+        norms = [t for t in (q_norm, k_norm) if t is not None]
+        if norms and (len(norms) != 2 or attrs.get("norm_eps") is None):
+            raise op_error(cls, "q/k normalization needs both q_norm and k_norm, and norm_eps")
+        if norms:
+            check_eps(cls, attrs["norm_eps"])
+        for t in norms:
+            if t.shape != (width,):
+                raise op_error(cls, f"q_norm/k_norm shape {list(t.shape)} should be [{width}]")
+        b = form_builder(cls, list(cls.NAMES), operands)
+        for o in (14, 15):
+            b.forbid(o, 0, "each head is normalized with the whole weight")
+        batch_uses = [(0, 0), (1, 0), (2, 0)] + [
+            (o, 0) for o, t in ((11, mask), (12, cos), (13, sin)) if t is not None and t.shape[0] == batch
+        ]
+        seq_uses = [(0, 1)] + ([(11, 2)] if mask is not None and mask.shape[2] == sq else [])
+        for o, d in ((1, 1), (2, 1), (11, 3)):
+            b.forbid(o, d, "every query attends over the whole key sequence")
+        for o in (12, 13):
+            for d in (2, 3):
+                b.forbid(o, d, "rotary embeddings are read whole")
+        for o, d in ((0, 1), (11, 2)) if rotary else ():
+            b.forbid(o, d, "rotary embeddings rotate q and k at the same positions")
+        seq = [] if rotary else [b.shared_dim("s", seq_uses)]
+        shard = [[b.shared_dim("b", batch_uses)], seq, []]
+        h = b.shared_dim("h", [(3, 0), (4, 0), (5, 0), (6, 1), (7, 0), (8, 0), (9, 0)])
+        if groups % b.degrees[h]:
+            what = "heads" if groups == heads else "KV heads"
+            raise op_error(cls, f"head shard degree {b.degrees[h]} does not divide {groups} {what}")
+        b.forbid(6, 0, "the output projection's rows are the embedding, not heads")
+        form = b.build([(shard, [h])])
+        return form, [result_type(form, 0, q.shape, float_dtype(cls, q))]

@@ -1,0 +1,257 @@
+"""Element-wise `pcg` ops: unary functions (linear ones accept partial sums), comparisons,
+dropout, casts, and broadcasting binary arithmetic."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from xdsl.dialects.builtin import i1
+from xdsl.ir import Attribute
+from xdsl.irdl import (
+    operand_def,
+    result_def,
+)
+
+from unityc.dialects.forms import Form, FormBuilder
+from unityc.dialects.pcg_types import (
+    PcgOp,
+    TensorType,
+    check_probability,
+    float_dtype,
+    form_builder,
+    op_error,
+    result_type,
+    same_dims,
+)
+from unityc.dialects.syntax import Kind, op_definition
+
+
+class UnaryOp(PcgOp):
+    """f(x) element by element. Linear ops also accept partial sums."""
+
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    LINEAR: ClassVar[bool] = False
+    FLOATING: ClassVar[bool] = True
+
+    @classmethod
+    def out_dtype(cls, x: TensorType, attrs: dict[str, Any]) -> Attribute:
+        return float_dtype(cls, x) if cls.FLOATING else x.element_type
+
+    @classmethod
+    def check_props(cls, attrs: dict[str, Any]) -> None:
+        """Op-specific checks of the properties (dropout's probability)."""
+
+    @classmethod
+    def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
+        (x,) = operands
+        cls.check_props(attrs)
+        b = form_builder(cls, ["input"], operands)
+        shard = same_dims(b, 0, x.rank)
+        sums = [b.operand_sum("s", 0)] if cls.LINEAR else []
+        form = b.build([(shard, sums)])
+        return form, [result_type(form, 0, x.shape, cls.out_dtype(x, attrs))]
+
+
+def _unary(name: str, doc: str, linear: bool = False, props: tuple = ()) -> type[UnaryOp]:
+    cls = type(
+        "".join(p.title() for p in name.split("_")) + "Op",
+        (UnaryOp,),
+        {"name": f"pcg.{name}", "__doc__": doc, "LINEAR": linear, "PROPS": props, "__module__": __name__},
+    )
+    return op_definition(cls)  # type: ignore[return-value]
+
+
+ReluOp = _unary("relu", "max(x, 0).")
+GeluOp = _unary("gelu", "GELU, exact (erf) form unless `tanh` is set.", props=(("tanh", Kind.FLAG, True),))
+SigmoidOp = _unary("sigmoid", "1 / (1 + exp(-x)).")
+TanhOp = _unary("tanh", "tanh(x).")
+ExpOp = _unary("exp", "exp(x).")
+SqrtOp = _unary("sqrt", "sqrt(x).")
+IdentityOp = _unary("identity", "x.", linear=True)
+NegOp = _unary("neg", "-x.", linear=True)
+ScalarMulOp = _unary("scalar_mul", "x * scale.", linear=True, props=(("scale", Kind.FLOAT, False),))
+ScalarAddOp = _unary(
+    "scalar_add",
+    "x + value (not linear: partial sums must be reduced first).",
+    props=(("value", Kind.FLOAT, False),),
+)
+PowOp = _unary("pow", "x ** exponent.", props=(("exponent", Kind.FLOAT, False),))
+
+
+@op_definition
+class ClampOp(UnaryOp):
+    """min(max(x, low), high), either bound optional: hardtanh, ReLU6 (`low` 0, `high` 6),
+    torch.clamp. The gradient passes where low <= x <= high, as torch's."""
+
+    name = "pcg.clamp"
+    PROPS = (("low", Kind.FLOAT, True), ("high", Kind.FLOAT, True))
+
+    @classmethod
+    def check_props(cls, attrs: dict[str, Any]) -> None:
+        low, high = attrs.get("low"), attrs.get("high")
+        if low is None and high is None:
+            raise op_error(cls, "needs a low or a high bound")
+        if any(v is not None and math.isnan(v) for v in (low, high)):
+            raise op_error(cls, "bounds may not be nan")
+        if low is not None and high is not None and low > high:
+            raise op_error(cls, f"low bound {low} is above high bound {high}")
+
+
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+"""The comparisons of `pcg.compare`, named as torch's (`aten.ne.Scalar`, ...)."""
+
+
+@op_definition
+class CompareOp(UnaryOp):
+    """x `kind` value element by element (kind: eq, ne, lt, le, gt, ge): a boolean mask, e.g.
+    RoBERTa's `input_ids != pad`. Any element type; no gradient flows through it."""
+
+    name = "pcg.compare"
+    PROPS = (("kind", Kind.STR, False), ("value", Kind.FLOAT, False))
+    FLOATING = False
+
+    @classmethod
+    def check_props(cls, attrs: dict[str, Any]) -> None:
+        if attrs["kind"] not in COMPARISONS:
+            raise op_error(cls, f"kind must be one of {', '.join(COMPARISONS)}, got '{attrs['kind']}'")
+
+    @classmethod
+    def out_dtype(cls, x: TensorType, attrs: dict[str, Any]) -> Attribute:
+        return i1
+
+
+@op_definition
+class DropoutOp(UnaryOp):
+    """Dropout with probability p. The reference interpreter and --check runs treat it as the
+    identity, so that parallel plans can be compared exactly."""
+
+    name = "pcg.dropout"
+    PROPS = (("p", Kind.FLOAT, False),)
+
+    @classmethod
+    def check_props(cls, attrs: dict[str, Any]) -> None:
+        check_probability(cls, "p", attrs["p"])
+
+
+@op_definition
+class CastOp(UnaryOp):
+    """Converts the element type."""
+
+    name = "pcg.cast"
+    PROPS = (("dtype", Kind.TYPE, False),)
+    FLOATING = False
+    AUTOCAST = "declared"
+
+    @classmethod
+    def out_dtype(cls, x: TensorType, attrs: dict[str, Any]) -> Attribute:
+        return attrs["dtype"]
+
+
+class BinaryOp(PcgOp):
+    """lhs ∘ rhs element by element, with numpy broadcasting (a broadcast dim is unsharded)."""
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    output = result_def(TensorType)
+
+    @classmethod
+    def sum_factors(cls, b: FormBuilder) -> list[str]:
+        return [b.shared_sum("s", [0, 1])]
+
+    @classmethod
+    def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
+        lhs, rhs = operands
+        if lhs.element_type != rhs.element_type:
+            raise op_error(cls, f"operand element types differ: {lhs.element_type} vs {rhs.element_type}")
+        shape = broadcast_shape(cls, lhs.shape, rhs.shape)
+        b = form_builder(cls, ["lhs", "rhs"], operands)
+        shard: list[list[str]] = []
+        for i, size in enumerate(shape):
+            uses = []
+            for o, t in enumerate(operands):
+                d = i - (len(shape) - t.rank)
+                if d < 0:
+                    continue
+                if t.shape[d] == size:
+                    uses.append((o, d))
+                else:
+                    b.forbid(o, d, "it is broadcast")
+            shard.append([b.shared_dim(f"d{i}", uses)])
+        form = b.build([(shard, cls.sum_factors(b))])
+        return form, [result_type(form, 0, shape, cls.out_dtype(lhs, attrs))]
+
+    @classmethod
+    def out_dtype(cls, lhs: TensorType, attrs: dict[str, Any]) -> Attribute:
+        return lhs.element_type
+
+
+def broadcast_shape(cls: type[PcgOp], a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
+    out = []
+    for i in range(max(len(a), len(b))):
+        x = a[len(a) - 1 - i] if i < len(a) else 1
+        y = b[len(b) - 1 - i] if i < len(b) else 1
+        if x != y and 1 not in (x, y):
+            raise op_error(cls, f"shapes {list(a)} and {list(b)} do not broadcast")
+        out.append(max(x, y))
+    return tuple(reversed(out))
+
+
+@op_definition
+class AddOp(BinaryOp):
+    """lhs + rhs; partial sums add up when both operands have the same sum degree."""
+
+    name = "pcg.add"
+
+
+@op_definition
+class SubOp(BinaryOp):
+    """lhs - rhs; partial sums as for add."""
+
+    name = "pcg.sub"
+
+
+@op_definition
+class MulOp(BinaryOp):
+    """lhs * rhs; bilinear, so each operand's partial sums become result partial sums."""
+
+    name = "pcg.mul"
+
+    @classmethod
+    def sum_factors(cls, b: FormBuilder) -> list[str]:
+        return [b.operand_sum("sl", 0), b.operand_sum("sr", 1)]
+
+
+@op_definition
+class DivOp(BinaryOp):
+    """lhs / rhs; linear in lhs only."""
+
+    name = "pcg.div"
+
+    @classmethod
+    def sum_factors(cls, b: FormBuilder) -> list[str]:
+        return [b.operand_sum("s", 0)]
+
+
+@op_definition
+class CompareTensorsOp(BinaryOp):
+    """lhs `kind` rhs element by element (kind: eq, ne, lt, le, gt, ge), an i1 result, with
+    broadcasting as for the other binary ops. The importer records masks this way instead of
+    by value: a causal mask is `le` of the key positions [1, S] against the query positions
+    [S, 1], a few small constants in the IR however large the batch and sequence. Not
+    differentiable, and not linear: partial sums must be reduced first."""
+
+    name = "pcg.compare_tensors"
+    PROPS = (("kind", Kind.STR, False),)
+
+    @classmethod
+    def sum_factors(cls, b: FormBuilder) -> list[str]:
+        return []
+
+    @classmethod
+    def out_dtype(cls, lhs: TensorType, attrs: dict[str, Any]) -> Attribute:
+        if attrs["kind"] not in COMPARISONS:
+            raise op_error(cls, f"kind must be one of {', '.join(COMPARISONS)}, got '{attrs['kind']}'")
+        return i1
