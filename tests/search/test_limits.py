@@ -9,7 +9,7 @@ from search_graphs import branches, machine, mlp, rules, t
 from unityc.cost.estimate import roofline_model
 from unityc.graph import Graph, to_module
 from unityc.graph.simplify import fuse_collectives
-from unityc.search import unity
+from unityc.search import segments, unity
 from unityc.search.bounds import Bound
 from unityc.search.mapping import Mapper
 from unityc.search.plans import Pricing, data_parallel_plan
@@ -62,9 +62,9 @@ def test_the_work_budget_stops_a_search() -> None:
 
 
 def test_the_work_budget_shrinks_with_degrees_and_big_segments() -> None:
-    assert unity.work_budget(12, 1, 12, 12) < unity.work_budget(12, 3, 12, 12)
-    assert unity.work_budget(12, 1, 600, 12) < unity.work_budget(12, 1, 12, 12)
-    assert unity.work_budget(None, 1, 12, 12) is None
+    assert segments.work_budget(12, 1, 12, 12) < segments.work_budget(12, 3, 12, 12)
+    assert segments.work_budget(12, 1, 600, 12) < segments.work_budget(12, 1, 12, 12)
+    assert segments.work_budget(None, 1, 12, 12) is None
 
 
 def sum_of_branches(n: int) -> Graph:
@@ -180,7 +180,7 @@ def test_a_slow_whole_graph_plan_does_not_hold_the_deadline(
         time.sleep(300)
         yield from ()
 
-    monkeypatch.setattr(unity, "_alternative_plans", slow)
+    monkeypatch.setattr(unity, "alternative_plans", slow)
     began = time.monotonic()
     found = unity_search(mlp(layers=2), machine("cpu:2"), rules(), UnityOptions(time_limit=4))
     assert time.monotonic() - began < 120  # generous: the pricing alone would take 300 s

@@ -15,15 +15,9 @@ from unityc.dialects.pipeline import check_pipeline
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module, to_module
 from unityc.machine import load_machine
-from unityc.search.pipeline import (
-    LayerCosts,
-    Stage,
-    StageModel,
-    exhaustive_partition,
-    materialize,
-    partition,
-    partition_value,
-)
+from unityc.search.layers import LayerCosts, Stage
+from unityc.search.partition import StageModel, exhaustive_partition, partition, partition_value
+from unityc.search.pipeline import materialize
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 DEEP_MLP = os.path.abspath(os.path.join(ROOT, "tests", "pipeline", "deep_mlp.py")) + ":make"
