@@ -213,3 +213,32 @@ def test_what_follows_the_search_keeps_to_the_time_limit(monkeypatch: pytest.Mon
     with pytest.raises(ValueError, match=r"time limit \(4 s\) ran out before the next lever was priced"):
         search.apply(Context(), module)
     assert time.monotonic() - began < 120
+
+
+def test_the_time_limit_still_writes_the_best_plan_so_far(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25 item 7, as `unityc-opt --unity-search --time-limit` runs it: the segment search
+    is still running at the limit and baselines are asked for; the pass returns, with the best
+    plan completed by then in place of the graph (never "nothing written"), the baselines it
+    could not price said to be so."""
+    import time
+
+    from xdsl.context import Context
+
+    from unityc.dialects.source import make_context, parse_source
+    from unityc.graph import from_module
+    from unityc.passes.unity_search import UnitySearchPass
+
+    def slow(*args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(300)  # interrupted by the deadline
+
+    monkeypatch.setattr(unity, "_search", slow)
+    module = parse_source(make_context(), str(to_module(mlp(layers=2))), "mlp.mlir")
+    began = time.monotonic()
+    search = UnitySearchPass(
+        machine="cpu:2", time_limit=4, baselines="data-parallel,pipedream", progress=False, budget=2
+    )
+    search.apply(Context(), module)
+    assert time.monotonic() - began < 120  # generous: the search alone would take 300 s
+    plan = from_module(module)
+    assert all(node.view is not None for node in plan.nodes.values())
+    module.verify()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from unityc.cost.communication import collective_time
 from unityc.cost.pipeline import StageCost
@@ -36,6 +36,8 @@ class StageModel:
     schedule: str = "1f1b"
     tensor: int = 1
     """Tensor-parallel degree inside every stage (Megatron layout); 1: data parallel."""
+    scale: float = 1.0
+    """The share of each device's memory a stage may take (`ladder_partitions`)."""
 
     @property
     def machine(self) -> Machine:
@@ -167,7 +169,17 @@ class StageModel:
         return self.costs.state_bytes(weights) + inflight * total(0, rows, "saved", first, last)
 
     def capacity(self, start: int, width: int) -> float:
-        return min(self.machine.kind_of(d).memory for d in range(start, start + width))
+        return self.scale * min(self.machine.kind_of(d).memory for d in range(start, start + width))
+
+    def memory_share(self, stages: Sequence[Stage]) -> float:
+        """The largest share of its devices' memory a stage of the partition takes (by this
+        model, at scale 1)."""
+        D = self.machine.num_devices
+        return max(
+            self.memory(st.first, st.last, st.width, self.inflight(D - st.start - st.width))
+            / (self.capacity(st.start, st.width) / self.scale)
+            for st in stages
+        )
 
     def stage_time(self, c: StageCost) -> float:
         return self.microbatches * (c.forward_s + c.backward_s) + c.sync_s + c.update_s
@@ -225,6 +237,39 @@ def partition(
         return None
     objective, chosen = min(finals, key=lambda v: (v[0], len(v[1])))
     return Partition(chosen, objective)
+
+
+LADDER_STEP = 4
+"""Memory caps per doubling in `ladder_partitions` (caps 2^(k/4) bytes)."""
+LADDER_HEADROOM = 1.25
+"""The largest cap, in device memories: the DP's memory model may overestimate what `estimate` finds."""
+LADDER_RUNGS = 12
+"""At most this many partitions per ladder (each one a plan to price, at scale an estimate of minutes)."""
+
+
+def ladder_partitions(
+    model: StageModel, stages: int | None = None, widths: Sequence[int] | None = None
+) -> list[Partition]:
+    """The DP's partitions under memory caps from a fixed ladder (2^(k/LADDER_STEP) bytes on
+    the machine's largest device, the others in proportion to their memory), from the largest
+    cap at most LADDER_HEADROOM x its memory down, each next cap below what the last partition
+    takes, until none fits: the partitions a plan checked by `estimate` is chosen from
+    (`pipeline.pipedream_plan`). The ladder does not depend on the machine's memory, so more
+    memory only adds partitions (the caps above the last machine's) and keeps those had: as
+    long as no more than LADDER_RUNGS partitions come before them."""
+    top = max(k.memory for k in model.machine.kinds)
+    k = math.floor(LADDER_STEP * math.log2(LADDER_HEADROOM * top))
+    found: list[Partition] = []
+    while len(found) < LADDER_RUNGS:
+        part = partition(replace(model, scale=2 ** (k / LADDER_STEP) / top), stages=stages, widths=widths)
+        if part is None:
+            break
+        found.append(part)
+        used = model.memory_share(part.stages) * top
+        if used <= 0:
+            break
+        k = min(k - 1, math.ceil(LADDER_STEP * math.log2(used)) - 1)
+    return found
 
 
 def _stage_value(

@@ -34,7 +34,7 @@ from unityc.search.layers import (
     carry_stages,
     layer_of,
 )
-from unityc.search.partition import StageModel, partition, partition_value, stage_costs
+from unityc.search.partition import StageModel, ladder_partitions, partition, partition_value, stage_costs
 from unityc.search.rebuild import rebuild
 from unityc.search.strategies import _batch_forms, megatron_layouts, sync_batch_norm, tensor_degrees
 from unityc.search.views import canonical_view, strip_views, task_degrees, to_attr
@@ -195,7 +195,7 @@ def allowed_widths(machine: Machine) -> list[int]:
 
 def microbatch_counts(batch: int, limit: int = 32) -> list[int]:
     """Powers of two dividing the batch, up to `limit`."""
-    return [m for m in (2**k for k in range(7)) if m <= limit and batch % m == 0]
+    return [m for m in (2**k for k in range(batch.bit_length())) if m <= limit and batch % m == 0]
 
 
 @dataclass(frozen=True)
@@ -260,6 +260,27 @@ def best_partition(
     return costs._partitions[memo]
 
 
+def ranked_partitions(
+    graph: Graph, machine: Machine, options: PipelineOptions, stages: int | None = None,
+    costs: LayerCosts | None = None,
+) -> list[tuple[float, Partition, int]]:  # fmt: skip
+    """PipeDream's 1F1B partitions for each micro-batch count (`microbatch_counts` up to the
+    batch) under each memory cap of `partition.ladder_partitions`, with their micro-batch count,
+    fastest simulated schedule first."""
+    costs = costs or options.layer_costs(graph, machine)
+    ranked: list[tuple[float, Partition, int]] = []
+    seen: set[tuple[tuple[Stage, ...], int]] = set()
+    for M in microbatch_counts(costs.batch, costs.batch):
+        model = StageModel(costs, M, "1f1b")
+        for part in ladder_partitions(model, stages, allowed_widths(machine)):
+            if (part.stages, M) in seen:
+                continue
+            seen.add((part.stages, M))
+            run = simulate_pipeline(stage_costs(model, part.stages), "1f1b", M)
+            ranked.append((run.iteration_s, part, M))
+    return sorted(ranked, key=lambda r: (r[0], len(r[1].stages)))
+
+
 def pipedream_plan(
     graph: Graph,
     machine: Machine,
@@ -268,16 +289,27 @@ def pipedream_plan(
     costs: LayerCosts | None = None,
 ) -> PipelinePlan:
     """PipeDream: its partition DP (stage replication, per-stage device groups), the 1F1B
-    schedule (flushed, as the IR's plans are; `estimate{schedule="2bw"}` prices 2BW), the
-    micro-batch count whose simulated iteration is fastest. `costs`: the graph's layer costs,
-    if already had (shared with other plans of the same graph and machine)."""
+    schedule (flushed, as the IR's plans are; `estimate{schedule="2bw"}` prices 2BW): of the
+    partitions of every micro-batch count and memory cap (`ranked_partitions`), the fastest by
+    the simulated schedule whose plan fits by `estimate` (the DP's per-stage memory is close to
+    the estimate's, not equal: activation gradients, buffers and reserved bytes it does not
+    see). More device memory never gives a slower partition by the DP's simulation (the caps
+    do not depend on it). `costs`: the graph's layer costs, if already had (shared with other
+    plans of the same graph and machine)."""
     options = options or PipelineOptions()
     graph = plain_graph(graph)
-    found = best_partition(graph, machine, options, "1f1b", stages, costs)
-    if found is None:
+    ranked = ranked_partitions(graph, machine, options, stages, costs)
+    if not ranked:
         raise PipelineError("pipedream: no partition fits the machine's memory")
-    part, M = found
-    return _finish("pipedream", graph, machine, part, "1f1b", M, options, describe(part, "1f1b", M))
+    smallest: PipelinePlan | None = None
+    for _, part, M in ranked:
+        plan = _finish("pipedream", graph, machine, part, "1f1b", M, options, describe(part, "1f1b", M))
+        if plan.estimate.fits:
+            return plan
+        if smallest is None or plan.estimate.peak_memory < smallest.estimate.peak_memory:
+            smallest = plan
+    assert smallest is not None
+    return smallest
 
 
 # --- the 002 method ---------------------------------------------------------------------------
@@ -478,14 +510,13 @@ def pipeline_candidates(
     (`pipedream`, `hetero-gpipe`, `gpipe`) so that the search never returns a plan slower than
     they are. Plans the machine or graph
     cannot have are left out. `tensor`: also partitions with tensor-parallel stages. The layer
-    costs are computed once for all of them, and pipedream's plan is the 1F1B DP's."""
+    costs are computed once for all of them."""
     options = options or PipelineOptions()
     graph = plain_graph(graph)
     if machine.num_devices < 2:
         return []
     plans: list[PipelinePlan] = []
     costs = options.layer_costs(graph, machine)
-    pipedream: PipelinePlan | None = None
     for schedule, staged in itertools.product(("1f1b", "gpipe"), (False, True) if tensor else (False,)):
         try:
             found = best_partition(graph, machine, options, schedule, costs=costs, tensor=staged)
@@ -496,13 +527,11 @@ def pipeline_candidates(
             plans.append(
                 _finish("pipeline", graph, machine, part, schedule, M, options, describe(part, schedule, M))
             )
-            if schedule == "1f1b" and not staged:  # pipedream_plan's own DP and plan
-                pipedream = replace(plans[-1], name="pipedream")
             if schedule == "1f1b":
                 with contextlib.suppress(PipelineError, ValueError):
                     plans.append(interleaved_plan(graph, machine, part, M, costs, options))
     for build in (
-        lambda: pipedream or pipedream_plan(graph, machine, options, costs=costs),
+        lambda: pipedream_plan(graph, machine, options, costs=costs),
         lambda: hetero_gpipe_plan(graph, machine, options, costs),
         lambda: even_split_plan(graph, machine, options),
     ):
