@@ -27,9 +27,11 @@ from transformer_shapes import MODELS
 from unityc.cost.units import format_bytes, format_time
 from unityc.machine.presets import preset
 from unityc.passes.unity_search import load_rules
+from unityc.search.alternatives import accumulation_plan, microbatchable
 from unityc.search.levers import accumulated, accumulation_steps
 from unityc.search.plans import Pricing, data_parallel_plan, zero_version
-from unityc.search.unity import UnityOptions, accumulation_plan, microbatchable, strip_views, unity_search
+from unityc.search.unity import UnityOptions, unity_search
+from unityc.search.views import strip_views
 
 GIB = 2**30
 PRICING = Pricing(optimizer="adam")

@@ -44,7 +44,8 @@ from unityc.machine.spec import Machine
 from unityc.passes.unity_search import load_rules
 from unityc.search.galvatron import galvatron_plan
 from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, megatron_plans, zero_version
-from unityc.search.unity import UnityOptions, strip_views, unity_search
+from unityc.search.unity import UnityOptions, unity_search
+from unityc.search.views import strip_views
 
 GIB = 2**30
 BUDGETS = (8, 12, 16)

@@ -29,7 +29,9 @@ from unityc.cost.staged import estimate_pipelined
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import from_module
 from unityc.machine import load_machine
-from unityc.search.pipeline import LayerCosts, Stage, StageModel, materialize, stage_costs
+from unityc.search.layers import LayerCosts, Stage
+from unityc.search.partition import StageModel, stage_costs
+from unityc.search.pipeline import materialize
 
 
 def main(argv: list[str] | None = None) -> None:

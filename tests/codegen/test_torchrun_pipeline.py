@@ -115,7 +115,8 @@ def _tensor_program(
 
     from unityc.graph import from_module, to_module
     from unityc.machine import load_machine
-    from unityc.search.pipeline import LayerCosts, Stage, materialize
+    from unityc.search.layers import LayerCosts, Stage
+    from unityc.search.pipeline import materialize
 
     graph = from_module(parse_source(make_context(), _imported(model, batch), f"{name}-model.mlir"))
     machine = load_machine(f"cpu:{ranks}")

@@ -82,7 +82,9 @@ def test_a_tied_weight_is_priced_as_the_partition_profile_prices_it(monkeypatch:
     over both once per iteration, not sent each micro-batch; the partition DP's profile prices the
     stages' sync and update as the estimate does."""
     import unityc.cost.staged as staged
-    from unityc.search.pipeline import LayerCosts, Stage, StageModel, materialize, stage_costs
+    from unityc.search.layers import LayerCosts, Stage
+    from unityc.search.partition import StageModel, stage_costs
+    from unityc.search.pipeline import materialize
 
     graph = from_module(import_model(ModelSpec("bert", "small", 8)))
     machine = load_machine("cpu:2")

@@ -17,7 +17,8 @@ from unityc.passes.unity_search import load_rules
 from unityc.search.galvatron import galvatron_plan
 from unityc.search.levers import with_memory_levers
 from unityc.search.plans import Pricing, data_parallel_plan, megatron_plans, zero_plan
-from unityc.search.unity import UnityOptions, strip_views, unity_search
+from unityc.search.unity import UnityOptions, unity_search
+from unityc.search.views import strip_views
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
 TRANSFORMER = os.path.join(os.path.dirname(__file__), "..", "filecheck", "search", "Inputs")
@@ -107,7 +108,8 @@ def test_levers_make_a_pipelined_plan_fit() -> None:
 
     from unityc.codegen import emit_program
     from unityc.graph import to_module
-    from unityc.search.pipeline import LayerCosts, Stage, materialize
+    from unityc.search.layers import LayerCosts, Stage
+    from unityc.search.pipeline import materialize
 
     graph = strip_views(from_module(import_model(ModelSpec("mlp", "small", batch=64))))
     roomy = preset("cpu:4")

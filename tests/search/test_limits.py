@@ -9,7 +9,7 @@ from search_graphs import branches, machine, mlp, rules, t
 from unityc.cost.estimate import roofline_model
 from unityc.graph import Graph, to_module
 from unityc.graph.simplify import fuse_collectives
-from unityc.search import unity
+from unityc.search import segments, unity
 from unityc.search.bounds import Bound
 from unityc.search.mapping import Mapper
 from unityc.search.plans import Pricing, data_parallel_plan
@@ -62,9 +62,9 @@ def test_the_work_budget_stops_a_search() -> None:
 
 
 def test_the_work_budget_shrinks_with_degrees_and_big_segments() -> None:
-    assert unity.work_budget(12, 1, 12, 12) < unity.work_budget(12, 3, 12, 12)
-    assert unity.work_budget(12, 1, 600, 12) < unity.work_budget(12, 1, 12, 12)
-    assert unity.work_budget(None, 1, 12, 12) is None
+    assert segments.work_budget(12, 1, 12, 12) < segments.work_budget(12, 3, 12, 12)
+    assert segments.work_budget(12, 1, 600, 12) < segments.work_budget(12, 1, 12, 12)
+    assert segments.work_budget(None, 1, 12, 12) is None
 
 
 def sum_of_branches(n: int) -> Graph:
@@ -180,7 +180,7 @@ def test_a_slow_whole_graph_plan_does_not_hold_the_deadline(
         time.sleep(300)
         yield from ()
 
-    monkeypatch.setattr(unity, "_alternative_plans", slow)
+    monkeypatch.setattr(unity, "alternative_plans", slow)
     began = time.monotonic()
     found = unity_search(mlp(layers=2), machine("cpu:2"), rules(), UnityOptions(time_limit=4))
     assert time.monotonic() - began < 120  # generous: the pricing alone would take 300 s
@@ -213,3 +213,32 @@ def test_what_follows_the_search_keeps_to_the_time_limit(monkeypatch: pytest.Mon
     with pytest.raises(ValueError, match=r"time limit \(4 s\) ran out before the next lever was priced"):
         search.apply(Context(), module)
     assert time.monotonic() - began < 120
+
+
+def test_the_time_limit_still_writes_the_best_plan_so_far(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25 item 7, as `unityc-opt --unity-search --time-limit` runs it: the segment search
+    is still running at the limit and baselines are asked for; the pass returns, with the best
+    plan completed by then in place of the graph (never "nothing written"), the baselines it
+    could not price said to be so."""
+    import time
+
+    from xdsl.context import Context
+
+    from unityc.dialects.source import make_context, parse_source
+    from unityc.graph import from_module
+    from unityc.passes.unity_search import UnitySearchPass
+
+    def slow(*args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(300)  # interrupted by the deadline
+
+    monkeypatch.setattr(unity, "_search", slow)
+    module = parse_source(make_context(), str(to_module(mlp(layers=2))), "mlp.mlir")
+    began = time.monotonic()
+    search = UnitySearchPass(
+        machine="cpu:2", time_limit=4, baselines="data-parallel,pipedream", progress=False, budget=2
+    )
+    search.apply(Context(), module)
+    assert time.monotonic() - began < 120  # generous: the search alone would take 300 s
+    plan = from_module(module)
+    assert all(node.view is not None for node in plan.nodes.values())
+    module.verify()

@@ -15,15 +15,9 @@ from unityc.dialects.pipeline import check_pipeline
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module, to_module
 from unityc.machine import load_machine
-from unityc.search.pipeline import (
-    LayerCosts,
-    Stage,
-    StageModel,
-    exhaustive_partition,
-    materialize,
-    partition,
-    partition_value,
-)
+from unityc.search.layers import LayerCosts, Stage
+from unityc.search.partition import StageModel, exhaustive_partition, partition, partition_value
+from unityc.search.pipeline import PipelineOptions, materialize, pipedream_plan
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 DEEP_MLP = os.path.abspath(os.path.join(ROOT, "tests", "pipeline", "deep_mlp.py")) + ":make"
@@ -127,3 +121,19 @@ def test_a_hybrid_partition_has_a_program() -> None:
     module.attributes["unityc.machine"] = StringAttr("cpu:4")
     program = emit_program(module)
     assert "PIPELINE = rt.Pipeline('1f1b', 4, ((0, 1), (2, 3)))" in program
+
+
+def test_pipedream_fits_by_estimate_and_more_memory_is_never_slower() -> None:
+    """Issue 25 item 5: the DP's memory model sees less than `estimate` (before, at 256 KiB it
+    returned a 272 KiB plan, at 448 and 512 KiB plans of 450 and 515 KiB); the plan pipedream
+    returns fits by `estimate`, and a bigger memory never gives a slower plan."""
+    g = deep_mlp(8, 64)
+    times = []
+    for kib in (160, 256, 448, 512, 640):
+        machine = load_machine("cpu:4").with_memory(kib * 2**10)
+        plan = pipedream_plan(g, machine, PipelineOptions(optimizer="adam"))
+        assert plan.estimate.fits, (kib, plan.note, plan.estimate.peak_memory)
+        assert plan.estimate == estimate_graph(plan.graph, machine, optimizer="adam")
+        times.append(plan.estimate.iteration_s)
+    assert times == sorted(times, reverse=True)
+    assert times[0] > times[-1]  # the memory matters in this range

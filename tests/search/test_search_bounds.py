@@ -17,25 +17,28 @@ from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module
 from unityc.machine import load_machine
 from unityc.passes.unity_search import load_rules
-from unityc.search.bounds import levers_bound, pipeline_bound
-from unityc.search.galvatron import per_layer
-from unityc.search.levers import with_memory_levers
-from unityc.search.pipeline import PipelineOptions, batch_size, pipeline_candidates
-from unityc.search.plans import Pricing, data_parallel_plan, megatron_plans, one_device_plan, zero_version
-from unityc.search.unity import (
-    SearchReport,
-    UnityOptions,
-    _alternative_plans,
-    _better_estimate,
-    _result,
-    _sent,
-    _whole_graph_plans,
+from unityc.search.alternatives import (
+    alternative_plans,
+    better_estimate,
     microbatchable,
     pipeline_plans,
     pipelines_pruned,
-    strip_views,
+    sent_items,
+    whole_graph_plans,
+)
+from unityc.search.bounds import levers_bound, pipeline_bound
+from unityc.search.galvatron import per_layer
+from unityc.search.layers import batch_size
+from unityc.search.levers import with_memory_levers
+from unityc.search.options import SearchReport
+from unityc.search.pipeline import PipelineOptions, pipeline_candidates
+from unityc.search.plans import Pricing, data_parallel_plan, megatron_plans, one_device_plan, zero_version
+from unityc.search.unity import (
+    UnityOptions,
+    _result,
     unity_search,
 )
+from unityc.search.views import strip_views
 
 
 @cache
@@ -137,13 +140,13 @@ def test_the_search_skips_levered_plans_that_cannot_win() -> None:
     graph = deep_mlp()
     pricing = Pricing()
     one = _result(one_device_plan(graph, m, pricing), SearchReport(), "one device", [])
-    every = [plan for _, plan, _ in _whole_graph_plans(graph, m, pricing, True)]
+    every = [plan for _, plan, _ in whole_graph_plans(graph, m, pricing, True)]
     assert {"zero", "galvatron"} <= {p.name for p in every}
     assert all(p.estimate.iteration_s > one.estimate.iteration_s for p in every)
     options = UnityOptions(pipelines=False)
-    made = list(_alternative_plans(graph, m, pricing, options, one))
+    made = list(alternative_plans(graph, m, pricing, options, one))
     assert {p.name for _, p in made} == {"data-parallel", "megatron"}
-    sent = list(_sent(iter(made), one, True))
+    sent = list(sent_items(iter(made), one, True))
     assert [row.name for row, _ in sent if row is not None] == [p.name for p, _ in made if p is not None]
     assert all(plan is None for _, plan in sent)
 
@@ -153,11 +156,11 @@ def test_the_worker_sends_in_full_every_plan_that_can_win() -> None:
     the best of all is among them."""
     m = load_machine("dgx-a100:1")
     graph = deep_mlp()
-    made = list(_alternative_plans(graph, m, Pricing(), UnityOptions(pipelines=False), None))
-    sent = [plan for _, plan in _sent(iter(made), None, True)]
+    made = list(alternative_plans(graph, m, Pricing(), UnityOptions(pipelines=False), None))
+    sent = [plan for _, plan in sent_items(iter(made), None, True)]
     assert sent[0] is made[0][1] and 0 < sum(p is not None for p in sent) < len(sent)
     best = made[0][1]
     for _, plan in made[1:]:
-        if _better_estimate(plan.estimate, best.estimate):
+        if better_estimate(plan.estimate, best.estimate):
             best = plan
     assert any(p is best for p in sent)

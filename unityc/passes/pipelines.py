@@ -43,7 +43,8 @@ class _PipelinePass(ModulePass):
         from unityc.graph import from_module, to_module
         from unityc.machine import load_machine
         from unityc.passes.unity_search import machine_reference, replace_module
-        from unityc.search.pipeline import PipelineError, PipelineOptions, hetero_gpipe_plan, pipedream_plan
+        from unityc.search.layers import PipelineError
+        from unityc.search.pipeline import PipelineOptions, hetero_gpipe_plan, pipedream_plan
 
         training_function(op)  # one graph, its loss a scalar: located errors before any work
         if self.stages < 0:

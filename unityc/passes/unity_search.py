@@ -183,8 +183,9 @@ class UnitySearchPass(ModulePass):
         from unityc.dialects.source import output_problem
         from unityc.graph import from_module, to_module
         from unityc.search.baselines import BASELINES, run_baseline
+        from unityc.search.deadline import Stopped, hard_deadline, tail_seconds
         from unityc.search.report import BaselineRow, PlanReport, render, to_json
-        from unityc.search.unity import Stopped, hard_deadline, tail_seconds, unity_search
+        from unityc.search.unity import unity_search
 
         started = process_started()
         if self.report and (problem := output_problem(self.report)):  # before the search, not after

@@ -35,17 +35,12 @@ from unityc.rewrites.match import CompiledRule
 from unityc.search.galvatron import galvatron_plan
 from unityc.search.mapping import Mapped
 from unityc.search.megatron_lm import megatron_lm_plan
+from unityc.search.options import UnityOptions, UnityResult, default_degrees
 from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, finish, megatron_plans, zero_plan
+from unityc.search.segments import WORK_PER_EXPANSION, is_algebraic
 from unityc.search.substitution import neighbours
-from unityc.search.unity import (
-    WORK_PER_EXPANSION,
-    UnityOptions,
-    UnityResult,
-    is_algebraic,
-    strip_views,
-    unity_search,
-)
-from unityc.search.views import Block
+from unityc.search.unity import unity_search
+from unityc.search.views import Block, strip_views
 
 BASELINES = (
     "data-parallel",
@@ -173,8 +168,6 @@ def exhaustive(
     limit: int = EXHAUSTIVE_LIMIT,
 ) -> PricedPlan:
     """The best of every graph the rules reach (raises ValueError past `limit` graphs)."""
-    from unityc.search.unity import default_degrees
-
     options = options or UnityOptions()
     degrees = options.degrees or default_degrees(machine)
     mapper = _pricing(options, profile).mapper(machine)

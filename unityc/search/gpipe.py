@@ -19,7 +19,8 @@ from dataclasses import replace
 from unityc.dialects.plan import INTERLEAVED, Pipeline
 from unityc.graph import Graph
 from unityc.machine.spec import Machine
-from unityc.search.pipeline import PipelineError, PipelineOptions, PipelinePlan, even_split_plan
+from unityc.search.layers import PipelineError
+from unityc.search.pipeline import PipelineOptions, PipelinePlan, even_split_plan
 
 
 def gpipe_plan(

@@ -38,7 +38,8 @@ from dataclasses import dataclass, replace
 from unityc.cost.estimate import gradient_flags
 from unityc.graph import Graph
 from unityc.machine.spec import Machine
-from unityc.search.pipeline import PipelineError, Stage, _plain, batch_size, layer_of, materialize
+from unityc.search.layers import PipelineError, Stage, batch_size, layer_of
+from unityc.search.pipeline import materialize, plain_graph
 from unityc.search.plans import PricedPlan, Pricing
 from unityc.search.strategies import tensor_degrees
 
@@ -190,7 +191,7 @@ def megatron_lm_plan(
     """Megatron-LM's hand-picked plan (see the module docstring); `tensor`, `stages`, `virtual`
     fix those choices (0: chosen as a user would). Raises PipelineError where the graph has no
     batched input, or the given degrees do not tile the machine or split the batch."""
-    graph = _plain(graph)
+    graph = plain_graph(graph)
     t = tensor or tensor_degree(graph, machine)
     if machine.num_devices % t:
         raise PipelineError(f"megatron-lm: tensor degree {t} does not divide {machine.num_devices} devices")

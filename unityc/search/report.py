@@ -15,7 +15,7 @@ from unityc.cost.estimate import Estimate
 from unityc.cost.report import Utilization, format_mfu, mfu_line, pipeline_lines, table
 from unityc.cost.units import format_bytes, format_time
 from unityc.graph import Graph
-from unityc.search.unity import SearchReport
+from unityc.search.options import SearchReport
 from unityc.search.views import task_degrees
 
 

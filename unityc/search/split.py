@@ -9,7 +9,7 @@ fewest rule matches (MetaFlow: a match blocked by a cut spans both of its sides)
 combined with the padding mask, read by every layer) count as sources here: they would
 otherwise join every layer to the first and leave no cut. They belong to no segment; a segment
 reads their values as inputs of their own (`SegmentGraph.sides`), and the search's plan computes
-them once, unparallelized, before the segments (`unity._Run._stitch`).
+them once, unparallelized, before the segments (`segments.SegmentSearch._stitch`).
 
 Each segment becomes a small graph of its own (`SegmentGraph`): its weights, inputs and
 constants renamed by position (`@0`, `@1`, ...) so that repeated layers give equal graphs and

@@ -22,7 +22,9 @@ from typing import NamedTuple
 from unityc.cost.communication import Coord
 from unityc.cost.pricing import type_info
 from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.plan import GRAPH_PLAN_ATTRS
 from unityc.dialects.view import MachineViewAttr
+from unityc.graph import Graph, Node
 from unityc.machine.spec import Machine
 
 
@@ -125,3 +127,14 @@ def to_attr(view: View, machine: Machine) -> MachineViewAttr:
             strides.append(s)
             inter.append(False)
     return MachineViewAttr(view.start, strides, inter)
+
+
+def strip_views(graph: Graph) -> Graph:
+    """A copy without per-op plans (machine views, stages, zero stages, recompute marks), the
+    pipeline schedule of a pipelined plan, and dead nodes (what the search starts from)."""
+    out = graph.copy()
+    for nid, node in out.nodes.items():
+        if node.plan:
+            out.nodes[nid] = Node(node.op, node.operands, node.attrs, node.types, hint=node.hint)
+    out.function_attrs = {k: v for k, v in out.function_attrs.items() if k not in GRAPH_PLAN_ATTRS}
+    return out.prune()
