@@ -3,7 +3,7 @@
 
 1. The plan is priced for one micro-batch (`microbatch_graph`: inputs' dim 0 divided by M, every
    type inferred again, a reshape's leading size with it), op by op with the per-node pricing
-   every estimate uses (`estimate.build_steps`): so a small micro-batch pays the kernel latency
+   every estimate uses (`steps.build_steps`): so a small micro-batch pays the kernel latency
    and the collectives' latency as it would.
 2. Each stage becomes a `pipeline.StageCost`: its ops' forward and backward compute (on each op's
    busiest device) and the collectives inside its device group, in program order, summed; a
@@ -24,20 +24,16 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import replace
 
-from unityc.cost.estimate import (
-    DeviceRow,
-    Estimate,
-    OpRow,
-    accumulation_note,
-    build_steps,
-    compute_model,
-    saved_values,
-)
+from unityc.cost.accumulation import accumulation_note
+from unityc.cost.backward import saved_values
 from unityc.cost.memory import DeviceMemory, check_optimizer
+from unityc.cost.modes import compute_model
 from unityc.cost.pipeline import PipelineRun, StageCost, simulate_pipeline
 from unityc.cost.pricing import copy_collectives, phase, piece
 from unityc.cost.profile import ProfileCache
+from unityc.cost.result import DeviceRow, Estimate, OpRow
 from unityc.cost.schedule import Comm, Step
+from unityc.cost.steps import build_steps
 from unityc.cost.units import format_bytes
 from unityc.dialects.plan import MICROBATCHES, SCHEDULE
 from unityc.graph import Graph
