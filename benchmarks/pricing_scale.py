@@ -6,9 +6,11 @@ N = 8, 128, 2,048 and 65,536 GPUs, all measured in one run (run on demand, never
     .venv/bin/python benchmarks/pricing_scale.py --devices 8,128 --check
     PYTHONPATH=/path/to/older/tree .venv/bin/python benchmarks/pricing_scale.py --skip-over 60
 
-Two plans per size: data parallelism over every GPU (`data-parallel`) and Megatron's layout
-(`megatron`: tensor 8 within a node x data across nodes). Per plan and size, CPU seconds
-(`time.process_time`, this process alone) of:
+Three plans per size: data parallelism over every GPU (`data-parallel`), Megatron's layout
+(`megatron`: tensor 8 within a node x data across nodes) and a pipelined 3-D plan as the
+`megatron-lm` baseline builds it (`megatron-lm`: tensor 4 x pipeline 2 x data N/8, 1F1B over 32
+micro-batches of one sequence per replica, ZeRO-1, the attention core recomputed). Per plan and
+size, CPU seconds (`time.process_time`, this process alone) of:
 
 * **price**: `estimate_graph` of the mapped plan, what a plan costs to price (the search prices
   every plan it compares this way): with roles (`cost/roles.py`), one device per role;
@@ -37,12 +39,14 @@ from transformer_shapes import bert_large
 from unityc.cost.estimate import Estimate, estimate_graph
 from unityc.machine.presets import preset
 from unityc.machine.spec import Machine
+from unityc.search.megatron_lm import SELECTIVE, Config, build
 from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, finish
 from unityc.search.strategies import megatron_layouts
 
 GIB = 2**30
 SIZES = (8, 128, 2048, 65536)
 PER_GPU = 4
+PLANS = ("data-parallel", "megatron", "megatron-lm")
 
 
 def plan(name: str, machine: Machine, pricing: Pricing) -> tuple[PricedPlan, float]:
@@ -52,8 +56,11 @@ def plan(name: str, machine: Machine, pricing: Pricing) -> tuple[PricedPlan, flo
     began = time.process_time()
     if name == "data-parallel":
         built = data_parallel_plan(graph, machine, pricing)
-    else:
+    elif name == "megatron":
         built = finish("megatron", megatron_layouts(graph, devices // 8, 8)[0].graph, machine, pricing)
+    else:
+        data = devices // 8
+        built = build(graph, machine, Config(4, 2, data, 1, PER_GPU * devices // data, SELECTIVE), pricing)
     return built, time.process_time() - began
 
 
@@ -69,6 +76,7 @@ def main() -> None:
     parser.add_argument("--optimizer", default="adam")
     parser.add_argument("--check", action="store_true", help="also price per device and compare")
     parser.add_argument("--skip-over", type=float, default=0.0, help="skip larger sizes past this price")
+    parser.add_argument("--plans", default=",".join(PLANS), help="which plans")
     args = parser.parse_args()
     sizes = [int(s) for s in args.devices.split(",")]
     has_roles = "roles" in inspect.signature(estimate_graph).parameters
@@ -79,7 +87,7 @@ def main() -> None:
     print(f"BERT-Large, {PER_GPU} sequences per GPU, {args.optimizer}; unityc from {_tree()}")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for name in ("data-parallel", "megatron"):
+    for name in args.plans.split(","):
         skipping = False
         for n in sizes:
             if skipping:

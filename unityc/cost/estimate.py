@@ -103,12 +103,12 @@ def estimate_graph(
     pipelined plan (`stage` on its ops) by its schedule (`cost/staged.py`). `roles`: price one
     device per role (`cost/roles.py`; the same estimate, at a cost that does not grow with the
     devices), or every device; None: by roles on machines of more than `ROLE_THRESHOLD`."""
+    by_roles = machine.num_devices > ROLE_THRESHOLD if roles is None else roles
     if is_pipelined(graph):
-        return estimate_pipelined(graph, machine, cost, optimizer, profile)
+        return estimate_pipelined(graph, machine, cost, optimizer, profile, roles=by_roles)
     check_optimizer(optimizer)
     k = graph.plan.accumulation
     priced = microbatch_graph(graph, k) if k > 1 else graph  # one micro-batch: its activations
-    by_roles = machine.num_devices > ROLE_THRESHOLD if roles is None else roles
     b, order, steps, rows = build_steps(priced, machine, compute_model(cost, profile), optimizer, by_roles)
     loss = priced.outputs[0] if priced.outputs else None
     loss_id = b.vid(loss) if loss is not None and loss in b.ids else None
