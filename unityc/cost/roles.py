@@ -357,17 +357,7 @@ def find_roles(graph: Graph, machine: Machine, arrays: dict[int, np.ndarray]) ->
     """The roles of `machine`'s devices under the plan `graph` whose nodes are placed at
     `arrays` (`device_array` of each node's first result)."""
     n = machine.num_devices
-    kinds = {k.name: i for i, k in enumerate(machine.kinds)}
-    specs: dict[Any, int] = {}
-    node_of = np.array([d.node for d in machine.devices], dtype=np.int64)
-    socket_of = np.array([d.node * 1024 + d.socket for d in machine.devices], dtype=np.int64)
-    colour = np.array(
-        [
-            kinds[d.kind.name] * 4096 + specs.setdefault(machine.nodes[d.node], len(specs))
-            for d in machine.devices
-        ],
-        dtype=np.int64,
-    )
+    node_of, socket_of, colour = _device_classes(machine)
     groups = _Groups(node_of, socket_of)
     for nid in graph.topological():
         _node_groups(groups, nid, graph.nodes[nid], graph, arrays)
@@ -389,6 +379,26 @@ def find_roles(graph: Graph, machine: Machine, arrays: dict[int, np.ndarray]) ->
         tuple(int(c) for c in counts[order]),
         index[colour].astype(np.int64).tobytes(),
     )
+
+
+@lru_cache(maxsize=16)
+def _device_classes(machine: Machine) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per device: its node, its socket (numbered over the machine), its starting colour (its
+    kind and its node's spec); once per machine (a loop over every device)."""
+    kinds = {k.name: i for i, k in enumerate(machine.kinds)}
+    specs: dict[Any, int] = {}
+    node_of = np.array([d.node for d in machine.devices], dtype=np.int64)
+    socket_of = np.array([d.node * 1024 + d.socket for d in machine.devices], dtype=np.int64)
+    colour = np.array(
+        [
+            kinds[d.kind.name] * 4096 + specs.setdefault(machine.nodes[d.node], len(specs))
+            for d in machine.devices
+        ],
+        dtype=np.int64,
+    )
+    for array in (node_of, socket_of, colour):
+        array.setflags(write=False)
+    return node_of, socket_of, colour
 
 
 def _relabel(values: np.ndarray) -> np.ndarray:
