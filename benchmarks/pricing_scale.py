@@ -13,7 +13,8 @@ micro-batches of one sequence per replica, ZeRO-1, the attention core recomputed
 size, CPU seconds (`time.process_time`, this process alone) of:
 
 * **price**: `estimate_graph` of the mapped plan, what a plan costs to price (the search prices
-  every plan it compares this way): with roles (`cost/roles.py`), one device per role;
+  every plan it compares this way): with roles (`cost/roles.py`), one device per role; the
+  median of `--repeat` (3) pricings;
 * **map**: building the plan as its baseline does (`plans.finish`: simplify, the machine-mapping
   DP choosing views, then the estimate), for reference: the DP still prices each op's candidate
   views over all of their tasks;
@@ -64,10 +65,17 @@ def plan(name: str, machine: Machine, pricing: Pricing) -> tuple[PricedPlan, flo
     return built, time.process_time() - began
 
 
-def price(built: PricedPlan, machine: Machine, optimizer: str, **kwargs: object) -> tuple[Estimate, float]:
-    began = time.process_time()
-    e = estimate_graph(built.graph, machine, optimizer=optimizer, **kwargs)  # type: ignore[arg-type]
-    return e, time.process_time() - began
+def price(
+    built: PricedPlan, machine: Machine, optimizer: str, repeat: int = 1, **kwargs: object
+) -> tuple[Estimate, float]:
+    """The estimate and the median CPU seconds of `repeat` pricings (a single one varies by
+    +-50 % on a loaded machine, garbage collection included)."""
+    took = []
+    for _ in range(repeat):
+        began = time.process_time()
+        e = estimate_graph(built.graph, machine, optimizer=optimizer, **kwargs)  # type: ignore[arg-type]
+        took.append(time.process_time() - began)
+    return e, sorted(took)[len(took) // 2]
 
 
 def main() -> None:
@@ -77,6 +85,7 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="also price per device and compare")
     parser.add_argument("--skip-over", type=float, default=0.0, help="skip larger sizes past this price")
     parser.add_argument("--plans", default=",".join(PLANS), help="which plans")
+    parser.add_argument("--repeat", type=int, default=3, help="price each plan this many times (median)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.devices.split(",")]
     has_roles = "roles" in inspect.signature(estimate_graph).parameters
@@ -95,7 +104,7 @@ def main() -> None:
                 continue
             machine = preset(f"dgx-a100:{n // 8}")  # (building a machine of 65,536 devices takes ~1 s)
             built, mapped_s = plan(name, machine, pricing)
-            e, priced_s = price(built, machine, args.optimizer)
+            e, priced_s = price(built, machine, args.optimizer, args.repeat)
             roles = getattr(e, "roles", None)
             row = [name, f"{n:,}", f"{priced_s:.2f}", f"{mapped_s:.2f}",
                    str(len(roles.reps)) if roles is not None else "-",

@@ -16,6 +16,7 @@ from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module
 from unityc.machine import load_machine
 from unityc.search.baselines import data_parallel, megatron, megatron_lm, pipeline_baseline, zero
+from unityc.search.bounds import levers_bound
 from unityc.search.unity import UnityOptions, unity_search
 
 ZOO = ["mlp", "bert", "dlrm", "xdl", "candle_uno", "resnext50"]
@@ -126,3 +127,17 @@ def test_pipelined_plans_price_as_every_device(name: str, machine_name: str) -> 
         by_roles = estimate_graph(plan, m, optimizer="adam", roles=True)
         assert every.pipeline is not None and by_roles.roles is not None
         assert_same(every, by_roles, f"{name} {plan_name} on {machine_name}")
+
+
+@pytest.mark.parametrize("name", ["mlp", "bert"])
+def test_the_levers_bound_by_roles_is_the_per_device_bound(name: str) -> None:
+    """`bounds.levers_bound` from an estimate by roles charges each role's representative what
+    the per-device bound charges any of its devices: the same bound, any ZeRO stage or none."""
+    m = load_machine("dgx-a100:2")
+    for plan in (data_parallel(model(name), m).graph, megatron(model(name), m).graph):
+        every = estimate_graph(plan, m, optimizer="adam", roles=False)
+        by_roles = estimate_graph(plan, m, optimizer="adam", roles=True)
+        for zero_stage in (None, 0, 1, 2, 3):
+            a = levers_bound(plan, every, m, "adam", zero_stage)
+            b = levers_bound(plan, by_roles, m, "adam", zero_stage)
+            assert a > 0 and same(a, b), (name, zero_stage, a, b)
