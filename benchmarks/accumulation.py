@@ -11,23 +11,43 @@ steps). Prints, on the cost model:
    accumulation plan among its alternatives: its plan must be at least as fast.
 
     python benchmarks/accumulation.py [--time-limit 300] [--batch 256] [--gib 8] [--out FILE]
+
+`--ranks 8` instead checks accumulation plans on `cpu:8` under torchrun (8 gloo processes, one
+launch of `unityc.runtime.batch`): tiny BERT and MLP configs (the zoo's `small`, batch 16: two
+rows per rank, one per micro-batch), data parallel with 2 steps (SGD, Adam) and with ZeRO-1 and
+ZeRO-3 with recomputation (Adam), each `--check`ed against single-device PyTorch for 2 steps
+(loss, every gradient, updated weights). Eight processes on two cores take minutes of CPU (torch
+imported eight times), so this is a benchmark row, not a test (the tests check on 2 ranks,
+`tests/codegen/test_torchrun_accumulation.py`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import tempfile
 import time
+from dataclasses import replace
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "codegen"))
+
+from test_torchrun import _sections
+from torchrun import torchrun, write_program
 from transformer_shapes import MODELS
+from xdsl.dialects.builtin import StringAttr
 
 from unityc.cost.units import format_bytes, format_time
+from unityc.frontend import ModelSpec, import_model
+from unityc.graph import Graph, from_module, to_module
 from unityc.machine.presets import preset
 from unityc.passes.unity_search import load_rules
 from unityc.search.alternatives import accumulation_plan, microbatchable
+from unityc.search.baselines import data_parallel, zero
 from unityc.search.levers import accumulated, accumulation_steps
 from unityc.search.plans import Pricing, data_parallel_plan, zero_version
 from unityc.search.unity import UnityOptions, unity_search
@@ -53,7 +73,11 @@ def main() -> None:
     parser.add_argument("--machine", default="dgx-a100:1")
     parser.add_argument("--time-limit", type=float, default=300.0)
     parser.add_argument("--out", default="")
+    parser.add_argument("--ranks", type=int, default=0, help="check accumulation plans on cpu:RANKS instead")
     args = parser.parse_args()
+    if args.ranks:
+        check_on_ranks(args.ranks, args.out)
+        return
     machine = preset(args.machine).with_memory(args.gib * GIB)
     graph = strip_views(MODELS["BERT-Large"](args.batch))
     lines = [
@@ -116,6 +140,72 @@ def main() -> None:
     if args.out:
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")
+
+
+RANK_PLANS = [  # (name, model, plan, steps, optimizer)
+    ("bert-dp-acc2", "bert", "dp", 2, "sgd"),
+    ("bert-dp-acc2-adam", "bert", "dp", 2, "adam"),
+    ("bert-zero1-acc2", "bert", "zero1", 2, "adam"),
+    ("mlp-zero3-recompute-acc2", "mlp", "zero3-recompute", 2, "adam"),
+]
+
+
+def rank_plan(graph: Graph, machine: str, kind: str, steps: int) -> Graph:
+    """The data-parallel (`dp`) or ZeRO (`zero<stage>[-recompute]`) plan on `machine`, with
+    `steps` accumulation steps."""
+    options = UnityOptions(optimizer="adam")
+    if kind == "dp":
+        plan = data_parallel(graph, preset(machine), options).graph
+    else:
+        plan = zero(graph, preset(machine), options, None, int(kind[4]), "recompute" in kind).graph
+    plan.module_attrs["unityc.machine"] = StringAttr(machine)
+    plan.set_plan(replace(plan.plan, accumulation=steps))
+    return plan
+
+
+def check_on_ranks(ranks: int, out: str) -> None:
+    machine = f"cpu:{ranks}"
+    models = {
+        name: from_module(import_model(ModelSpec(name, "small", batch=2 * ranks))) for name in ("bert", "mlp")
+    }
+    lines = [
+        f"Accumulation plans under torchrun --check on {machine} (gloo, {ranks} processes, one "
+        "launch), 2 steps",
+        "",
+        "| program | plan | accumulation | optimizer | check |",
+        "|---|---|---|---|---|",
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        entries = []
+        for name, model, kind, steps, optimizer in RANK_PLANS:
+            program = write_program(
+                to_module(rank_plan(models[model], machine, kind, steps)), directory, name
+            )
+            args = ["--check", "--steps", "2", "--optimizer", optimizer]
+            entries.append({"name": name, "program": str(program), "args": args})
+        manifest = directory / "manifest.json"
+        manifest.write_text(json.dumps(entries))
+        began = time.perf_counter()
+        run = torchrun("unityc.runtime.batch", ranks, str(manifest), cwd=directory)
+        took = time.perf_counter() - began
+    sections = _sections(run.output)
+    failed = 0
+    for name, model, kind, steps, optimizer in RANK_PLANS:
+        section = sections.get(name, "")
+        passed = section.endswith(": exit 0") and "check passed: 2 step(s)" in section
+        failed += not passed
+        verdict = "passed (loss, every gradient, updated weights)" if passed else "FAILED"
+        lines.append(f"| {name} | {model} {kind} | {steps} | {optimizer} | {verdict} |")
+        if not passed:
+            print(section or run.report(), file=sys.stderr)
+    lines += ["", f"torchrun exit {run.returncode}, {took:.0f} s wall"]
+    print("\n".join(lines), flush=True)
+    if out:
+        with open(out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    if failed:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -6,12 +6,15 @@ N = 8, 128, 2,048 and 65,536 GPUs, all measured in one run (run on demand, never
     .venv/bin/python benchmarks/pricing_scale.py --devices 8,128 --check
     PYTHONPATH=/path/to/older/tree .venv/bin/python benchmarks/pricing_scale.py --skip-over 60
 
-Two plans per size: data parallelism over every GPU (`data-parallel`) and Megatron's layout
-(`megatron`: tensor 8 within a node x data across nodes). Per plan and size, CPU seconds
-(`time.process_time`, this process alone) of:
+Three plans per size: data parallelism over every GPU (`data-parallel`), Megatron's layout
+(`megatron`: tensor 8 within a node x data across nodes) and a pipelined 3-D plan as the
+`megatron-lm` baseline builds it (`megatron-lm`: tensor 4 x pipeline 2 x data N/8, 1F1B over 32
+micro-batches of one sequence per replica, ZeRO-1, the attention core recomputed). Per plan and
+size, CPU seconds (`time.process_time`, this process alone) of:
 
 * **price**: `estimate_graph` of the mapped plan, what a plan costs to price (the search prices
-  every plan it compares this way): with roles (`cost/roles.py`), one device per role;
+  every plan it compares this way): with roles (`cost/roles.py`), one device per role; the
+  median of `--repeat` (3) pricings, what lived before frozen out of garbage collection;
 * **map**: building the plan as its baseline does (`plans.finish`: simplify, the machine-mapping
   DP choosing views, then the estimate), for reference: the DP still prices each op's candidate
   views over all of their tasks;
@@ -25,6 +28,7 @@ seconds are skipped (an older tree's per-device pricing grows with the devices).
 from __future__ import annotations
 
 import argparse
+import gc
 import inspect
 import os
 import sys
@@ -37,12 +41,14 @@ from transformer_shapes import bert_large
 from unityc.cost.estimate import Estimate, estimate_graph
 from unityc.machine.presets import preset
 from unityc.machine.spec import Machine
+from unityc.search.megatron_lm import SELECTIVE, Config, build
 from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, finish
 from unityc.search.strategies import megatron_layouts
 
 GIB = 2**30
 SIZES = (8, 128, 2048, 65536)
 PER_GPU = 4
+PLANS = ("data-parallel", "megatron", "megatron-lm")
 
 
 def plan(name: str, machine: Machine, pricing: Pricing) -> tuple[PricedPlan, float]:
@@ -52,15 +58,32 @@ def plan(name: str, machine: Machine, pricing: Pricing) -> tuple[PricedPlan, flo
     began = time.process_time()
     if name == "data-parallel":
         built = data_parallel_plan(graph, machine, pricing)
-    else:
+    elif name == "megatron":
         built = finish("megatron", megatron_layouts(graph, devices // 8, 8)[0].graph, machine, pricing)
+    else:
+        data = devices // 8
+        built = build(graph, machine, Config(4, 2, data, 1, PER_GPU * devices // data, SELECTIVE), pricing)
     return built, time.process_time() - began
 
 
-def price(built: PricedPlan, machine: Machine, optimizer: str, **kwargs: object) -> tuple[Estimate, float]:
-    began = time.process_time()
-    e = estimate_graph(built.graph, machine, optimizer=optimizer, **kwargs)  # type: ignore[arg-type]
-    return e, time.process_time() - began
+def price(
+    built: PricedPlan, machine: Machine, optimizer: str, repeat: int = 1, **kwargs: object
+) -> tuple[Estimate, float]:
+    """The estimate and the median CPU seconds of `repeat` pricings (a single one varies by
+    +-50 % on a loaded machine). The objects alive before are frozen out of garbage collection
+    (`gc.freeze`): its full collections otherwise walk every object of the process, the
+    machines and plans of earlier rows included, and charge that to whatever runs then."""
+    took = []
+    gc.collect()
+    gc.freeze()  # what lives already (machines of 65,536 devices met before) is not scanned again
+    try:
+        for _ in range(repeat):
+            began = time.process_time()
+            e = estimate_graph(built.graph, machine, optimizer=optimizer, **kwargs)  # type: ignore[arg-type]
+            took.append(time.process_time() - began)
+    finally:
+        gc.unfreeze()
+    return e, sorted(took)[len(took) // 2]
 
 
 def main() -> None:
@@ -69,6 +92,8 @@ def main() -> None:
     parser.add_argument("--optimizer", default="adam")
     parser.add_argument("--check", action="store_true", help="also price per device and compare")
     parser.add_argument("--skip-over", type=float, default=0.0, help="skip larger sizes past this price")
+    parser.add_argument("--plans", default=",".join(PLANS), help="which plans")
+    parser.add_argument("--repeat", type=int, default=3, help="price each plan this many times (median)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.devices.split(",")]
     has_roles = "roles" in inspect.signature(estimate_graph).parameters
@@ -79,7 +104,7 @@ def main() -> None:
     print(f"BERT-Large, {PER_GPU} sequences per GPU, {args.optimizer}; unityc from {_tree()}")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for name in ("data-parallel", "megatron"):
+    for name in args.plans.split(","):
         skipping = False
         for n in sizes:
             if skipping:
@@ -87,7 +112,7 @@ def main() -> None:
                 continue
             machine = preset(f"dgx-a100:{n // 8}")  # (building a machine of 65,536 devices takes ~1 s)
             built, mapped_s = plan(name, machine, pricing)
-            e, priced_s = price(built, machine, args.optimizer)
+            e, priced_s = price(built, machine, args.optimizer, args.repeat)
             roles = getattr(e, "roles", None)
             row = [name, f"{n:,}", f"{priced_s:.2f}", f"{mapped_s:.2f}",
                    str(len(roles.reps)) if roles is not None else "-",

@@ -5,6 +5,7 @@ plans are few whatever the machine's size."""
 
 from __future__ import annotations
 
+import os
 from functools import cache
 
 import pytest
@@ -14,7 +15,8 @@ from unityc.cost.roles import device_array, find_roles
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module
 from unityc.machine import load_machine
-from unityc.search.baselines import data_parallel, megatron, zero
+from unityc.search.baselines import data_parallel, megatron, megatron_lm, pipeline_baseline, zero
+from unityc.search.bounds import levers_bound
 from unityc.search.unity import UnityOptions, unity_search
 
 ZOO = ["mlp", "bert", "dlrm", "xdl", "candle_uno", "resnext50"]
@@ -62,7 +64,7 @@ def assert_same(a: Estimate, b: Estimate, what: str) -> None:
             (other.compute_s, other.comm_s, other.busy_s), rel=1e-12, abs=0
         ), (what, row.device)
         assert row.memory.total == pytest.approx(other.memory.total, rel=1e-12), (what, row.device)
-        assert row.memory.peak == pytest.approx(other.memory.peak, rel=1e-12), (what, row.device)
+        assert same(row.memory.peak, other.memory.peak), (what, row.device)  # None: a pipeline's
 
 
 @pytest.mark.parametrize("machine_name", ["dgx-a100:2", "summit:2"])
@@ -99,3 +101,43 @@ def test_a_machine_above_the_threshold_is_priced_by_roles() -> None:
     for d in range(m.num_devices):  # a device's row is its role's
         if estimate.roles.rep_of(d) in used:
             assert estimate.device(d).device == estimate.roles.rep_of(d)
+
+
+HETERO = os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", "..", "examples", "machines", "hetero_v100_m4.toml")
+)
+
+
+def pipelined_plans(name: str, machine_name: str) -> dict[str, Graph]:
+    graph, m = from_module(import_model(ModelSpec(name, "small", 8))), load_machine(machine_name)
+    out = {p: pipeline_baseline(p, graph, m).graph for p in ("gpipe", "pipedream", "hetero-gpipe")}
+    out["megatron-lm"] = megatron_lm(graph, m, tensor=2, stages=2).graph
+    return out
+
+
+@pytest.mark.parametrize("machine_name", ["dgx-a100:2", HETERO])
+@pytest.mark.parametrize("name", ["mlp", "bert"])
+def test_pipelined_plans_price_as_every_device(name: str, machine_name: str) -> None:
+    """The staged estimate by roles (`cost/staged.py`) is the per-device one: pipeline
+    baselines, Megatron-LM's 3-D plan (tensor 2 x pipeline 2 x data, ZeRO-1, BERT's embedding
+    held on both stages and all-reduced over both), on a homogeneous and a mixed machine."""
+    m = load_machine(machine_name)
+    for plan_name, plan in pipelined_plans(name, machine_name).items():
+        every = estimate_graph(plan, m, optimizer="adam", roles=False)
+        by_roles = estimate_graph(plan, m, optimizer="adam", roles=True)
+        assert every.pipeline is not None and by_roles.roles is not None
+        assert_same(every, by_roles, f"{name} {plan_name} on {machine_name}")
+
+
+@pytest.mark.parametrize("name", ["mlp", "bert"])
+def test_the_levers_bound_by_roles_is_the_per_device_bound(name: str) -> None:
+    """`bounds.levers_bound` from an estimate by roles charges each role's representative what
+    the per-device bound charges any of its devices: the same bound, any ZeRO stage or none."""
+    m = load_machine("dgx-a100:2")
+    for plan in (data_parallel(model(name), m).graph, megatron(model(name), m).graph):
+        every = estimate_graph(plan, m, optimizer="adam", roles=False)
+        by_roles = estimate_graph(plan, m, optimizer="adam", roles=True)
+        for zero_stage in (None, 0, 1, 2, 3):
+            a = levers_bound(plan, every, m, "adam", zero_stage)
+            b = levers_bound(plan, by_roles, m, "adam", zero_stage)
+            assert a > 0 and same(a, b), (name, zero_stage, a, b)

@@ -1,7 +1,7 @@
 """Memory per device and the optimizer's weight update.
 
 Per device, the peak over one training iteration (`estimate` walks forward, then backward in
-reverse, see `estimate.peak_memory`):
+reverse, see `peaks.peaks`):
 
     total = reserved + weights + optimizer state + max over the iteration of
             (saved activations still live + gradients made so far + transient bytes)

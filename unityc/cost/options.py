@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from unityc.cost.estimate import compute_model
 from unityc.cost.memory import check_optimizer
+from unityc.cost.modes import compute_model
 from unityc.cost.profile import ProfileCache
 from unityc.machine import Machine, load_machine
 

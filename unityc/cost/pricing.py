@@ -306,9 +306,9 @@ def tasks_and_transfers(
             sent.add((key, coord, device))
             nbytes = _piece(t, False).nbytes
             seconds = collective_time("p2p", nbytes, (source, device), machine)
-            fwd.append(Comm((source, device), seconds, nbytes))
+            fwd.append(Comm((source, device), seconds, nbytes, transfer=True))
             if wants:
-                bwd.append(Comm((device, source), seconds, nbytes))
+                bwd.append(Comm((device, source), seconds, nbytes, transfer=True))
     return tasks, fwd, bwd
 
 
@@ -554,7 +554,7 @@ def sum_concat_parts(
         if source == device:
             continue
         seconds = collective_time("p2p", nbytes, (source, device), machine)
-        fwd.append(Comm((source, device), seconds, nbytes))
+        fwd.append(Comm((source, device), seconds, nbytes, transfer=True))
         if grads[index]:
-            bwd.append(Comm((device, source), seconds, nbytes))
+            bwd.append(Comm((device, source), seconds, nbytes, transfer=True))
     return tuple(fwd), tuple(bwd)

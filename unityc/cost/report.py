@@ -7,8 +7,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from unityc.cost.estimate import Estimate, OpRow
 from unityc.cost.pipeline import PipelineRun
+from unityc.cost.result import Estimate, OpRow
 from unityc.cost.units import format_bytes, format_flops, format_time
 from unityc.dialects.precision import BF16_MIXED
 from unityc.graph import Graph

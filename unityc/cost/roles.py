@@ -14,8 +14,9 @@ test) of the devices under the plan's groups, computed with arrays over all devi
 (`numpy`: no Python loop per device): a device starts coloured by its kind and its node's spec;
 each round, every group the cost model prices (each op's tasks and the operand pieces they read,
 its tasks along each factor of its parallel form, a parallel op's groups, a weight's copy
-groups, `sum_concat`'s moves) adds to each member's colour a hash of the multiset of its
-members' colours and of the link classes it spans; rounds run until no class splits. Devices of
+groups, those of a weight held on several pipeline stages taken together, `sum_concat`'s
+moves) adds to each member's colour a hash of the multiset of its members' colours and of the
+link classes it spans; rounds run until no class splits. Devices of
 one class then have equal timelines in the list-scheduling simulation step by step (each waits
 for partners of the same classes), so the estimate is the per-device one: the tests compare
 both on every zoo plan on machines of several nodes. Multisets are hashed as sums of 36-bit
@@ -27,6 +28,7 @@ reads it through `pricing.Placed` (the pieces on representative devices, any pie
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -121,8 +123,9 @@ class Roles:
         one already kept with the same representatives, time and size is its mirror image on
         other devices of the same roles (a tensor-parallel group on another node) and is
         dropped; transfers into one device from devices of one role all stay (it receives each).
-        A transfer between two devices of one role occupies their representative twice (it
-        sends one such piece and receives one). Also returns how many collectives the plan runs
+        A transfer (`Comm.transfer`) between two devices of one role occupies their
+        representative twice (it sends one such piece and receives one); a collective of two
+        such devices, once. Also returns how many collectives the plan runs
         (`mirrors` of each kept one)."""
         out: list[Comm] = []
         total = 0
@@ -140,10 +143,10 @@ class Roles:
                 seen.append(members)
                 if disjoint:
                     continue
-            comm = Comm(devices, c.seconds, c.nbytes, c.devices)
+            comm = Comm(devices, c.seconds, c.nbytes, c.devices, c.transfer)
             out.append(comm)
             total += self.mirrors(c.devices)
-            if len(devices) == 1 and len(set(c.devices)) == 2:
+            if c.transfer and len(devices) == 1 and len(set(c.devices)) == 2:
                 out.append(comm)
         return tuple(out), total
 
@@ -339,24 +342,27 @@ def _parallel_groups(groups: _Groups, node: Node, source: np.ndarray, own: np.nd
     )
 
 
+def tied_keys(graph: Graph) -> dict[str, list[int]]:
+    """Weight key -> its `pcg.weight` nodes, for keys held by several (a weight read on several
+    pipeline stages, held by each: `search.pipeline.untie`; `staged.py` sums their copies'
+    gradients by one all-reduce per piece)."""
+    nodes: dict[str, list[int]] = defaultdict(list)
+    for nid, node in graph.nodes.items():
+        if node.op == "pcg.weight":
+            nodes[str(node.attr("key"))].append(nid)
+    return {k: v for k, v in nodes.items() if len(v) > 1}
+
+
 def find_roles(graph: Graph, machine: Machine, arrays: dict[int, np.ndarray]) -> Roles:
     """The roles of `machine`'s devices under the plan `graph` whose nodes are placed at
     `arrays` (`device_array` of each node's first result)."""
     n = machine.num_devices
-    kinds = {k.name: i for i, k in enumerate(machine.kinds)}
-    specs: dict[Any, int] = {}
-    node_of = np.array([d.node for d in machine.devices], dtype=np.int64)
-    socket_of = np.array([d.node * 1024 + d.socket for d in machine.devices], dtype=np.int64)
-    colour = np.array(
-        [
-            kinds[d.kind.name] * 4096 + specs.setdefault(machine.nodes[d.node], len(specs))
-            for d in machine.devices
-        ],
-        dtype=np.int64,
-    )
+    node_of, socket_of, colour = _device_classes(machine)
     groups = _Groups(node_of, socket_of)
     for nid in graph.topological():
         _node_groups(groups, nid, graph.nodes[nid], graph, arrays)
+    for nodes in tied_keys(graph).values():  # one weight held on several stages: its copies together
+        groups.lines(np.concatenate([arrays[n] for n in nodes], axis=-1))
     members, gids, tags = groups.packed()
     colour = _relabel(colour)
     for _ in range(_MAX_ROUNDS):
@@ -373,6 +379,26 @@ def find_roles(graph: Graph, machine: Machine, arrays: dict[int, np.ndarray]) ->
         tuple(int(c) for c in counts[order]),
         index[colour].astype(np.int64).tobytes(),
     )
+
+
+@lru_cache(maxsize=16)
+def _device_classes(machine: Machine) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per device: its node, its socket (numbered over the machine), its starting colour (its
+    kind and its node's spec); once per machine (a loop over every device)."""
+    kinds = {k.name: i for i, k in enumerate(machine.kinds)}
+    specs: dict[Any, int] = {}
+    node_of = np.array([d.node for d in machine.devices], dtype=np.int64)
+    socket_of = np.array([d.node * 1024 + d.socket for d in machine.devices], dtype=np.int64)
+    colour = np.array(
+        [
+            kinds[d.kind.name] * 4096 + specs.setdefault(machine.nodes[d.node], len(specs))
+            for d in machine.devices
+        ],
+        dtype=np.int64,
+    )
+    for array in (node_of, socket_of, colour):
+        array.setflags(write=False)
+    return node_of, socket_of, colour
 
 
 def _relabel(values: np.ndarray) -> np.ndarray:
@@ -405,4 +431,4 @@ def _refine(
     return np.unique(pairs, axis=0, return_inverse=True)[1].astype(np.int64).ravel()
 
 
-__all__ = ["ROLE_THRESHOLD", "Placed", "Roles", "device_array", "device_arrays", "find_roles"]
+__all__ = ["ROLE_THRESHOLD", "Placed", "Roles", "device_array", "device_arrays", "find_roles", "tied_keys"]

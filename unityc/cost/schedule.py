@@ -49,6 +49,10 @@ class Comm:
     span: Sequence[int] = ()
     """Priced by roles (`cost/roles.py`): the real members, where `devices` are the
     representatives of their roles (a bucket of several gradients is priced over them)."""
+    transfer: bool = field(default=False, repr=False)
+    """A point-to-point transfer (`devices` = sender, receiver), not a collective: priced by
+    roles, one between two devices of one role occupies their representative twice (it sends
+    one such piece and receives one), where a collective of two occupies it once."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 
 1. The plan is priced for one micro-batch (`microbatch_graph`: inputs' dim 0 divided by M, every
    type inferred again, a reshape's leading size with it), op by op with the per-node pricing
-   every estimate uses (`estimate.build_steps`): so a small micro-batch pays the kernel latency
+   every estimate uses (`steps.build_steps`): so a small micro-batch pays the kernel latency
    and the collectives' latency as it would.
 2. Each stage becomes a `pipeline.StageCost`: its ops' forward and backward compute (on each op's
    busiest device) and the collectives inside its device group, in program order, summed; a
@@ -24,20 +24,19 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import replace
 
-from unityc.cost.estimate import (
-    DeviceRow,
-    Estimate,
-    OpRow,
-    accumulation_note,
-    build_steps,
-    compute_model,
-    saved_values,
-)
+import numpy as np
+
+from unityc.cost.accumulation import accumulation_note
+from unityc.cost.backward import saved_values
 from unityc.cost.memory import DeviceMemory, check_optimizer
+from unityc.cost.modes import compute_model
 from unityc.cost.pipeline import PipelineRun, StageCost, simulate_pipeline
-from unityc.cost.pricing import copy_collectives, phase, piece
+from unityc.cost.pricing import Placed, Placement, copy_collectives, phase, piece
 from unityc.cost.profile import ProfileCache
+from unityc.cost.result import DeviceRow, Estimate, OpRow
+from unityc.cost.roles import tied_keys
 from unityc.cost.schedule import Comm, Step
+from unityc.cost.steps import build_steps
 from unityc.cost.units import format_bytes
 from unityc.dialects.plan import MICROBATCHES, SCHEDULE
 from unityc.graph import Graph
@@ -78,9 +77,12 @@ def estimate_pipelined(
     optimizer: str = "sgd",
     profile: ProfileCache | None = None,
     schedule: str | None = None,
+    roles: bool = False,
 ) -> Estimate:
     """Estimate one iteration of a pipelined plan (see the module docstring); `schedule`
-    overrides the plan's (e.g. "2bw", which the IR does not name)."""
+    overrides the plan's (e.g. "2bw", which the IR does not name). `roles`: price one device
+    per role (`cost/roles.py`: a stage's group is the representatives of its roles; the same
+    estimate as per device, at a cost that does not grow with the devices)."""
     check_optimizer(optimizer)
     named, M, v = graph_schedule(graph)
     schedule = schedule or named
@@ -91,7 +93,7 @@ def estimate_pipelined(
     G = S // v
     acc = graph.plan.accumulation
     micro = microbatch_graph(graph, M * acc)
-    b, order, steps, rows = build_steps(micro, machine, compute_model(cost, profile), optimizer)
+    b, order, steps, rows = build_steps(micro, machine, compute_model(cost, profile), optimizer, roles)
     groups: dict[int, set[int]] = defaultdict(set)
     for nid in order:
         groups[stage[nid] % G].update(b.where.get((nid, 0), {}).values())
@@ -167,16 +169,6 @@ def estimate_pipelined(
     return replace(estimate, notes=(*estimate.notes, accumulation_note(graph, acc, M * acc)))
 
 
-def tied_keys(graph: Graph) -> dict[str, list[int]]:
-    """Weight key -> its `pcg.weight` nodes, for keys held by several (a weight read on several
-    pipeline stages, held by each: `search.pipeline.untie`)."""
-    nodes: dict[str, list[int]] = defaultdict(list)
-    for nid, node in graph.nodes.items():
-        if node.op == "pcg.weight":
-            nodes[str(node.attr("key"))].append(nid)
-    return {k: v for k, v in nodes.items() if len(v) > 1}
-
-
 def tied_placement(graph: Graph, nodes: list[int], where: Mapping) -> dict[tuple[int, ...], int]:  # type: ignore[type-arg]
     """The pieces of one weight held by several `nodes` (their placements in `where`) as copies
     of one tensor: node j's copy c becomes copy (copies before node j) + c, as the program's
@@ -211,8 +203,11 @@ def _tied_reduce(
         assert p is not None
         if (nodes[0], 0) not in b.gets_grad or any(micro.nodes[n].zero for n in nodes):
             continue  # not trained, or ZeRO (which the program refuses for such a weight)
-        merged = tied_placement(micro, nodes, b.where)
-        reduce = tuple(copy_collectives(machine, "all_reduce", merged, p.nbytes))
+        if b.roles is None:
+            merged: Placement = tied_placement(micro, nodes, b.where)
+        else:  # the copies of every node side by side, on the representatives' pieces
+            merged = Placed(np.concatenate([b.arrays[n] for n in nodes], axis=-1), b.rep_mask)
+        reduce, _ = b.comms(copy_collectives(machine, "all_reduce", merged, p.nbytes))
         for nid in nodes:
             out[position[nid]] = replace(out[position[nid]], grad_reduce=reduce)
     return out
@@ -272,6 +267,7 @@ def _assemble(
                 busy_s=M * (compute_s + comm_s) + update_s + sync_s,
                 memory=DeviceMemory(**mem),
                 capacity=machine.kind_of(d).memory,
+                count=b.count(d),
             )
         )
     scaled = [
@@ -299,8 +295,9 @@ def _assemble(
         notes.append(f"{b.unplaced} op(s) without a machine view run on device 0")
     for row in devices:
         if row.memory.total > row.capacity:
+            like = f" (and {row.count - 1} more of its role)" if row.count > 1 else ""
             notes.append(
-                f"device {row.device} needs {format_bytes(row.memory.total)}, "
+                f"device {row.device}{like} needs {format_bytes(row.memory.total)}, "
                 f"more than its {format_bytes(row.capacity)}"
             )
     flops = b.model_flops - b.update_flops
@@ -318,6 +315,7 @@ def _assemble(
         roofline_s=M * (b.roofline_s - b.update_roofline_s) + b.update_roofline_s,
         notes=tuple(notes),
         pipeline=run,
+        roles=b.roles,
     )
 
 

@@ -20,14 +20,24 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from typing import Any
 
 from unityc.cost.communication import collective_floor
 from unityc.cost.compute import SOURCES
 from unityc.cost.estimate import Estimate, gradient_flags, node_attrs
-from unityc.cost.pricing import ComputeModel, copy_collectives, piece, placement, type_info, weight_parts
+from unityc.cost.pricing import (
+    ComputeModel,
+    Placed,
+    Placement,
+    copy_collectives,
+    piece,
+    placement,
+    type_info,
+    weight_parts,
+)
+from unityc.cost.roles import device_array
 from unityc.cost.schedule import Comm
 from unityc.dialects.parallel import BatchOp, ParallelOp, PipelineOp
 from unityc.graph import Graph, Ref, op_classes
@@ -192,20 +202,26 @@ def levers_bound(
     compute = {d.device: d.compute_s for d in e.devices}
     comm: dict[int, float] = defaultdict(float)
     after: dict[int, float] = defaultdict(float)
-    groups: dict[tuple[int, ...], float] = {}
+    groups: dict[Sequence[int], float] = {}
     """Groups of copies whose gradients move: (devices) -> a latency part they pay once."""
+    roles = e.roles
+    members = _members if roles is None else _rep_members(roles.reps)
 
     def bucketed(c: Comm) -> None:  # an all-reduce in a gradient bucket, or any stage's
         moved, latency = collective_floor("all_reduce", c.nbytes, c.devices, machine)
-        for d in c.devices:
+        for d in members(c.devices):
             comm[d] += moved
-        groups[tuple(sorted(c.devices))] = latency
+        groups[c.devices if isinstance(c.devices, range) else tuple(sorted(c.devices))] = latency
 
     for nid, node in graph.nodes.items():
         if node.op != "pcg.weight" or (nid, 0) not in gets_grad:
             continue
         t = node.types[0]
-        where = placement(t, node.view, machine)
+        where: Placement = (
+            placement(t, node.view, machine)
+            if roles is None
+            else Placed(device_array(t, node.view, machine), roles.rep_mask)
+        )
         for d, seconds in weight_parts(machine, optimizer, t, where, True, node.zero).update:
             compute[d] = compute.get(d, 0.0) - seconds  # the update levers may shrink
         if t.copy_degree < 2:
@@ -216,19 +232,34 @@ def levers_bound(
             continue
         parts = weight_parts(machine, optimizer, t, where, True, zero)
         for c in (*parts.gather, *parts.sync):
-            for d in c.devices:
+            for d in members(c.devices):
                 comm[d] += c.seconds
         for c in parts.sync:
-            for d in c.devices:
+            for d in members(c.devices):
                 after[d] += c.seconds
         for c in parts.reduce:
             bucketed(c)
     for group, latency in groups.items():  # (none for ZeRO-2/3: their latencies counted in full)
-        for d in group:
+        for d in members(group):
             comm[d] += latency
     used = set(compute) | set(comm)
     bound = max((max(compute.get(d, 0.0) + after[d], comm[d]) for d in used), default=0.0)
     return bound * (1 - 1e-9)  # the schedule sums in another order
+
+
+def _members(devices: Sequence[int]) -> Sequence[int]:
+    return devices
+
+
+def _rep_members(reps: Sequence[int]) -> Callable[[Sequence[int]], Sequence[int]]:
+    """Priced by roles (`e.roles`): the members of a group that represent their roles (the
+    others have the same sums), found without walking the group's members."""
+
+    def members(devices: Sequence[int]) -> Sequence[int]:
+        within = devices if isinstance(devices, range) else set(devices)
+        return [r for r in reps if r in within]
+
+    return members
 
 
 __all__ = ["Bound", "fastest_latency", "levers_bound", "pipeline_bound"]

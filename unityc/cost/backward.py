@@ -1,0 +1,81 @@
+"""What the backward needs: which tensors want and receive a gradient (`gradient_flags`), which
+ops have a backward, and what each keeps from forward for it (`saved_by`, `would_save`,
+`saved_values`; recomputation keeps only a region's inputs)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from unityc.cost.compute import SOURCES
+from unityc.cost.memory import saves
+from unityc.cost.pricing import type_info
+from unityc.graph import Graph, Ref
+
+
+def gradient_flags(
+    graph: Graph, order: Sequence[int], requires: Iterable[Ref] = (), roots: Iterable[Ref] | None = None
+) -> tuple[set[Ref], set[Ref]]:
+    """(tensors that depend on a weight, tensors that receive a gradient). Gradients flow back
+    from `roots` (default: the loss, the first output); `requires` adds tensors that want a
+    gradient without being weights (a subgraph's inputs, in the search)."""
+    requires_grad: set[Ref] = set(requires)
+    for nid in order:
+        node = graph.nodes[nid]
+        floats = [(nid, i) for i, t in enumerate(node.types) if type_info(t).is_float]
+        if node.op == "pcg.weight" or (
+            not node.is_source and any(r in requires_grad for r in node.operand_refs())
+        ):
+            requires_grad.update(floats)
+    gets_grad = {r for r in (graph.outputs[:1] if roots is None else roots) if r in requires_grad}
+    for nid in reversed(order):
+        node = graph.nodes[nid]
+        if any((nid, i) in gets_grad for i in range(len(node.types))):
+            gets_grad.update(r for r in node.operand_refs() if r in requires_grad)
+    return requires_grad, gets_grad
+
+
+def saved_by(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> dict[int, tuple[Ref, ...]]:
+    """Per op with a backward, the tensors it keeps from forward for it (weights excluded). A
+    `recompute` op keeps only its operands made outside recomputation (its region's inputs,
+    which `torch.utils.checkpoint` keeps); the rest it makes again in backward."""
+    out: dict[int, tuple[Ref, ...]] = {}
+    for nid in order:
+        node = graph.nodes[nid]
+        if not node.recompute:
+            out[nid] = would_save(graph, nid, gets_grad)
+        elif has_backward(graph, nid, gets_grad):
+            out[nid] = tuple(
+                o
+                for o in node.operand_refs()
+                if graph.nodes[o[0]].op != "pcg.weight" and not graph.nodes[o[0]].recompute
+            )
+    return out
+
+
+def has_backward(graph: Graph, nid: int, gets_grad: set[Ref]) -> bool:
+    node = graph.nodes[nid]
+    return node.op not in SOURCES and any((nid, i) in gets_grad for i in range(len(node.types)))
+
+
+def would_save(graph: Graph, nid: int, gets_grad: set[Ref]) -> tuple[Ref, ...]:
+    """What op `nid`'s backward keeps from forward without recomputation (weights excluded)."""
+    if not has_backward(graph, nid, gets_grad):
+        return ()
+    node = graph.nodes[nid]
+    rule = saves(node.op)
+    if rule == "operands":
+        return tuple(o for o in node.operand_refs() if graph.nodes[o[0]].op != "pcg.weight")
+    if rule == "result":
+        return tuple((nid, i) for i in range(len(node.types)))
+    return ()
+
+
+def saved_values(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> dict[Ref, None]:
+    """The tensors some backward keeps from forward (in a stable order)."""
+    saved: dict[Ref, None] = {}
+    for refs in saved_by(graph, order, gets_grad).values():
+        saved.update((r, None) for r in refs)
+    return saved
+
+
+__all__ = ["gradient_flags", "has_backward", "saved_by", "saved_values", "would_save"]

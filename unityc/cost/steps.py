@@ -1,0 +1,484 @@
+"""A mapped PCG as schedule steps: `build_steps` walks the graph once in topological order and
+turns every node into a `schedule.Step` (its tasks' compute, collectives, gradient sync and
+update, priced per node by `pricing.py`) and a report row (`result.OpRow`), adding each device's
+weights, gradients, optimizer state and saved activations to its memory. The plain estimate
+(`estimate.py`) and the pipelined one (`staged.py`) both start from it. Priced by roles, the
+steps run on one representative device per role (`cost/roles.py`)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from xdsl.dialects.builtin import bf16
+
+from unityc.cost.backward import gradient_flags, saved_values
+from unityc.cost.communication import PARALLEL_PATTERN, Coord
+from unityc.cost.compute import MATMUL_LIKE, SOURCES, backward_work, compute_dtype, forward_work
+from unityc.cost.memory import attention_saved_bytes, saves
+from unityc.cost.pricing import (
+    ComputeModel,
+    Placed,
+    WeightParts,
+    compute_parts,
+    node_form,
+    parallel_parts,
+    phase,
+    piece,
+    placement,
+    sum_concat_parts,
+    type_info,
+    weight_parts,
+)
+from unityc.cost.result import OpRow
+from unityc.cost.roles import Roles, device_arrays, find_roles
+from unityc.cost.schedule import Comm, Step
+from unityc.dialects.forms import Form
+from unityc.dialects.pcg_types import TensorType, own_form
+from unityc.graph import Graph, Node, Ref, full_attrs, op_class
+from unityc.graph.precision import priced_graph
+from unityc.machine.spec import Machine
+
+WEIGHT_PATTERN = {
+    0: "all_reduce",
+    1: "all_reduce+all_gather",
+    2: "reduce_scatter+all_gather",
+    3: "reduce_scatter",
+}
+"""A weight's gradient sync by ZeRO stage (ZeRO-3 also all-gathers it before each use)."""
+
+
+def node_attrs(node: Node) -> dict[str, Any]:
+    """The properties a cost formula reads (none for sources)."""
+    return {} if node.op in SOURCES else full_attrs(node.op, node.attrs)
+
+
+def node_form_of(node: Node, operand_types: tuple[TensorType | None, ...]) -> Form:
+    if node.is_source:
+        return own_form(node.types[0])
+    return node_form(node.op, node.attrs, operand_types)
+
+
+class StepBuilder:
+    def __init__(
+        self, graph: Graph, machine: Machine, compute: ComputeModel, optimizer: str, roles: bool = False
+    ):
+        self.graph = graph
+        self.machine = machine
+        self.compute = compute
+        self.optimizer = optimizer
+        self.ids: dict[Ref, int] = {}
+        self.where: dict[Ref, dict[Coord, int]] = {}
+        self.mult: dict[int, int] = {}
+        self.gets_grad: set[Ref] = set()
+        self.memory: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self.internal: dict[int, dict[int, float]] = {}
+        """Attention's internal saved tensors per device, by node id."""
+        self.weights: dict[int, WeightParts] = {}
+        """The parts of each weight (ZeRO gathers, gradients per device), by node id."""
+        self.transfers = 0
+        self.unplaced = 0
+        self.model_flops = 0.0
+        self.roofline_s = 0.0
+        self.update_flops = 0.0
+        """Of `model_flops`, the optimizer's (once per iteration, whatever the micro-batches)."""
+        self.update_roofline_s = 0.0
+        self.arrays: dict[int, Any] = {}
+        self.roles: Roles | None = None
+        if roles:
+            self.arrays = device_arrays(graph, machine)
+            self.roles = find_roles(graph, machine, self.arrays)
+            self.rep_mask = self.roles.rep_mask
+        self.placed: dict[int, Placed] = {}
+        """Priced by roles: the placement of each array (by its id; nodes placed alike share)."""
+
+    def placed_at(self, nid: int) -> Placed:
+        array = self.arrays[nid]
+        if id(array) not in self.placed:
+            self.placed[id(array)] = Placed(array, self.rep_mask)
+        return self.placed[id(array)]
+
+    def count(self, device: int) -> int:
+        """The devices `device` stands for (priced by roles: its role's)."""
+        return 1 if self.roles is None else self.roles.count_of(device)
+
+    def total(self, per_device: Mapping[int, float]) -> float:
+        """A per-device quantity summed over every device (each representative for its role)."""
+        if self.roles is None:
+            return float(sum(per_device.values()))
+        return float(sum(self.roles.count_of(d) * v for d, v in per_device.items()))
+
+    def comms(self, comms: Sequence[Comm]) -> tuple[tuple[Comm, ...], int]:
+        """Collectives as the simulation runs them (priced by roles, on the representatives),
+        and how many the plan runs."""
+        return (tuple(comms), len(comms)) if self.roles is None else self.roles.collapse_comms(comms)
+
+    def vid(self, r: Ref) -> int:
+        return self.ids.setdefault(r, len(self.ids))
+
+    def results(self, nid: int) -> list[Ref]:
+        return [(nid, i) for i in range(len(self.graph.nodes[nid].types))]
+
+    # --- steps -------------------------------------------------------------------------------
+
+    def step(self, index: int, nid: int) -> tuple[Step, OpRow]:
+        node = self.graph.nodes[nid]
+        t0 = node.types[0]
+        if node.view is None:
+            self.unplaced += 1
+        where = placement(t0, node.view, self.machine) if self.roles is None else self.placed_at(nid)
+        for r in self.results(nid):
+            self.where[r] = where
+        operand_mult = max((self.mult[self.vid(o)] for o in node.operand_refs()), default=1)
+        result_mult = operand_mult
+        if node.op == "parallel.pipeline":
+            result_mult = operand_mult * node.attr("degree")
+        elif node.op == "parallel.batch":
+            result_mult = max(operand_mult // node.attr("degree"), 1)
+        for r in self.results(nid):
+            self.mult[self.vid(r)] = result_mult
+        name = node.hint or f"{index}"
+        if node.op == "pcg.weight":
+            return self.weight_step(nid, node, t0, where, name)
+        if node.op == "parallel.sum_concat":
+            return self.sum_concat_step(nid, node, t0, where, name, operand_mult)
+        if node.op.startswith("parallel."):
+            return self.parallel_step(nid, node, t0, where, name, max(operand_mult, result_mult))
+        return self.compute_step(nid, node, where, name, operand_mult)
+
+    def _base(self, nid: int, node: Node, m: int) -> dict[str, Any]:
+        results = self.results(nid)
+        return {
+            "operands": tuple(self.vid(o) for o in node.operand_refs()),
+            "results": tuple(self.vid(r) for r in results),
+            "multiplicity": m,
+            "has_backward": any(r in self.gets_grad for r in results) and node.op not in SOURCES,
+            "grad_operands": tuple(o in self.gets_grad for o in node.operand_refs()),
+        }
+
+    def compute_step(
+        self, nid: int, node: Node, where: dict[Coord, int], name: str, m: int
+    ) -> tuple[Step, OpRow]:
+        base = self._base(nid, node, m)
+        types = tuple(None if r is None else self.graph.type_of(r) for r in node.operands)
+        grads = [r is not None and r in self.gets_grad for r in node.operands]
+        backward = base["has_backward"]
+        attrs = node_attrs(node)
+        parts = compute_parts(
+            self.machine,
+            self.compute,
+            node.op,
+            attrs,
+            node_form_of(node, types),
+            where,
+            types,
+            node.operands,
+            [None if r is None else self.where[r] for r in node.operands],
+            node.types,
+            grads,
+            backward,
+        )
+        (fwd_comm, collectives), (bwd_comm, _) = self.comms(parts.fwd_comm), self.comms(parts.bwd_comm)
+        parts = replace(parts, fwd_comm=fwd_comm, bwd_comm=bwd_comm)
+        self.transfers += collectives
+        cost = parts.cost
+        flops = self.total(parts.tasks) * m * (cost.fwd.flops + (cost.bwd.flops if backward else 0))
+        self.add_model_flops(node, attrs, types, grads if backward else [False] * len(grads), m)
+        extra = 0.0
+        if backward and node.op == "pcg.attention":
+            extra = self.attention_memory(nid, attrs, types, node.types[0], parts.tasks, m)
+        if backward:
+            extra += self.autocast_copies(nid, node, types, parts.tasks)
+        bwd = parts.bwd
+        if backward and node.recompute:  # its forward runs again in backward
+            bwd = merge_work(parts.fwd, parts.bwd)
+        step = Step(
+            name=name,
+            fwd_comm=parts.fwd_comm,
+            fwd_compute=parts.fwd,
+            bwd_compute=bwd,
+            bwd_gather=self.regathers(node) if backward else (),
+            bwd_comm=parts.bwd_comm,
+            **base,
+        )
+        row = OpRow(
+            name=name,
+            kind=node.op,
+            label=self.label(node),
+            devices=tuple(sorted(parts.tasks)),
+            fwd_compute_s=m * max(s for _, s in parts.fwd),
+            bwd_compute_s=m * max(s for _, s in bwd),
+            fwd_comm_s=m * phase(parts.fwd_comm),
+            bwd_comm_s=m * phase(parts.bwd_comm),
+            pattern="p2p" if parts.fwd_comm else "",
+            collectives=collectives,
+            comm_bytes=max((c.nbytes for c in parts.fwd_comm), default=0),
+            flops=flops,
+            memory=extra,
+            num_devices=self.device_total(parts.tasks),
+        )
+        return step, row
+
+    def device_total(self, devices: Iterable[int]) -> int:
+        """How many devices these representatives stand for (0 when not priced by roles)."""
+        return 0 if self.roles is None else sum(self.roles.count_of(d) for d in devices)
+
+    def regathers(self, node: Node) -> tuple[Comm, ...]:
+        """The all-gathers of the ZeRO-3 weights `node` reads again in backward: those it saves
+        (the program frees them after forward and gathers them when its backward unpacks them),
+        or all it reads if it is recomputed."""
+        if saves(node.op) != "operands" and not node.recompute:
+            return ()
+        return tuple(
+            c for r in node.operand_refs() if r[0] in self.weights for c in self.weights[r[0]].gather
+        )
+
+    def attention_memory(
+        self, nid: int, attrs: Mapping[str, Any], types: Sequence[TensorType | None], result: TensorType,
+        tasks: Mapping[int, int], m: int,
+    ) -> float:  # fmt: skip
+        """Attention's internal saved tensors, added to its devices (to its backward's transient
+        bytes if it is recomputed); returns the total kept from forward."""
+        per_task = attention_task_bytes(attrs, types, result)
+        self.internal[nid] = {device: float(per_task * count * m) for device, count in tasks.items()}
+        if self.graph.nodes[nid].recompute:
+            return 0.0
+        for device, count in tasks.items():
+            self.memory[device]["activations"] += per_task * count * m
+        return self.total(tasks) * per_task * m
+
+    def autocast_copies(
+        self, nid: int, node: Node, types: Sequence[TensorType | None], tasks: Mapping[int, int]
+    ) -> float:
+        """bf16-mixed: autocast casts each fp32 weight a bf16 op reads to a bf16 copy that the op
+        saves for its backward; held like attention's internal tensors (from forward to the op's
+        backward, only then if it is recomputed). Returns the bytes kept from forward."""
+        if node.types[0].element_type != bf16 or op_class(node.op).AUTOCAST != "bf16":
+            return 0.0
+        per_task = sum(
+            2 * type_info(t).piece.numel
+            for r, t in zip(node.operands, types, strict=True)
+            if r is not None and t is not None and self.graph.nodes[r[0]].op == "pcg.weight"
+            and t.element_type != bf16
+        )  # fmt: skip
+        if not per_task:
+            return 0.0
+        held = self.internal.setdefault(nid, {})
+        for device, count in tasks.items():
+            held[device] = held.get(device, 0.0) + per_task * count
+            if not node.recompute:
+                self.memory[device]["activations"] += per_task * count
+        return 0.0 if node.recompute else self.total(tasks) * per_task
+
+    def add_model_flops(
+        self,
+        node: Node,
+        attrs: Mapping[str, Any],
+        types: Sequence[TensorType | None],
+        grads: Sequence[bool],
+        m: int,
+    ) -> None:
+        logical = [piece(t, logical=True) for t in types]
+        results = [piece(t, logical=True) for t in node.types]
+        flops = forward_work(node.op, attrs, logical, results).flops  # type: ignore[arg-type]
+        flops += backward_work(node.op, attrs, logical, results, grads).flops  # type: ignore[arg-type]
+        flops *= m
+        dtype = compute_dtype(logical, results)  # type: ignore[arg-type]
+        self.model_flops += flops
+        self.roofline_s += flops / self.machine.total_peak_flops(dtype, node.op in MATMUL_LIKE)
+
+    def parallel_step(
+        self, nid: int, node: Node, t: TensorType, where: dict[Coord, int], name: str, m: int
+    ) -> tuple[Step, OpRow]:
+        base = self._base(nid, node, m)
+        (source,) = node.operand_refs()
+        fwd, bwd = parallel_parts(
+            self.machine,
+            node.op,
+            full_attrs(node.op, node.attrs),
+            self.graph.type_of(source),
+            self.where[source],
+            t,
+            where,
+            base["grad_operands"][0],
+        )
+        (fwd, collectives), (bwd, _) = self.comms(fwd), self.comms(bwd)
+        step = Step(name=name, fwd_comm=fwd, bwd_comm=bwd, **base)
+        row = OpRow(
+            name=name,
+            kind=node.op,
+            label=self.label(node),
+            devices=tuple(sorted({d for c in fwd for d in c.devices} or set(where.values()))),
+            num_devices=self.device_total({d for c in fwd for d in c.devices} or set(where.values())),
+            fwd_comm_s=m * phase(fwd),
+            bwd_comm_s=m * phase(bwd),
+            pattern=PARALLEL_PATTERN[node.op] if fwd else "",
+            collectives=collectives,
+            comm_bytes=max((c.nbytes for c in fwd), default=0),
+        )
+        return step, row
+
+    def sum_concat_step(
+        self, nid: int, node: Node, t: TensorType, where: dict[Coord, int], name: str, m: int
+    ) -> tuple[Step, OpRow]:
+        base = self._base(nid, node, m)
+        refs = list(node.operand_refs())
+        fwd, bwd = sum_concat_parts(
+            self.machine,
+            [self.graph.type_of(r) for r in refs],
+            [self.where[r] for r in refs],
+            t,
+            where,
+            base["grad_operands"],
+        )
+        (fwd, collectives), (bwd, _) = self.comms(fwd), self.comms(bwd)
+        step = Step(name=name, fwd_comm=fwd, bwd_comm=bwd, **base)
+        row = OpRow(
+            name=name,
+            kind=node.op,
+            label=self.label(node),
+            devices=tuple(sorted({d for c in fwd for d in c.devices} or set(where.values()))),
+            num_devices=self.device_total({d for c in fwd for d in c.devices} or set(where.values())),
+            fwd_comm_s=m * phase(fwd),
+            bwd_comm_s=m * phase(bwd),
+            pattern="p2p" if fwd else "",
+            collectives=collectives,
+            comm_bytes=max((c.nbytes for c in fwd), default=0),
+        )
+        return step, row
+
+    def weight_step(
+        self, nid: int, node: Node, t: TensorType, where: dict[Coord, int], name: str
+    ) -> tuple[Step, OpRow]:
+        wants = (nid, 0) in self.gets_grad
+        parts = weight_parts(self.machine, self.optimizer, t, where, wants, node.zero)
+        (sync, synced), (gather, _), (reduce, reduced) = (
+            self.comms(parts.sync), self.comms(parts.gather), self.comms(parts.reduce)
+        )  # fmt: skip
+        parts = replace(parts, sync=sync, gather=gather, reduce=reduce)
+        self.weights[nid] = parts
+        held = 0.0
+        for device, parts_held in parts.held.items():
+            for what, nbytes in parts_held.items():
+                self.memory[device][what] += nbytes
+            held += self.count(device) * sum(parts_held.values())
+        if wants:
+            p = piece(t)
+            assert p is not None
+            self.model_flops += parts.update_flops
+            self.roofline_s += parts.update_flops / self.machine.total_peak_flops(p.dtype)
+            self.update_flops += parts.update_flops
+            self.update_roofline_s += parts.update_flops / self.machine.total_peak_flops(p.dtype)
+        base = {**self._base(nid, node, 1), "has_backward": False}
+        step = Step(
+            name=name,
+            fwd_comm=parts.gather,
+            grad_reduce=parts.reduce,
+            grad_dtype=piece(t).dtype,  # type: ignore[union-attr]
+            grad_sync=parts.sync,
+            update=parts.update,
+            **base,
+        )
+        sync = parts.after_backward
+        row = OpRow(
+            name=name,
+            kind=node.op,
+            label=self.label(node),
+            devices=tuple(sorted(parts.held)),
+            fwd_comm_s=phase(parts.gather),
+            bwd_comm_s=phase(sync),
+            pattern=WEIGHT_PATTERN[node.zero] if sync else "",
+            collectives=synced + reduced,
+            comm_bytes=piece(t).nbytes if sync else 0,  # type: ignore[union-attr]
+            memory=held,
+            num_devices=self.device_total(parts.held),
+        )
+        return step, row
+
+    def label(self, node: Node) -> str:
+        key = node.attr("key") if node.op in ("pcg.input", "pcg.weight") else None
+        return f"{node.op} {key}" if key else node.op
+
+    # --- memory ------------------------------------------------------------------------------
+
+    def saved_activations(self, order: Sequence[int]) -> dict[Ref, float]:
+        """Adds what backward keeps to the devices holding it; returns bytes per value."""
+        saved = saved_values(self.graph, order, self.gets_grad)
+        per_value: dict[Ref, float] = {}
+        for v in saved:
+            on = self.bytes_on(v)
+            for device, nbytes in on.items():
+                self.memory[device]["activations"] += nbytes
+            per_value[v] = self.total(on)
+        return per_value
+
+    def bytes_on(self, v: Ref, micro_batches: bool = True) -> dict[int, float]:
+        """Bytes of tensor `v` per device holding pieces of it (all its micro-batches, or one)."""
+        nbytes = piece(self.graph.type_of(v)).nbytes  # type: ignore[union-attr]
+        if micro_batches:
+            nbytes *= self.mult[self.vid(v)]
+        out: dict[int, float] = defaultdict(float)
+        for device in self.where[v].values():
+            out[device] += nbytes
+        return out
+
+
+def merge_work(*parts: Sequence[tuple[int, float]]) -> tuple[tuple[int, float], ...]:
+    """(device, seconds) lists added up per device, in first-seen order."""
+    total: dict[int, float] = {}
+    for part in parts:
+        for device, seconds in part:
+            total[device] = total.get(device, 0.0) + seconds
+    return tuple(total.items())
+
+
+def attention_task_bytes(
+    attrs: Mapping[str, Any], types: Sequence[TensorType | None], result: TensorType
+) -> int:
+    """What one attention task keeps besides its operands (see `memory.attention_saved_bytes`)."""
+    operands = [piece(t) for t in types]
+    out = piece(result)
+    assert out is not None and operands[0] is not None and operands[1] is not None and operands[3] is not None
+    batch, sq, _ = operands[0].shape
+    e = operands[0].shape[2]
+    eh = operands[3].shape[0]
+    return attention_saved_bytes(
+        batch, sq, operands[1].shape[1], eh, attrs["heads"] * eh // e, out.nbytes // max(out.numel, 1)
+    )
+
+
+def build_steps(
+    graph: Graph, machine: Machine, compute: ComputeModel, optimizer: str, roles: bool = False
+) -> tuple[StepBuilder, list[int], list[Step], list[OpRow]]:
+    """Every node as a schedule step and a report row, saved activations added to memory; each
+    value in the element type the program runs it in (`graph.precision.priced_graph`). With
+    `roles`, the steps run on one representative device per role (`cost/roles.py`)."""
+    graph = priced_graph(graph)
+    order = graph.topological()
+    b = StepBuilder(graph, machine, compute, optimizer, roles)
+    _, b.gets_grad = gradient_flags(graph, order)
+    steps: list[Step] = []
+    rows: list[OpRow] = []
+    for i, nid in enumerate(order):
+        step, row = b.step(i, nid)
+        steps.append(step)
+        rows.append(row)
+    saved = b.saved_activations(order)
+    rows = [
+        replace(row, memory=row.memory + sum(saved.get(r, 0.0) for r in b.results(nid)))
+        for row, nid in zip(rows, order, strict=True)
+    ]
+    return b, order, steps, rows
+
+
+__all__ = [
+    "WEIGHT_PATTERN",
+    "StepBuilder",
+    "attention_task_bytes",
+    "build_steps",
+    "merge_work",
+    "node_attrs",
+    "node_form_of",
+]
