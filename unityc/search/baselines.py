@@ -35,12 +35,20 @@ from unityc.rewrites.match import CompiledRule
 from unityc.search.galvatron import galvatron_plan
 from unityc.search.mapping import Mapped
 from unityc.search.megatron_lm import megatron_lm_plan
+from unityc.search.pipeline import (
+    PipelineOptions,
+    PipelinePlan,
+    even_split_plan,
+    hetero_gpipe_plan,
+    pipedream_plan,
+)
 from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, finish, megatron_plans, zero_plan
-from unityc.search.substitution import neighbours
+from unityc.search.substitution import SubstitutionOptions, best_first, neighbours
 from unityc.search.unity import (
     WORK_PER_EXPANSION,
     UnityOptions,
     UnityResult,
+    default_degrees,
     is_algebraic,
     strip_views,
     unity_search,
@@ -136,8 +144,6 @@ def sequential(
     options: UnityOptions | None = None,
     profile: ProfileCache | None = None,
 ) -> PricedPlan:
-    from unityc.search.substitution import SubstitutionOptions, best_first
-
     options = options or UnityOptions()
     algebraic = [r for r in rules if is_algebraic(r)]
     parallel = [r for r in rules if not is_algebraic(r)]
@@ -173,8 +179,6 @@ def exhaustive(
     limit: int = EXHAUSTIVE_LIMIT,
 ) -> PricedPlan:
     """The best of every graph the rules reach (raises ValueError past `limit` graphs)."""
-    from unityc.search.unity import default_degrees
-
     options = options or UnityOptions()
     degrees = options.degrees or default_degrees(machine)
     mapper = _pricing(options, profile).mapper(machine)
@@ -209,14 +213,6 @@ def pipeline_baseline(
 ) -> PricedPlan:
     """`gpipe` (even split, one device per stage, GPipe schedule), `pipedream` or `hetero-gpipe`
     (`search/pipeline.py`), as a plan."""
-    from unityc.search.pipeline import (
-        PipelineOptions,
-        PipelinePlan,
-        even_split_plan,
-        hetero_gpipe_plan,
-        pipedream_plan,
-    )
-
     options = options or UnityOptions()
     popts = PipelineOptions(options.cost, options.optimizer, profile)
     builders: dict[str, Callable[[Graph, Machine, PipelineOptions], PipelinePlan]] = {
