@@ -25,7 +25,7 @@ from unityc.graph import Graph, Node, Ref, op_class
 from unityc.graph.convert import _grouped, _grouped_results
 from unityc.interpreter.functions import run_parallel, run_tasks, sum_concat
 from unityc.interpreter.kernels import torch_dtype
-from unityc.interpreter.pieces import Pieces
+from unityc.interpreter.pieces import Pieces, scatter
 
 Values = dict[Ref, Pieces]
 
@@ -51,8 +51,6 @@ def random_pieces(
 def source_pieces(node: Node, seed: int, dtype: torch.dtype) -> Pieces:
     (t,) = node.types
     if node.op == "pcg.constant":
-        from unityc.interpreter.pieces import scatter
-
         data = node.attr("value").get_values()
         return scatter(torch.tensor(list(data), dtype=torch_dtype(t.element_type, dtype)).reshape(t.shape), t)
     key = node.attr("key")

@@ -31,8 +31,10 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.utils.exceptions import PassFailedException
 
+from unityc.dialects.source import LocatedError
 from unityc.graph import Graph, Ref, from_module, to_module
 from unityc.rewrites.match import CompiledRule, compile_rules, first_rewrite
+from unityc.rewrites.parser import RuleSyntaxError, load_axioms, load_library, parse_rules
 from unityc.rewrites.terms import Rule
 
 if TYPE_CHECKING:
@@ -134,9 +136,6 @@ class ApplyRulesPass(ModulePass):
 
 
 def _load(path: str) -> list[Rule]:
-    from unityc.dialects.source import LocatedError
-    from unityc.rewrites.parser import RuleSyntaxError, load_library, parse_rules
-
     if not path:
         return load_library()
     try:
@@ -170,8 +169,7 @@ def _select(rules: list[Rule], names: str, where: str) -> list[Rule]:
 def _verdict(rule: Rule) -> Verdict:
     """The verifier's verdict, once per rule and process (--split-input-file runs the pass per
     chunk)."""
-    from unityc.rewrites.parser import load_axioms
-    from unityc.rewrites.verify import check_rule
+    from unityc.rewrites.verify import check_rule  # heavy: z3 and torch, for a user's rules only
 
     return check_rule(rule, load_axioms())
 

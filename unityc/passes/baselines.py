@@ -16,46 +16,28 @@ view, `unityc.machine` recorded) and prints a one-line estimate to stderr. `sequ
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
+
+from unityc.dialects.container import training_function
+from unityc.graph import from_module
+from unityc.passes.adapter import install_plan, priced
+from unityc.passes.options import SearchOptions
+from unityc.passes.unity_search import UnitySearchPass, load_rules
+from unityc.search.baselines import megatron_lm, run_baseline, zero
 
 
 @dataclass(frozen=True)
-class _BaselinePass(ModulePass):
+class _BaselinePass(SearchOptions):
     BASELINE: ClassVar[str] = ""
 
-    machine: str = "cpu:1"
-    cost: str = "roofline"
-    profile: str = ""
-    optimizer: str = "sgd"
-    rules: str = ""
-    budget: int = 12
-    alpha: float = 1.05
-    memory_budget: float | None = None
-    """GiB per device overriding the machine's capacity (None: the machine's own)."""
-
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from unityc.cost.options import CostOptions
-        from unityc.cost.units import format_bytes, format_time
-        from unityc.dialects.container import training_function
-        from unityc.graph import from_module, to_module
-        from unityc.passes.unity_search import (
-            UnitySearchPass,
-            budgeted,
-            load_rules,
-            machine_reference,
-            replace_module,
-        )
-        from unityc.search.baselines import run_baseline
-
         training_function(op)  # one graph, its loss a scalar: located errors before any work
-        priced = CostOptions.parse(self.machine, self.cost, self.optimizer, self.profile)
-        machine, profile = budgeted(priced.machine, self.memory_budget), priced.profile
+        cost, machine = priced(self)
         options = UnitySearchPass(
             machine=self.machine,
             cost=self.cost,
@@ -64,14 +46,8 @@ class _BaselinePass(ModulePass):
             alpha=self.alpha,
         ).options()
         rules = load_rules(self.rules) if self.BASELINE in ("sequential", "exhaustive") else []
-        plan = self.baseline(run_baseline, from_module(op), machine, rules, options, profile)
-        e = plan.estimate
-        sys.stderr.write(
-            f"{self.BASELINE} ({plan.note}) on {self.machine}: iteration time {format_time(e.iteration_s)}, "
-            f"peak memory {format_bytes(e.peak_memory)}{'' if e.fits else ' (does not fit)'}\n"
-        )
-        plan.graph.module_attrs["unityc.machine"] = StringAttr(machine_reference(self.machine))
-        replace_module(op, to_module(plan.graph))
+        plan = self.baseline(run_baseline, from_module(op), machine, rules, options, cost.profile)
+        install_plan(op, f"{self.BASELINE} ({plan.note})", self.machine, plan.graph, plan.estimate)
 
     def baseline(self, run: Any, *args: Any) -> Any:
         """The plan (`search.baselines.run_baseline` with the pass's own options)."""
@@ -102,8 +78,6 @@ class ZeroPass(_BaselinePass):
     recompute: bool = False
 
     def baseline(self, run: Any, graph: Any, machine: Any, rules: Any, options: Any, profile: Any) -> Any:
-        from unityc.search.baselines import zero
-
         return zero(graph, machine, options, profile, self.stage, self.recompute)
 
 
@@ -122,8 +96,6 @@ class MegatronLmPass(_BaselinePass):
     virtual: int = 0
 
     def baseline(self, run: Any, graph: Any, machine: Any, rules: Any, options: Any, profile: Any) -> Any:
-        from unityc.search.baselines import megatron_lm
-
         if min(self.tensor, self.stages, self.virtual) < 0:
             raise ValueError("megatron-lm: tensor, stages and virtual must be >= 0 (0: chosen)")
         return megatron_lm(graph, machine, options, profile, self.tensor, self.stages, self.virtual)

@@ -4,8 +4,9 @@
 
 Options: `machine` (a preset such as `summit:2`, `dgx-a100:1`, `cpu:2`, or a `.toml` spec),
 `cost` (`roofline`, or `profile` with `profile="cache.json"` written by
-`python tools/profile_ops.py`), `optimizer` (`sgd` or `adam`), `report` (a file to write
-the report to instead of stderr). The report goes to stderr, as the search's does, so that stdout
+`python tools/profile_ops.py`), `optimizer` (`sgd` or `adam`), `memory_budget` (GiB per device
+in place of the machine's own; the pricing options of `passes/options.py`), `report` (a file to
+write the report to instead of stderr). The report goes to stderr, as the search's does, so that stdout
 holds the module alone; the module is left unchanged.
 """
 
@@ -16,17 +17,22 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
+
+from unityc.cost.estimate import estimate_module
+from unityc.cost.pipeline import SCHEDULES, chrome_trace
+from unityc.cost.pricing import check_views
+from unityc.cost.report import Utilization, render
+from unityc.cost.staged import estimate_pipelined, is_pipelined
+from unityc.dialects.diagnostics import LocatedError
+from unityc.graph import from_module
+from unityc.passes.adapter import priced
+from unityc.passes.options import PricingOptions
 
 
 @dataclass(frozen=True)
-class EstimatePass(ModulePass):
+class EstimatePass(PricingOptions):
     name = "estimate"
 
-    machine: str = "cpu:1"
-    cost: str = "roofline"
-    optimizer: str = "sgd"
-    profile: str = ""
     report: str = ""
     schedule: str = ""
     """A pipelined plan priced under another schedule (e.g. "2bw"), if given."""
@@ -34,19 +40,13 @@ class EstimatePass(ModulePass):
     """A pipelined plan's simulated iteration as a Chrome trace (JSON, for Perfetto), if given."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from unityc.cost.estimate import estimate_module
-        from unityc.cost.options import CostOptions
-        from unityc.cost.pricing import check_views
-        from unityc.cost.report import Utilization, render
-        from unityc.graph import from_module
-
-        o = CostOptions.parse(self.machine, self.cost, self.optimizer, self.profile)  # options first
-        check_views(op, o.machine)  # then the module against the machine
+        o, machine = priced(self)  # options first
+        check_views(op, machine)  # then the module against the machine
         if self.schedule or self.trace:
-            estimate = self._pipelined(op, o.machine, o.profile)
+            estimate = self._pipelined(op, machine, o.profile)
         else:
-            estimate = estimate_module(op, o.machine, o.cost, o.optimizer, o.profile)
-        text = render(estimate, Utilization.of_graph(from_module(op), o.machine))
+            estimate = estimate_module(op, machine, o.cost, o.optimizer, o.profile)
+        text = render(estimate, Utilization.of_graph(from_module(op), machine))
         if self.report:
             with open(self.report, "w") as f:
                 f.write(text)
@@ -57,11 +57,6 @@ class EstimatePass(ModulePass):
     def _pipelined(self, op: ModuleOp, machine, cache):  # type: ignore[no-untyped-def]
         """The estimate of a pipelined plan with `schedule` and `trace` (errors for other plans)."""
         import json
-
-        from unityc.cost.pipeline import SCHEDULES, chrome_trace
-        from unityc.cost.staged import estimate_pipelined, is_pipelined
-        from unityc.dialects.diagnostics import LocatedError
-        from unityc.graph import from_module
 
         if self.schedule and self.schedule not in SCHEDULES:
             raise LocatedError(

@@ -11,35 +11,30 @@ a one-line estimate to stderr.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.passes import ModulePass
+from xdsl.dialects.builtin import ModuleOp
+
+from unityc.dialects.container import training_function
+from unityc.dialects.diagnostics import LocatedError
+from unityc.dialects.plan import INTERLEAVED, Pipeline
+from unityc.graph import from_module
+from unityc.passes.adapter import install_plan, pipeline_options
+from unityc.passes.options import PricingOptions
+from unityc.search.gpipe import PipelineError, gpipe_plan
 
 
 @dataclass(frozen=True)
-class GpipePass(ModulePass):
+class GpipePass(PricingOptions):
     name = "gpipe"
 
-    machine: str = "cpu:1"
     stages: int = 2
     microbatches: int = 4
     schedule: str = "gpipe"
     virtual: int = 2
-    optimizer: str = "sgd"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from unityc.cost.units import format_bytes, format_time
-        from unityc.dialects.container import training_function
-        from unityc.dialects.diagnostics import LocatedError
-        from unityc.dialects.plan import INTERLEAVED, Pipeline
-        from unityc.graph import from_module, to_module
-        from unityc.machine import load_machine
-        from unityc.passes.unity_search import machine_reference, replace_module
-        from unityc.search.gpipe import PipelineError, gpipe_plan
-
         training_function(op)  # one graph, its loss a scalar: located errors before any work
         try:
             pipeline = Pipeline(
@@ -47,16 +42,10 @@ class GpipePass(ModulePass):
             )
         except ValueError as e:
             raise LocatedError(f"error: -p gpipe: {e}") from None
-        machine = load_machine(self.machine)
+        options, machine = pipeline_options(self)
         try:
-            plan = gpipe_plan(from_module(op), machine, pipeline, self.stages, self.optimizer)
+            plan = gpipe_plan(from_module(op), machine, pipeline, self.stages, options)
         except PipelineError as e:
             raise LocatedError(f"error: -p gpipe: {e}") from None
-        e = plan.estimate
-        sys.stderr.write(
-            f"gpipe ({plan.note}) on {self.machine}: iteration time {format_time(e.iteration_s)} "
-            f"(estimated without micro-batch overlap), peak memory {format_bytes(e.peak_memory)}"
-            f"{'' if e.fits else ' (does not fit)'}\n"
-        )
-        plan.graph.module_attrs["unityc.machine"] = StringAttr(machine_reference(self.machine))
-        replace_module(op, to_module(plan.graph))
+        how = " (estimated without micro-batch overlap)"
+        install_plan(op, f"gpipe ({plan.note})", self.machine, plan.graph, plan.estimate, how)

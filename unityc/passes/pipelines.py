@@ -14,49 +14,32 @@ graph with the pipelined plan (`stage` on every op, the schedule on the graph fu
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.passes import ModulePass
+from xdsl.dialects.builtin import ModuleOp
+
+from unityc.dialects.container import training_function
+from unityc.dialects.diagnostics import LocatedError
+from unityc.graph import from_module
+from unityc.passes.adapter import install_plan, pipeline_options
+from unityc.passes.options import PricingOptions
+from unityc.search.layers import PipelineError
+from unityc.search.pipeline import hetero_gpipe_plan, pipedream_plan
 
 
 @dataclass(frozen=True)
-class _PipelinePass(ModulePass):
+class _PipelinePass(PricingOptions):
     KIND: ClassVar[str] = ""
 
-    machine: str = "cpu:1"
-    cost: str = "roofline"
-    profile: str = ""
-    optimizer: str = "sgd"
     stages: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from unityc.cost.estimate import compute_model
-        from unityc.cost.memory import check_optimizer
-        from unityc.cost.profile import ProfileCache
-        from unityc.cost.units import format_bytes, format_time
-        from unityc.dialects.container import training_function
-        from unityc.dialects.diagnostics import LocatedError
-        from unityc.graph import from_module, to_module
-        from unityc.machine import load_machine
-        from unityc.passes.unity_search import machine_reference, replace_module
-        from unityc.search.layers import PipelineError
-        from unityc.search.pipeline import PipelineOptions, hetero_gpipe_plan, pipedream_plan
-
         training_function(op)  # one graph, its loss a scalar: located errors before any work
         if self.stages < 0:
             raise LocatedError(f"error: -p {self.KIND}: stages must be >= 0, got {self.stages}")
-        try:
-            check_optimizer(self.optimizer)
-            cache = ProfileCache.load(self.profile) if self.profile else None
-            compute_model(self.cost, cache)
-        except ValueError as e:
-            raise LocatedError(f"error: -p {self.KIND}: {e}") from None
-        machine = load_machine(self.machine)
-        options = PipelineOptions(self.cost, self.optimizer, cache)
+        options, machine = pipeline_options(self)
         graph = from_module(op)
         try:
             if self.KIND == "pipedream":
@@ -65,13 +48,7 @@ class _PipelinePass(ModulePass):
                 plan = hetero_gpipe_plan(graph, machine, options)
         except PipelineError as e:
             raise LocatedError(f"error: -p {self.KIND}: {e}") from None
-        e = plan.estimate
-        sys.stderr.write(
-            f"{self.KIND} ({plan.note}) on {self.machine}: iteration time {format_time(e.iteration_s)}, "
-            f"peak memory {format_bytes(e.peak_memory)}{'' if e.fits else ' (does not fit)'}\n"
-        )
-        plan.graph.module_attrs["unityc.machine"] = StringAttr(machine_reference(self.machine))
-        replace_module(op, to_module(plan.graph))
+        install_plan(op, f"{self.KIND} ({plan.note})", self.machine, plan.graph, plan.estimate)
 
 
 @dataclass(frozen=True)

@@ -28,22 +28,27 @@ from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.passes import ModulePass
 
-DEFAULT_BASELINES = "data-parallel,megatron"
-DEFAULT_TIME_LIMIT = 600.0
-"""Seconds a search runs at most unless told otherwise (a larger `--time-limit` for more): graphs that
-do not cut into a chain of segments took many minutes; now a search always answers, its report
-saying when the limit was hit (the plan is then the best one completed by then)."""
+from unityc.cost.estimate import estimate_graph
+from unityc.cost.units import format_bytes
+from unityc.dialects.container import training_function
+from unityc.dialects.source import output_problem
+from unityc.graph import from_module, to_module
+from unityc.passes.adapter import budget_text, machine_reference, priced, replace_module
+from unityc.passes.options import DEFAULT_TIME_LIMIT, UnitySearchOptions
+from unityc.rewrites.match import compile_rules
+from unityc.rewrites.parser import load_library, load_rule_file
+from unityc.search.baselines import BASELINES, run_baseline
+from unityc.search.deadline import Stopped, hard_deadline, tail_seconds
+from unityc.search.levers import next_lever
+from unityc.search.report import BaselineRow, PlanReport, render, to_json
+from unityc.search.unity import UnityOptions, unity_search
 
 
 def load_rules(path: str) -> list[Any]:
     """Compiled rules from a `.rules` file, a directory of them, or the shipped library ("");
     a path holding no rule is an error."""
     from pathlib import Path
-
-    from unityc.rewrites.match import compile_rules
-    from unityc.rewrites.parser import load_library, load_rule_file
 
     if not path:
         return compile_rules(load_library())
@@ -81,16 +86,6 @@ def process_started() -> float:
     return now - age if 0 <= age < STARTUP_SECONDS else now
 
 
-def machine_reference(name: str) -> str:
-    """What a plan records as its machine: a preset as given, a spec file as an absolute path
-    (the plan may be read from another directory)."""
-    from unityc.machine.presets import PRESETS
-
-    if name.split(":", 1)[0] in PRESETS and not os.path.exists(name):
-        return name
-    return os.path.abspath(name)
-
-
 def parse_degrees(text: str) -> tuple[int, ...] | None:
     if not text:
         return None
@@ -101,18 +96,6 @@ def parse_degrees(text: str) -> tuple[int, ...] | None:
     if any(d < 2 for d in degrees):
         raise ValueError(f"degrees: every degree must be at least 2, got '{text}'")
     return degrees
-
-
-def replace_module(op: ModuleOp, new: ModuleOp) -> None:
-    """Moves the body and attributes of `new` into `op` (a pass must rewrite its module in place)."""
-    block = op.body.block
-    for old in list(block.ops):
-        old.detach()
-        old.erase()
-    for moved in list(new.body.block.ops):
-        moved.detach()
-        block.add_op(moved)
-    op.attributes.update(new.attributes)
 
 
 class _Bar:
@@ -138,61 +121,19 @@ class _Bar:
             self.bar.close()
 
 
-def budgeted(machine: Any, budget_gib: float | None) -> Any:
-    """`machine` with `budget_gib` GiB per device (`--memory-budget`; None keeps its own)."""
-    if budget_gib is None:
-        return machine
-    if not 0 < budget_gib < float("inf"):
-        raise ValueError(
-            f"memory-budget must be a positive number of GiB, got {budget_gib:g} (leave it out "
-            "for the machine's own device memory)"
-        )
-    return machine.with_memory(budget_gib * 2**30)
-
-
-def budget_text(budget_gib: float | None) -> str:
-    return f" with a memory budget of {budget_gib:g} GiB per device" if budget_gib else ""
-
-
 @dataclass(frozen=True)
-class UnitySearchPass(ModulePass):
+class UnitySearchPass(UnitySearchOptions):
+    """The search as a pass: its options are `UnitySearchOptions`'s fields (`passes/options.py`)."""
+
     name = "unity-search"
 
-    machine: str = "cpu:1"
-    alpha: float = 1.05
-    budget: int = 12
-    split_size: int = 12
-    time_limit: float | None = DEFAULT_TIME_LIMIT
-    """Seconds for the whole search (None, from Python only: no limit)."""
-    cost: str = "roofline"
-    profile: str = ""
-    optimizer: str = "sgd"
-    memory_budget: float | None = None
-    """GiB per device overriding the machine's capacity (None: the machine's own)."""
-    memory_check: bool = True
-    rules: str = ""
-    degrees: str = ""
-    baselines: str = DEFAULT_BASELINES
-    report: str = ""
-    progress: bool = True
-    pipelines: bool = True
-
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from unityc.cost.options import CostOptions
-        from unityc.dialects.container import training_function
-        from unityc.dialects.source import output_problem
-        from unityc.graph import from_module, to_module
-        from unityc.search.baselines import BASELINES, run_baseline
-        from unityc.search.deadline import Stopped, hard_deadline, tail_seconds
-        from unityc.search.report import BaselineRow, PlanReport, render, to_json
-        from unityc.search.unity import unity_search
-
         started = process_started()
         if self.report and (problem := output_problem(self.report)):  # before the search, not after
             raise ValueError(f"report {self.report}: {problem}")
         training_function(op)  # one graph, its loss a scalar: located errors before any work
-        priced = CostOptions.parse(self.machine, self.cost, self.optimizer, self.profile)
-        machine, profile = budgeted(priced.machine, self.memory_budget), priced.profile
+        cost, machine = priced(self)
+        profile = cost.profile
         options = self.options()
         names = [] if self.baselines in ("", "none") else [b.strip() for b in self.baselines.split(",")]
         unknown = [b for b in names if b not in BASELINES]
@@ -250,10 +191,6 @@ class UnitySearchPass(ModulePass):
                 json.dump(to_json(report), f, indent=2)
                 f.write("\n")
         if self.memory_check and not estimate.fits:
-            from unityc.cost.estimate import estimate_graph
-            from unityc.cost.units import format_bytes
-            from unityc.search.levers import next_lever
-
             device = max(estimate.devices, key=lambda d: d.memory.total)
             try:
                 with hard_deadline(deadline):
@@ -276,8 +213,6 @@ class UnitySearchPass(ModulePass):
 
     def options(self) -> Any:
         """The search's options (the cost options are `CostOptions.parse`'s, checked before)."""
-        from unityc.search.unity import UnityOptions
-
         if self.alpha < 1:
             raise ValueError(f"alpha must be at least 1, got {self.alpha}")
         if self.budget < 0 or self.split_size < 1:

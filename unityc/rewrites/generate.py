@@ -41,6 +41,7 @@ from unityc.rewrites.generalize import (
     op_names,
 )
 from unityc.rewrites.match import CompiledRule, GraphIndex
+from unityc.rewrites.parser import load_axioms
 from unityc.rewrites.prune import Accepted, Pruner
 from unityc.rewrites.terms import Builder, Domain, EvalError, Rule, build, tensor_vars
 from unityc.rewrites.verification import DirectionResult, Task, init_worker, run_task, verify_direction
@@ -156,8 +157,6 @@ def generate(
     fingerprinter: Fingerprinter | None = None,
 ) -> Generation:
     """Runs every phase; returns what the report needs (writes nothing)."""
-    from unityc.rewrites.parser import load_axioms
-
     gen = Generation(config or EnumConfig(), jobs=jobs, timeout_s=timeout_s)
     start = time.perf_counter()
     axioms = load_axioms()
@@ -327,8 +326,6 @@ def run(
 ) -> Generation:
     """Generates the library into `out_dir` (default: the package's library folder):
     generated.rules, REPORT.md and report.json, each written whole or not at all."""
-    from unityc.rewrites.report import write_outputs
-
     if max_ops < 1:
         raise ValueError(f"max_ops must be at least 1, got {max_ops}")
     if jobs < 1:
@@ -338,6 +335,8 @@ def run(
         raise ValueError(f"{target}: not a directory")
     gen = generate(EnumConfig(max_ops=max_ops), jobs=jobs, timeout_s=timeout_s, progress=progress)
     target.mkdir(parents=True, exist_ok=True)
+    from unityc.rewrites.report import write_outputs  # cycle: the report reads this module's Generation
+
     write_outputs(gen, target)
     if progress:
         statuses = {

@@ -26,6 +26,7 @@ from unityc.graph import Graph, Ref
 from unityc.graph.evaluate import evaluate
 from unityc.interpreter.pieces import CopiesDiffer, assemble
 from unityc.rewrites.printer import format_value
+from unityc.rewrites.rule_checks import attr_vars_of_rule, tensor_names
 from unityc.rewrites.sampling import Sampler, SamplingBuilder
 from unityc.rewrites.terms import Axiom, Builder, EvalError, Rule, Term, holds
 
@@ -86,7 +87,6 @@ def _fixed_example(rule: Rule, examples: Mapping[str, Any]) -> bool:
     """Whether the example binds every variable, so that instances differ only in values."""
     if not examples:
         return False
-    from unityc.rewrites.rule_checks import attr_vars_of_rule, tensor_names
 
     return tensor_names(rule.source) | attr_vars_of_rule(rule) <= set(examples)
 

@@ -17,6 +17,7 @@ from typing import Any
 from xdsl.ir import Attribute
 from xdsl.irdl import OptOperandDef, VarResultDef
 
+from unityc.dialects.pcg_types import TensorType
 from unityc.graph import op_class, op_classes
 from unityc.rewrites.terms import (
     App,
@@ -200,6 +201,4 @@ def format_value(v: Any) -> str:
 
 
 def _format_binding(name: str, value: Any) -> str:
-    from unityc.dialects.pcg_types import TensorType
-
     return f"{name}: {value}" if isinstance(value, TensorType) else f"{name} = {format_value(value)}"

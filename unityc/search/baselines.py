@@ -36,9 +36,16 @@ from unityc.search.galvatron import galvatron_plan
 from unityc.search.mapping import Mapped
 from unityc.search.megatron_lm import megatron_lm_plan
 from unityc.search.options import UnityOptions, UnityResult, default_degrees
+from unityc.search.pipeline import (
+    PipelineOptions,
+    PipelinePlan,
+    even_split_plan,
+    hetero_gpipe_plan,
+    pipedream_plan,
+)
 from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, finish, megatron_plans, zero_plan
 from unityc.search.segments import WORK_PER_EXPANSION, is_algebraic
-from unityc.search.substitution import neighbours
+from unityc.search.substitution import SubstitutionOptions, best_first, neighbours
 from unityc.search.unity import unity_search
 from unityc.search.views import Block, strip_views
 
@@ -131,8 +138,6 @@ def sequential(
     options: UnityOptions | None = None,
     profile: ProfileCache | None = None,
 ) -> PricedPlan:
-    from unityc.search.substitution import SubstitutionOptions, best_first
-
     options = options or UnityOptions()
     algebraic = [r for r in rules if is_algebraic(r)]
     parallel = [r for r in rules if not is_algebraic(r)]
@@ -202,14 +207,6 @@ def pipeline_baseline(
 ) -> PricedPlan:
     """`gpipe` (even split, one device per stage, GPipe schedule), `pipedream` or `hetero-gpipe`
     (`search/pipeline.py`), as a plan."""
-    from unityc.search.pipeline import (
-        PipelineOptions,
-        PipelinePlan,
-        even_split_plan,
-        hetero_gpipe_plan,
-        pipedream_plan,
-    )
-
     options = options or UnityOptions()
     popts = PipelineOptions(options.cost, options.optimizer, profile)
     builders: dict[str, Callable[[Graph, Machine, PipelineOptions], PipelinePlan]] = {

@@ -17,6 +17,12 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.utils.target import Target
 
+from unityc.cost.pricing import check_views, placement
+from unityc.dialects.diagnostics import located
+from unityc.graph import from_module
+from unityc.machine import load_machine
+from unityc.search.report import degrees_text
+
 PALETTE = (
     "#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5",
     "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f",
@@ -36,12 +42,6 @@ def _escape(text: str) -> str:
 
 
 def render_dot(module: ModuleOp, machine_name: str | None = None) -> str:
-    from unityc.cost.pricing import check_views, placement
-    from unityc.dialects.diagnostics import located
-    from unityc.graph import from_module
-    from unityc.machine import load_machine
-    from unityc.search.report import degrees_text
-
     graph = from_module(module)
     attr = module.attributes.get("unityc.machine")
     name = machine_name or (attr.data if isinstance(attr, StringAttr) else None)

@@ -24,9 +24,10 @@ from unityc.search.pipeline import PipelineOptions, PipelinePlan, even_split_pla
 
 
 def gpipe_plan(
-    graph: Graph, machine: Machine, pipeline: Pipeline, stages: int, optimizer: str = "sgd"
+    graph: Graph, machine: Machine, pipeline: Pipeline, stages: int, options: PipelineOptions | None = None
 ) -> PipelinePlan:
-    """GPipe's plan of `graph` (unparallelized) on `machine` (see the module docstring)."""
+    """GPipe's plan of `graph` (unparallelized) on `machine` (see the module docstring), priced
+    with `options` (cost model, optimizer, profile; default the roofline and SGD)."""
     if stages < 1:
         raise PipelineError(f"stages must be at least 1, got {stages}")
     if (problem := pipeline.problem_with(stages)) is not None:
@@ -34,7 +35,7 @@ def gpipe_plan(
     plan = even_split_plan(
         graph,
         machine,
-        PipelineOptions(optimizer=optimizer),
+        options or PipelineOptions(),
         stages,
         pipeline.microbatches,
         pipeline.schedule,

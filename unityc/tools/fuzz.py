@@ -36,6 +36,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from unityc.dialects.source import INTERNAL
+from unityc.tools import opt, run
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTCOMES = ("accepted", "located", "unlocated", "internal", "traceback", "hang", "partial")
@@ -331,8 +332,6 @@ def _on_alarm(signum: int, frame: object) -> None:
 
 def run_tool(tool: str, argv: list[str], out: str | None, limit: float) -> Result:
     """Runs a tool's main in this process, with its output captured, under a CPU-time limit."""
-    from unityc.tools import opt, run
-
     main = opt.main if tool == "opt" else run.main
     stdout, stderr = io.StringIO(), io.StringIO()
     detail = ""
@@ -370,9 +369,6 @@ def _worker(conn: Connection, limit: float) -> None:
 
     warnings.simplefilter("ignore")
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
-    import unityc.tools.opt  # imported once, before the first input
-    import unityc.tools.run  # noqa: F401
-
     with tempfile.TemporaryDirectory(prefix="unityc-fuzz-") as tmp:
         while True:
             job = conn.recv()

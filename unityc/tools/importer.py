@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
 
+from unityc.dialects import pcg
+from unityc.dialects.container import graph_function
+from unityc.dialects.precision import precision_attrs
 from unityc.dialects.source import output_problem
 
 if TYPE_CHECKING:
@@ -89,8 +92,6 @@ def list_zoo() -> None:
 
 
 def stats(module: ModuleOp, seconds: float) -> str:
-    from unityc.dialects import pcg
-
     counts = Counter(op.name for op in module.walk() if op.name.startswith("pcg."))
     params = sum(math.prod(op.result.type.shape) for op in module.walk() if isinstance(op, pcg.WeightOp))
     sources = counts["pcg.weight"] + counts["pcg.input"] + counts["pcg.constant"]
@@ -151,9 +152,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def record_precision(module: ModuleOp, precision: str) -> None:
     """Records the training precision on the graph function (`unityc.precision`)."""
-    from unityc.dialects.container import graph_function
-    from unityc.dialects.precision import precision_attrs
-
     graph_function(module).attributes.update(precision_attrs(precision))
 
 

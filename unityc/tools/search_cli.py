@@ -16,28 +16,19 @@ from xdsl.passes import ModulePass
 from xdsl.utils.target import Target
 
 from unityc.dialects.source import output_problem
+from unityc.passes.options import UnitySearchOptions, help_of, option_fields
 
-SEARCH_FLAGS = (
-    (
-        "machine",
-        str,
-        "machine preset (summit:N, dgx-a100:N, dgx-h100:N, cpu:P) or .toml spec (default cpu:1)",
-    ),
-    ("alpha", float, "prune candidates costlier than alpha x the best (default 1.05)"),
-    ("budget", int, "expansions per segment search, 0 for unlimited (default 12)"),
-    ("split-size", int, "ops per segment when splitting the graph (default 12)"),
-    ("time-limit", float, "seconds for the whole search (default 600)"),
-    ("cost", str, "cost model: roofline or profile (default roofline)"),
-    ("profile", str, "op profile cache for --cost profile"),
-    ("optimizer", str, "sgd or adam (default sgd)"),
-    ("memory-budget", float, "GiB per device: overrides the machine's device memory (default: its own)"),
-    ("memory-check", str, "on: never return a plan that does not fit device memory; off: ignore memory"),
-    ("rules", str, "a .rules file or directory of them (default: the shipped library)"),
-    ("degrees", str, "comma-separated parallel degrees to try (default: from the machine)"),
-    ("baselines", str, "baselines to compare in the report (default data-parallel,megatron; none)"),
-    ("report", str, "also write the plan report as JSON to this file"),
-    ("pipelines", str, "on: pipelined plans compete (partition DP, schedules, micro-batches); off: not"),
+FLAG_TYPES: dict[str, type] = {"bool": str, "int": int, "str": str, "float": float, "float | None": float}
+"""argparse's type for a field's annotation (a bool option is `on` or `off`)."""
+
+SEARCH_FLAGS = tuple(
+    (f.name.replace("_", "-"), FLAG_TYPES[str(f.type)], help_of(f))
+    for f in option_fields(UnitySearchOptions)
+    if f.metadata.get("flag", True)
 )
+"""`--unity-search`'s flags: one per field of `UnitySearchOptions`, its help the field's."""
+ON_OFF = {f.name.replace("_", "-") for f in option_fields(UnitySearchOptions) if f.type == "bool"}
+"""The flags of bool options, given as `on` or `off`."""
 
 
 def search_passes() -> dict[str, Callable[[], type[ModulePass]]]:
@@ -107,7 +98,7 @@ def search_pipeline(args: argparse.Namespace) -> None:
         return
     options: list[tuple[str, Any]] = []
     for flag, value in given:
-        if flag in ("memory-check", "pipelines"):
+        if flag in ON_OFF:
             if value not in ("on", "off"):
                 raise ValueError(f"--{flag}: expected on or off, got '{value}'")
             value = value == "on"
