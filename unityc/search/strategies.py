@@ -92,8 +92,22 @@ class _Megatron:
     one all-reduce). An op that cannot keep the sharding would gather it: its region's starts
     are `broken` (the caller runs again with them replicated)."""
 
-    def __init__(self, d: int, t: int, replicated: Collection[int], loss: int | None) -> None:
+    def __init__(
+        self,
+        d: int,
+        t: int,
+        replicated: Collection[int],
+        loss: int | None,
+        sequence: bool = False,
+        unsequenced: Collection[int] = (),
+    ) -> None:
         self.d, self.t, self.replicated, self.loss = d, t, replicated, loss
+        self.sequence = sequence and t > 1
+        """Megatron's sequence parallelism: ops outside the regions run sharded on dim 1."""
+        self.unsequenced = unsequenced
+        """Ops (of the input graph) kept whole in the group: a region op reads their result."""
+        self.gathered: set[int] = set()
+        """Sequence-sharded ops a region op would read (run whole in the group next pass)."""
         self.regions: dict[Ref, frozenset[int]] = {}
         """Sharded tensors of the input graph -> the starts of their regions."""
         self.broken: set[int] = set()
@@ -138,6 +152,10 @@ class _Megatron:
         partial = any(o.current is not None and o.current.sum_degree > 1 for o in operands)
         if regions:
             kept = None if partial else self._keep(node, operands)
+            sharded = self._sequence_operands(node, operands)
+            if kept is None and sharded:  # whole in the group next pass, the region kept
+                self.gathered |= sharded
+                return self.fallback(operands)
             if kept is None:  # the sharding would be gathered
                 self.broken |= regions
                 self.stops[node.op] += 1
@@ -151,7 +169,7 @@ class _Megatron:
             return _complete([self._heads(operands), *self.fallback(operands)], operands)
         started = self._start(nid, node, operands)
         if started is None:
-            return self.fallback(operands)
+            return self._along_sequence(nid, node, operands) + self.fallback(operands)
         proposal, types = started
         if types[0].sum_degree == 1:
             self.regions[(nid, 0)] = frozenset({nid})
@@ -200,6 +218,47 @@ class _Megatron:
             if nid not in self.replicated and c[1][0].sum_degree == 1 and c[1][0].shard[-1] == self.t
         ]  # fmt: skip
         return next(iter(vocabulary + column), None)
+
+    def _along_sequence(self, nid: int, node: Node, operands: Sequence[Operand]) -> list[Proposal]:
+        """Megatron's sequence parallelism (Korthikanti et al. 2022): an op outside the regions
+        (a norm, dropout, a residual add) runs on its batched activations of rank 3 or more
+        sharded t ways on dim 1 (the sequence) besides d ways on the batch, its weights and
+        other operands in any form it accepts. A partial sum read so is reduce-scattered onto
+        the sequence, and a start reading a sequence-sharded tensor all-gathers it: the
+        all-reduce's volume, in two halves, and 1/t of the activations of these ops."""
+        if not self.sequence or nid in self.unsequenced:
+            return []
+        batched = [o for o in operands if o.logical is not None and o.batched and o.logical.rank >= 3]
+        if not batched or nid == self.loss:
+            return []
+        candidates: list[list[TensorType | None]] = []
+        for o in operands:
+            if o.logical is None:
+                candidates.append([None])
+            elif o.batched and o.logical.rank >= 3:
+                candidates.append([self.act(o, {1: self.t})])
+            elif o.source is not None:
+                candidates.append(self._source_forms(o)[::-1])  # replicated first
+            else:
+                assert o.current is not None
+                candidates.append([o.current])
+        return [proposal for proposal, _ in itertools.islice(self._choices(node, operands, candidates), 1)]
+
+    def _sequence_operands(self, node: Node, operands: Sequence[Operand]) -> set[int]:
+        """The producers (input graph) of computed operands held sharded on the sequence."""
+        if not self.sequence:
+            return set()
+        return {
+            r[0]
+            for r, o in zip(node.operands, operands, strict=True)
+            if r is not None
+            and o.source is None
+            and o.current is not None
+            and o.batched
+            and o.current.rank >= 3
+            and o.current.shard[1] == self.t
+            and o.current.copy_degree == 1
+        }
 
     def _heads(self, operands: Sequence[Operand]) -> Proposal:
         """`pcg.attention` split by heads: q/k/v projections column-parallel, the output
@@ -256,7 +315,9 @@ class MegatronLayout:
     instead of running replicated (0: none)."""
 
 
-def megatron_layouts(graph: Graph, d: int, t: int, keep: Collection[int] = ()) -> list[MegatronLayout]:
+def megatron_layouts(
+    graph: Graph, d: int, t: int, keep: Collection[int] = (), sequence: bool = False
+) -> list[MegatronLayout]:
     """Tensor parallel t x data parallel d (Megatron-LM), batch norms synchronized
     (`sync_batch_norm`). Every start (`_Megatron`) begins column-parallel; a start whose sharding
     some op would gather (or that reaches a graph output) is made replicated and the graph
@@ -271,27 +332,32 @@ def megatron_layouts(graph: Graph, d: int, t: int, keep: Collection[int] = ()) -
     stops: Counter[str] = Counter()
     at_loss: set[int] = set()
     elsewhere: set[int] = set()
+    unsequenced: set[int] = set()
     while True:
-        layout = _Megatron(d, t, frozenset(replicated), loss)
+        layout = _Megatron(d, t, frozenset(replicated), loss, sequence, frozenset(unsequenced))
         out = rebuild(base, layout.propose, keep)
         stops += layout.stops
         broken = layout.broken
         at_loss |= layout.at_loss
         elsewhere |= layout.broken - layout.at_loss
-        if broken <= replicated:  # (always empty: a replicated start opens no region)
+        if broken <= replicated and layout.gathered <= unsequenced:  # (a replicated start opens no region)
             break
         replicated |= broken
+        unsequenced |= layout.gathered
     layouts = [MegatronLayout(out, +stops)]
     gatherable = at_loss - elsewhere
     if gatherable:
-        gathered = rebuild(base, _Megatron(d, t, frozenset(replicated - gatherable), loss).propose, keep)
-        layouts.append(MegatronLayout(gathered, +stops, len(gatherable)))
+        again = _Megatron(d, t, frozenset(replicated - gatherable), loss, sequence, frozenset(unsequenced))
+        layouts.append(MegatronLayout(rebuild(base, again.propose, keep), +stops, len(gatherable)))
     return layouts
 
 
-def megatron_graph(graph: Graph, d: int, t: int, keep: Collection[int] = ()) -> Graph:
-    """Tensor parallel t x data parallel d (the first of `megatron_layouts`)."""
-    return megatron_layouts(graph, d, t, keep)[0].graph
+def megatron_graph(
+    graph: Graph, d: int, t: int, keep: Collection[int] = (), sequence: bool = False
+) -> Graph:
+    """Tensor parallel t x data parallel d (the first of `megatron_layouts`), with Megatron's
+    sequence parallelism where `sequence`."""
+    return megatron_layouts(graph, d, t, keep, sequence)[0].graph
 
 
 def tensor_degrees(machine: Machine) -> list[int]:
