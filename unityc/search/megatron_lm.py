@@ -203,8 +203,9 @@ def megatron_lm_plan(
     sequence: bool = True,
 ) -> PricedPlan:
     """Megatron-LM's hand-picked plan (see the module docstring); `tensor`, `stages`, `virtual`
-    fix those choices (0: chosen as a user would); `sequence`: sequence parallel. Raises PipelineError where the graph has no
-    batched input, or the given degrees do not tile the machine or split the batch."""
+    fix those choices (0: chosen as a user would); `sequence`: sequence parallel. Raises
+    PipelineError where the graph has no batched input, or the given degrees do not tile the
+    machine or split the batch."""
     graph = _plain(graph)
     t = tensor or tensor_degree(graph, machine)
     if machine.num_devices % t:

@@ -140,11 +140,13 @@ def megatron_plans(
     n = machine.num_devices
     plans = []
     degrees = tensor_degrees(machine) or [1]
-    for t, along in ((t, a) for t in degrees for a in (dict.fromkeys(sequence) if t > 1 else [False])):
+    for t, along in ((k, a) for k in degrees for a in (dict.fromkeys(sequence) if k > 1 else [False])):
         for layout in megatron_layouts(graph, n // t, t, sequence=along):
             kept = ", ".join(f"{op} x{k}" for op, k in sorted(layout.stops.items()))
-            note = f"data {n // t} x tensor {t}" + (", sequence parallel" if along else "") + (
-                f"; replicated where a column split met {kept}" if kept else ""
+            note = (
+                f"data {n // t} x tensor {t}"
+                + (", sequence parallel" if along else "")
+                + (f"; replicated where a column split met {kept}" if kept else "")
             )
             if layout.gathered:
                 note += f"; {layout.gathered} gathered for the loss instead"

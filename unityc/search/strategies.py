@@ -100,6 +100,7 @@ class _Megatron:
         loss: int | None,
         sequence: bool = False,
         unsequenced: Collection[int] = (),
+        wanted: dict[int, int] | None = None,
     ) -> None:
         self.d, self.t, self.replicated, self.loss = d, t, replicated, loss
         self.sequence = sequence and t > 1
@@ -108,6 +109,11 @@ class _Megatron:
         """Ops (of the input graph) kept whole in the group: a region op reads their result."""
         self.gathered: set[int] = set()
         """Sequence-sharded ops a region op would read (run whole in the group next pass)."""
+        self.mixed: set[int] = set()
+        """Sequence-sharded ops read beside a whole activation (`_mixed`)."""
+        self.wanted: dict[int, int] = dict(wanted or {})
+        """Ops (of the input graph) to shard on their dim of this (sequence) length: a
+        sequence-parallel op broadcasts their result along the sequence."""
         self.regions: dict[Ref, frozenset[int]] = {}
         """Sharded tensors of the input graph -> the starts of their regions."""
         self.broken: set[int] = set()
@@ -222,27 +228,65 @@ class _Megatron:
     def _along_sequence(self, nid: int, node: Node, operands: Sequence[Operand]) -> list[Proposal]:
         """Megatron's sequence parallelism (Korthikanti et al. 2022): an op outside the regions
         (a norm, dropout, a residual add) runs on its batched activations of rank 3 or more
-        sharded t ways on dim 1 (the sequence) besides d ways on the batch, its weights and
-        other operands in any form it accepts. A partial sum read so is reduce-scattered onto
-        the sequence, and a start reading a sequence-sharded tensor all-gathers it: the
-        all-reduce's volume, in two halves, and 1/t of the activations of these ops."""
-        if not self.sequence or nid in self.unsequenced:
+        sharded t ways on dim 1 (the sequence) besides d ways on the batch; an operand it
+        broadcasts along the sequence (a position embedding) sharded alike where it can be,
+        weights and other operands in any form it accepts. A partial sum read so is
+        reduce-scattered onto the sequence, and a start reading a sequence-sharded tensor
+        all-gathers it: the all-reduce's volume, in two halves, and 1/t of the activations of
+        these ops. An op computing such a broadcast operand replicated is `wanted` sharded on its
+        sequence-long dim in the next pass (no collective can drop a replicated tensor's copies)."""
+        if not self.sequence:
             return []
-        batched = [o for o in operands if o.logical is not None and o.batched and o.logical.rank >= 3]
-        if not batched or nid == self.loss:
+        if nid == self.loss:
+            self._mixed(node, operands)
+            return []
+        if nid in self.unsequenced:  # whole in the group: what it reads sharded is gathered for it
+            self.mixed |= self._sequence_operands(node, operands)
+            for r in node.operand_refs():
+                self.wanted.pop(r[0], None)
+            return []
+        tokens = [o.logical for o in operands if _tokens(o)]
+        if tokens:
+            rank, length = tokens[0].rank, tokens[0].shape[1]
+        elif nid in self.wanted:
+            rank, length = 0, self.wanted[nid]
+        else:
             return []
         candidates: list[list[TensorType | None]] = []
-        for o in operands:
-            if o.logical is None:
+        pending: set[int] = set()
+        for r, o in zip(node.operands, operands, strict=True):
+            if o.logical is None or r is None:
                 candidates.append([None])
-            elif o.batched and o.logical.rank >= 3:
+            elif _tokens(o):
                 candidates.append([self.act(o, {1: self.t})])
             elif o.source is not None:
-                candidates.append(self._source_forms(o)[::-1])  # replicated first
+                along = [self.act(o, {k: self.t}) for k in _sequence_dims(o.logical, rank, length)]
+                candidates.append(along + self._source_forms(o)[::-1])  # replicated before other shardings
             else:
                 assert o.current is not None
                 candidates.append([o.current])
-        return [proposal for proposal, _ in itertools.islice(self._choices(node, operands, candidates), 1)]
+                dims = _sequence_dims(o.logical, rank, length)
+                if dims and o.current.shard[dims[0]] != self.t:
+                    pending.add(r[0])
+        for proposal, types in self._choices(node, operands, candidates):
+            if rank or any(types[0].shard[k] == self.t for k in _sequence_dims(types[0], 0, length)):
+                return [proposal]
+        self.wanted.update({p: length for p in pending if p not in self.unsequenced})
+        self._mixed(node, operands)
+        return []
+
+    def _mixed(self, node: Node, operands: Sequence[Operand]) -> None:
+        """An op running whole in the group on a sequence-sharded activation and another held
+        whole (GPT-2's residual add after an MLP on flattened tokens, whose reshape cannot
+        carry the sequence sharding): the sharded one would be gathered only to meet the
+        other, so its producer runs whole too next pass (back to where the sharding began)."""
+        sharded = self._sequence_operands(node, operands)
+        whole = any(
+            _tokens(o) and o.source is None and o.current is not None and o.current.copy_degree % self.t == 0
+            for o in operands
+        )
+        if sharded and whole:
+            self.mixed |= sharded
 
     def _sequence_operands(self, node: Node, operands: Sequence[Operand]) -> set[int]:
         """The producers (input graph) of computed operands held sharded on the sequence."""
@@ -296,6 +340,21 @@ class _Megatron:
         return _complete([tuple(replicated), *_batch_forms(operands, self.d * self.t)], operands)
 
 
+def _tokens(o: Operand) -> bool:
+    """Whether `o` is an activation (batch, sequence, ...) that sequence parallelism shards."""
+    return o.logical is not None and o.batched and o.logical.rank >= 3
+
+
+def _sequence_dims(t: TensorType, rank: int, length: int) -> list[int]:
+    """The dim of `t` running along the sequence of a rank-`rank` activation (dim 1) where `t`
+    is broadcast against it (aligned from the right) and as long; with `rank` 0, every dim of
+    that `length`."""
+    if not rank:
+        return [k for k in range(t.rank) if t.shape[k] == length]
+    k = t.rank - rank + 1
+    return [k] if 0 <= k < t.rank and t.shape[k] == length else []
+
+
 def _complete(proposals: Sequence[Proposal], operands: Sequence[Operand]) -> list[Proposal]:
     """The proposals with a type for every present operand (None: a degree did not divide)."""
     return [
@@ -333,28 +392,33 @@ def megatron_layouts(
     at_loss: set[int] = set()
     elsewhere: set[int] = set()
     unsequenced: set[int] = set()
+    wanted: dict[int, int] = {}
     while True:
-        layout = _Megatron(d, t, frozenset(replicated), loss, sequence, frozenset(unsequenced))
+        layout = _Megatron(d, t, frozenset(replicated), loss, sequence, frozenset(unsequenced), wanted)
         out = rebuild(base, layout.propose, keep)
         stops += layout.stops
         broken = layout.broken
         at_loss |= layout.at_loss
         elsewhere |= layout.broken - layout.at_loss
-        if broken <= replicated and layout.gathered <= unsequenced:  # (a replicated start opens no region)
-            break
+        grown = not layout.wanted.keys() <= wanted.keys()
+        mixed = set() if grown else layout.mixed  # (while broadcast operands are still whole)
+        settled = layout.wanted == wanted and layout.gathered | mixed <= unsequenced
+        if broken <= replicated and settled:
+            break  # (a replicated start opens no region)
         replicated |= broken
-        unsequenced |= layout.gathered
+        unsequenced |= layout.gathered | mixed | (wanted.keys() - layout.wanted.keys())  # (sets only grow)
+        wanted = {k: v for k, v in layout.wanted.items() if k not in unsequenced}
     layouts = [MegatronLayout(out, +stops)]
     gatherable = at_loss - elsewhere
     if gatherable:
-        again = _Megatron(d, t, frozenset(replicated - gatherable), loss, sequence, frozenset(unsequenced))
+        again = _Megatron(
+            d, t, frozenset(replicated - gatherable), loss, sequence, frozenset(unsequenced), wanted
+        )
         layouts.append(MegatronLayout(rebuild(base, again.propose, keep), +stops, len(gatherable)))
     return layouts
 
 
-def megatron_graph(
-    graph: Graph, d: int, t: int, keep: Collection[int] = (), sequence: bool = False
-) -> Graph:
+def megatron_graph(graph: Graph, d: int, t: int, keep: Collection[int] = (), sequence: bool = False) -> Graph:
     """Tensor parallel t x data parallel d (the first of `megatron_layouts`), with Megatron's
     sequence parallelism where `sequence`."""
     return megatron_layouts(graph, d, t, keep, sequence)[0].graph
