@@ -245,7 +245,7 @@ class _Megatron:
             for r in node.operand_refs():
                 self.wanted.pop(r[0], None)
             return []
-        tokens = [o.logical for o in operands if _tokens(o)]
+        tokens = [o.logical for o in operands if o.logical is not None and _tokens(o)]
         if tokens:
             rank, length = tokens[0].rank, tokens[0].shape[1]
         elif nid in self.wanted:
@@ -254,8 +254,8 @@ class _Megatron:
             return []
         candidates: list[list[TensorType | None]] = []
         pending: set[int] = set()
-        for r, o in zip(node.operands, operands, strict=True):
-            if o.logical is None or r is None:
+        for ref, o in zip(node.operands, operands, strict=True):
+            if o.logical is None or ref is None:
                 candidates.append([None])
             elif _tokens(o):
                 candidates.append([self.act(o, {1: self.t})])
@@ -267,7 +267,7 @@ class _Megatron:
                 candidates.append([o.current])
                 dims = _sequence_dims(o.logical, rank, length)
                 if dims and o.current.shard[dims[0]] != self.t:
-                    pending.add(r[0])
+                    pending.add(ref[0])
         for proposal, types in self._choices(node, operands, candidates):
             if rank or any(types[0].shard[k] == self.t for k in _sequence_dims(types[0], 0, length)):
                 return [proposal]
