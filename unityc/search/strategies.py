@@ -246,8 +246,11 @@ class _Megatron:
                 self.wanted.pop(r[0], None)
             return []
         tokens = [o.logical for o in operands if o.logical is not None and _tokens(o)]
+        ids = [o.logical for o in operands if o.logical is not None and _ids(o, node)]
         if tokens:
             rank, length = tokens[0].rank, tokens[0].shape[1]
+        elif ids:  # a replicated lookup (a vocabulary no tensor degree divides) starts the stream
+            rank, length = 3, ids[0].shape[1]
         elif nid in self.wanted:
             rank, length = 0, self.wanted[nid]
         else:
@@ -257,7 +260,7 @@ class _Megatron:
         for ref, o in zip(node.operands, operands, strict=True):
             if o.logical is None or ref is None:
                 candidates.append([None])
-            elif _tokens(o):
+            elif _tokens(o) or _ids(o, node):
                 candidates.append([self.act(o, {1: self.t})])
             elif o.source is not None:
                 along = [self.act(o, {k: self.t}) for k in _sequence_dims(o.logical, rank, length)]
@@ -343,6 +346,13 @@ class _Megatron:
 def _tokens(o: Operand) -> bool:
     """Whether `o` is an activation (batch, sequence, ...) that sequence parallelism shards."""
     return o.logical is not None and o.batched and o.logical.rank >= 3
+
+
+def _ids(o: Operand, node: Node) -> bool:
+    """Whether `o` is a batched input of (batch, sequence) read by an op whose result has a
+    sequence dim (token ids looked up in an embedding): sharded on the sequence with it."""
+    lookup = bool(node.types) and node.types[0].rank >= 3
+    return lookup and o.source == "pcg.input" and o.batched and o.logical is not None and o.logical.rank == 2
 
 
 def _sequence_dims(t: TensorType, rank: int, length: int) -> list[int]:
