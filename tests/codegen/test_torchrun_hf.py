@@ -66,6 +66,7 @@ PROGRAMS = [
     ("llama-data", "hf:llama", SMALL_BATCH, 'data-parallel{machine="cpu:2"}'),
     ("llama-search", "hf:llama", SEARCH_BATCH, "search"),
     ("llama-megatron", "hf:llama", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
+    ("llama-megatron-sp", "hf:llama", SMALL_BATCH, 'megatron{machine="cpu:2" sequence=true}'),
     ("vit-data", "hf:vit", SMALL_BATCH, 'data-parallel{machine="cpu:2"}'),
     ("vit-megatron", "hf:vit", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("vit-search", "hf:vit", SEARCH_BATCH, "search"),
@@ -102,6 +103,8 @@ class Programs:
     problems: dict[str, str] = field(default_factory=dict)
     parallel_ops: dict[str, int] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
+    plans: dict[str, str] = field(default_factory=dict)
+    """The plans' .mlir text."""
 
     def section(self, name: str) -> str:
         assert name not in self.problems, self.problems[name]
@@ -145,6 +148,7 @@ def programs(tmp_path_factory: pytest.TempPathFactory) -> Programs:
         text = program.with_suffix(".mlir").read_text()  # parallel ops, or a pipeline's later stages
         result.parallel_ops[name] = text.count("= parallel.") + text.count("stage = 1 : i64")
         result.texts[name] = program.read_text()
+        result.plans[name] = text
         entries.append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
     manifest = directory / "batch.json"
     manifest.write_text(json.dumps(entries))
@@ -173,6 +177,14 @@ def test_hf_plan_trains_like_the_reference(programs: Programs, name: str) -> Non
         assert len(calls) == 2, calls
         if name.endswith("-megatron"):
             assert all("heads=2" in c for c in calls), calls
+
+
+def test_sequence_parallel_plan_reduce_scatters_and_all_gathers(programs: Programs) -> None:
+    """Megatron's sequence parallelism: no all-reduce of activations is left, each is a
+    reduce-scatter onto the sequence and an all-gather from it (and the plan trained exactly)."""
+    text = programs.plans["llama-megatron-sp"]
+    assert text.count("parallel.reduce_scatter") == text.count("parallel.all_gather") == 5, text
+    assert "parallel.all_reduce" not in text
 
 
 def test_causal_mask_constant_keeps_its_minus_infinity(programs: Programs) -> None:

@@ -1,25 +1,36 @@
 """The `megatron-lm` baseline's plans run exactly under torchrun (`--check`: loss, outputs, every
 gradient and updated weight against single-device PyTorch, Adam), on a Hugging Face Llama
-(4 heads, batch 4) on 4 gloo processes:
+(4 heads), sequence parallel in every tensor group (Megatron-LM's default, Korthikanti et al.
+2022: norms and residual adds sharded on the sequence, reduce-scatter and all-gather in place of
+each all-reduce):
 
-* tensor 2 x pipeline 2, 2 chunks per stage group (interleaved 1F1B), 4 micro-batches of 1,
-  ZeRO-1 on the weights the tensor group replicates (the norms), the attention recomputed;
-* tensor 2 x data 2 in one stage: 2 micro-batches of 1 per replica accumulated before one
-  gradient sync and update, ZeRO-1 over the data-parallel copies.
+* on 4 gloo processes (one torchrun, `unityc.runtime.batch`), batch 4:
+  * tensor 2 x pipeline 2, 2 chunks per stage group (interleaved 1F1B), 4 micro-batches of 1,
+    ZeRO-1 on the weights the tensor group replicates (the norms), the attention recomputed;
+  * tensor 2 x data 2 in one stage: 2 micro-batches of 1 per replica accumulated before one
+    gradient sync and update, ZeRO-1 over the data-parallel copies;
+* on 8 gloo processes, batch 8, the 3-D plan of issue 25: tensor 2 x pipeline 2 x data 2 with
+  ZeRO-1, sequence parallelism, 2 micro-batches per pipeline flush and 2 gradient accumulation
+  steps (`unityc.accumulation = 2`: the schedule runs twice before one sync and update).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import json
+from dataclasses import dataclass, field, replace
 
 import pytest
-from torchrun import torchrun, write_program
+from test_torchrun import _sections
+from torchrun import Run, torchrun, write_program
 from xdsl.dialects.builtin import StringAttr
 
 from unityc.frontend import ModelSpec, import_model
-from unityc.graph import from_module, to_module
+from unityc.graph import Graph, from_module, to_module
 from unityc.machine.presets import preset
 from unityc.search.baselines import megatron_lm
+from unityc.search.megatron_lm import SELECTIVE, Config, build
+from unityc.search.pipeline import _plain
+from unityc.search.plans import Pricing
 from unityc.search.unity import UnityOptions
 
 pytestmark = pytest.mark.torchrun
@@ -29,22 +40,81 @@ PLANS = [
     ("llama-tp2-pp2-interleaved", 2, 2, 2, "data 1 x tensor 2 x pipeline 2, 2 chunks per stage group"),
     ("llama-tp2-dp2-accumulated", 2, 1, 0, "data 2 x tensor 2 x pipeline 1, 1f1b, 2 micro-batches"),
 ]
+THREE_D = "llama-tp2-pp2-dp2-acc2-sp"
+ACCUMULATION = 2
+ARGS = ["--check", "--optimizer", "adam"]
 
 
-@pytest.mark.parametrize(("name", "tensor", "stages", "virtual", "note"), PLANS, ids=[p[0] for p in PLANS])
-def test_megatron_lm_plan_trains_exactly(
-    tmp_path: Path, name: str, tensor: int, stages: int, virtual: int, note: str
-) -> None:
+@dataclass
+class Runs:
+    plans: dict[str, Graph] = field(default_factory=dict)
+    sections: dict[str, str] = field(default_factory=dict)
+    runs: list[Run] = field(default_factory=list)
+
+    def section(self, name: str) -> str:
+        if name not in self.sections:
+            raise AssertionError(f"no output for {name}\n" + "\n".join(r.report() for r in self.runs))
+        return self.sections[name]
+
+
+def three_d_plan() -> Graph:
+    """Tensor 2 x pipeline 2 x data 2 on cpu:8, batch 8: 2 accumulation steps of 4 rows, each
+    a 1F1B flush of 2 micro-batches of 1 row per replica; ZeRO-1, selective recomputation,
+    sequence parallel."""
+    graph = _plain(from_module(import_model(ModelSpec("hf:llama", "small", batch=8))))
+    config = Config(2, 2, 2, 1, 8 // 2 // ACCUMULATION, SELECTIVE, sequence=True)
+    plan = build(graph, preset("cpu:8"), config, Pricing(optimizer="adam")).graph
+    plan.set_plan(replace(plan.plan, accumulation=ACCUMULATION))
+    return plan
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    directory = tmp_path_factory.mktemp("megatron_lm")
+    result = Runs()
     module = import_model(ModelSpec("hf:llama", "small", batch=4))
-    plan = megatron_lm(
-        from_module(module), preset("cpu:4"), UnityOptions(optimizer="adam"), None, tensor, stages, virtual
-    )
-    assert plan.note.startswith(note), plan.note
-    assert plan.estimate.fits
-    assert any(n.zero == 1 for n in plan.graph.nodes.values())
-    assert any(n.recompute and n.op == "pcg.attention" for n in plan.graph.nodes.values())
-    plan.graph.module_attrs["unityc.machine"] = StringAttr("cpu:4")
-    program = write_program(to_module(plan.graph), tmp_path, name)
-    run = torchrun(program, 4, "--check", "--optimizer", "adam", cwd=tmp_path)
-    assert run.returncode == 0, run.report()
-    assert "check passed" in run.output, run.output
+    for name, tensor, stages, virtual, note in PLANS:
+        options = UnityOptions(optimizer="adam")
+        plan = megatron_lm(from_module(module), preset("cpu:4"), options, None, tensor, stages, virtual)
+        assert plan.note.startswith(note) and plan.note.endswith("sequence parallel"), plan.note
+        assert plan.estimate.fits
+        result.plans[name] = plan.graph
+    result.plans[THREE_D] = three_d_plan()
+    for nproc, names in ((4, [p[0] for p in PLANS]), (8, [THREE_D])):
+        entries = []
+        for name in names:
+            graph = result.plans[name]
+            graph.module_attrs["unityc.machine"] = StringAttr(f"cpu:{nproc}")
+            program = write_program(to_module(graph), directory, name)
+            entries.append({"name": name, "program": str(program), "args": ARGS})
+        manifest = directory / f"batch{nproc}.json"
+        manifest.write_text(json.dumps(entries))
+        run = torchrun("unityc.runtime.batch", nproc, str(manifest), cwd=directory)
+        result.runs.append(run)
+        result.sections.update(_sections(run.output))
+    return result
+
+
+def collectives(graph: Graph) -> set[str]:
+    return {n.op for n in graph.nodes.values() if n.op.startswith("parallel.") and "all" in n.op}
+
+
+@pytest.mark.parametrize("name", [p[0] for p in PLANS] + [THREE_D])
+def test_megatron_lm_plan_trains_exactly(runs: Runs, name: str) -> None:
+    plan = runs.plans[name]
+    assert any(n.zero == 1 for n in plan.nodes.values())
+    assert any(n.recompute and n.op == "pcg.attention" for n in plan.nodes.values())
+    assert {"parallel.reduce_scatter", "parallel.all_gather"} <= collectives(plan)
+    assert "parallel.all_reduce" not in collectives(plan)  # every one became sequence parallel
+    section = runs.section(name)
+    assert section.endswith("exit 0") and "check passed" in section, section
+    assert "gradients (worst" in section and "weights (worst" in section
+
+
+def test_three_d_plan_has_every_dimension(runs: Runs) -> None:
+    plan = runs.plans[THREE_D]
+    assert plan.plan.accumulation == ACCUMULATION
+    assert plan.plan.pipeline is not None and plan.plan.pipeline.microbatches == 2
+    assert {n.stage for n in plan.nodes.values()} - {None} == {0, 1}
+    weights = [n.types[0] for n in plan.nodes.values() if n.op == "pcg.weight"]
+    assert any(t.copy_degree == 2 and max(t.shard) == 2 for t in weights)  # tensor 2 within data 2

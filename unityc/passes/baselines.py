@@ -2,6 +2,7 @@
 
     unityc-opt model.mlir -p 'data-parallel{machine="summit:2"}' -o dp.mlir
     unityc-opt model.mlir -p 'megatron{machine="summit:2"}'
+    unityc-opt model.mlir -p 'megatron{machine="cpu:2" sequence=true}' | unityc-opt -t torch
     unityc-opt model.mlir -p 'megatron-lm{machine="dgx-a100:16" optimizer="adam"}'
     unityc-opt model.mlir -p 'megatron-lm{machine="cpu:4" tensor=2 stages=2}' | unityc-opt -t torch
     unityc-opt model.mlir -p 'sequential{machine="cpu:4" budget=16}'
@@ -62,8 +63,19 @@ class DataParallelPass(_BaselinePass):
 
 @dataclass(frozen=True)
 class MegatronPass(_BaselinePass):
+    """Megatron-LM's layout; `sequence=true` also shards the norms, dropout and residual adds
+    on the sequence in the tensor-parallel group (Megatron's sequence parallelism:
+    reduce-scatter and all-gather in place of each all-reduce)."""
+
     name = "megatron"
     BASELINE: ClassVar[str] = "megatron"
+
+    sequence: bool = False
+
+    def baseline(self, run: Any, graph: Any, machine: Any, rules: Any, options: Any, profile: Any) -> Any:
+        from unityc.search.baselines import megatron
+
+        return megatron(graph, machine, options, profile, (self.sequence,))
 
 
 @dataclass(frozen=True)
@@ -94,11 +106,15 @@ class MegatronLmPass(_BaselinePass):
     tensor: int = 0
     stages: int = 0
     virtual: int = 0
+    sequence: bool = True
+    """Megatron's sequence parallelism in the tensor-parallel groups (`sequence=false`: off)."""
 
     def baseline(self, run: Any, graph: Any, machine: Any, rules: Any, options: Any, profile: Any) -> Any:
         if min(self.tensor, self.stages, self.virtual) < 0:
             raise ValueError("megatron-lm: tensor, stages and virtual must be >= 0 (0: chosen)")
-        return megatron_lm(graph, machine, options, profile, self.tensor, self.stages, self.virtual)
+        return megatron_lm(
+            graph, machine, options, profile, self.tensor, self.stages, self.virtual, self.sequence
+        )
 
 
 @dataclass(frozen=True)

@@ -102,11 +102,17 @@ def galvatron(
 
 
 def megatron(
-    graph: Graph, machine: Machine, options: UnityOptions | None = None, profile: ProfileCache | None = None
+    graph: Graph,
+    machine: Machine,
+    options: UnityOptions | None = None,
+    profile: ProfileCache | None = None,
+    sequence: Sequence[bool] = (False,),
 ) -> PricedPlan:
     """The fastest of the Megatron plans that fit (one per tensor-parallel degree dividing a
-    node); if none fits, the one needing the least memory (as the search ranks plans)."""
-    plans = megatron_plans(strip_views(graph), machine, _pricing(options or UnityOptions(), profile))
+    node, and per `sequence` variant: without/with Megatron's sequence parallelism); if none
+    fits, the one needing the least memory (as the search ranks plans)."""
+    pricing = _pricing(options or UnityOptions(), profile)
+    plans = megatron_plans(strip_views(graph), machine, pricing, sequence)
     fitting = [p for p in plans if p.estimate.fits]
     if not fitting:
         return min(plans, key=lambda p: p.estimate.peak_memory)
@@ -121,11 +127,13 @@ def megatron_lm(
     tensor: int = 0,
     stages: int = 0,
     virtual: int = 0,
+    sequence: bool = True,
 ) -> PricedPlan:
     """Megatron-LM's hand-picked 3-D plan (`megatron_lm.megatron_lm_plan`); `tensor`, `stages`,
-    `virtual` fix those degrees (0: as a user would pick them)."""
+    `virtual` fix those degrees (0: as a user would pick them); `sequence`: with Megatron's
+    sequence parallelism in the tensor-parallel groups (as Megatron-LM's users run it)."""
     pricing = _pricing(options or UnityOptions(), profile)
-    return megatron_lm_plan(graph, machine, pricing, tensor, stages, virtual)
+    return megatron_lm_plan(graph, machine, pricing, tensor, stages, virtual, sequence)
 
 
 # --- sequential (TASO, then parallelization) -------------------------------------------------

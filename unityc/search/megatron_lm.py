@@ -23,10 +23,12 @@ and priced by `estimate` like every other plan.
 5. *Data parallelism* over the rest: each stage group of t x d devices runs the Megatron layout
    (`strategies.megatron_layouts`) tensor parallel t x data parallel d.
 
-Megatron's sequence parallelism (norms and dropout sharded on the sequence inside the tensor
-group, a reduce-scatter and an all-gather in place of each all-reduce) is expressible in the
-PCG (`parallel.reduce_scatter`, a sequence-sharded norm) but the Megatron layout does not build
-it yet: those ops run replicated in the tensor-parallel group here.
+6. *Sequence parallelism* (Korthikanti et al. 2022, on by default as Megatron-LM's users run
+   it with tensor parallelism): in each tensor group the norms, dropout and residual adds run
+   sharded on the sequence (`strategies.megatron_layouts(sequence=True)`), each all-reduce after
+   a row-parallel linear a `parallel.reduce_scatter` onto the sequence and each column-parallel
+   input a `parallel.all_gather` from it: the same volume, 1/t of those ops' activations, which
+   is what lets a large model fit with selective rather than full recomputation.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class Config:
     virtual: int
     microbatches: int
     recompute: str
+    sequence: bool = False
+    """Megatron's sequence parallelism in the tensor groups (only meaningful with tensor > 1)."""
 
     def __post_init__(self) -> None:
         if min(self.tensor, self.stages, self.data, self.virtual, self.microbatches) < 1:
@@ -73,9 +77,11 @@ class Config:
 
     def describe(self) -> str:
         chunks = f", {self.virtual} chunks per stage group" if self.virtual > 1 else ""
+        sequence = ", sequence parallel" if self.sequence and self.tensor > 1 else ""
         return (
             f"data {self.data} x tensor {self.tensor} x pipeline {self.stages}{chunks}, {self.schedule}, "
             f"{self.microbatches} micro-batches of 1 per replica, ZeRO-1, {self.recompute} recomputation"
+            f"{sequence}"
         )
 
 
@@ -160,7 +166,15 @@ def build(graph: Graph, machine: Machine, config: Config, pricing: Pricing) -> P
     chunks = config.stages * config.virtual
     stages = tuple(Stage(k, k + 1, (k % config.stages) * width, width) for k in range(chunks))
     plan = materialize(
-        graph, machine, stages, config.schedule, config.microbatches, config.virtual, chunks, config.tensor
+        graph,
+        machine,
+        stages,
+        config.schedule,
+        config.microbatches,
+        config.virtual,
+        chunks,
+        config.tensor,
+        sequence=config.sequence,
     )
     plan = with_megatron_levers(plan, config.recompute)
     return PricedPlan("megatron-lm", plan, pricing.estimate(plan, machine), None, config.describe())
@@ -187,10 +201,12 @@ def megatron_lm_plan(
     tensor: int = 0,
     stages: int = 0,
     virtual: int = 0,
+    sequence: bool = True,
 ) -> PricedPlan:
     """Megatron-LM's hand-picked plan (see the module docstring); `tensor`, `stages`, `virtual`
-    fix those choices (0: chosen as a user would). Raises PipelineError where the graph has no
-    batched input, or the given degrees do not tile the machine or split the batch."""
+    fix those choices (0: chosen as a user would); `sequence`: sequence parallel. Raises
+    PipelineError where the graph has no batched input, or the given degrees do not tile the
+    machine or split the batch."""
     graph = plain_graph(graph)
     t = tensor or tensor_degree(graph, machine)
     if machine.num_devices % t:
@@ -206,7 +222,7 @@ def megatron_lm_plan(
     tried: list[PricedPlan] = []
     for recompute in (SELECTIVE, FULL):
         for P, d in counts:
-            base = Config(t, P, d, virtual or 1, B // d, recompute)
+            base = Config(t, P, d, virtual or 1, B // d, recompute, sequence and t > 1)
             if virtual > 1 and not virtual_choices(P, B // d, layers, virtual):
                 continue
             plain = _try(graph, machine, base, pricing, tried)

@@ -52,6 +52,7 @@ def materialize(
     max_layers: int | None = None,
     tensor: int = 1,
     untied: bool = True,
+    sequence: bool = False,
 ) -> Graph:
     """The pipelined plan of a partition (see the module docstring); `graph` unparallelized.
     With `virtual` > 1, stage k runs on the group of stage k mod (S / virtual); `max_layers` as
@@ -60,7 +61,8 @@ def materialize(
     `tensor` x data parallel width / `tensor`) on its group, views chosen by the mapping DP on
     the first group and shifted to each stage's. A weight read on several stages is held by
     each (`untie`), or with `untied` false by its first reader's stage only, the later readers
-    receiving it down the pipeline each micro-batch (and sending its gradient back)."""
+    receiving it down the pipeline each micro-batch (and sending its gradient back). `sequence`:
+    the Megatron layout with sequence parallelism."""
     _, layer = layer_of(graph, max_layers)
     stage_of_layer = {}
     for k, st in enumerate(stages):
@@ -101,7 +103,7 @@ def materialize(
     if tensor > 1:
         if len(set(width)) != 1 or width[0] % tensor:
             raise PipelineError(f"tensor-parallel stages need one width, a multiple of {tensor}: got {width}")
-        layout = megatron_layouts(graph, width[0] // tensor, tensor)[0].graph
+        layout = megatron_layouts(graph, width[0] // tensor, tensor, sequence=sequence)[0].graph
         plan = fuse_collectives(simplify(layout))
     else:
         plan = fuse_collectives(simplify(rebuild(base, propose)))

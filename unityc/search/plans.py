@@ -7,6 +7,7 @@ whole graph (`strategies.py`): the baselines, and plans the search's result is c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from unityc.cost.estimate import Estimate, compute_model, estimate_graph
@@ -130,15 +131,22 @@ def zero_version(
     return PricedPlan("zero", levered, pricing.estimate(levered, machine), plan.mapped, note)
 
 
-def megatron_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[PricedPlan]:
-    """The Megatron plans (`megatron_layouts`) of each tensor-parallel degree dividing a node."""
+def megatron_plans(
+    graph: Graph, machine: Machine, pricing: Pricing, sequence: Sequence[bool] = (False,)
+) -> list[PricedPlan]:
+    """The Megatron plans (`megatron_layouts`) of each tensor-parallel degree dividing a node,
+    without and/or with Megatron's sequence parallelism (`sequence`: the variants to build;
+    at tensor degree 1 there is nothing to shard, so one plan)."""
     n = machine.num_devices
     plans = []
-    for t in tensor_degrees(machine) or [1]:
-        for layout in megatron_layouts(graph, n // t, t):
+    degrees = tensor_degrees(machine) or [1]
+    for t, along in ((k, a) for k in degrees for a in (dict.fromkeys(sequence) if k > 1 else [False])):
+        for layout in megatron_layouts(graph, n // t, t, sequence=along):
             kept = ", ".join(f"{op} x{k}" for op, k in sorted(layout.stops.items()))
-            note = f"data {n // t} x tensor {t}" + (
-                f"; replicated where a column split met {kept}" if kept else ""
+            note = (
+                f"data {n // t} x tensor {t}"
+                + (", sequence parallel" if along else "")
+                + (f"; replicated where a column split met {kept}" if kept else "")
             )
             if layout.gathered:
                 note += f"; {layout.gathered} gathered for the loss instead"

@@ -92,8 +92,28 @@ class _Megatron:
     one all-reduce). An op that cannot keep the sharding would gather it: its region's starts
     are `broken` (the caller runs again with them replicated)."""
 
-    def __init__(self, d: int, t: int, replicated: Collection[int], loss: int | None) -> None:
+    def __init__(
+        self,
+        d: int,
+        t: int,
+        replicated: Collection[int],
+        loss: int | None,
+        sequence: bool = False,
+        unsequenced: Collection[int] = (),
+        wanted: dict[int, int] | None = None,
+    ) -> None:
         self.d, self.t, self.replicated, self.loss = d, t, replicated, loss
+        self.sequence = sequence and t > 1
+        """Megatron's sequence parallelism: ops outside the regions run sharded on dim 1."""
+        self.unsequenced = unsequenced
+        """Ops (of the input graph) kept whole in the group: a region op reads their result."""
+        self.gathered: set[int] = set()
+        """Sequence-sharded ops a region op would read (run whole in the group next pass)."""
+        self.mixed: set[int] = set()
+        """Sequence-sharded ops read beside a whole activation (`_mixed`)."""
+        self.wanted: dict[int, int] = dict(wanted or {})
+        """Ops (of the input graph) to shard on their dim of this (sequence) length: a
+        sequence-parallel op broadcasts their result along the sequence."""
         self.regions: dict[Ref, frozenset[int]] = {}
         """Sharded tensors of the input graph -> the starts of their regions."""
         self.broken: set[int] = set()
@@ -138,6 +158,10 @@ class _Megatron:
         partial = any(o.current is not None and o.current.sum_degree > 1 for o in operands)
         if regions:
             kept = None if partial else self._keep(node, operands)
+            sharded = self._sequence_operands(node, operands)
+            if kept is None and sharded:  # whole in the group next pass, the region kept
+                self.gathered |= sharded
+                return self.fallback(operands)
             if kept is None:  # the sharding would be gathered
                 self.broken |= regions
                 self.stops[node.op] += 1
@@ -151,7 +175,7 @@ class _Megatron:
             return _complete([self._heads(operands), *self.fallback(operands)], operands)
         started = self._start(nid, node, operands)
         if started is None:
-            return self.fallback(operands)
+            return self._along_sequence(nid, node, operands) + self.fallback(operands)
         proposal, types = started
         if types[0].sum_degree == 1:
             self.regions[(nid, 0)] = frozenset({nid})
@@ -201,6 +225,88 @@ class _Megatron:
         ]  # fmt: skip
         return next(iter(vocabulary + column), None)
 
+    def _along_sequence(self, nid: int, node: Node, operands: Sequence[Operand]) -> list[Proposal]:
+        """Megatron's sequence parallelism (Korthikanti et al. 2022): an op outside the regions
+        (a norm, dropout, a residual add) runs on its batched activations of rank 3 or more
+        sharded t ways on dim 1 (the sequence) besides d ways on the batch; an operand it
+        broadcasts along the sequence (a position embedding) sharded alike where it can be,
+        weights and other operands in any form it accepts. A partial sum read so is
+        reduce-scattered onto the sequence, and a start reading a sequence-sharded tensor
+        all-gathers it: the all-reduce's volume, in two halves, and 1/t of the activations of
+        these ops. An op computing such a broadcast operand replicated is `wanted` sharded on its
+        sequence-long dim in the next pass (no collective can drop a replicated tensor's copies)."""
+        if not self.sequence:
+            return []
+        if nid == self.loss:
+            self._mixed(node, operands)
+            return []
+        if nid in self.unsequenced:  # whole in the group: what it reads sharded is gathered for it
+            self.mixed |= self._sequence_operands(node, operands)
+            for r in node.operand_refs():
+                self.wanted.pop(r[0], None)
+            return []
+        tokens = [o.logical for o in operands if o.logical is not None and _tokens(o)]
+        ids = [o.logical for o in operands if o.logical is not None and _ids(o, node)]
+        if tokens:
+            rank, length = tokens[0].rank, tokens[0].shape[1]
+        elif ids:  # a replicated lookup (a vocabulary no tensor degree divides) starts the stream
+            rank, length = 3, ids[0].shape[1]
+        elif nid in self.wanted:
+            rank, length = 0, self.wanted[nid]
+        else:
+            return []
+        candidates: list[list[TensorType | None]] = []
+        pending: set[int] = set()
+        for ref, o in zip(node.operands, operands, strict=True):
+            if o.logical is None or ref is None:
+                candidates.append([None])
+            elif _tokens(o) or _ids(o, node):
+                candidates.append([self.act(o, {1: self.t})])
+            elif o.source is not None:
+                along = [self.act(o, {k: self.t}) for k in _sequence_dims(o.logical, rank, length)]
+                candidates.append(along + self._source_forms(o)[::-1])  # replicated before other shardings
+            else:
+                assert o.current is not None
+                candidates.append([o.current])
+                dims = _sequence_dims(o.logical, rank, length)
+                if dims and o.current.shard[dims[0]] != self.t:
+                    pending.add(ref[0])
+        for proposal, types in self._choices(node, operands, candidates):
+            if rank or any(types[0].shard[k] == self.t for k in _sequence_dims(types[0], 0, length)):
+                return [proposal]
+        self.wanted.update({p: length for p in pending if p not in self.unsequenced})
+        self._mixed(node, operands)
+        return []
+
+    def _mixed(self, node: Node, operands: Sequence[Operand]) -> None:
+        """An op running whole in the group on a sequence-sharded activation and another held
+        whole (GPT-2's residual add after an MLP on flattened tokens, whose reshape cannot
+        carry the sequence sharding): the sharded one would be gathered only to meet the
+        other, so its producer runs whole too next pass (back to where the sharding began)."""
+        sharded = self._sequence_operands(node, operands)
+        whole = any(
+            _tokens(o) and o.source is None and o.current is not None and o.current.copy_degree % self.t == 0
+            for o in operands
+        )
+        if sharded and whole:
+            self.mixed |= sharded
+
+    def _sequence_operands(self, node: Node, operands: Sequence[Operand]) -> set[int]:
+        """The producers (input graph) of computed operands held sharded on the sequence."""
+        if not self.sequence:
+            return set()
+        return {
+            r[0]
+            for r, o in zip(node.operands, operands, strict=True)
+            if r is not None
+            and o.source is None
+            and o.current is not None
+            and o.batched
+            and o.current.rank >= 3
+            and o.current.shard[1] == self.t
+            and o.current.copy_degree == 1
+        }
+
     def _heads(self, operands: Sequence[Operand]) -> Proposal:
         """`pcg.attention` split by heads: q/k/v projections column-parallel, the output
         projection row-parallel (partial sums), its bias added once."""
@@ -237,6 +343,28 @@ class _Megatron:
         return _complete([tuple(replicated), *_batch_forms(operands, self.d * self.t)], operands)
 
 
+def _tokens(o: Operand) -> bool:
+    """Whether `o` is an activation (batch, sequence, ...) that sequence parallelism shards."""
+    return o.logical is not None and o.batched and o.logical.rank >= 3
+
+
+def _ids(o: Operand, node: Node) -> bool:
+    """Whether `o` is a batched input of (batch, sequence) read by an op whose result has a
+    sequence dim (token ids looked up in an embedding): sharded on the sequence with it."""
+    lookup = bool(node.types) and node.types[0].rank >= 3
+    return lookup and o.source == "pcg.input" and o.batched and o.logical is not None and o.logical.rank == 2
+
+
+def _sequence_dims(t: TensorType, rank: int, length: int) -> list[int]:
+    """The dim of `t` running along the sequence of a rank-`rank` activation (dim 1) where `t`
+    is broadcast against it (aligned from the right) and as long; with `rank` 0, every dim of
+    that `length`."""
+    if not rank:
+        return [k for k in range(t.rank) if t.shape[k] == length]
+    k = t.rank - rank + 1
+    return [k] if 0 <= k < t.rank and t.shape[k] == length else []
+
+
 def _complete(proposals: Sequence[Proposal], operands: Sequence[Operand]) -> list[Proposal]:
     """The proposals with a type for every present operand (None: a degree did not divide)."""
     return [
@@ -256,7 +384,9 @@ class MegatronLayout:
     instead of running replicated (0: none)."""
 
 
-def megatron_layouts(graph: Graph, d: int, t: int, keep: Collection[int] = ()) -> list[MegatronLayout]:
+def megatron_layouts(
+    graph: Graph, d: int, t: int, keep: Collection[int] = (), sequence: bool = False
+) -> list[MegatronLayout]:
     """Tensor parallel t x data parallel d (Megatron-LM), batch norms synchronized
     (`sync_batch_norm`). Every start (`_Megatron`) begins column-parallel; a start whose sharding
     some op would gather (or that reaches a graph output) is made replicated and the graph
@@ -271,27 +401,37 @@ def megatron_layouts(graph: Graph, d: int, t: int, keep: Collection[int] = ()) -
     stops: Counter[str] = Counter()
     at_loss: set[int] = set()
     elsewhere: set[int] = set()
+    unsequenced: set[int] = set()
+    wanted: dict[int, int] = {}
     while True:
-        layout = _Megatron(d, t, frozenset(replicated), loss)
+        layout = _Megatron(d, t, frozenset(replicated), loss, sequence, frozenset(unsequenced), wanted)
         out = rebuild(base, layout.propose, keep)
         stops += layout.stops
         broken = layout.broken
         at_loss |= layout.at_loss
         elsewhere |= layout.broken - layout.at_loss
-        if broken <= replicated:  # (always empty: a replicated start opens no region)
-            break
+        grown = not layout.wanted.keys() <= wanted.keys()
+        mixed = set() if grown else layout.mixed  # (while broadcast operands are still whole)
+        settled = layout.wanted == wanted and layout.gathered | mixed <= unsequenced
+        if broken <= replicated and settled:
+            break  # (a replicated start opens no region)
         replicated |= broken
+        unsequenced |= layout.gathered | mixed | (wanted.keys() - layout.wanted.keys())  # (sets only grow)
+        wanted = {k: v for k, v in layout.wanted.items() if k not in unsequenced}
     layouts = [MegatronLayout(out, +stops)]
     gatherable = at_loss - elsewhere
     if gatherable:
-        gathered = rebuild(base, _Megatron(d, t, frozenset(replicated - gatherable), loss).propose, keep)
-        layouts.append(MegatronLayout(gathered, +stops, len(gatherable)))
+        again = _Megatron(
+            d, t, frozenset(replicated - gatherable), loss, sequence, frozenset(unsequenced), wanted
+        )
+        layouts.append(MegatronLayout(rebuild(base, again.propose, keep), +stops, len(gatherable)))
     return layouts
 
 
-def megatron_graph(graph: Graph, d: int, t: int, keep: Collection[int] = ()) -> Graph:
-    """Tensor parallel t x data parallel d (the first of `megatron_layouts`)."""
-    return megatron_layouts(graph, d, t, keep)[0].graph
+def megatron_graph(graph: Graph, d: int, t: int, keep: Collection[int] = (), sequence: bool = False) -> Graph:
+    """Tensor parallel t x data parallel d (the first of `megatron_layouts`), with Megatron's
+    sequence parallelism where `sequence`."""
+    return megatron_layouts(graph, d, t, keep, sequence)[0].graph
 
 
 def tensor_degrees(machine: Machine) -> list[int]:

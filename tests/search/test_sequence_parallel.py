@@ -1,0 +1,87 @@
+"""Megatron's sequence parallelism (Korthikanti et al. 2022) in the Megatron layout
+(`megatron_layouts(sequence=True)`): in each tensor-parallel group the norms, dropout and
+residual adds run sharded on the sequence (dim 1), each all-reduce after a row-parallel linear
+becomes a reduce-scatter onto the sequence and each column-parallel input an all-gather from it.
+The plan computes what the unparallelized graph does (the reference interpreter), moves the
+all-reduce's volume (ring: reduce-scatter + all-gather = all-reduce), and holds those ops'
+activations 1/t as large."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from functools import cache
+
+import pytest
+from search_graphs import INPUTS, assert_same_outputs
+
+from unityc.frontend import ModelSpec, import_model
+from unityc.graph import Graph, from_module
+from unityc.machine import load_machine
+from unityc.search.plans import PricedPlan, Pricing, megatron_plans
+
+pytest.importorskip("transformers")
+
+LAYERS = 2
+MODELS = {
+    "bert": ModelSpec("bert", "small", batch=4),  # LayerNorm, a fused attention, a GELU MLP
+    "llama": ModelSpec(os.path.join(INPUTS, "llama_like.py:make"), "small", batch=4),  # RMSNorm spelled out
+    "llama_gqa": ModelSpec("hf:llama", "small", batch=4),  # grouped-query attention, SwiGLU
+}
+RING = {"parallel.all_reduce": 2.0, "parallel.reduce_scatter": 1.0, "parallel.all_gather": 1.0}
+"""Bytes a ring collective moves per device, in units of (n-1)/n of its buffer."""
+
+
+@cache
+def graph(model: str) -> Graph:
+    return from_module(import_model(MODELS[model]))
+
+
+@cache
+def plans(model: str, d: int, t: int) -> tuple[PricedPlan, PricedPlan]:
+    """The Megatron plan of data d x tensor t without and with sequence parallelism."""
+    found = megatron_plans(
+        graph(model), load_machine(f"cpu:{d * t}"), Pricing(optimizer="adam"), (False, True)
+    )
+    mine = [p for p in found if p.note.startswith(f"data {d} x tensor {t}")]
+    plain = [p for p in mine if "sequence parallel" not in p.note]
+    along = [p for p in mine if "sequence parallel" in p.note]
+    assert len(plain) == len(along) == 1, [p.note for p in found]
+    return plain[0], along[0]
+
+
+def collectives(plan: PricedPlan) -> Counter[str]:
+    return Counter(n.op for n in plan.graph.nodes.values() if n.op in RING)
+
+
+def ring_volume(plan: PricedPlan) -> float:
+    """Per-device ring bytes of the activation collectives, forward (backward runs the duals)."""
+    return sum(RING[r.kind] * r.comm_bytes * r.collectives for r in plan.estimate.rows if r.kind in RING)
+
+
+def activation_bytes(plan: PricedPlan) -> float:
+    """Saved activations over all devices."""
+    return sum(
+        r.memory for r in plan.estimate.rows if r.kind not in ("pcg.weight",) and r.kind.startswith("pcg.")
+    )
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize(("d", "t"), [(2, 2)])
+def test_each_all_reduce_becomes_a_reduce_scatter_and_an_all_gather(model: str, d: int, t: int) -> None:
+    plain, along = plans(model, d, t)
+    before, after = collectives(plain), collectives(along)
+    blocks = 1 + 2 * LAYERS  # the embedding's partial sums, then the attention and the MLP of each layer
+    assert before == {"parallel.all_reduce": blocks}, before
+    assert after == {"parallel.reduce_scatter": blocks, "parallel.all_gather": blocks}, after
+    assert ring_volume(along) == pytest.approx(ring_volume(plain))
+    assert activation_bytes(along) < activation_bytes(plain)
+    norms = [n for n in along.graph.nodes.values() if n.op in ("pcg.layer_norm", "pcg.add", "pcg.dropout")]
+    assert norms and all(n.types[0].shard[1] == t for n in norms if n.types[0].rank == 3), [
+        str(n.types[0]) for n in norms
+    ]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_sequence_parallel_plan_computes_the_same_values(model: str) -> None:
+    assert_same_outputs(graph(model), plans(model, 2, 2)[1].graph)
