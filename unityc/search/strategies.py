@@ -16,7 +16,9 @@ and the seeds the substitution search starts from besides the unparallelized gra
   by one all-reduce); a fused `pcg.attention` is split by heads. A column split that some op
   would have to gather (a split of a fused QKV, a layer norm, a loss over the classes) is
   undone: that linear runs replicated. Everything else is replicated in the tensor-parallel
-  group and data parallel across.
+  group and data parallel across;
+* spatial (`spatial_graph`): images split over height x width (halo exchanges), optionally
+  with data parallelism: Mesh-TensorFlow's spatial partitioning, the `spatial` baseline.
 """
 
 from __future__ import annotations
@@ -58,6 +60,53 @@ def _batch_forms(operands: Sequence[Operand], n: int) -> list[Proposal]:
             if d == 0:
                 break
     return proposals
+
+
+def spatial_grids(n: int) -> list[tuple[int, int]]:
+    """Height x width splits of n devices, squarest first (halos shrink with the perimeter)."""
+    grids = [(h, n // h) for h in range(1, n + 1) if n % h == 0]
+    return sorted(grids, key=lambda g: (abs(math.log(g[0] / g[1])), -g[0]))
+
+
+def _spatial_forms(operands: Sequence[Operand], n: int, batch: int) -> list[Proposal]:
+    """Images (batch-dim 4-D activations) sharded `batch` ways on the batch and n / batch ways
+    over height x width (each grid, squarest first); other batch-dim activations on the batch
+    with copies for the rest; weights and constants replicated. Then the data-parallel forms."""
+    proposals: list[Proposal] = []
+    for h, w in spatial_grids(n // batch):
+        proposal: list[TensorType | None] = []
+        for o in operands:
+            if o.logical is None:
+                proposal.append(None)
+            elif o.batched and o.logical.rank == 4:
+                proposal.append(with_degrees(o.logical, {0: batch, 2: h, 3: w}))
+            elif o.batched:
+                proposal.append(with_degrees(o.logical, {0: batch}, copy=n // batch))
+            else:
+                proposal.append(with_degrees(o.logical, copy=n))
+        if all(p is not None or o.logical is None for p, o in zip(proposal, operands, strict=True)):
+            proposals.append(tuple(proposal))
+    return proposals + _batch_forms(operands, n)
+
+
+def spatial_graph(graph: Graph, n: int, batch: int = 1, keep: Collection[int] = ()) -> Graph:
+    """Spatial parallelism (Mesh-TensorFlow's spatial partitioning) over n devices, `batch` of
+    them data parallel: every image op split over height x width on n / batch devices (the
+    windows exchange halos), batch norms synchronized (`sync_batch_norm`: their statistics are
+    partial sums over the shards, all-reduced); an op that cannot split so runs data parallel."""
+    if n % batch:
+        raise ValueError(f"spatial: {batch}-way data parallelism does not divide {n} devices")
+    return rebuild(sync_batch_norm(graph), lambda nid, node, operands: _spatial_forms(operands, n, batch), keep)
+
+
+def spatial_batches(graph: Graph, n: int) -> list[int]:
+    """The data-parallel degrees a spatial plan of a graph with images may take on n devices
+    (dividing n and the batch, below n; [] for a graph without a convolution)."""
+    convs = [node for node in graph.nodes.values() if node.op == "pcg.conv2d"]
+    if not convs or n < 2:
+        return []
+    images = convs[0].types[0].shape[0]
+    return [b for b in range(1, n) if n % b == 0 and images % b == 0]
 
 
 def with_levers(graph: Graph, zero: int = 0, recompute: bool = False) -> Graph:
