@@ -302,13 +302,17 @@ SPATIAL_CONVS = [
 
 
 @pytest.mark.parametrize("with_bias", [False, True])
-@pytest.mark.parametrize("name, attrs, xshape, wshape, xs", SPATIAL_CONVS, ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "name, attrs, xshape, wshape, xs", SPATIAL_CONVS, ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_conv2d_spatial_forms(name, attrs, xshape, wshape, xs, with_bias):
     x, w = randn(*xshape), randn(*wshape, seed=1)
     b = randn(wshape[0], seed=2) if with_bias else None
     tasks = math.prod(xs[0])
     expect = ([xs[0][0], 1, *xs[0][2:]], 1, 1)
-    check_form(pcg.Conv2dOp, [x, w, b], [xs, D(copy=tasks), D(copy=tasks) if with_bias else None], attrs, expect)
+    check_form(
+        pcg.Conv2dOp, [x, w, b], [xs, D(copy=tasks), D(copy=tasks) if with_bias else None], attrs, expect
+    )
 
 
 def test_conv2d_spatial_with_channels():
@@ -334,7 +338,13 @@ def test_pool2d_spatial_forms(kind):
     [
         (pcg.Conv2dOp, {}, (4, 3, 3, 3), D(1, 1, 2, 1), "times its stride"),
         (pcg.Conv2dOp, {"padding": [4, 4]}, (4, 3, 9, 9), D(1, 1, 4, 1), "larger than a shard"),
-        (pcg.Pool2dOp, {"kind": "max", "kernel": [3, 3], "stride": [3, 3]}, None, D(1, 1, 1, 4), "times its stride"),
+        (
+            pcg.Pool2dOp,
+            {"kind": "max", "kernel": [3, 3], "stride": [3, 3]},
+            None,
+            D(1, 1, 1, 4),
+            "times its stride",
+        ),
     ],
 )
 def test_spatial_forms_refused(cls, attrs, wshape, xs, message):

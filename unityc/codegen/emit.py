@@ -169,7 +169,17 @@ class Writer:
             grads.append(self.a.value(value).grad)
             dtypes.append(torch_dtype_name(self.a.value(value).dtype))
         results = [self.a.value(r) for r in op.results]
-        call = Call(op.attrs(), args, list(typed), [r.type for r in results], tasks, result.var, self.groups, grads, dtypes)  # type: ignore[attr-defined]
+        call = Call(
+            op.attrs(),
+            args,
+            list(typed),
+            [r.type for r in results],
+            tasks,
+            result.var,
+            self.groups,
+            grads,
+            dtypes,
+        )  # type: ignore[attr-defined]
         if op.name == "pcg.gather":
             self.tables[result.var] = tuple(int(i) for i in call.attrs["indices"])
             expr = f'torch.index_select({args[0]}, {call.attrs["dim"]}, ctx.tables["{result.var}"])'

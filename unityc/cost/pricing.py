@@ -367,7 +367,9 @@ def kernel_collectives(
     return fwd, bwd
 
 
-def _windows(op: str, attrs: Mapping[str, Any], operand_types: Sequence[TensorType | None]) -> list[tuple[int, ...]]:
+def _windows(
+    op: str, attrs: Mapping[str, Any], operand_types: Sequence[TensorType | None]
+) -> list[tuple[int, ...]]:
     """(kernel, stride, padding, dilation) of a window op per spatial dim (height, width)."""
 
     def pair(name: str, default: int) -> tuple[int, int]:

@@ -48,5 +48,6 @@ def window_halo(size: int, degree: int, kernel: int, stride: int, pad: int, dila
     halo = Halo(pad, dilation * (kernel - 1) + 1 - stride - pad)
     piece = size // degree
     if max(halo.above, halo.below) > piece:
-        return f"the window's halo ({halo.above} above, {halo.below} below) is larger than a shard of {piece} rows"
+        rows = f"{halo.above} above, {halo.below} below"
+        return f"the window's halo ({rows}) is larger than a shard of {piece} rows"
     return halo

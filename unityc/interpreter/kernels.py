@@ -17,9 +17,16 @@ import torch.nn.functional as F
 from unityc.dialects import pcg
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import FLOAT_TYPES, TORCH_NAMES, TensorType
-from unityc.interpreter.pieces import Pieces, assemble
 from unityc.dialects.spatial import Halo, window_halo
-from unityc.runtime.kernels import attention, check_classes, clamp, class_shard_losses, vocab_lookup, with_halo
+from unityc.interpreter.pieces import Pieces, assemble
+from unityc.runtime.kernels import (
+    attention,
+    check_classes,
+    clamp,
+    class_shard_losses,
+    vocab_lookup,
+    with_halo,
+)
 
 
 @dataclass
@@ -125,7 +132,9 @@ def _pool2d(task: Task, x: torch.Tensor) -> torch.Tensor:
     stride = (stride[0] or kernel[0], stride[1] or kernel[1])
     pad = _pair(a["padding"], 0)
     maximum = a["kind"] == "max"
-    x, padding = _spatial(task, x, [(kernel[i], stride[i], pad[i], 1) for i in (0, 1)], -math.inf if maximum else 0.0)
+    x, padding = _spatial(
+        task, x, [(kernel[i], stride[i], pad[i], 1) for i in (0, 1)], -math.inf if maximum else 0.0
+    )
     return (F.max_pool2d if maximum else F.avg_pool2d)(x, kernel, stride, padding)
 
 

@@ -112,9 +112,13 @@ def spatial(
     graph: Graph, machine: Machine, options: UnityOptions | None = None, profile: ProfileCache | None = None
 ) -> PricedPlan:
     """Every image op split over height x width on all devices (`plans.spatial_plans`)."""
-    plans = spatial_plans(strip_views(graph), machine, _pricing(options or UnityOptions(), profile), hybrid=False)
+    plans = spatial_plans(
+        strip_views(graph), machine, _pricing(options or UnityOptions(), profile), hybrid=False
+    )
     if not plans:
-        raise ValueError("spatial: the graph has no convolution to split over height and width (or one device)")
+        raise ValueError(
+            "spatial: the graph has no convolution to split over height and width (or one device)"
+        )
     return plans[0]
 
 

@@ -70,8 +70,10 @@ def spatial_grids(n: int) -> list[tuple[int, int]]:
 
 def _spatial_forms(operands: Sequence[Operand], n: int, batch: int) -> list[Proposal]:
     """Images (batch-dim 4-D activations) sharded `batch` ways on the batch and n / batch ways
-    over height x width (each grid, squarest first); other batch-dim activations on the batch
-    with copies for the rest; weights and constants replicated. Then the data-parallel forms."""
+    over height x width (each grid, squarest first); other batch-dim activations as they are
+    (a pixel shuffle's reshapes and transpose carry the split along) where they hold no copies,
+    else on the batch with copies for the rest; weights and constants replicated. Then the
+    data-parallel forms."""
     proposals: list[Proposal] = []
     for h, w in spatial_grids(n // batch):
         proposal: list[TensorType | None] = []
@@ -80,6 +82,8 @@ def _spatial_forms(operands: Sequence[Operand], n: int, batch: int) -> list[Prop
                 proposal.append(None)
             elif o.batched and o.logical.rank == 4:
                 proposal.append(with_degrees(o.logical, {0: batch, 2: h, 3: w}))
+            elif o.batched and o.current is not None and o.current.copy_degree == 1:
+                proposal.append(o.current)  # as it is: a reshape or transpose carries the split along
             elif o.batched:
                 proposal.append(with_degrees(o.logical, {0: batch}, copy=n // batch))
             else:
@@ -96,7 +100,9 @@ def spatial_graph(graph: Graph, n: int, batch: int = 1, keep: Collection[int] = 
     partial sums over the shards, all-reduced); an op that cannot split so runs data parallel."""
     if n % batch:
         raise ValueError(f"spatial: {batch}-way data parallelism does not divide {n} devices")
-    return rebuild(sync_batch_norm(graph), lambda nid, node, operands: _spatial_forms(operands, n, batch), keep)
+    return rebuild(
+        sync_batch_norm(graph), lambda nid, node, operands: _spatial_forms(operands, n, batch), keep
+    )
 
 
 def spatial_batches(graph: Graph, n: int) -> list[int]:

@@ -78,6 +78,7 @@ from unityc.search.plans import (
     fastest_kind_plan,
     megatron_plans,
     one_device_plan,
+    spatial_plans,
     zero_version,
 )
 from unityc.search.split import (
@@ -92,7 +93,13 @@ from unityc.search.split import (
     shared_sources,
     with_boundary,
 )
-from unityc.search.strategies import data_parallel_graph, megatron_layouts, tensor_degrees
+from unityc.search.strategies import (
+    data_parallel_graph,
+    megatron_layouts,
+    spatial_batches,
+    spatial_graph,
+    tensor_degrees,
+)
 from unityc.search.substitution import Candidate, SearchStats, SubstitutionOptions, best_first
 from unityc.search.views import big_degrees, canonical_view, task_degrees, to_attr
 
@@ -380,6 +387,7 @@ class _Run:
             return []
         n = self.machine.num_devices
         seeds = [data_parallel_graph(seg.graph, n, seg.keep)]
+        seeds += [spatial_graph(seg.graph, n, b, seg.keep) for b in spatial_batches(seg.graph, n)]
         for t in tensor_degrees(self.machine):
             seeds += [layout.graph for layout in megatron_layouts(seg.graph, n // t, t, seg.keep)]
         return seeds
@@ -698,6 +706,8 @@ def _whole_graph_plans(
         megatron = []
     for plan in megatron:
         yield plan, plan, True
+    for plan in spatial_plans(graph, machine, pricing):  # images over height x width (x batch)
+        yield None, plan, True
     bases = base_plans(graph, machine, pricing, dp + megatron).values() if levers else ()
     if any(leverable(base) for base in bases):  # Galvatron levers one of these
         with contextlib.suppress(ValueError):  # no layer strategy fits at any degree
