@@ -19,8 +19,8 @@ from unityc.search.opcost import SYNC_WEIGHT
 from unityc.search.strategies import (
     data_parallel_graph,
     megatron_layouts,
-    spatial_batches,
     spatial_graph,
+    spatial_layouts,
     tensor_degrees,
     with_levers,
 )
@@ -102,14 +102,16 @@ def data_parallel_plan(graph: Graph, machine: Machine, pricing: Pricing) -> Pric
 
 def spatial_plans(graph: Graph, machine: Machine, pricing: Pricing, hybrid: bool = True) -> list[PricedPlan]:
     """Spatial plans (`strategies.spatial_graph`) of a graph with convolutions, fastest first:
-    every device over height x width, then (`hybrid`) each data-parallel degree dividing the
-    batch times spatial over the rest. [] for a graph without a convolution or on one device."""
+    images over height x width alone, then (`hybrid`) with each data-parallel degree dividing
+    the batch, each on the most devices its images split over (`strategies.spatial_layouts`).
+    [] for a graph without a convolution or on one device."""
     n = machine.num_devices
     plans: list[PricedPlan] = []
-    for batch in spatial_batches(graph, n)[: None if hybrid else 1]:
-        note = f"{n // batch}-way over height x width" + (f" x {batch}-way data" if batch > 1 else "")
+    for m, batch in spatial_layouts(graph, n)[: None if hybrid else 1]:
+        note = f"{m // batch}-way over height x width" + (f" x {batch}-way data" if batch > 1 else "")
+        note += f" ({m} of {n} devices)" if m < n else ""
         try:
-            plans.append(finish("spatial", spatial_graph(graph, n, batch), machine, pricing, note))
+            plans.append(finish("spatial", spatial_graph(graph, m, batch), machine, pricing, note))
         except ValueError:  # no feasible mapping
             continue
     return sorted(plans, key=lambda p: p.estimate.iteration_s)

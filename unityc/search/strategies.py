@@ -32,7 +32,16 @@ from dataclasses import dataclass
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref
 from unityc.machine.spec import Machine
-from unityc.search.rebuild import Operand, Proposal, reachable, rebuild, result_types, with_degrees
+from unityc.search.rebuild import (
+    Operand,
+    Proposal,
+    accepts,
+    reachable,
+    rebuild,
+    result_types,
+    unsharded,
+    with_degrees,
+)
 
 
 def _batch_forms(operands: Sequence[Operand], n: int) -> list[Proposal]:
@@ -105,14 +114,28 @@ def spatial_graph(graph: Graph, n: int, batch: int = 1, keep: Collection[int] = 
     )
 
 
-def spatial_batches(graph: Graph, n: int) -> list[int]:
-    """The data-parallel degrees a spatial plan of a graph with images may take on n devices
-    (dividing n and the batch, below n; [] for a graph without a convolution)."""
-    convs = [node for node in graph.nodes.values() if node.op == "pcg.conv2d"]
+def spatial_layouts(graph: Graph, n: int, every_device: bool = False) -> list[tuple[int, int]]:
+    """(devices m, data-parallel degree b) of the spatial plans of a graph with convolutions on
+    n devices: for each b dividing the images, the most devices m (a multiple of b, m / b >= 2)
+    whose m / b ways over height x width split its first convolution (an image of 2^k rows
+    cannot be cut 3 ways: on 48 devices a 1024-row U-Net uses 32);
+    `every_device`: m = n only. [] for a graph without a convolution."""
+    convs = [nid for nid in graph.topological() if graph.nodes[nid].op == "pcg.conv2d"]
     if not convs or n < 2:
         return []
-    images = convs[0].types[0].shape[0]
-    return [b for b in range(1, n) if n % b == 0 and images % b == 0]
+    first = graph.nodes[convs[0]]
+    x, *rest = (None if r is None else unsharded(graph.type_of(r)) for r in first.operands)
+    assert x is not None
+    layouts: list[tuple[int, int]] = []
+    for b in (b for b in range(1, n) if x.shape[0] % b == 0):
+        counts = [n] if every_device else range(n - n % b, 2 * b - 1, -b)
+        for m in counts:
+            weights = [None if t is None else with_degrees(t, copy=m) for t in rest]
+            images = (with_degrees(x, {0: b, 2: h, 3: w}) for h, w in spatial_grids(m // b))
+            if m % b == 0 and any(t is not None and accepts(first, (t, *weights)) for t in images):
+                layouts.append((m, b))
+                break
+    return layouts
 
 
 def with_levers(graph: Graph, zero: int = 0, recompute: bool = False) -> Graph:

@@ -96,8 +96,8 @@ from unityc.search.split import (
 from unityc.search.strategies import (
     data_parallel_graph,
     megatron_layouts,
-    spatial_batches,
     spatial_graph,
+    spatial_layouts,
     tensor_degrees,
 )
 from unityc.search.substitution import Candidate, SearchStats, SubstitutionOptions, best_first
@@ -387,7 +387,10 @@ class _Run:
             return []
         n = self.machine.num_devices
         seeds = [data_parallel_graph(seg.graph, n, seg.keep)]
-        seeds += [spatial_graph(seg.graph, n, b, seg.keep) for b in spatial_batches(seg.graph, n)]
+        seeds += [
+            spatial_graph(seg.graph, n, b, seg.keep)
+            for _, b in spatial_layouts(seg.graph, n, every_device=True)
+        ]
         for t in tensor_degrees(self.machine):
             seeds += [layout.graph for layout in megatron_layouts(seg.graph, n // t, t, seg.keep)]
         return seeds
