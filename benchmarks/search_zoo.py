@@ -24,16 +24,24 @@ from typing import Any
 
 from tqdm import tqdm
 
+from unityc.cost.pricing import placement
 from unityc.cost.units import format_bytes, format_time
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module
 from unityc.machine import load_machine
 from unityc.models import zoo
 from unityc.passes.unity_search import load_rules
-from unityc.search.baselines import data_parallel, megatron, megatron_lm, sequential
+from unityc.search.baselines import data_parallel, megatron, megatron_lm, sequential, spatial
+from unityc.search.plans import Pricing, finish
+from unityc.search.strategies import data_parallel_graph
 from unityc.search.unity import UnityOptions, unity_search
 
-MODELS = ["mlp", "bert", "dlrm", "xdl", "candle_uno", "resnext50", "inception_v3"]
+MODELS = ["mlp", "bert", "dlrm", "xdl", "candle_uno", "resnext50", "inception_v3", "unet"]
+FIXED_BATCH = {"unet"}
+"""Models searched at their paper batch on every machine (strong scaling: the high-resolution
+U-Net has 8 images, fewer than the devices), not per-GPU batch x devices."""
+UNITY_FIG14 = {"dlrm": 3.6, "xdl": 1.9, "mlp": 2.0, "candle_uno": 1.6, "resnext50": 1.0, "inception_v3": 1.3}
+"""Unity's speedups over data parallelism (OSDI'22, Fig. 14, 48 V100s)."""
 MACHINES = "summit:1,summit:2,summit:4,summit:8,summit:32"
 
 
@@ -64,7 +72,7 @@ def load_graph(model: str, batch: int, cache: str) -> Graph:
 def run(model: str, machine_name: str, args: argparse.Namespace, rules: list[Any]) -> dict[str, Any]:
     machine = load_machine(machine_name)
     n = machine.num_devices
-    batch = zoo()[model].batch["paper"] * n
+    batch = zoo()[model].batch["paper"] * (1 if model in FIXED_BATCH else n)
     graph = load_graph(model, batch, args.cache)
     options = UnityOptions(
         alpha=args.alpha,
@@ -91,8 +99,19 @@ def run(model: str, machine_name: str, args: argparse.Namespace, rules: list[Any
         "peak_bytes": result.estimate.peak_memory,
         "fits": result.fits,
         "memory_rounds": len(result.report.rounds),
+        "source": result.source,
+        "devices_used": len({d for node in result.plan.nodes.values() for d in _devices(node, machine)}),
     }
-    baselines = [("dp", data_parallel), ("megatron", megatron), ("megatron_lm", megatron_lm)]
+    baselines = [
+        ("dp", data_parallel),
+        ("megatron", megatron),
+        ("megatron_lm", megatron_lm),
+        ("spatial", spatial),
+    ]
+    if batch < n:  # data parallelism over as many devices as images (the rest idle)
+        row["dp_images_s"] = finish(
+            "data-parallel", data_parallel_graph(graph, batch), machine, Pricing(optimizer=options.optimizer)
+        ).estimate.iteration_s
     for name, build in baselines:
         try:
             plan = build(graph, machine, options)
@@ -109,11 +128,18 @@ def run(model: str, machine_name: str, args: argparse.Namespace, rules: list[Any
     return row
 
 
+def _devices(node: Any, machine: Any) -> set[int]:
+    """The devices a mapped node's tasks run on (empty for a node without a view)."""
+    if node.plan.view is None or not node.types:
+        return set()
+    return set(placement(node.types[0], node.plan.view, machine).values())
+
+
 def joint_at_least_as_fast(r: dict[str, Any]) -> str:
     """Whether the plan is at least as fast as every baseline that fits (`yes`), else which not."""
     slower = [
         name
-        for name in ("dp", "megatron", "megatron_lm", "sequential")
+        for name in ("dp", "megatron", "megatron_lm", "sequential", "spatial", "dp_images")
         if r.get(f"{name}_s") and r.get(f"{name}_fits", True) and r[f"{name}_s"] < r["plan_s"] * (1 - 1e-9)
     ]
     return "yes" if not slower else "no: " + ", ".join(slower)
@@ -132,17 +158,20 @@ def _baseline(r: dict[str, Any], name: str) -> str:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     head = (
-        "| model | machine | GPUs | ops | search | plan | DP | Megatron | megatron-lm | sequential | vs DP "
-        "| vs Megatron | / roofline | peak memory | fits | plan <= every baseline |"
+        "| model | machine | GPUs | ops | search | plan | GPUs used | DP | DP on the images' GPUs | Megatron "
+        "| megatron-lm | sequential | spatial | vs DP | Unity vs DP (Fig. 14) | vs Megatron | / roofline "
+        "| peak memory | fits | plan <= every baseline |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         fits = "yes" if r["fits"] else "no"
         lines.append(
             f"| {r['model']} | {r['machine']} | {r['devices']} | {r['ops']} | {r['search_s']:.1f} s "
-            f"| {format_time(r['plan_s'])} | {_baseline(r, 'dp')} | {_baseline(r, 'megatron')} "
-            f"| {_baseline(r, 'megatron_lm')} | {_baseline(r, 'sequential')} "
-            f"| {_ratio(r, 'dp_s')} | {_ratio(r, 'megatron_s')} "
+            f"| {format_time(r['plan_s'])} | {r.get('devices_used', '-')} | {_baseline(r, 'dp')} "
+            f"| {_baseline(r, 'dp_images')} "
+            f"| {_baseline(r, 'megatron')} | {_baseline(r, 'megatron_lm')} | {_baseline(r, 'sequential')} "
+            f"| {_baseline(r, 'spatial')} | {_ratio(r, 'dp_s')} | {UNITY_FIG14.get(r['model'], '-')} "
+            f"| {_ratio(r, 'megatron_s')} "
             f"| {r['plan_s'] / r['roofline_s']:.2f} | {format_bytes(r['peak_bytes'])} | {fits} "
             f"| {joint_at_least_as_fast(r)} |"
         )

@@ -288,6 +288,74 @@ def test_pool2d_forms(kind):
         check_form(pcg.Pool2dOp, [x], [D(2, 1, 1, 1, sum=2)], attrs, ([2, 1, 1, 1], 2, 1))
 
 
+# Spatial partitioning: (attrs, x shape, weight shape, x degrees) of windows whose halo lines
+# up: "same" 3x3, strided 3x3, dilated, a kernel wider than its padding (halo below only), a
+# 1x1 stride-2 (a negative halo: rows dropped), and height x width with corners.
+SPATIAL_CONVS = [
+    ("same 3x3 on H", {"padding": [1, 1]}, (2, 3, 8, 6), (4, 3, 3, 3), D(1, 1, 4, 1)),
+    ("stride 2 on W", {"stride": [2, 2], "padding": [1, 1]}, (2, 3, 6, 8), (4, 3, 3, 3), D(1, 1, 1, 2)),
+    ("dilated 5x5", {"padding": [4, 2], "dilation": [2, 1]}, (1, 2, 8, 8), (3, 2, 5, 5), D(1, 1, 2, 2)),
+    ("4x4 stride 2 pad 1", {"stride": [2, 2], "padding": [1, 1]}, (1, 2, 8, 8), (3, 2, 4, 4), D(1, 1, 2, 2)),
+    ("1x1 stride 2", {"stride": [2, 2]}, (2, 2, 8, 4), (3, 2, 1, 1), D(1, 1, 4, 1)),
+    ("batch x H x W", {"padding": [1, 1]}, (2, 3, 4, 4), (4, 3, 3, 3), D(2, 1, 2, 2)),
+]
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize(
+    "name, attrs, xshape, wshape, xs", SPATIAL_CONVS, ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_conv2d_spatial_forms(name, attrs, xshape, wshape, xs, with_bias):
+    x, w = randn(*xshape), randn(*wshape, seed=1)
+    b = randn(wshape[0], seed=2) if with_bias else None
+    tasks = math.prod(xs[0])
+    expect = ([xs[0][0], 1, *xs[0][2:]], 1, 1)
+    check_form(
+        pcg.Conv2dOp, [x, w, b], [xs, D(copy=tasks), D(copy=tasks) if with_bias else None], attrs, expect
+    )
+
+
+def test_conv2d_spatial_with_channels():
+    """Height x output channels x input channels (partial sums): the forms compose."""
+    x, w, b = randn(2, 4, 8, 4), randn(6, 4, 3, 3, seed=1), randn(6, seed=2)
+    specs = [D(1, 2, 2, 1, copy=2), D(2, 2, 1, 1, copy=2), D(2, copy=4)]
+    check_form(pcg.Conv2dOp, [x, w, b], specs, {"padding": [1, 1]}, ([1, 2, 2, 1], 2, 1))
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_pool2d_spatial_forms(kind):
+    x = randn(2, 3, 8, 8)
+    same = {"kind": kind, "kernel": [3, 3], "stride": [1, 1], "padding": [1, 1]}
+    check_form(pcg.Pool2dOp, [x], [D(1, 1, 2, 2)], same, ([1, 1, 2, 2], 1, 1))
+    halve = {"kind": kind, "kernel": [2, 2]}
+    check_form(pcg.Pool2dOp, [x], [D(2, 1, 4, 1)], halve, ([2, 1, 4, 1], 1, 1))
+    overlap = {"kind": kind, "kernel": [3, 3], "stride": [2, 2], "padding": [1, 1]}
+    check_form(pcg.Pool2dOp, [x], [D(1, 3, 2, 2)], overlap, ([1, 3, 2, 2], 1, 1))
+
+
+@pytest.mark.parametrize(
+    "cls, attrs, wshape, xs, message",
+    [
+        (pcg.Conv2dOp, {}, (4, 3, 3, 3), D(1, 1, 2, 1), "times its stride"),
+        (pcg.Conv2dOp, {"padding": [4, 4]}, (4, 3, 9, 9), D(1, 1, 4, 1), "larger than a shard"),
+        (
+            pcg.Pool2dOp,
+            {"kind": "max", "kernel": [3, 3], "stride": [3, 3]},
+            None,
+            D(1, 1, 1, 4),
+            "times its stride",
+        ),
+    ],
+)
+def test_spatial_forms_refused(cls, attrs, wshape, xs, message):
+    x = randn(2, 3, 8, 8)
+    operands = [x] if wshape is None else [x, randn(*wshape, seed=1), None]
+    specs = [xs] if wshape is None else [xs, D(copy=math.prod(xs[0])), None]
+    types = [None if v is None else typed(v, s) for v, s in zip(operands, specs, strict=True)]
+    with pytest.raises(FormError, match=message):
+        run_tasks_on(cls, types, operands, attrs, torch.float64)
+
+
 # ------------------------------------------------------------------------------------------
 # Normalization, softmax
 # ------------------------------------------------------------------------------------------

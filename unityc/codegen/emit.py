@@ -156,10 +156,30 @@ class Writer:
         typed = op.typed_operands()  # type: ignore[attr-defined]
         values = iter(op.operands)
         args: list[str | None] = []
+        grads: list[bool] = []
+        dtypes: list[str] = []
         for i, (t, layout) in enumerate(zip(typed, form.operands, strict=True)):
-            args.append(None if t is None else self.operand(op, i, next(values), tasks, layout))
+            if t is None:
+                args.append(None)
+                grads.append(False)
+                dtypes.append("")
+                continue
+            value = next(values)
+            args.append(self.operand(op, i, value, tasks, layout))
+            grads.append(self.a.value(value).grad)
+            dtypes.append(torch_dtype_name(self.a.value(value).dtype))
         results = [self.a.value(r) for r in op.results]
-        call = Call(op.attrs(), args, list(typed), [r.type for r in results], tasks, result.var, self.groups)  # type: ignore[attr-defined]
+        call = Call(
+            op.attrs(),
+            args,
+            list(typed),
+            [r.type for r in results],
+            tasks,
+            result.var,
+            self.groups,
+            grads,
+            dtypes,
+        )  # type: ignore[attr-defined]
         if op.name == "pcg.gather":
             self.tables[result.var] = tuple(int(i) for i in call.attrs["indices"])
             expr = f'torch.index_select({args[0]}, {call.attrs["dim"]}, ctx.tables["{result.var}"])'

@@ -14,6 +14,7 @@ from typing import Any
 
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import TORCH_NAMES, TensorType
+from unityc.dialects.spatial import Halo, window_halo
 
 Task = dict[str, int]
 
@@ -81,20 +82,28 @@ class Call:
     key: str
     groups: dict[tuple[int, ...], None] = field(default_factory=dict)
     """The plan's process groups (sorted ranks): a kernel reducing across shards adds its own."""
+    grads: list[bool] = field(default_factory=list)
+    """Per operand, whether it carries a gradient (a kernel's own exchanges send it back)."""
+    dtypes: list[str] = field(default_factory=list)
+    """Per operand, the torch dtype name the program holds it in (what its exchanges move)."""
+
+    def chains(self, factor: str) -> tuple[tuple[int, ...], ...]:
+        """Per group of tasks that differ only in `factor`, their ranks in `factor` order."""
+        groups: dict[tuple[tuple[str, int], ...], dict[int, int]] = {}
+        for rank, task in self.tasks.by_rank.items():
+            rest = tuple(sorted((f, i) for f, i in task.items() if f != factor))
+            groups.setdefault(rest, {})[task.get(factor, 0)] = rank
+        return tuple(tuple(g[i] for i in sorted(g)) for _, g in sorted(groups.items()))
 
     def shard_groups(self, factor: str) -> str | None:
         """`ctx.shards(...)`: per group of tasks that differ only in `factor`, their ranks in
         `factor` order (None where the factor has degree 1)."""
         if self.tasks.degree(factor) == 1:
             return None
-        groups: dict[tuple[tuple[str, int], ...], dict[int, int]] = {}
-        for rank, task in self.tasks.by_rank.items():
-            rest = tuple(sorted((f, i) for f, i in task.items() if f != factor))
-            groups.setdefault(rest, {})[task.get(factor, 0)] = rank
-        ordered = [tuple(g[i] for i in sorted(g)) for _, g in sorted(groups.items())]
+        ordered = self.chains(factor)
         for ranks in ordered:
             self.groups.setdefault(tuple(sorted(ranks)))
-        return f"ctx.shards({tuple(ordered)!r})"
+        return f"ctx.shards({ordered!r})"
 
     def bias(self, b: str | None) -> str:
         """The bias only on tasks holding partial sum 0 (others' partial sums must not add it)."""
@@ -143,13 +152,40 @@ def _pair(values: Sequence[int] | None, default: int) -> tuple[int, int]:
     return (default, default) if values is None else (int(values[0]), int(values[1]))
 
 
+def _spatial(
+    call: Call, x: str | None, windows: Sequence[tuple[int, int, int, int]], fill: float
+) -> tuple[str, tuple[int, int]]:
+    """The input extended by the halo of each spatially sharded dim (`ctx.halo`: height, then
+    width on the extended rows, so corners come along) and the padding left to the window."""
+    t = call.operand_types[0]
+    assert t is not None and x is not None
+    padding = [pad for _, _, pad, _ in windows]
+    for i, (factor, (kernel, stride, pad, dilation)) in enumerate(zip(("h", "w"), windows, strict=True)):
+        if call.tasks.degree(factor) == 1:
+            continue
+        halo = window_halo(t.shape[2 + i], t.shard[2 + i], kernel, stride, pad, dilation)
+        assert isinstance(halo, Halo), halo  # the op's verifier accepted the form
+        x = (
+            f"ctx.halo({x}, {2 + i}, {halo.above}, {halo.below}, {literal(fill)}, {call.chains(factor)!r}, "
+            f'"{call.dtypes[0]}", grad={call.grads[0]})'
+        )
+        padding[i] = 0
+    return x, (padding[0], padding[1])
+
+
 def _conv2d(call: Call) -> str:
     x, w, b = call.args
     a = call.attrs
     groups = (a["groups"] or 1) // call.tasks.degree("g")
+    stride, dilation = _pair(a["stride"], 1), _pair(a["dilation"], 1)
+    pad = _pair(a["padding"], 0)
+    assert w is not None
+    kernel = call.operand_types[1].shape[2:]  # type: ignore[union-attr]
+    windows = [(kernel[i], stride[i], pad[i], dilation[i]) for i in (0, 1)]
+    x, padding = _spatial(call, x, windows, 0.0)
     return (
-        f"F.conv2d({x}, {w}, {call.bias(b)}, stride={_pair(a['stride'], 1)}, "
-        f"padding={_pair(a['padding'], 0)}, dilation={_pair(a['dilation'], 1)}, groups={groups})"
+        f"F.conv2d({x}, {w}, {call.bias(b)}, stride={stride}, "
+        f"padding={padding}, dilation={dilation}, groups={groups})"
     )
 
 
@@ -159,8 +195,12 @@ def _pool2d(call: Call) -> str:
     kernel = _pair(a["kernel"], 1)
     stride = _pair(a["stride"], 0)
     stride = (stride[0] or kernel[0], stride[1] or kernel[1])
-    pool = "F.max_pool2d" if a["kind"] == "max" else "F.avg_pool2d"
-    return f"{pool}({x}, {kernel}, {stride}, {_pair(a['padding'], 0)})"
+    pad = _pair(a["padding"], 0)
+    windows = [(kernel[i], stride[i], pad[i], 1) for i in (0, 1)]
+    maximum = a["kind"] == "max"
+    x, padding = _spatial(call, x, windows, -math.inf if maximum else 0.0)
+    pool = "F.max_pool2d" if maximum else "F.avg_pool2d"
+    return f"{pool}({x}, {kernel}, {stride}, {padding})"
 
 
 def _layer_norm(call: Call) -> str:

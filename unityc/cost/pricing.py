@@ -43,6 +43,7 @@ from unityc.dialects.diagnostics import located
 from unityc.dialects.forms import Form, FormLayout
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.plan import op_plan
+from unityc.dialects.spatial import Halo, window_halo
 from unityc.dialects.view import MachineViewAttr
 from unityc.graph import full_attrs, op_class
 from unityc.machine.spec import DeviceKind, Machine
@@ -332,10 +333,14 @@ def kernel_collectives(
     where: Placement,
     operand_types: Sequence[TensorType | None],
     machine: Machine,
+    grads: Sequence[bool] = (),
 ) -> tuple[list[Comm], list[Comm]]:
     """Collectives a kernel runs among its own tasks (forward, backward): the vocabulary-parallel
     cross-entropy's all-gather of row maxima and all-reduce of sums of exponentials (its dual in
-    backward) across class shards, and the count of kept targets across row shards."""
+    backward) across class shards, and the count of kept targets across row shards; a
+    spatially split window's halo exchange (`halo_exchanges`)."""
+    if op in ("pcg.conv2d", "pcg.pool2d"):
+        return halo_exchanges(op, attrs, form, where, operand_types, machine, grads)
     if op != "pcg.cross_entropy":
         return [], []
     degrees = dict(form.factors)
@@ -362,6 +367,64 @@ def kernel_collectives(
     return fwd, bwd
 
 
+def _windows(
+    op: str, attrs: Mapping[str, Any], operand_types: Sequence[TensorType | None]
+) -> list[tuple[int, ...]]:
+    """(kernel, stride, padding, dilation) of a window op per spatial dim (height, width)."""
+
+    def pair(name: str, default: int) -> tuple[int, int]:
+        v = attrs.get(name)
+        return (default, default) if v is None else (int(v[0]), int(v[1]))
+
+    if op == "pcg.conv2d":
+        w = operand_types[1]
+        assert w is not None
+        kernel, stride = (w.shape[2], w.shape[3]), pair("stride", 1)
+        return [(kernel[i], stride[i], pair("padding", 0)[i], pair("dilation", 1)[i]) for i in (0, 1)]
+    kernel, stride = pair("kernel", 1), pair("stride", 0)
+    return [(kernel[i], stride[i] or kernel[i], pair("padding", 0)[i], 1) for i in (0, 1)]
+
+
+def halo_exchanges(
+    op: str,
+    attrs: Mapping[str, Any],
+    form: Form,
+    where: Placement,
+    operand_types: Sequence[TensorType | None],
+    machine: Machine,
+    grads: Sequence[bool] = (),
+) -> tuple[list[Comm], list[Comm]]:
+    """A spatially split window's halo exchange (`ctx.halo`): along height, then width (the
+    rows extended by the height halo), each shard sends its neighbours the rows they read, by
+    point-to-point transfers; in backward (where the input carries a gradient) the halo's
+    gradients go back the same way."""
+    degrees = dict(form.factors)
+    x = operand_types[0]
+    assert x is not None
+    piece = list(_piece(x, False).shape)
+    itemsize = _piece(x, False).nbytes // max(math.prod(piece), 1)
+    fwd: list[Comm] = []
+    bwd: list[Comm] = []
+    for i, (factor, window) in enumerate(zip(("h", "w"), _windows(op, attrs, operand_types), strict=True)):
+        if degrees.get(factor, 1) == 1:
+            continue
+        halo = window_halo(x.shape[2 + i], x.shard[2 + i], *window)
+        assert isinstance(halo, Halo), halo  # the op's verifier accepted the form
+        row_bytes = itemsize * math.prod(n for d, n in enumerate(piece) if d != 2 + i)
+        for devices in _task_groups(form, where, factor):
+            for a, b in itertools.pairwise(devices):
+                for src, dst, rows in ((a, b, halo.above), (b, a, max(halo.below, 0))):
+                    if rows == 0 or src == dst:
+                        continue
+                    nbytes = rows * row_bytes
+                    comm = Comm((src, dst), collective_time("p2p", nbytes, (src, dst), machine), nbytes)
+                    fwd.append(comm)
+                    if grads and grads[0]:
+                        bwd.append(Comm((dst, src), comm.seconds, nbytes))
+        piece[2 + i] += halo.above + halo.below
+    return fwd, bwd
+
+
 def compute_parts(
     machine: Machine,
     compute: ComputeModel,
@@ -382,7 +445,7 @@ def compute_parts(
     tasks, fwd_comm, bwd_comm = tasks_and_transfers(
         form, where, operand_types, operand_keys, operand_where, grads, machine
     )
-    kernel_fwd, kernel_bwd = kernel_collectives(op, attrs, form, where, operand_types, machine)
+    kernel_fwd, kernel_bwd = kernel_collectives(op, attrs, form, where, operand_types, machine, grads)
     fwd_comm += kernel_fwd
     bwd_comm += kernel_bwd
     costs: dict[str, OpCost] = {}

@@ -17,8 +17,16 @@ import torch.nn.functional as F
 from unityc.dialects import pcg
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import FLOAT_TYPES, TORCH_NAMES, TensorType
+from unityc.dialects.spatial import Halo, window_halo
 from unityc.interpreter.pieces import Pieces, assemble
-from unityc.runtime.kernels import attention, check_classes, clamp, class_shard_losses, vocab_lookup
+from unityc.runtime.kernels import (
+    attention,
+    check_classes,
+    clamp,
+    class_shard_losses,
+    vocab_lookup,
+    with_halo,
+)
 
 
 @dataclass
@@ -68,12 +76,53 @@ def _pair(v: tuple[int, ...] | None, default: int) -> tuple[int, int]:
     return (default, default) if v is None else (v[0], v[1])
 
 
+def _spatial(
+    task: Task, x: torch.Tensor, windows: Sequence[tuple[int, int, int, int]], fill: float
+) -> tuple[torch.Tensor, tuple[int, int]]:
+    """This task's input extended by the halo of each spatially sharded dim, read from the
+    neighbouring tasks' pieces (height first, then width on the extended rows, so corners come
+    along, as -t torch exchanges them), and the padding left to the window."""
+    t = task.operand_type(0)
+    layout = task.form.operands[0]
+    value = task.values[0]
+    assert layout is not None and value is not None
+    padding = [pad for _, _, pad, _ in windows]
+    sharded: list[tuple[str, int, Halo]] = []
+    for i, (factor, (kernel, stride, pad, dilation)) in enumerate(zip(("h", "w"), windows, strict=True)):
+        if task.degree(factor) == 1:
+            continue
+        halo = window_halo(t.shape[2 + i], t.shard[2 + i], kernel, stride, pad, dilation)
+        assert isinstance(halo, Halo), halo  # the op's verifier accepted the form
+        sharded.append((factor, 2 + i, halo))
+        padding[i] = 0
+
+    def extended(coords: dict[str, int], done: int) -> torch.Tensor | None:
+        """The piece of the task at `coords` extended along the first `done` sharded dims."""
+        if any(not 0 <= coords.get(f, 0) < task.degree(f) for f, _, _ in sharded):
+            return None
+        if done == 0:
+            return value[task.form.coord(layout, coords)]
+        factor, dim, halo = sharded[done - 1]
+        own, prev, after = (
+            extended({**coords, factor: coords.get(factor, 0) + step}, done - 1) for step in (0, -1, 1)
+        )
+        assert own is not None
+        before = None if prev is None else prev.narrow(dim, prev.shape[dim] - halo.above, halo.above)
+        after = None if after is None else after.narrow(dim, 0, max(halo.below, 0))
+        return with_halo(own, dim, halo.above, halo.below, before, after, fill)
+
+    out = extended(task.coords, len(sharded)) if sharded else x
+    assert out is not None
+    return out, (padding[0], padding[1])
+
+
 def _conv2d(task: Task, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
     a = task.attrs
     groups = (a["groups"] or 1) // task.degree("g")
-    return F.conv2d(
-        x, w, _bias(task, b), _pair(a["stride"], 1), _pair(a["padding"], 0), _pair(a["dilation"], 1), groups
-    )
+    stride, pad, dilation = _pair(a["stride"], 1), _pair(a["padding"], 0), _pair(a["dilation"], 1)
+    windows = [(w.shape[2 + i], stride[i], pad[i], dilation[i]) for i in (0, 1)]
+    x, padding = _spatial(task, x, windows, 0.0)
+    return F.conv2d(x, w, _bias(task, b), stride, padding, dilation, groups)
 
 
 def _pool2d(task: Task, x: torch.Tensor) -> torch.Tensor:
@@ -81,8 +130,12 @@ def _pool2d(task: Task, x: torch.Tensor) -> torch.Tensor:
     kernel = _pair(a["kernel"], 1)
     stride = _pair(a["stride"], 0)
     stride = (stride[0] or kernel[0], stride[1] or kernel[1])
-    pool = F.max_pool2d if a["kind"] == "max" else F.avg_pool2d
-    return pool(x, kernel, stride, _pair(a["padding"], 0))
+    pad = _pair(a["padding"], 0)
+    maximum = a["kind"] == "max"
+    x, padding = _spatial(
+        task, x, [(kernel[i], stride[i], pad[i], 1) for i in (0, 1)], -math.inf if maximum else 0.0
+    )
+    return (F.max_pool2d if maximum else F.avg_pool2d)(x, kernel, stride, padding)
 
 
 def _reduce(task: Task, x: torch.Tensor) -> torch.Tensor:

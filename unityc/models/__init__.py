@@ -41,7 +41,7 @@ def image_inputs(config: Config, batch: int, generator: torch.Generator) -> dict
 
 
 def _registry() -> dict[str, ZooModel]:
-    from unityc.models import bert, candle_uno, dlrm, inception_v3, mlp, resnet50, resnext50, xdl
+    from unityc.models import bert, candle_uno, dlrm, inception_v3, mlp, resnet50, resnext50, unet, xdl
 
     models = [
         mlp.MODEL,
@@ -52,6 +52,7 @@ def _registry() -> dict[str, ZooModel]:
         resnext50.MODEL,
         resnet50.MODEL,
         inception_v3.MODEL,
+        unet.MODEL,
     ]
     return {m.name: m for m in models}
 

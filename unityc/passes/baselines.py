@@ -9,6 +9,7 @@
     unityc-opt small.mlir -p 'exhaustive{machine="cpu:2"}'
     unityc-opt model.mlir -p 'zero{machine="cpu:4" stage=3 recompute=true optimizer="adam"}'
     unityc-opt model.mlir -p 'galvatron{machine="dgx-a100:1" memory_budget=8.0 optimizer="adam"}'
+    unityc-opt unet.mlir -p 'spatial{machine="summit:8"}'
 
 Each replaces the module's graph with the baseline's mapped plan (every op with a machine
 view, `unityc.machine` recorded) and prints a one-line estimate to stderr. `sequential` and
@@ -138,6 +139,14 @@ class GalvatronPass(_BaselinePass):
     BASELINE: ClassVar[str] = "galvatron"
 
 
+@dataclass(frozen=True)
+class SpatialPass(_BaselinePass):
+    """Every image op split over height x width on all devices, halos exchanged (Mesh-TensorFlow)."""
+
+    name = "spatial"
+    BASELINE: ClassVar[str] = "spatial"
+
+
 BASELINE_PASSES: tuple[type[ModulePass], ...] = (
     DataParallelPass,
     MegatronPass,
@@ -146,4 +155,5 @@ BASELINE_PASSES: tuple[type[ModulePass], ...] = (
     ExhaustivePass,
     ZeroPass,
     GalvatronPass,
+    SpatialPass,
 )

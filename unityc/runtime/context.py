@@ -10,6 +10,7 @@ from typing import overload
 import torch
 
 from unityc.runtime.comm import Communicator, Exchange
+from unityc.runtime.kernels import with_halo
 from unityc.runtime.plan import Collective
 
 Stage = Sequence[Collective]
@@ -76,6 +77,35 @@ class Context:
         if self.rank not in c.ranks:
             return x
         return self._run(c, x if self.rank in c.ins else None, grad)
+
+    def halo(
+        self,
+        x: torch.Tensor,
+        dim: int,
+        above: int,
+        below: int,
+        fill: float,
+        chains: Sequence[tuple[int, ...]],
+        dtype: str = "float32",
+        grad: bool = False,
+    ) -> torch.Tensor:
+        """A spatial shard extended by its halo along `dim` (`kernels.with_halo`): in every
+        chain (the ranks holding consecutive shards of one piece), each rank sends its last
+        `above` rows to the next rank and its first `below` rows to the one before, as two
+        point-to-point exchanges (their backward sends the halo's gradients back)."""
+        chain = next(c for c in chains if self.rank in c)
+        i = chain.index(self.rank)
+        before = after = None
+        if above > 0:
+            down = [(c[j], c[j + 1]) for c in chains for j in range(len(c) - 1)]
+            rows = x.narrow(dim, x.shape[dim] - above, above)
+            before = self.p2p(rows, down, _rows(x, dim, above), dtype, grad)
+        if below > 0:
+            up = [(c[j + 1], c[j]) for c in chains for j in range(len(c) - 1)]
+            after = self.p2p(x.narrow(dim, 0, below), up, _rows(x, dim, below), dtype, grad)
+        before = before if i > 0 else None
+        after = after if i < len(chain) - 1 else None
+        return with_halo(x, dim, above, below, before, after, fill)
 
     def shards(self, groups: Sequence[tuple[int, ...]]) -> ShardGroup | None:
         """This rank's group among `groups` (the ranks holding the other shards of its piece, in
@@ -186,3 +216,8 @@ class ShardGroup:
         out = self.ctx._run(self._collective("all_gather", x, dim), x.detach(), False)
         assert out is not None
         return out
+
+
+def _rows(x: torch.Tensor, dim: int, rows: int) -> tuple[int, ...]:
+    """The shape of `rows` rows of `x` along `dim`."""
+    return tuple(rows if d == dim else n for d, n in enumerate(x.shape))

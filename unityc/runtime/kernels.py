@@ -206,3 +206,33 @@ def reduce(x: torch.Tensor, dims: tuple[int, ...], keepdim: bool, divisor: int) 
     """Sum over `dims`, divided by the logical count of reduced elements for a mean."""
     out = x.sum(dim=dims, keepdim=keepdim) if dims else x
     return out / divisor if divisor != 1 else out
+
+
+def with_halo(
+    x: torch.Tensor,
+    dim: int,
+    above: int,
+    below: int,
+    before: torch.Tensor | None,
+    after: torch.Tensor | None,
+    fill: float,
+) -> torch.Tensor:
+    """A spatial shard extended along `dim` by its halo (`unityc.dialects.spatial`): `before`,
+    the `above` rows that end the shard before it, and `after`, the `below` rows that start the
+    shard after it; None on the first (last) shard, whose halo is the window's padding (`fill`:
+    0 for a convolution or an average, -inf for a max). A negative `below` drops this shard's
+    last -below rows (no window reads them). Differentiable: a halo row's gradient flows back
+    to the shard that sent it."""
+    parts: list[torch.Tensor] = []
+    if above > 0:
+        parts.append(before if before is not None else _filled(x, dim, above, fill))
+    parts.append(x if below >= 0 else x.narrow(dim, 0, x.shape[dim] + below))
+    if below > 0:
+        parts.append(after if after is not None else _filled(x, dim, below, fill))
+    return torch.cat(parts, dim) if len(parts) > 1 else parts[0]
+
+
+def _filled(x: torch.Tensor, dim: int, rows: int, fill: float) -> torch.Tensor:
+    shape = list(x.shape)
+    shape[dim] = rows
+    return torch.full(shape, fill, dtype=x.dtype, device=x.device)

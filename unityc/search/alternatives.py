@@ -31,6 +31,7 @@ from unityc.search.plans import (
     data_parallel_plan,
     fastest_kind_plan,
     megatron_plans,
+    spatial_plans,
     zero_version,
 )
 
@@ -92,6 +93,8 @@ def whole_graph_plans(
         megatron = []
     for plan in megatron:
         yield plan, plan, True
+    for plan in spatial_plans(graph, machine, pricing):  # images over height x width (x batch)
+        yield None, plan, True
     bases = base_plans(graph, machine, pricing, dp + megatron).values() if levers else ()
     if any(leverable(base) for base in bases):  # Galvatron levers one of these
         with contextlib.suppress(ValueError):  # no layer strategy fits at any degree

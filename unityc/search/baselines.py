@@ -19,6 +19,9 @@
   result with the parallelization rules only.
 * `exhaustive`: every graph the rules reach (no pruning), each mapped by the DP; for small
   graphs only.
+* `spatial`: Mesh-TensorFlow's spatial partitioning: every convolution (and the image ops
+  around it) split over height x width on all devices, halos exchanged with neighbours, batch
+  norms synchronized (`strategies.spatial_graph`).
 
 Every baseline ends with the machine-mapping DP choosing views, and is priced by `estimate`.
 """
@@ -43,7 +46,15 @@ from unityc.search.pipeline import (
     hetero_gpipe_plan,
     pipedream_plan,
 )
-from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, finish, megatron_plans, zero_plan
+from unityc.search.plans import (
+    PricedPlan,
+    Pricing,
+    data_parallel_plan,
+    finish,
+    megatron_plans,
+    spatial_plans,
+    zero_plan,
+)
 from unityc.search.segments import WORK_PER_EXPANSION, is_algebraic
 from unityc.search.substitution import SubstitutionOptions, best_first, neighbours
 from unityc.search.unity import unity_search
@@ -60,6 +71,7 @@ BASELINES = (
     "hetero-gpipe",
     "zero",
     "galvatron",
+    "spatial",
 )
 
 
@@ -96,6 +108,20 @@ def galvatron(
 ) -> PricedPlan:
     """Galvatron-BMW's per-layer search (`galvatron.galvatron_plan`)."""
     return galvatron_plan(strip_views(graph), machine, _pricing(options or UnityOptions(), profile))
+
+
+def spatial(
+    graph: Graph, machine: Machine, options: UnityOptions | None = None, profile: ProfileCache | None = None
+) -> PricedPlan:
+    """Every image op split over height x width on all devices (`plans.spatial_plans`)."""
+    plans = spatial_plans(
+        strip_views(graph), machine, _pricing(options or UnityOptions(), profile), hybrid=False
+    )
+    if not plans:
+        raise ValueError(
+            "spatial: the graph has no convolution to split over height and width (or one device)"
+        )
+    return plans[0]
 
 
 # --- megatron ---------------------------------------------------------------------------------
@@ -251,6 +277,8 @@ def run_baseline(
         return zero(graph, machine, options, profile)
     if name == "galvatron":
         return galvatron(graph, machine, options, profile)
+    if name == "spatial":
+        return spatial(graph, machine, options, profile)
     raise ValueError(f"unknown baseline '{name}' (known: {', '.join(BASELINES)})")
 
 
@@ -266,5 +294,6 @@ __all__ = [
     "megatron_lm",
     "run_baseline",
     "sequential",
+    "spatial",
     "zero",
 ]

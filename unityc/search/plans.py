@@ -17,7 +17,14 @@ from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
-from unityc.search.strategies import data_parallel_graph, megatron_layouts, tensor_degrees, with_levers
+from unityc.search.strategies import (
+    data_parallel_graph,
+    megatron_layouts,
+    spatial_graph,
+    spatial_layouts,
+    tensor_degrees,
+    with_levers,
+)
 from unityc.search.views import big_degrees, canonical_view, task_degrees, to_attr
 
 
@@ -92,6 +99,23 @@ def one_device_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedP
 def data_parallel_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedPlan:
     n = machine.num_devices
     return finish("data-parallel", data_parallel_graph(graph, n), machine, pricing, f"{n}-way")
+
+
+def spatial_plans(graph: Graph, machine: Machine, pricing: Pricing, hybrid: bool = True) -> list[PricedPlan]:
+    """Spatial plans (`strategies.spatial_graph`) of a graph with convolutions, fastest first:
+    images over height x width alone, then (`hybrid`) with each data-parallel degree dividing
+    the batch, each on the most devices its images split over (`strategies.spatial_layouts`).
+    [] for a graph without a convolution or on one device."""
+    n = machine.num_devices
+    plans: list[PricedPlan] = []
+    for m, batch in spatial_layouts(graph, n)[: None if hybrid else 1]:
+        note = f"{m // batch}-way over height x width" + (f" x {batch}-way data" if batch > 1 else "")
+        note += f" ({m} of {n} devices)" if m < n else ""
+        try:
+            plans.append(finish("spatial", spatial_graph(graph, m, batch), machine, pricing, note))
+        except ValueError:  # no feasible mapping
+            continue
+    return sorted(plans, key=lambda p: p.estimate.iteration_s)
 
 
 def fastest_kind_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedPlan | None:

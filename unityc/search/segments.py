@@ -29,7 +29,13 @@ from unityc.search.split import (
     shared_sources,
     with_boundary,
 )
-from unityc.search.strategies import data_parallel_graph, megatron_layouts, tensor_degrees
+from unityc.search.strategies import (
+    data_parallel_graph,
+    megatron_layouts,
+    spatial_graph,
+    spatial_layouts,
+    tensor_degrees,
+)
 from unityc.search.substitution import Candidate, SearchStats, SubstitutionOptions, best_first
 from unityc.search.views import canonical_view, to_attr
 
@@ -210,6 +216,10 @@ class SegmentSearch:
             return []
         n = self.machine.num_devices
         seeds = [data_parallel_graph(seg.graph, n, seg.keep)]
+        seeds += [
+            spatial_graph(seg.graph, n, b, seg.keep)
+            for _, b in spatial_layouts(seg.graph, n, every_device=True)
+        ]
         for t in tensor_degrees(self.machine):
             seeds += [layout.graph for layout in megatron_layouts(seg.graph, n // t, t, seg.keep)]
         return seeds

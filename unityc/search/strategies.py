@@ -16,7 +16,9 @@ and the seeds the substitution search starts from besides the unparallelized gra
   by one all-reduce); a fused `pcg.attention` is split by heads. A column split that some op
   would have to gather (a split of a fused QKV, a layer norm, a loss over the classes) is
   undone: that linear runs replicated. Everything else is replicated in the tensor-parallel
-  group and data parallel across.
+  group and data parallel across;
+* spatial (`spatial_graph`): images split over height x width (halo exchanges), optionally
+  with data parallelism: Mesh-TensorFlow's spatial partitioning, the `spatial` baseline.
 """
 
 from __future__ import annotations
@@ -30,7 +32,16 @@ from dataclasses import dataclass
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref
 from unityc.machine.spec import Machine
-from unityc.search.rebuild import Operand, Proposal, reachable, rebuild, result_types, with_degrees
+from unityc.search.rebuild import (
+    Operand,
+    Proposal,
+    accepts,
+    reachable,
+    rebuild,
+    result_types,
+    unsharded,
+    with_degrees,
+)
 
 
 def _batch_forms(operands: Sequence[Operand], n: int) -> list[Proposal]:
@@ -58,6 +69,73 @@ def _batch_forms(operands: Sequence[Operand], n: int) -> list[Proposal]:
             if d == 0:
                 break
     return proposals
+
+
+def spatial_grids(n: int) -> list[tuple[int, int]]:
+    """Height x width splits of n devices, squarest first (halos shrink with the perimeter)."""
+    grids = [(h, n // h) for h in range(1, n + 1) if n % h == 0]
+    return sorted(grids, key=lambda g: (abs(math.log(g[0] / g[1])), -g[0]))
+
+
+def _spatial_forms(operands: Sequence[Operand], n: int, batch: int) -> list[Proposal]:
+    """Images (batch-dim 4-D activations) sharded `batch` ways on the batch and n / batch ways
+    over height x width (each grid, squarest first); other batch-dim activations as they are
+    (a pixel shuffle's reshapes and transpose carry the split along) where they hold no copies,
+    else on the batch with copies for the rest; weights and constants replicated. Then the
+    data-parallel forms."""
+    proposals: list[Proposal] = []
+    for h, w in spatial_grids(n // batch):
+        proposal: list[TensorType | None] = []
+        for o in operands:
+            if o.logical is None:
+                proposal.append(None)
+            elif o.batched and o.logical.rank == 4:
+                proposal.append(with_degrees(o.logical, {0: batch, 2: h, 3: w}))
+            elif o.batched and o.current is not None and o.current.copy_degree == 1:
+                proposal.append(o.current)  # as it is: a reshape or transpose carries the split along
+            elif o.batched:
+                proposal.append(with_degrees(o.logical, {0: batch}, copy=n // batch))
+            else:
+                proposal.append(with_degrees(o.logical, copy=n))
+        if all(p is not None or o.logical is None for p, o in zip(proposal, operands, strict=True)):
+            proposals.append(tuple(proposal))
+    return proposals + _batch_forms(operands, n)
+
+
+def spatial_graph(graph: Graph, n: int, batch: int = 1, keep: Collection[int] = ()) -> Graph:
+    """Spatial parallelism (Mesh-TensorFlow's spatial partitioning) over n devices, `batch` of
+    them data parallel: every image op split over height x width on n / batch devices (the
+    windows exchange halos), batch norms synchronized (`sync_batch_norm`: their statistics are
+    partial sums over the shards, all-reduced); an op that cannot split so runs data parallel."""
+    if n % batch:
+        raise ValueError(f"spatial: {batch}-way data parallelism does not divide {n} devices")
+    return rebuild(
+        sync_batch_norm(graph), lambda nid, node, operands: _spatial_forms(operands, n, batch), keep
+    )
+
+
+def spatial_layouts(graph: Graph, n: int, every_device: bool = False) -> list[tuple[int, int]]:
+    """(devices m, data-parallel degree b) of the spatial plans of a graph with convolutions on
+    n devices: for each b dividing the images, the most devices m (a multiple of b, m / b >= 2)
+    whose m / b ways over height x width split its first convolution (an image of 2^k rows
+    cannot be cut 3 ways: on 48 devices a 1024-row U-Net uses 32);
+    `every_device`: m = n only. [] for a graph without a convolution."""
+    convs = [nid for nid in graph.topological() if graph.nodes[nid].op == "pcg.conv2d"]
+    if not convs or n < 2:
+        return []
+    first = graph.nodes[convs[0]]
+    x, *rest = (None if r is None else unsharded(graph.type_of(r)) for r in first.operands)
+    assert x is not None
+    layouts: list[tuple[int, int]] = []
+    for b in (b for b in range(1, n) if x.shape[0] % b == 0):
+        counts = [n] if every_device else range(n - n % b, 2 * b - 1, -b)
+        for m in counts:
+            weights = [None if t is None else with_degrees(t, copy=m) for t in rest]
+            images = (with_degrees(x, {0: b, 2: h, 3: w}) for h, w in spatial_grids(m // b))
+            if m % b == 0 and any(t is not None and accepts(first, (t, *weights)) for t in images):
+                layouts.append((m, b))
+                break
+    return layouts
 
 
 def with_levers(graph: Graph, zero: int = 0, recompute: bool = False) -> Graph:

@@ -61,7 +61,16 @@ def search_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     passes = {"unity-search": unity_search, "gpipe": gpipe}
     passes["pipedream"] = pipelines("pipedream")
     passes["hetero-gpipe"] = pipelines("hetero-gpipe")
-    for name in ("data-parallel", "megatron", "megatron-lm", "sequential", "exhaustive", "zero", "galvatron"):
+    for name in (
+        "data-parallel",
+        "megatron",
+        "megatron-lm",
+        "sequential",
+        "exhaustive",
+        "zero",
+        "galvatron",
+        "spatial",
+    ):
         passes[name] = baseline(name)
     return passes
 

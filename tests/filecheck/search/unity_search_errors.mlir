@@ -14,7 +14,7 @@
 // CHECK-MEM: error: --memory-check: expected on or off, got 'maybe'
 
 // RUN: not unityc-opt %examples/mlp.mlir --unity-search --baselines fastest 2>&1 | filecheck %s --check-prefix=BASELINE
-// BASELINE: error: unknown baseline 'fastest' (known: data-parallel, megatron, megatron-lm, sequential, exhaustive, gpipe, pipedream, hetero-gpipe, zero, galvatron)
+// BASELINE: error: unknown baseline 'fastest' (known: data-parallel, megatron, megatron-lm, sequential, exhaustive, gpipe, pipedream, hetero-gpipe, zero, galvatron, spatial)
 
 // RUN: not unityc-opt %examples/mlp.mlir --unity-search --degrees 2,one 2>&1 | filecheck %s --check-prefix=DEGREES
 // DEGREES: error: degrees: expected comma-separated integers, got '2,one'

@@ -16,7 +16,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 
 from unityc.dialects.canonicalization import canonicalization
-from unityc.dialects.forms import Form
+from unityc.dialects.forms import Form, FormBuilder
 from unityc.dialects.pcg_types import (
     PcgOp,
     TensorType,
@@ -26,6 +26,7 @@ from unityc.dialects.pcg_types import (
     result_type,
     same_dims,
 )
+from unityc.dialects.spatial import window_halo
 from unityc.dialects.syntax import Kind, op_definition
 
 
@@ -118,12 +119,32 @@ def window_out(cls: type[PcgOp], size: int, kernel: int, stride: int, pad: int, 
     return out
 
 
+def spatial_dims(
+    cls: type[PcgOp], b: FormBuilder, x: Any, windows: Sequence[tuple[int, int, int, int]]
+) -> list[list[str]]:
+    """The result's height and width factors of a window op (kernel, stride, padding, dilation
+    per dim): a sharded dim gets a factor ("h", "w") if its halo lines up, else a located error."""
+    space: list[list[str]] = []
+    for d, name, (kernel, stride, pad, dilation) in zip((2, 3), ("h", "w"), windows, strict=True):
+        k = x.shard[d]
+        if k == 1:
+            space.append([])
+            continue
+        halo = window_halo(x.shape[d], k, kernel, stride, pad, dilation)
+        if isinstance(halo, str):
+            raise op_error(cls, f"input dimension {d} has shard degree {k}, but {halo}")
+        space.append([b.shared_dim(name, [(0, d)])])
+    return space
+
+
 @op_definition
 class Conv2dOp(PcgOp):
     """2-D convolution, NCHW, weight [O, C/groups, kh, kw].
 
     Parallel forms: batch; output channels (weight dim 0); input channels with groups == 1
-    (partial sums); channel groups when groups > 1 (the shard degree divides groups).
+    (partial sums); channel groups when groups > 1 (the shard degree divides groups); height
+    and width (spatial partitioning: each shard reads a halo of its neighbours' rows,
+    `unityc.dialects.spatial`).
     """
 
     name = "pcg.conv2d"
@@ -163,8 +184,7 @@ class Conv2dOp(PcgOp):
             window_out(cls, wd, w.shape[3], sw, pw, dw),
         )
         b = form_builder(cls, ["input", "weight", "bias"], operands)
-        for d in (2, 3):
-            b.forbid(0, d, "convolution windows would cross shard boundaries")
+        space = spatial_dims(cls, b, x, ((w.shape[2], sh, ph, dh), (w.shape[3], sw, pw, dw)))
         batch = b.shared_dim("n", [(0, 0)])
         sums: list[str] = []
         if groups == 1:
@@ -175,13 +195,14 @@ class Conv2dOp(PcgOp):
             if groups % b.degrees["g"]:
                 raise op_error(cls, f"channel shard degree {b.degrees['g']} does not divide {groups} groups")
         sums += [b.operand_sum("sx", 0), b.operand_sum("sw", 1)]
-        form = b.build([([[batch], [channels], [], []], sums)])
+        form = b.build([([[batch], [channels], *space], sums)])
         return form, [result_type(form, 0, out_shape, float_dtype(cls, x))]
 
 
 @op_definition
 class Pool2dOp(PcgOp):
-    """Max or average pooling, NCHW; batch and channels shard, average pooling is linear."""
+    """Max or average pooling, NCHW; batch, channels, height and width (with a halo) shard;
+    average pooling is linear."""
 
     name = "pcg.pool2d"
     input = operand_def(TensorType)
@@ -212,8 +233,7 @@ class Pool2dOp(PcgOp):
             window_out(cls, x.shape[3], kw, sw, pw),
         )
         b = form_builder(cls, ["input"], operands)
-        for d in (2, 3):
-            b.forbid(0, d, "pooling windows would cross shard boundaries")
+        space = spatial_dims(cls, b, x, ((kh, sh, ph, 1), (kw, sw, pw, 1)))
         sums = [b.operand_sum("s", 0)] if attrs["kind"] == "avg" else []  # zero-padded average: linear
-        form = b.build([([*same_dims(b, 0, 2), [], []], sums)])
+        form = b.build([([*same_dims(b, 0, 2), *space], sums)])
         return form, [result_type(form, 0, out_shape, float_dtype(cls, x))]

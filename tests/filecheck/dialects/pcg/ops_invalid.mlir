@@ -55,14 +55,14 @@
 %x = pcg.input key "x" : !pcg.tensor<2x4x8x8xf32, shard [1, 1, 2, 1]>
 %w = pcg.weight key "w" : !pcg.tensor<6x4x3x3xf32>
 %s = pcg.conv2d %x, %w : !pcg.tensor<2x4x8x8xf32, shard [1, 1, 2, 1]>, !pcg.tensor<6x4x3x3xf32> -> !pcg.tensor<2x6x6x6xf32>
-// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.conv2d: operand 'input' dimension 2 has shard degree 2, but convolution windows would cross shard boundaries
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.conv2d: input dimension 2 has shard degree 2, but the window's output (6) times its stride (1) is not the input size 8, so shards of the input and of the output do not line up
 
 // -----
 
 %x = pcg.input key "x" : !pcg.tensor<2x4x8x8xf32, shard [1, 1, 1, 2]>
 %w = pcg.weight key "w" : !pcg.tensor<6x4x3x3xf32>
 %s = pcg.conv2d %x, %w : !pcg.tensor<2x4x8x8xf32, shard [1, 1, 1, 2]>, !pcg.tensor<6x4x3x3xf32> -> !pcg.tensor<2x6x6x6xf32>
-// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.conv2d: operand 'input' dimension 3 has shard degree 2, but convolution windows would cross shard boundaries
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.conv2d: input dimension 3 has shard degree 2, but the window's output (6) times its stride (1) is not the input size 8, so shards of the input and of the output do not line up
 
 // -----
 
@@ -74,8 +74,8 @@
 // -----
 
 %x = pcg.input key "x" : !pcg.tensor<2x4x8x8xf32, shard [1, 1, 1, 2]>
-%s = pcg.pool2d %x kind "max" kernel [2, 2] : !pcg.tensor<2x4x8x8xf32, shard [1, 1, 1, 2]> -> !pcg.tensor<2x4x4x4xf32, shard [1, 1, 1, 2]>
-// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.pool2d: operand 'input' dimension 3 has shard degree 2, but pooling windows would cross shard boundaries
+%s = pcg.pool2d %x kind "max" kernel [3, 3] : !pcg.tensor<2x4x8x8xf32, shard [1, 1, 1, 2]> -> !pcg.tensor<2x4x2x2xf32, shard [1, 1, 1, 2]>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.pool2d: input dimension 3 has shard degree 2, but the window's output (2) times its stride (3) is not the input size 8, so shards of the input and of the output do not line up
 
 // -----
 
