@@ -2,9 +2,9 @@
 of a plan's tensor may differ from the fp32 reference by --tolerance plus `CONDITION_FACTOR` x
 (the fp32 reference's own error against float64 in its row + the tensor's largest row error,
 capped at `BRANCH_FLIP` x its 99th percentile). Where fp32 is exact the tolerance stays
---tolerance, so a plan off by 1e-3 fails even when one row of the same tensor is 2e-2 off in fp32 (a ReLU whose input is
-within rounding of zero takes another branch in float64: the demo MLP's case, where the old
-per-tensor widening allowed 3.4e-1)."""
+--tolerance, so a plan off by 1e-3 fails even when one row of the same tensor is 2e-2 off in
+fp32 (a ReLU whose input is within rounding of zero takes another branch in float64: the demo
+MLP's case, where the old per-tensor widening allowed 3.4e-1)."""
 
 from __future__ import annotations
 

@@ -24,8 +24,8 @@ model in float64 (`Reference.exact`), and element i of a tensor may differ from 
 reference by --tolerance plus `CONDITION_FACTOR` times (fp32's own largest error in i's row + the
 largest row error of the tensor, capped at `BRANCH_FLIP` times its 99th percentile), all
 relative to the tensor's scale (`allowed_errors`). A flipped ReLU row widens only itself: a plan
-off by 1e-3 everywhere fails on the rows fp32 computes well. A wrong plan (a missing or doubled term) is off by far more
-than the rounding of either side.
+off by 1e-3 everywhere fails on the rows fp32 computes well. A wrong plan (a missing or doubled
+term) is off by far more than the rounding of either side.
 """
 
 from __future__ import annotations
