@@ -184,24 +184,28 @@ def _and(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
 
 @lowering(aten.where.self)
 def _where(im: FxImporter, node: fx.Node, cond: Value, a: Value, b: Value) -> Value:
-    """where(cond, a, b) of finite floats (HF's additive masks, masked_fill by a number):
-    cond·a + (1 - cond)·b with cond as 0/1 floats, exact (one term is 0; each side's gradient
-    is the incoming one where it was chosen, 0 elsewhere). A side that may hold inf or nan (a
-    constant that does, or a non-finite number) is refused: 0·inf is nan."""
+    """where(cond, a, b) of finite floats or integers (HF's additive masks, masked_fill by a
+    number, T5's -100 labels made pad ids): cond·a + (1 - cond)·b with cond as 0/1, exact (one
+    term is 0; each side's gradient is the incoming one where it was chosen, 0 elsewhere). A
+    side that may hold inf or nan (a constant that does, or a non-finite number) is refused:
+    0·inf is nan."""
     dtype = node.meta["val"].dtype
-    if not dtype.is_floating_point:
-        raise im.fail("where is supported only on floating-point values")
+    if dtype == torch.bool or dtype.is_complex:
+        raise im.fail("where is supported only on floating-point and integer values")
     sides = []
     for side in (a, b):
         number = _scalar(side)
-        finite = math.isfinite(number) if number is not None else not (
-            isinstance(side, Const) and not bool(torch.isfinite(side.value).all())
+        finite = (
+            math.isfinite(number)
+            if number is not None
+            else not (isinstance(side, Const) and not bool(torch.isfinite(side.value).all()))
         )
         if not finite:
             raise im.fail("where is supported only between finite values (use a finite mask value)")
         sides.append(number)
     chosen = _zero_one(im, cond, (), dtype)
-    other = _with_scalar(im, "add", im.op(pcg.NegOp, [chosen]), 1)
+    negated = im.op(pcg.NegOp, [chosen]) if dtype.is_floating_point else _with_scalar(im, "mul", chosen, -1)
+    other = _with_scalar(im, "add", negated, 1)
     terms = []
     for weight, side, number in ((chosen, a, sides[0]), (other, b, sides[1])):
         if number is not None:
@@ -214,6 +218,12 @@ def _where(im: FxImporter, node: fx.Node, cond: Value, a: Value, b: Value) -> Va
         terms.append(_with_scalar(im, "mul", chosen, 0))
     out = terms[0] if len(terms) == 1 else im.op(pcg.AddOp, terms)
     return lazily_broadcast(out, im.meta_shape())
+
+
+@lowering(aten.masked_fill.Scalar)
+def _masked_fill(im: FxImporter, node: fx.Node, x: Value, mask: Value, value: Value) -> Value:
+    """x with `value` where `mask` holds: where(mask, value, x)."""
+    return _where(im, node, mask, value, x)
 
 
 @lowering(aten.gather.default)
@@ -567,6 +577,78 @@ def _take(im: FxImporter, x: SSAValue, dim: int, begin: int, stop: int) -> SSAVa
     sizes = [s for s in (begin, stop - begin, size - stop) if s > 0]
     results = im.op(pcg.SplitOp, [x], dim=dim, sizes=sizes)
     return results[1 if begin > 0 else 0]
+
+
+@lowering(
+    aten.new_zeros.default,
+    aten.zeros_like.default,
+    aten.full_like.default,
+    aten.fill.Tensor,
+    aten.fill.Scalar,
+)
+def _filled(im: FxImporter, node: fx.Node, x: Value, *args: Any, **kwargs: Any) -> Value:
+    """A tensor of one known value shaped like (or sized from) a traced one: a constant; the
+    traced tensor's values are not read (T5's `_shift_right` starts from `labels.new_zeros`)."""
+    value = 0 if node.target in (aten.new_zeros.default, aten.zeros_like.default) else args[-1]
+    number = _scalar(value)
+    if number is None:
+        raise im.fail("a fill value computed from the model's inputs is not supported")
+    return Const(torch.full(im.meta_shape(), number, dtype=node.meta["val"].dtype))
+
+
+@lowering(aten.copy.default)
+def _copy(im: FxImporter, node: fx.Node, dst: Value, src: Value, non_blocking: bool = False) -> Value:
+    """copy(dst, src): src's values in dst's shape and type (functionalized in-place copies, as
+    `x[..., 1:] = y`; the write into dst is the slice_scatter that follows)."""
+    if isinstance(src, Const):
+        return Const(src.value.to(node.meta["val"].dtype).expand(im.meta_shape()))
+    out = im.tensor(src)
+    wanted = element_type(node.meta["val"].dtype)
+    if tensor_type(out).element_type != wanted:
+        out = im.op(pcg.CastOp, [out], dtype=wanted)
+    if tensor_type(out).shape != im.meta_shape():
+        return lazily_broadcast(out, im.meta_shape())
+    return out
+
+
+@lowering(aten.slice_scatter.default, aten.select_scatter.default)
+def _scatter_into(im: FxImporter, node: fx.Node, base: Value, src: Value, dim: int = 0, *where: Any) -> Value:
+    """base with src written over base[start:end] (or base[index]) along `dim`: the parts of
+    base around it and src, concatenated (exact; each part's gradient is its own)."""
+    shape = im.meta_shape()
+    dim %= len(shape)
+    size = shape[dim]
+    if node.target == aten.select_scatter.default:
+        begin = int(where[0]) % size
+        begin, stop, step = begin, begin + 1, 1
+    else:
+        start, end, step = [*where, None, None, None][:3]
+        begin, stop, step = slice(start, end, step).indices(size)
+    if step != 1:
+        raise im.fail("a strided slice_scatter is not supported")
+    if stop <= begin:
+        return base
+    part_shape = list(shape)
+    part_shape[dim] = stop - begin
+    if isinstance(src, Const):
+        middle: Value = Const(src.value.reshape(part_shape) if src.value.numel() else src.value)
+    else:
+        middle = reshape_to(im, im.tensor(src), tuple(part_shape))
+    if isinstance(base, Const) and isinstance(middle, Const):
+        value = base.value.clone()
+        value.narrow(dim, begin, stop - begin).copy_(middle.value)
+        return Const(value)
+    dtype = node.meta["val"].dtype
+    parts: list[SSAValue] = []
+    for lo, hi in ((0, begin), (stop, size)):
+        if hi <= lo:
+            continue
+        if isinstance(base, Const):
+            parts.append(im.builder.constant(base.value.narrow(dim, lo, hi - lo).contiguous(), "part"))
+        else:
+            parts.append(_take(im, im.tensor(base), dim, lo, hi))
+    parts.insert(1 if begin > 0 else 0, im.tensor(middle, dtype=dtype))
+    return parts[0] if len(parts) == 1 else im.op(pcg.ConcatOp, [parts], dim=dim)
 
 
 @lowering(aten.as_strided.default)

@@ -33,10 +33,10 @@ ALIAS_SMALL: dict[str, dict[str, Any]] = {
 }
 CONFIG_NAMES = {
     "hidden": ("hidden_size", "n_embd"),
-    "layers": ("num_hidden_layers", "n_layer"),
+    "layers": ("num_hidden_layers", "n_layer", "num_decoder_layers"),
     "heads": ("num_attention_heads", "n_head"),
     "kv_heads": ("num_key_value_heads",),
-    "ffn": ("intermediate_size", "n_inner"),
+    "ffn": ("intermediate_size", "n_inner", "d_ff"),
     "vocab": ("vocab_size",),
     "pad": ("pad_token_id",),
     "image": ("image_size",),
@@ -64,7 +64,10 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     # one; by default for the aliases only: some models compute more from it than the importer
     # lowers (OPT's positions are a cumsum of the mask), and they imported without it.
     sizes = {**SMALL, **ALIAS_SMALL.get(name, {})} if spec.config == "small" else PAPER
-    defaults = {**_current(config), **sizes, "mask": name in ALIASES, "attn": "eager", "own_loss": False}
+    # an encoder-decoder (T5, BART) trains on its own `labels=` loss: its decoder reads the
+    # labels shifted right (T5's `_shift_right`), so there is no loss without them
+    seq2seq = bool(getattr(config, "is_encoder_decoder", False))
+    defaults = {**_current(config), **sizes, "mask": name in ALIASES, "attn": "eager", "own_loss": seq2seq}
     images = hasattr(config, "image_size") and not hasattr(config, "vocab_size")
     for text_only in ("vocab", "seq", "mask", "own_loss") if images else ():
         defaults.pop(text_only, None)
@@ -72,6 +75,8 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     if "kv_heads" in settings and "kv_heads" not in sizes and "kv_heads" not in dict(spec.overrides):
         settings["kv_heads"] = settings["heads"]  # one KV head per query head unless set
     _apply(config, settings)
+    if seq2seq and getattr(config, "decoder_start_token_id", None) is None:
+        config.decoder_start_token_id = config.pad_token_id or 0  # what T5's checkpoints set
     # eager: the bmm/softmax pattern the importer fuses into one op; sdpa lowers to the same
     if settings["attn"] not in ("eager", "sdpa"):
         raise ModelError(f"'{spec.model}': attn={settings['attn']}: use eager or sdpa")
@@ -163,7 +168,12 @@ def _model_for(transformers: Any, config: Any, model_name: str, what: str) -> nn
     try:
         if model_name:
             return getattr(transformers, model_name)(config)
-        for auto in ("AutoModelForCausalLM", "AutoModelForMaskedLM", "AutoModelForImageClassification"):
+        for auto in (
+            "AutoModelForCausalLM",
+            "AutoModelForMaskedLM",
+            "AutoModelForSeq2SeqLM",
+            "AutoModelForImageClassification",
+        ):
             try:
                 return getattr(transformers, auto).from_config(config)
             except ValueError:
@@ -171,8 +181,8 @@ def _model_for(transformers: Any, config: Any, model_name: str, what: str) -> nn
     except Exception as e:
         raise ModelError(f"'{what}': building the model failed: {type(e).__name__}: {e}") from None
     raise ModelError(
-        f"'{what}': no causal or masked language-model or image-classification head for "
-        f"{type(config).__name__}"
+        f"'{what}': no causal, masked or sequence-to-sequence language-model or "
+        f"image-classification head for {type(config).__name__}"
     )
 
 

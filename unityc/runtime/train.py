@@ -535,7 +535,7 @@ class Trainer:
             spec.scheduler(optimizer, self.start_step),
             self.autocast,
         )
-        # fp32: a float64 twin measures how far fp32 itself is from exact (check.allowed_error)
+        # fp32: a float64 twin measures how far fp32 itself is from exact (check.allowed_errors)
         return reference.with_exact() if self.plan.precision == FP32 and float_dtype is None else reference
 
     def at(self, where: str) -> None:

@@ -1,7 +1,8 @@
 // unityc-import on the ops and patterns of issue 26 that used to stop an import:
 // comparisons and integer arithmetic on ids (RoBERTa's position ids), clamps
 // (ReLU6 / hardtanh), Conv1d and 1-D pooling, strided and empty slices,
-// as_strided, and attention written the way Phi-3, OPT and Qwen3 write it. Each
+// as_strided, in-place copies into slices (T5), and attention written the way
+// Phi-3, OPT and Qwen3 write it. Each
 // import runs --check (outputs, loss and every gradient against the module).
 
 //===----------------------------------------------------------------------===//
@@ -119,3 +120,22 @@
 // GEMMA2:     %attention = pcg.attention {{.*}} cos %cos sin %sin heads 4 scale 0.0625 softcap 50.0 :
 // GEMMA2-NOT: pcg.softmax
 // GEMMA2-NOT: pcg.tanh %{{.*}} : !pcg.tensor<2x4x16x16xf32>
+
+//===----------------------------------------------------------------------===//
+// T5 trained on its own `labels=` loss (the default of an encoder-decoder
+// config): `_shift_right` writes the labels into a zero tensor one step to the
+// right (an in-place copy into a slice: aten.copy + slice_scatter, here a concat
+// of the start id and the labels' first 15 columns) and replaces -100 by the pad
+// id (masked_fill on integers: exact 0/1 integer arithmetic).
+//===----------------------------------------------------------------------===//
+
+// RUN: unityc-import hf:T5Config --batch 4 --check -o %t.t5.mlir | filecheck %s --check-prefix=MATCHES
+// RUN: filecheck %s --check-prefix=T5 < %t.t5.mlir
+// T5:      %labels = pcg.input key "labels" : !pcg.tensor<4x16xi64>
+// T5:      %slice, %{{.*}} = pcg.split %labels dim 1 sizes [15, 1] : !pcg.tensor<4x16xi64> -> !pcg.tensor<4x15xi64>, !pcg.tensor<4x1xi64>
+// T5-NEXT: %[[START:.*]] = pcg.constant value dense<0> : tensor<4x1xi64> : !pcg.tensor<4x1xi64>
+// T5-NEXT: %slice_scatter = pcg.concat %[[START]], %slice dim 1 : !pcg.tensor<4x1xi64>, !pcg.tensor<4x15xi64> -> !pcg.tensor<4x16xi64>
+// T5:      %eq = pcg.compare %[[SHIFTED:.*]] kind "eq" value -100.0 : !pcg.tensor<4x16xi64> -> !pcg.tensor<4x16xi1>
+// T5:      %[[IDS:.*]] = pcg.mul %{{.*}}, %[[SHIFTED]] : !pcg.tensor<4x16xi64>, !pcg.tensor<4x16xi64> -> !pcg.tensor<4x16xi64>
+// T5-NEXT: pcg.embedding %[[IDS]], %model_decoder_embed_tokens_weight
+// T5:      pcg.cross_entropy %{{.*}}, %{{.*}} reduction "mean" ignore_index -100
