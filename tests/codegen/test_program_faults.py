@@ -9,6 +9,7 @@ summary)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -234,26 +235,32 @@ def no_traceback(logs: Path) -> None:
 
 @pytest.mark.torchrun
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds torchrun's workers in /proc")
-@pytest.mark.parametrize(("signum", "targets"), [(signal.SIGTERM, (1,)), (signal.SIGINT, (0, 1))])
+@pytest.mark.parametrize(("signum", "group"), [(signal.SIGTERM, False), (signal.SIGINT, True)])
 def test_a_signal_finishes_the_step_saves_and_stops_every_rank(
-    program: Path, tmp_path: Path, signum: int, targets: tuple[int, ...]
+    program: Path, tmp_path: Path, signum: int, group: bool
 ) -> None:
-    """SIGTERM to rank 1 alone (a scheduler's preemption notice), or SIGINT to every worker (a
-    Ctrl-C): every rank stops after the same step, a checkpoint of it is saved and named
-    `latest`, and every rank exits 128 + the signal, one line, no traceback (was:
-    KeyboardInterrupt and gloo tracebacks on every rank, nothing saved)."""
+    """SIGTERM to rank 1 alone (a scheduler's preemption notice), or SIGINT to torchrun and
+    every worker at once (a Ctrl-C in the terminal: torchrun forwards it as well): every rank
+    stops after the same step, a checkpoint of it is saved and named `latest`, and every rank
+    exits 128 + the signal, one line, no traceback (was: KeyboardInterrupt and gloo tracebacks
+    on every rank, nothing saved). torchrun's summary names the signal as the cause (was: "To
+    enable traceback see ..."); after a Ctrl-C torchrun prints its own SignalException instead."""
     logs, ck = tmp_path / "logs", tmp_path / "ck"
     process = start(program, ["--steps", "1000000", "--log-every", "1000", "--save", str(ck)], logs)
     try:
         ranks = first_step(process, logs)
-        for rank in targets:
-            os.kill(ranks[rank], signum)
+        if group:
+            os.killpg(process.pid, signum)
+        else:
+            os.kill(ranks[1], signum)
         agent, _ = process.communicate(timeout=300)
     finally:
         kill_group(process)
-    codes = dict(FAILURE.findall(agent))
-    assert codes == {"0": str(128 + signum), "1": str(128 + signum)}, agent
     name = signal.Signals(signum).name
+    if not group:
+        codes = dict(FAILURE.findall(agent))
+        assert codes == {"0": str(128 + signum), "1": str(128 + signum)}, agent
+        assert f": stopped by {name} after step " in agent.split("Root Cause")[1], agent
     stderr = rank_logs(logs)[0].stderr
     assert f"rank 0: stopped by {name} after step " in stderr, stderr
     latest = (ck / "latest").read_text().strip()
@@ -297,7 +304,8 @@ def failed(run: Run, *lines: str) -> None:
 def test_resume_checks_what_the_checkpoint_recorded(program: Path, tmp_path: Path) -> None:
     """A checkpoint saved with Adam: resuming with SGD is refused naming the difference, unless
     --reset-optimizer; `--resume` takes the --save folder (its newest complete step, not a
-    half-written one); a truncated data file is named (was: CheckpointException traceback)."""
+    half-written one); a truncated data file is named (was: CheckpointException traceback).
+    `--init` of it with SGD is accepted: the weights only, a fresh optimizer."""
     ck = tmp_path / "ck"
     saved = torchrun(program, 2, "--steps", "2", "--optimizer", "adam", "--save", str(ck))
     assert saved.returncode == 0, saved.report()
@@ -310,9 +318,27 @@ def test_resume_checks_what_the_checkpoint_recorded(program: Path, tmp_path: Pat
     )
     failed(other, f"rank 0: error: {differs}", f"rank 1: error: {differs}")
     reset = torchrun(
-        program, 2, "--steps", "3", "--optimizer", "sgd", "--resume", str(ck), "--reset-optimizer"
+        program,
+        2,
+        "--steps",
+        "3",
+        "--optimizer",
+        "sgd",
+        "--resume",
+        str(ck),
+        "--reset-optimizer",
+        "--log-every",
+        "1",
     )
     assert reset.returncode == 0 and "resumed at step 2" in reset.output, reset.report()
+    # --init takes the weights only: another optimizer is its purpose, not an error; its first
+    # loss is that of the checkpoint's weights (the resumed run's step 3)
+    init = torchrun(program, 2, "--steps", "1", "--optimizer", "sgd", "--init", str(ck), "--log-every", "1")
+    assert init.returncode == 0, init.report()
+    assert f"weights from {ck / 'step-2'} (--init: a fresh optimizer)" in init.output, init.output
+    step3 = re.search(r"^step 3: loss (\S+),", reset.output, re.M)
+    step1 = re.search(r"^step 1: loss (\S+),", init.output, re.M)
+    assert step3 and step1 and step1[1] == step3[1], (reset.output, init.output)
     data = sorted((ck / "step-2").glob("*.distcp"))[-1]
     data.write_bytes(data.read_bytes()[:100])
     cut = torchrun(program, 2, "--steps", "3", "--optimizer", "adam", "--resume", str(ck))

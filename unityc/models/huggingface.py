@@ -64,7 +64,14 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     # one; by default for the aliases only: some models compute more from it than the importer
     # lowers (OPT's positions are a cumsum of the mask), and they imported without it.
     sizes = {**SMALL, **ALIAS_SMALL.get(name, {})} if spec.config == "small" else PAPER
-    defaults = {**_current(config), **sizes, "mask": name in ALIASES, "attn": "eager", "own_loss": False}
+    defaults = {
+        **_current(config),
+        **sizes,
+        "mask": name in ALIASES,
+        "attn": "eager",
+        "own_loss": False,
+        "dropout": 0.1,
+    }
     images = hasattr(config, "image_size") and not hasattr(config, "vocab_size")
     for text_only in ("vocab", "seq", "mask", "own_loss") if images else ():
         defaults.pop(text_only, None)
@@ -87,7 +94,7 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
         "attn_pdrop",
     ):
         if hasattr(config, p):
-            setattr(config, p, 0.1)
+            setattr(config, p, settings["dropout"])
     model = _model_for(transformers, config, model_name, spec.model)
     batch = spec.batch or BATCH[spec.config]
     if images:

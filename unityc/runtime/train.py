@@ -279,6 +279,7 @@ def main(
     except Interrupted as e:
         if rank == 0:
             print(f"rank {rank}: {e}", file=sys.stderr, flush=True)
+        record_error(f"rank {rank}: {e}")  # torchrun's summary: the signal, not "To enable traceback"
         status = e.status
     except STOPPING as e:
         report(rank, e)
@@ -313,12 +314,12 @@ def accumulated_outputs(parts: list[list[Any]]) -> list[Any]:
 
 def report(rank: int, error: Exception) -> None:
     """This rank's error in one line on stderr and in torchrun's error file (its summary then
-    names it as the cause); an error another rank reports is left to it."""
-    if isinstance(error, RunError) and error.quiet:
-        return
+    names it as the cause, whichever failed rank it picks); an error another rank prints as well
+    (`RunError.quiet`) goes to the error file only."""
     line = f"rank {rank}: error: {error}"
-    print(line, file=sys.stderr, flush=True)
     record_error(line)
+    if not (isinstance(error, RunError) and error.quiet):
+        print(line, file=sys.stderr, flush=True)
 
 
 def record_error(line: str) -> None:
@@ -425,7 +426,7 @@ class Trainer:
         self.params = self.zero.params()
         self.optimizer = spec.build(self.params)
         self.start_step = 0
-        initial = self.initial_checkpoint()
+        initial = self.initial = self.initial_checkpoint()
         if initial:
             held, flats = self.zero.held()
             with_state = args.resume and not args.reset_optimizer
@@ -465,7 +466,9 @@ class Trainer:
 
     def initial_checkpoint(self) -> str | None:
         """The checkpoint of --resume or --init (a --save folder: its newest complete step),
-        its record checked against this run's options (CheckpointError naming a difference)."""
+        its record checked against this run's options (CheckpointError naming a difference).
+        --init takes the weights only (a fine-tuning start: a fresh optimizer at step 0), so the
+        optimizer, learning rate and schedule it was saved with are not compared."""
         args = self.args
         given = args.resume or args.init
         if not given:
@@ -574,7 +577,8 @@ class Trainer:
                     if self.plan.precision != "fp32" and not args.float64
                     else ""
                 )
-                + (f", resumed at step {self.start_step}" if self.start_step else ""),
+                + (f", resumed at step {self.start_step}" if self.start_step else "")
+                + (f", weights from {self.initial} (--init: a fresh optimizer)" if args.init else ""),
                 flush=True,
             )
         times: list[float] = []
