@@ -1,7 +1,7 @@
 """Fault injection against generated training programs and the commands (issue 27): hostile
 cases a new user would try, each run for real, and a table of what came out.
 
-    .venv/bin/python benchmarks/faults.py [--only SUBSTRING] [--timeout 20]
+    .venv/bin/python benchmarks/faults.py [--only SUBSTRING] [--start K] [--stop L] [--json rows.json]
 
 Programs: the hand-written tiny plan (tests/filecheck/codegen/Inputs/tiny_mlp_plan.mlir, two
 Megatron/data-parallel towers, 2 ranks), the zoo BERT data parallel on 2 ranks (an embedding of
@@ -801,6 +801,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="run the cases whose name contains this")
     parser.add_argument("--json", help="also write the rows as JSON to this file")
     parser.add_argument("--start", type=int, default=1, help="the first case to run (1-based)")
+    parser.add_argument("--stop", type=int, default=0, help="the last case to run (0: the last one)")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="unityc-faults-"))
     build(work)
@@ -809,7 +810,8 @@ def main(argv: list[str] | None = None) -> int:
     columns += " | hang | s"
     print(f"| {columns} | what the user reads |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    chosen = [(i, c) for i, c in enumerate(cases()) if args.only in c.name and i + 1 >= args.start]
+    last = args.stop or len(cases())
+    chosen = [(i, c) for i, c in enumerate(cases()) if args.only in c.name and args.start <= i + 1 <= last]
     for i, case in chosen:
         outcome = case.run(work)
         ok, shown = judge(case, outcome)
