@@ -229,8 +229,9 @@ def table(matrix: Matrix, kinds: list[str], check: bool) -> list[str]:
     base_module = load_model(MODELS[matrix.model]).module
     base_path = matrix.work / "ck" / cell("dp", 2) / "step-2"
     base = None
-    if (base_path / ".metadata").is_file() and not checkpoint.load_module(base_module, base_path):
-        base = {k: v.clone() for k, v in base_module.state_dict().items()}
+    if (base_path / ".metadata").is_file():
+        kept = set(checkpoint.load_module(base_module, base_path))  # buffers, a tied name: the model's
+        base = {k: v.clone() for k, v in base_module.state_dict().items() if k not in kept}
     for source in saved:
         cells = [verdict(matrix, resumer, source, check) if resumer != source else "-" for resumer in saved]
         if not matrix.out.get(source, "").endswith(": exit 0"):
