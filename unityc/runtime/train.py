@@ -322,13 +322,22 @@ def report(rank: int, error: Exception) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-def record_error(line: str) -> None:
+SECONDARY_S = 5
+"""How much later than now an error caused by another rank's failure is dated in torchrun's
+error file: its summary names the failure with the earliest date as the root cause, and dates
+are whole seconds (a rank killed by a signal writes no file; torchrun dates it when it notices)."""
+
+
+def record_error(line: str, later_s: int = 0) -> None:
     """`line` in torchrun's error file for this rank (what `torch.distributed.elastic`'s
-    `@record` writes, without the traceback): torchrun's summary shows it as the cause."""
+    `@record` writes, without the traceback): torchrun's summary shows it as the cause, or as
+    one of the other failures when another rank's is dated earlier (`later_s`: an error this
+    rank only suffered, such as a peer gone, is dated later so that the peer's is the cause)."""
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path:
         return
-    record = {"message": line, "extraInfo": {"py_callstack": line, "timestamp": str(int(time.time()))}}
+    stamp = str(int(time.time()) + later_s)
+    record = {"message": line, "extraInfo": {"py_callstack": line, "timestamp": stamp}}
     try:
         with open(path, "w") as f:
             json.dump({"message": record}, f)
@@ -371,8 +380,9 @@ def fail_collective(heartbeat: Heartbeat, error: RuntimeError) -> None:
         raise error
     line = launcher_gone(heartbeat.rank) or f"error: {heartbeat.diagnose(error)}"
     print(line, file=sys.stderr, flush=True)
-    if kind == "timeout":  # the peer that stopped writes nothing: this is the cause to name
-        record_error(line)
+    # A peer that stopped writes nothing: this is the cause to name. A peer that died wrote its
+    # own error (or torchrun names its signal): this rank's line is dated after it.
+    record_error(line, 0 if kind == "timeout" else SECONDARY_S)
     sys.stdout.flush()
     os._exit(1)
 
