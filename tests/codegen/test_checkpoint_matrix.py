@@ -10,9 +10,10 @@ The model is the zoo MLP with a 30x15 first weight: 450 elements in shards of 22
 113 (4 ranks, the last padded), so shards start and end inside rows. Beside it, HF GPT-2 (small,
 no dropout: micro-batched plans draw other dropout masks) as a pipelined plan on 2 ranks (2
 stages, 1F1B, ZeRO-1; the packed `c_attn` read as weight parts) saves, and a Megatron plan
-(tensor 2 x data 2) on 4 ranks resumes it, and the plain module loads it. Two torchruns (one per
-process count) run every program one after the other (`unityc.runtime.batch`). The full matrix
-(every kind x every kind, 2 and 4 ranks, tied weights too) is `benchmarks/checkpoint_matrix.py`.
+(tensor 2 x data 2) on 4 ranks resumes it (and `--init`s from it with SGD), and the plain module
+loads it. Two torchruns (one per process count) run every program one after the other
+(`unityc.runtime.batch`). The full matrix (every kind x every kind, 2 and 4 ranks, tied weights
+too) is `benchmarks/checkpoint_matrix.py`.
 """
 
 from __future__ import annotations
@@ -107,6 +108,11 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Matrix:
                 "gpt2-megatron-4",
                 ["--resume", f"{gpt2_ck}/step-2", "--check"],
             ),
+            (  # weights only: another optimizer is --init's purpose, not an error
+                "gpt2-megatron4-inits-sgd",
+                "gpt2-megatron-4",
+                ["--steps", "1", "--optimizer", "sgd", "--init", f"{gpt2_ck}/step-2"],
+            ),
         ],
     }
     out = Matrix(directory)
@@ -180,3 +186,13 @@ def test_the_plain_module_loads_a_pipelined_checkpoint_of_weight_parts(matrix: M
     got, before = module.state_dict()[key], fresh.state_dict()[key]
     assert got.shape == before.shape == (32, 96)
     assert not torch.equal(got, before), "c_attn did not change in training"
+
+
+def test_init_takes_the_weights_only(matrix: Matrix) -> None:
+    """`--init` of an Adam checkpoint into an SGD run is accepted (a fresh optimizer, step 0), and
+    its first loss is that of the checkpoint's weights: the uninterrupted run's step 3."""
+    section = matrix.section("gpt2-megatron4-inits-sgd")
+    assert section.endswith(": exit 0"), section
+    assert "(--init: a fresh optimizer)" in section and "SGD" in section, section
+    first = matrix.losses("gpt2-megatron4-inits-sgd")[1]
+    assert abs(float(first) - float(matrix.losses("gpt2-pipelined-saves")[3])) <= 1e-6 + 1e-9, section
