@@ -9,8 +9,10 @@ Megatron/data-parallel towers, 2 ranks), the zoo BERT data parallel on 2 ranks (
 Per case: the exit status (torchrun's), whether the outcome is the one wanted (a refusal with
 one located line, or an accept that does what was asked), whether any process of unityc or the
 generated program printed a Python traceback (torchrun's own launcher traceback after a failed
-worker is counted apart: it is torchrun's, printed whatever the workers do), whether it ran
-past the collective `--timeout` (a hang), and the line the user reads. Runs on CPU with gloo;
+worker is counted apart: it is torchrun's, printed whatever the workers do), whether torchrun's
+summary names the cause (no failure in it reads "To enable traceback": every failed rank wrote
+its error file; a miss makes the case not as wanted), whether it ran past the collective
+`--timeout` (a hang), and the line the user reads. Runs on CPU with gloo;
 torchrun cases take 10-40 s each on a loaded 2-core machine.
 """
 
