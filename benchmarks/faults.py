@@ -1,7 +1,7 @@
 """Fault injection against generated training programs and the commands (issue 27): hostile
 cases a new user would try, each run for real, and a table of what came out.
 
-    .venv/bin/python benchmarks/faults.py [--only SUBSTRING] [--timeout 20]
+    .venv/bin/python benchmarks/faults.py [--only SUBSTRING] [--start K] [--stop L] [--json rows.json]
 
 Programs: the hand-written tiny plan (tests/filecheck/codegen/Inputs/tiny_mlp_plan.mlir, two
 Megatron/data-parallel towers, 2 ranks), the zoo BERT data parallel on 2 ranks (an embedding of
@@ -9,8 +9,10 @@ Megatron/data-parallel towers, 2 ranks), the zoo BERT data parallel on 2 ranks (
 Per case: the exit status (torchrun's), whether the outcome is the one wanted (a refusal with
 one located line, or an accept that does what was asked), whether any process of unityc or the
 generated program printed a Python traceback (torchrun's own launcher traceback after a failed
-worker is counted apart: it is torchrun's, printed whatever the workers do), whether it ran
-past the collective `--timeout` (a hang), and the line the user reads. Runs on CPU with gloo;
+worker is counted apart: it is torchrun's, printed whatever the workers do), whether torchrun's
+summary names the cause (no failure in it reads "To enable traceback": every failed rank wrote
+its error file; a miss makes the case not as wanted), whether it ran past the collective
+`--timeout` (a hang), and the line the user reads. Runs on CPU with gloo;
 torchrun cases take 10-40 s each on a loaded 2-core machine.
 """
 
@@ -124,6 +126,8 @@ class Outcome:
     launcher_traceback: bool
     seconds: float
     extra_ok: bool = True
+    cause_named: bool = True
+    """torchrun's summary (if it printed one) names the worker's error, not "To enable traceback"."""
 
 
 @dataclass(frozen=True)
@@ -190,9 +194,11 @@ def launched(
         ranks = rank_logs(logs)
         text = "\n".join(f"[rank {r}] {log.stdout}{log.stderr}" for r, log in sorted(ranks.items()))
         program_tb = any("Traceback" in log.stdout + log.stderr for log in ranks.values())
-        return Outcome(
+        outcome = Outcome(
             status, text + "\n" + agent, program_tb, "Traceback" in agent, time.monotonic() - start
         )
+        outcome.cause_named = "To enable traceback" not in agent
+        return outcome
 
     return run
 
@@ -214,6 +220,107 @@ def signal_ranks(signum: int, ranks: tuple[int, ...]) -> Callable[[subprocess.Po
                 os.kill(pids[ranks[0]], signal.SIGKILL)
 
     return act
+
+
+def signal_launcher(signum: int) -> Callable[[subprocess.Popen[str], Path], None]:
+    """`signum` to torchrun alone (a scheduler's SIGTERM, or kill -INT of its pid): it forwards it."""
+
+    def act(process: subprocess.Popen[str], logs: Path) -> None:
+        os.kill(process.pid, signum)
+
+    return act
+
+
+def saved(folder: str, then_: Callable[[Path], Outcome]) -> Callable[[Path], Outcome]:
+    """`then_`, which must also leave a complete checkpoint named by `folder`/latest."""
+
+    def run(work: Path) -> Outcome:
+        outcome = then_(work)
+        latest = work / folder / "latest"
+        complete = latest.is_file() and (work / folder / latest.read_text().strip() / ".metadata").is_file()
+        outcome.extra_ok = outcome.extra_ok and complete
+        outcome.text += f"\n{folder}/latest: " + (latest.read_text().strip() if complete else "MISSING")
+        return outcome
+
+    return run
+
+
+LOSS = re.compile(r"^step (\d+): loss ([0-9.]+)", re.MULTILINE)
+KILL_STEPS = 30
+
+
+def losses(outcome: Outcome) -> dict[int, str]:
+    return {int(step): loss for step, loss in LOSS.findall(outcome.text)}
+
+
+def kill_mid_save(folder: Path, seen: list[str]) -> Callable[[subprocess.Popen[str], Path], None]:
+    """SIGKILL of torchrun and every worker at once while a save of step >= 3 is half-written
+    (its `.step-<k>.partial` folder exists)."""
+
+    def act(process: subprocess.Popen[str], logs: Path) -> None:
+        pids = [process.pid, *workers(process.pid).values()]  # torchrun's workers: sessions of their own
+        deadline = time.monotonic() + LIMIT_S
+        while time.monotonic() < deadline and process.poll() is None:
+            with contextlib.suppress(OSError):
+                partial = [e.name for e in os.scandir(folder) if e.name.endswith(".partial")]
+                if partial and int(partial[0].split("-")[1].split(".")[0]) >= 3:
+                    for pid in pids:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGKILL)
+                    seen.append(partial[0])
+                    return
+            time.sleep(0.0005)
+
+    return act
+
+
+def killed_during_save(work: Path) -> Outcome:
+    """An uninterrupted run, a run saving every step SIGKILLed (launcher and workers) during a
+    save, then `--resume ck` (the --save folder): it must resume from the newest complete step
+    and print the uninterrupted run's losses from there on."""
+    train = ("--steps", str(KILL_STEPS), "--optimizer", "adam", "--log-every", "1", *TO)
+    folder = work / "ck-kill"
+    shutil.rmtree(folder, ignore_errors=True)
+    uninterrupted = launched(T, 2, *train)(work)
+    seen: list[str] = []
+    killed = launched(
+        T, 2, *train, "--save", str(folder), "--save-every", "1", action=kill_mid_save(folder, seen)
+    )(work)
+    complete = sorted(int(p.name[5:]) for p in folder.glob("step-*") if (p / ".metadata").is_file())
+    resumed = launched(T, 2, *train, "--resume", str(folder))(work)
+    want, got = losses(uninterrupted), losses(resumed)
+    at = re.search(r"resumed at step (\d+)", resumed.text)
+    start = int(at[1]) if at else 0
+    newest = bool(complete) and start == complete[-1]
+    same = bool(got) and sorted(got) == list(range(start + 1, KILL_STEPS + 1))
+    same = same and all(got[k] == want.get(k) for k in got)
+    differ = next((k for k in sorted(got) if got[k] != want.get(k)), None)
+    resumed.text += (
+        f"\nkilled during the save of {seen[0] if seen else 'NOTHING (no save caught)'}; complete steps "
+        f"{complete}; resumed at step {start}; steps {start + 1}-{KILL_STEPS} "
+        + ("repeat the uninterrupted losses" if same else f"DIFFER (first at step {differ})")
+    )
+    resumed.extra_ok = bool(seen) and killed.status not in (0, None) and start >= 2 and newest and same
+    resumed.program_traceback = any(o.program_traceback for o in (uninterrupted, killed, resumed))
+    resumed.seconds += uninterrupted.seconds + killed.seconds
+    return resumed
+
+
+def init_other_optimizer(work: Path) -> Outcome:
+    """`--init` of an Adam checkpoint (step 2) into an SGD run: the weights only, so it is
+    accepted, and its step 1 loss is the Adam run's step 3 loss (the same weights)."""
+    adam = launched(
+        T, 2, "--steps", "3", "--optimizer", "adam", "--log-every", "1", "--resume", "{work}/ck-adam", *TO
+    )
+    first = adam(work)
+    sgd = launched(T, 2, "--steps", "1", "--optimizer", "sgd", "--lr", "0.5", "--init", "{work}/ck-adam", *TO)
+    outcome = sgd(work)
+    want, got = losses(first).get(3), losses(outcome).get(1)
+    outcome.extra_ok = first.status == 0 and want is not None and got == want
+    outcome.text += f"\nstep 1 loss {got} after --init; the Adam run's step 3 loss {want}"
+    outcome.program_traceback = outcome.program_traceback or first.program_traceback
+    outcome.seconds += first.seconds
+    return outcome
 
 
 def kill_launcher(process: subprocess.Popen[str], logs: Path) -> None:
@@ -487,6 +594,18 @@ def cases() -> list[Case]:
             "a checkpoint of another model?",
         ),
         (
+            "--init an Adam checkpoint into an SGD run",
+            init_other_optimizer,
+            "accepted",
+            "--init: a fresh optimizer",
+        ),
+        (
+            "SIGKILL of everything during a save, then --resume DIR",
+            killed_during_save,
+            "accepted",
+            "repeat the uninterrupted losses",
+        ),
+        (
             "--resume DIR past a killed save",
             prepare(half_written, resume(*adam, "--resume", "{work}/ck-half")),
             "accepted",
@@ -541,6 +660,24 @@ def cases() -> list[Case]:
             launched(T, 2, *long, action=signal_ranks(signal.SIGINT, (0, 1))),
             "refused",
             "rank 0: stopped by SIGINT after step",
+        ),
+        (
+            "SIGTERM to torchrun with --save",
+            saved(
+                "ck-tterm",
+                launched(T, 2, *long, "--save", "{work}/ck-tterm", action=signal_launcher(signal.SIGTERM)),
+            ),
+            "refused",
+            "stopped by SIGTERM after step",
+        ),
+        (
+            "SIGINT to torchrun with --save",
+            saved(
+                "ck-tint",
+                launched(T, 2, *long, "--save", "{work}/ck-tint", action=signal_launcher(signal.SIGINT)),
+            ),
+            "refused",
+            "stopped by SIGINT after step",
         ),
         ("kill -9 of torchrun", launched(T, 2, *long, action=kill_launcher), "refused", "the launcher (pid"),
         (
@@ -658,7 +795,7 @@ def judge(case: Case, outcome: Outcome) -> tuple[bool, str]:
         ok = outcome.status == 0 and bool(lines)
     else:
         ok = outcome.status not in (0, None) and bool(lines)
-    return ok and outcome.extra_ok and not outcome.program_traceback, shown
+    return ok and outcome.extra_ok and outcome.cause_named and not outcome.program_traceback, shown
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -666,14 +803,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="run the cases whose name contains this")
     parser.add_argument("--json", help="also write the rows as JSON to this file")
     parser.add_argument("--start", type=int, default=1, help="the first case to run (1-based)")
+    parser.add_argument("--stop", type=int, default=0, help="the last case to run (0: the last one)")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="unityc-faults-"))
     build(work)
     rows = []
-    columns = "# | case | wanted | exit | as wanted | program traceback | torchrun's traceback | hang | s"
+    columns = "# | case | wanted | exit | as wanted | program traceback | torchrun's traceback | cause named"
+    columns += " | hang | s"
     print(f"| {columns} | what the user reads |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    chosen = [(i, c) for i, c in enumerate(cases()) if args.only in c.name and i + 1 >= args.start]
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    last = args.stop or len(cases())
+    chosen = [(i, c) for i, c in enumerate(cases()) if args.only in c.name and args.start <= i + 1 <= last]
     for i, case in chosen:
         outcome = case.run(work)
         ok, shown = judge(case, outcome)
@@ -685,6 +825,7 @@ def main(argv: list[str] | None = None) -> int:
             "ok": ok,
             "program_traceback": outcome.program_traceback,
             "launcher_traceback": outcome.launcher_traceback,
+            "cause_named": outcome.cause_named,
             "hang": outcome.status is None,
             "seconds": round(outcome.seconds, 1),
             "line": shown,
@@ -694,6 +835,7 @@ def main(argv: list[str] | None = None) -> int:
             "yes" if ok else "NO",
             "YES" if outcome.program_traceback else "no",
             "yes" if outcome.launcher_traceback else "no",
+            "yes" if outcome.cause_named else "NO",
             "YES" if outcome.status is None else "no",
         ]
         cells = [
@@ -710,7 +852,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n{len(rows)} cases: {len(rows) - len(bad)} as wanted, {sum(r['program_traceback'] for r in rows)} "
         f"with a traceback from unityc or the program, {sum(r['hang'] for r in rows)} hangs, "
-        f"{sum(r['launcher_traceback'] for r in rows)} with torchrun's own launcher traceback"
+        f"{sum(r['launcher_traceback'] for r in rows)} with torchrun's own launcher traceback "
+        f"({sum(not r['cause_named'] for r in rows)} of them not naming the worker's error)"
     )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

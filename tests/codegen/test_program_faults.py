@@ -234,26 +234,32 @@ def no_traceback(logs: Path) -> None:
 
 @pytest.mark.torchrun
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds torchrun's workers in /proc")
-@pytest.mark.parametrize(("signum", "targets"), [(signal.SIGTERM, (1,)), (signal.SIGINT, (0, 1))])
+@pytest.mark.parametrize(("signum", "group"), [(signal.SIGTERM, False), (signal.SIGINT, True)])
 def test_a_signal_finishes_the_step_saves_and_stops_every_rank(
-    program: Path, tmp_path: Path, signum: int, targets: tuple[int, ...]
+    program: Path, tmp_path: Path, signum: int, group: bool
 ) -> None:
-    """SIGTERM to rank 1 alone (a scheduler's preemption notice), or SIGINT to every worker (a
-    Ctrl-C): every rank stops after the same step, a checkpoint of it is saved and named
-    `latest`, and every rank exits 128 + the signal, one line, no traceback (was:
-    KeyboardInterrupt and gloo tracebacks on every rank, nothing saved)."""
+    """SIGTERM to rank 1 alone (a scheduler's preemption notice), or SIGINT to torchrun and
+    every worker at once (a Ctrl-C in the terminal: torchrun forwards it as well): every rank
+    stops after the same step, a checkpoint of it is saved and named `latest`, and every rank
+    exits 128 + the signal, one line, no traceback (was: KeyboardInterrupt and gloo tracebacks
+    on every rank, nothing saved). torchrun's summary names the signal as the cause (was: "To
+    enable traceback see ..."); after a Ctrl-C torchrun prints its own SignalException instead."""
     logs, ck = tmp_path / "logs", tmp_path / "ck"
     process = start(program, ["--steps", "1000000", "--log-every", "1000", "--save", str(ck)], logs)
     try:
         ranks = first_step(process, logs)
-        for rank in targets:
-            os.kill(ranks[rank], signum)
+        if group:
+            os.killpg(process.pid, signum)
+        else:
+            os.kill(ranks[1], signum)
         agent, _ = process.communicate(timeout=300)
     finally:
         kill_group(process)
-    codes = dict(FAILURE.findall(agent))
-    assert codes == {"0": str(128 + signum), "1": str(128 + signum)}, agent
     name = signal.Signals(signum).name
+    if not group:
+        codes = dict(FAILURE.findall(agent))
+        assert codes == {"0": str(128 + signum), "1": str(128 + signum)}, agent
+        assert f": stopped by {name} after step " in agent.split("Root Cause")[1], agent
     stderr = rank_logs(logs)[0].stderr
     assert f"rank 0: stopped by {name} after step " in stderr, stderr
     latest = (ck / "latest").read_text().strip()
@@ -283,12 +289,14 @@ def test_workers_stop_when_torchrun_is_killed(program: Path, tmp_path: Path) -> 
 
 def failed(run: Run, *lines: str) -> None:
     """The run failed with `lines` on the stderr of the ranks that found it (one line each, no
-    traceback), and torchrun's summary shows the first line as the cause."""
+    traceback), and torchrun's summary shows the first line as the cause and no failure without
+    its error file ("To enable traceback see ...")."""
     assert run.returncode not in (0, None), run.report()
     for line in lines:
         rank = int(line.split(":", 1)[0].removeprefix("rank "))
         assert line in run.ranks[rank].stderr, run.report()
     assert f"traceback : {lines[0]}" in run.agent, run.agent
+    assert "To enable traceback" not in run.agent, run.agent  # every failed rank wrote its error file
     for rank, log in run.ranks.items():
         assert "Traceback" not in log.stderr, f"rank {rank}:\n{log.stderr}"
 
@@ -297,7 +305,8 @@ def failed(run: Run, *lines: str) -> None:
 def test_resume_checks_what_the_checkpoint_recorded(program: Path, tmp_path: Path) -> None:
     """A checkpoint saved with Adam: resuming with SGD is refused naming the difference, unless
     --reset-optimizer; `--resume` takes the --save folder (its newest complete step, not a
-    half-written one); a truncated data file is named (was: CheckpointException traceback)."""
+    half-written one); a truncated data file is named (was: CheckpointException traceback).
+    (`--init` with another optimizer: test_checkpoint_matrix.)"""
     ck = tmp_path / "ck"
     saved = torchrun(program, 2, "--steps", "2", "--optimizer", "adam", "--save", str(ck))
     assert saved.returncode == 0, saved.report()
@@ -310,7 +319,17 @@ def test_resume_checks_what_the_checkpoint_recorded(program: Path, tmp_path: Pat
     )
     failed(other, f"rank 0: error: {differs}", f"rank 1: error: {differs}")
     reset = torchrun(
-        program, 2, "--steps", "3", "--optimizer", "sgd", "--resume", str(ck), "--reset-optimizer"
+        program,
+        2,
+        "--steps",
+        "3",
+        "--optimizer",
+        "sgd",
+        "--resume",
+        str(ck),
+        "--reset-optimizer",
+        "--log-every",
+        "1",
     )
     assert reset.returncode == 0 and "resumed at step 2" in reset.output, reset.report()
     data = sorted((ck / "step-2").glob("*.distcp"))[-1]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from strategies import build
-from torchrun import TIMEOUT_S, Run, torchrun, without_compiler, write_program
+from torchrun import TIMEOUT_S, Run, sections, torchrun, without_compiler, write_program
 
 from unityc.dialects.container import graph_function
 from unityc.dialects.precision import BF16_MIXED as BF16
@@ -30,6 +30,7 @@ from unityc.frontend import ModelSpec, import_model
 from unityc.tools import demo
 
 pytestmark = pytest.mark.torchrun
+_sections = sections  # the name the sibling test modules import
 
 PLAN_DIR = Path(__file__).parent.parent / "filecheck" / "codegen" / "Inputs"
 FLOAT64 = ("--float64", "--tolerance", "1e-9")
@@ -172,20 +173,6 @@ def _megatron(
     done = _opt(str(plan), "-t", "torch", "-o", str(program))
     assert done.returncode == 0, done.stderr
     return program
-
-
-def _sections(output: str) -> dict[str, str]:
-    sections: dict[str, str] = {}
-    name = None
-    for line in output.splitlines():
-        if line.startswith("=== ") and name is None:
-            name, lines = line[4:], []
-        elif name is not None and line.startswith(f"=== {name}: exit "):
-            sections[name] = "\n".join([*lines, line])
-            name = None
-        elif name is not None:
-            lines.append(line)
-    return sections
 
 
 @pytest.fixture(scope="module")

@@ -144,6 +144,23 @@ def torchrun(
         return Run(name, returncode, agent, rank_logs(Path(logs)))
 
 
+def sections(output: str) -> dict[str, str]:
+    """The output of each program of a batch (`unityc.runtime.batch`) by name, from its
+    `=== name` line to its `=== name: exit N` line (a program the batch never finished: absent)."""
+    found: dict[str, str] = {}
+    name = None
+    lines: list[str] = []
+    for line in output.splitlines():
+        if line.startswith("=== ") and name is None:
+            name, lines = line[4:], []
+        elif name is not None and line.startswith(f"=== {name}: exit "):
+            found[name] = "\n".join([*lines, line])
+            name = None
+        elif name is not None:
+            lines.append(line)
+    return found
+
+
 def wait_for(predicate: Callable[[], bool], limit_s: float, poll_s: float = 0.2) -> float | None:
     """Seconds until `predicate()` held (None: not within `limit_s`)."""
     start = time.monotonic()

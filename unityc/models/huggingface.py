@@ -67,7 +67,14 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     # an encoder-decoder (T5, BART) trains on its own `labels=` loss: its decoder reads the
     # labels shifted right (T5's `_shift_right`), so there is no loss without them
     seq2seq = bool(getattr(config, "is_encoder_decoder", False))
-    defaults = {**_current(config), **sizes, "mask": name in ALIASES, "attn": "eager", "own_loss": seq2seq}
+    defaults = {
+        **_current(config),
+        **sizes,
+        "mask": name in ALIASES,
+        "attn": "eager",
+        "own_loss": seq2seq,
+        "dropout": 0.1,
+    }
     images = hasattr(config, "image_size") and not hasattr(config, "vocab_size")
     for text_only in ("vocab", "seq", "mask", "own_loss") if images else ():
         defaults.pop(text_only, None)
@@ -92,7 +99,7 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
         "attn_pdrop",
     ):
         if hasattr(config, p):
-            setattr(config, p, 0.1)
+            setattr(config, p, settings["dropout"])
     model = _model_for(transformers, config, model_name, spec.model)
     batch = spec.batch or BATCH[spec.config]
     if images:

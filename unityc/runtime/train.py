@@ -279,6 +279,7 @@ def main(
     except Interrupted as e:
         if rank == 0:
             print(f"rank {rank}: {e}", file=sys.stderr, flush=True)
+        record_error(f"rank {rank}: {e}")  # torchrun's summary: the signal, not "To enable traceback"
         status = e.status
     except STOPPING as e:
         report(rank, e)
@@ -313,21 +314,30 @@ def accumulated_outputs(parts: list[list[Any]]) -> list[Any]:
 
 def report(rank: int, error: Exception) -> None:
     """This rank's error in one line on stderr and in torchrun's error file (its summary then
-    names it as the cause); an error another rank reports is left to it."""
-    if isinstance(error, RunError) and error.quiet:
-        return
+    names it as the cause, whichever failed rank it picks); an error another rank prints as well
+    (`RunError.quiet`) goes to the error file only."""
     line = f"rank {rank}: error: {error}"
-    print(line, file=sys.stderr, flush=True)
     record_error(line)
+    if not (isinstance(error, RunError) and error.quiet):
+        print(line, file=sys.stderr, flush=True)
 
 
-def record_error(line: str) -> None:
+SECONDARY_S = 5
+"""How much later than now an error caused by another rank's failure is dated in torchrun's
+error file: its summary names the failure with the earliest date as the root cause, and dates
+are whole seconds (a rank killed by a signal writes no file; torchrun dates it when it notices)."""
+
+
+def record_error(line: str, later_s: int = 0) -> None:
     """`line` in torchrun's error file for this rank (what `torch.distributed.elastic`'s
-    `@record` writes, without the traceback): torchrun's summary shows it as the cause."""
+    `@record` writes, without the traceback): torchrun's summary shows it as the cause, or as
+    one of the other failures when another rank's is dated earlier (`later_s`: an error this
+    rank only suffered, such as a peer gone, is dated later so that the peer's is the cause)."""
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path:
         return
-    record = {"message": line, "extraInfo": {"py_callstack": line, "timestamp": str(int(time.time()))}}
+    stamp = str(int(time.time()) + later_s)
+    record = {"message": line, "extraInfo": {"py_callstack": line, "timestamp": stamp}}
     try:
         with open(path, "w") as f:
             json.dump({"message": record}, f)
@@ -370,8 +380,9 @@ def fail_collective(heartbeat: Heartbeat, error: RuntimeError) -> None:
         raise error
     line = launcher_gone(heartbeat.rank) or f"error: {heartbeat.diagnose(error)}"
     print(line, file=sys.stderr, flush=True)
-    if kind == "timeout":  # the peer that stopped writes nothing: this is the cause to name
-        record_error(line)
+    # A peer that stopped writes nothing: this is the cause to name. A peer that died wrote its
+    # own error (or torchrun names its signal): this rank's line is dated after it.
+    record_error(line, 0 if kind == "timeout" else SECONDARY_S)
     sys.stdout.flush()
     os._exit(1)
 
@@ -425,7 +436,7 @@ class Trainer:
         self.params = self.zero.params()
         self.optimizer = spec.build(self.params)
         self.start_step = 0
-        initial = self.initial_checkpoint()
+        initial = self.initial = self.initial_checkpoint()
         if initial:
             held, flats = self.zero.held()
             with_state = args.resume and not args.reset_optimizer
@@ -465,7 +476,9 @@ class Trainer:
 
     def initial_checkpoint(self) -> str | None:
         """The checkpoint of --resume or --init (a --save folder: its newest complete step),
-        its record checked against this run's options (CheckpointError naming a difference)."""
+        its record checked against this run's options (CheckpointError naming a difference).
+        --init takes the weights only (a fine-tuning start: a fresh optimizer at step 0), so the
+        optimizer, learning rate and schedule it was saved with are not compared."""
         args = self.args
         given = args.resume or args.init
         if not given:
@@ -574,7 +587,8 @@ class Trainer:
                     if self.plan.precision != "fp32" and not args.float64
                     else ""
                 )
-                + (f", resumed at step {self.start_step}" if self.start_step else ""),
+                + (f", resumed at step {self.start_step}" if self.start_step else "")
+                + (f", weights from {self.initial} (--init: a fresh optimizer)" if args.init else ""),
                 flush=True,
             )
         times: list[float] = []
