@@ -16,7 +16,7 @@ the plain module, `--rounds` times after warm-up, so that both see the same mach
 | zero1 | ZeRO-1 | DDP + `ZeroRedundancyOptimizer` |
 | zero2 | ZeRO-2 | FSDP2 `fully_shard` per layer + root, `reshard_after_forward=False` |
 | zero3 | ZeRO-3 | FSDP2 `fully_shard` per layer + root, `reshard_after_forward=True` |
-| recompute | data-parallel, every op recomputed | DDP over the module with `torch.utils.checkpoint` per layer |
+| recompute | data-parallel, every op recomputed | DDP, `torch.utils.checkpoint` per layer |
 
 Prints the median step time of each (slowest rank per step), the cost model's estimate of the
 plan, and the ratio unityc / torch; the target is at most 1.05. The machine load (1-minute
@@ -43,17 +43,36 @@ HERE = Path(__file__).resolve().parent
 MODELS = {
     "llama": (
         "hf:llama",
-        (("hidden", "256"), ("layers", "4"), ("heads", "8"), ("kv_heads", "4"), ("ffn", "512"),
-         ("vocab", "1024"), ("seq", "64")),
+        (
+            ("hidden", "256"),
+            ("layers", "4"),
+            ("heads", "8"),
+            ("kv_heads", "4"),
+            ("ffn", "512"),
+            ("vocab", "1024"),
+            ("seq", "64"),
+        ),
     ),
     "bert": (
         "hf:bert",
-        (("hidden", "256"), ("layers", "4"), ("heads", "8"), ("ffn", "1024"), ("vocab", "1024"),
-         ("seq", "64")),
+        (
+            ("hidden", "256"),
+            ("layers", "4"),
+            ("heads", "8"),
+            ("ffn", "1024"),
+            ("vocab", "1024"),
+            ("seq", "64"),
+        ),
     ),
 }
 # pair -> (ZeRO stage, recompute every op)
-PAIRS = {"dp": (0, False), "zero1": (1, False), "zero2": (2, False), "zero3": (3, False), "recompute": (0, True)}
+PAIRS = {
+    "dp": (0, False),
+    "zero1": (1, False),
+    "zero2": (2, False),
+    "zero3": (3, False),
+    "recompute": (0, True),
+}
 TORCH_NAMES = {
     "dp": "DDP",
     "zero1": "ZeroRedundancyOptimizer",
@@ -116,7 +135,8 @@ def main() -> int:
         ]  # fmt: skip
         load = os.getloadavg()[0]
         started = time.perf_counter()
-        done = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True)
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
     print(done.stdout, end="")
     print(f"load average (1 min) {load:.2f} before, {os.getloadavg()[0]:.2f} after; "
           f"{time.perf_counter() - started:.0f} s wall")  # fmt: skip
@@ -248,7 +268,8 @@ def worker(args: argparse.Namespace) -> int:
 def report(args: argparse.Namespace, manifest: list[dict[str, Any]], world: int, backend: str,
            measured: dict[str, list[float]]) -> None:  # fmt: skip
     count = len(next(iter(measured.values())))
-    print(f"\n{args.model}, {world} ranks ({backend}), {count} steps each in alternating blocks of {args.steps}\n")
+    blocks = f"{count} steps each in alternating blocks of {args.steps}"
+    print(f"\n{args.model}, {world} ranks ({backend}), {blocks}\n")
     print("| pair | unityc median ms | estimate ms | torch | torch median ms | unityc / torch |")
     print("|---|---|---|---|---|---|")
     for entry in manifest:
