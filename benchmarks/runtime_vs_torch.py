@@ -19,7 +19,9 @@ the plain module, `--rounds` times after warm-up, so that both see the same mach
 | recompute | data-parallel, every op recomputed | DDP, `torch.utils.checkpoint` per layer |
 
 Prints the median step time of each (slowest rank per step), the cost model's estimate of the
-plan, and the ratio unityc / torch; the target is at most 1.05. The machine load (1-minute
+plan, and the ratio unityc / torch (the target is at most 1.05); then the median CPU time of a
+step summed over the ranks (every thread of each process: gloo's included) and its ratio, which
+other load on the machine disturbs less than the wall time. The machine load (1-minute
 average) before and after is printed too: on a shared machine the ratios matter, not the times.
 """
 
@@ -239,25 +241,28 @@ def worker(args: argparse.Namespace) -> int:
             entry["pair"], program.PLAN, program.build_reference, rank, world, device
         )
 
-    def block(step: Callable[[int], None], count: int) -> list[float]:
+    def block(step: Callable[[int], None], count: int) -> list[tuple[float, float]]:
         times = []
         for i in range(count):
             dist.barrier()
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             step(i)
-            times.append(time.perf_counter() - start)
+            times.append((time.perf_counter() - start, time.process_time() - cpu))
         return times
 
     for step in steps.values():
         block(step, args.warmup)
-    measured: dict[str, list[float]] = {name: [] for name in steps}
+    timed: dict[str, list[tuple[float, float]]] = {name: [] for name in steps}
     for _ in range(args.rounds):
         for name, step in steps.items():
-            measured[name] += block(step, args.steps)
-    for name, times in measured.items():
-        slowest = torch.tensor(times, dtype=torch.float64)
-        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        measured[name] = slowest.tolist()
+            timed[name] += block(step, args.steps)
+    measured: dict[str, tuple[list[float], list[float]]] = {}
+    for name, times in timed.items():
+        wall = torch.tensor([t[0] for t in times], dtype=torch.float64)
+        cpu = torch.tensor([t[1] for t in times], dtype=torch.float64)
+        dist.all_reduce(wall, op=dist.ReduceOp.MAX)  # the slowest rank's step
+        dist.all_reduce(cpu, op=dist.ReduceOp.SUM)  # every rank's CPU time (all its threads)
+        measured[name] = (wall.tolist(), cpu.tolist())
     if rank == 0:
         report(args, manifest, world, backend, measured)
     dist.barrier()
@@ -265,20 +270,29 @@ def worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def report(args: argparse.Namespace, manifest: list[dict[str, Any]], world: int, backend: str,
-           measured: dict[str, list[float]]) -> None:  # fmt: skip
-    count = len(next(iter(measured.values())))
+def report(
+    args: argparse.Namespace,
+    manifest: list[dict[str, Any]],
+    world: int,
+    backend: str,
+    measured: dict[str, tuple[list[float], list[float]]],
+) -> None:
+    count = len(next(iter(measured.values()))[0])
     blocks = f"{count} steps each in alternating blocks of {args.steps}"
     print(f"\n{args.model}, {world} ranks ({backend}), {blocks}\n")
-    print("| pair | unityc median ms | estimate ms | torch | torch median ms | unityc / torch |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| pair | unityc ms | estimate ms | torch | torch ms | unityc / torch "
+        "| unityc CPU ms | torch CPU ms | CPU ratio |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for entry in manifest:
         pair = entry["pair"]
-        ours = statistics.median(measured[f"unityc {pair}"])
-        theirs = statistics.median(measured[f"torch {pair}"])
+        ours, theirs = measured[f"unityc {pair}"], measured[f"torch {pair}"]
+        us, them = [statistics.median(t) for t in ours], [statistics.median(t) for t in theirs]
         print(
-            f"| {pair} | {ours * 1e3:.1f} | {entry['estimate'] * 1e3:.1f} | {TORCH_NAMES[pair]} "
-            f"| {theirs * 1e3:.1f} | {ours / theirs:.3f} |"
+            f"| {pair} | {us[0] * 1e3:.1f} | {entry['estimate'] * 1e3:.1f} | {TORCH_NAMES[pair]} "
+            f"| {them[0] * 1e3:.1f} | {us[0] / them[0]:.3f} | {us[1] * 1e3:.1f} | {them[1] * 1e3:.1f} "
+            f"| {us[1] / them[1]:.3f} |"
         )
 
 
