@@ -17,6 +17,9 @@ the plain module, `--rounds` times after warm-up, so that both see the same mach
 | zero2 | ZeRO-2 | FSDP2 `fully_shard` per layer + root, `reshard_after_forward=False` |
 | zero3 | ZeRO-3 | FSDP2 `fully_shard` per layer + root, `reshard_after_forward=True` |
 | recompute | data-parallel, every op recomputed | DDP, `torch.utils.checkpoint` per layer |
+| gpipe, 1f1b | 2 stages, 4 micro-batches | the LM split by hand, `ScheduleGPipe` / `Schedule1F1B` |
+
+(The pipelines are Llama's only: its decoder layers halved by hand, stage r on rank r.)
 
 Prints the median step time of each (slowest rank per step), the cost model's estimate of the
 plan, and the ratio unityc / torch (the target is at most 1.05); then the median CPU time of a
@@ -39,6 +42,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import torch
 
 HERE = Path(__file__).resolve().parent
 
@@ -75,12 +80,16 @@ PAIRS = {
     "zero3": (3, False),
     "recompute": (0, True),
 }
+SCHEDULES = ("gpipe", "1f1b")  # two stages, MICROBATCHES micro-batches
+MICROBATCHES = 4
 TORCH_NAMES = {
     "dp": "DDP",
     "zero1": "ZeroRedundancyOptimizer",
     "zero2": "FSDP2 (no reshard)",
     "zero3": "FSDP2",
     "recompute": "DDP + checkpoint",
+    "gpipe": "ScheduleGPipe by hand",
+    "1f1b": "Schedule1F1B by hand",
 }
 LR = 0.001
 
@@ -105,30 +114,47 @@ def main() -> int:
     from xdsl.dialects.builtin import StringAttr
 
     from unityc.codegen import emit_program
+    from unityc.cost.estimate import estimate_module
+    from unityc.dialects.source import make_context, parse_source
     from unityc.frontend import ModelSpec, import_model
     from unityc.graph import from_module, to_module
+    from unityc.machine import load_machine
     from unityc.machine.presets import preset
+    from unityc.passes.gpipe import GpipePass
     from unityc.search.baselines import zero
     from unityc.search.unity import UnityOptions
 
     pairs = [p for p in args.pairs.split(",") if p]
-    unknown = [p for p in pairs if p not in PAIRS]
+    known = (*PAIRS, *SCHEDULES)
+    unknown = [p for p in pairs if p not in known]
     if unknown:
-        print(f"error: unknown pair(s) {', '.join(unknown)} (known: {', '.join(PAIRS)})", file=sys.stderr)
+        print(f"error: unknown pair(s) {', '.join(unknown)} (known: {', '.join(known)})", file=sys.stderr)
+        return 2
+    if args.model != "llama" and any(p in SCHEDULES for p in pairs):
+        print("error: the pipelines are split by hand for the causal LM (llama) only", file=sys.stderr)
         return 2
     name, overrides = MODELS[args.model]
     machine = f"cpu:{args.nproc}"
     print(f"importing {name} {dict(overrides)} batch {args.batch} ...", flush=True)
-    graph = from_module(import_model(ModelSpec(name, "small", batch=args.batch, overrides=overrides)))
+    spec = ModelSpec(name, "small", batch=args.batch, overrides=overrides)
+    imported = import_model(spec)
+    graph = from_module(imported)
     with tempfile.TemporaryDirectory() as tmp:
         manifest = []
         for pair in pairs:
-            stage, recompute = PAIRS[pair]
-            planned = zero(graph, preset(machine), UnityOptions(optimizer="sgd"), None, stage, recompute)
-            planned.graph.module_attrs["unityc.machine"] = StringAttr(machine)
+            if pair in SCHEDULES:
+                module = parse_source(make_context(), str(imported), "model.mlir")
+                gpipe = GpipePass(machine=machine, stages=2, microbatches=MICROBATCHES, schedule=pair)
+                gpipe.apply(make_context(), module)
+                estimate = estimate_module(module, load_machine(machine)).iteration_s
+            else:
+                stage, recompute = PAIRS[pair]
+                planned = zero(graph, preset(machine), UnityOptions(optimizer="sgd"), None, stage, recompute)
+                planned.graph.module_attrs["unityc.machine"] = StringAttr(machine)
+                module, estimate = to_module(planned.graph), planned.estimate.iteration_s
             program = Path(tmp) / f"{pair}.py"
-            program.write_text(emit_program(to_module(planned.graph), source=f"{args.model}-{pair}"))
-            manifest.append({"pair": pair, "program": str(program), "estimate": planned.estimate.iteration_s})
+            program.write_text(emit_program(module, source=f"{args.model}-{pair}"))
+            manifest.append({"pair": pair, "program": str(program), "estimate": estimate})
         (Path(tmp) / "manifest.json").write_text(json.dumps(manifest))
         command = [
             sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}",
@@ -174,6 +200,8 @@ def torch_step(pair: str, plan: Any, build: Any, rank: int, world: int, device: 
 
     loaded = load_reference(plan.model, build)
     module = loaded.module.to(device)
+    if pair in SCHEDULES:
+        return _pipelined(pair, module, {k: v.to(device) for k, v in loaded.inputs.items()}, rank, device)
     shard = {k: v.chunk(world)[rank].to(device) for k, v in loaded.inputs.items()}
     if pair in ("zero2", "zero3"):
         reshard = pair == "zero3"
@@ -194,6 +222,68 @@ def torch_step(pair: str, plan: Any, build: Any, rank: int, world: int, device: 
     def step(_: int) -> None:
         loss = model(**shard)[0]
         loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+class _FirstHalf(torch.nn.Module):
+    """Stage 0 of a causal LM split by hand: the embedding and the first half of the decoder
+    layers; passes the attention mask on to stage 1."""
+
+    def __init__(self, base: Any):
+        super().__init__()
+        self.base = base
+
+    def forward(self, input_ids: Any, attention_mask: Any) -> Any:
+        return self.base(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state, attention_mask
+
+
+class _SecondHalf(torch.nn.Module):
+    """Stage 1: the other decoder layers, the final norm and the LM head (logits)."""
+
+    def __init__(self, base: Any, head: Any):
+        super().__init__()
+        self.base, self.head = base, head
+
+    def forward(self, hidden: Any, attention_mask: Any) -> Any:
+        return self.head(self.base(inputs_embeds=hidden, attention_mask=attention_mask).last_hidden_state)
+
+
+def _pipelined(
+    pair: str, wrapped: Any, inputs: dict[str, Any], rank: int, device: Any
+) -> Callable[[int], None]:
+    """The Hugging Face causal LM split by hand into two stages (rank r runs stage r) at half
+    its decoder layers, run by torch.distributed.pipelining's schedule of the pair, with the
+    same shifted cross-entropy as the plan's model (`_LossFirst`)."""
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    causal = wrapped.model
+    base, layers = causal.model, causal.model.layers
+    half = len(layers) // 2
+    if rank == 0:
+        base.layers = torch.nn.ModuleList(layers[:half])
+        base.norm = torch.nn.Identity()
+        module: Any = _FirstHalf(base)
+    else:
+        base.layers = torch.nn.ModuleList(layers[half:])
+        base.embed_tokens = None
+        module = _SecondHalf(base, causal.lm_head)
+    stage = PipelineStage(module, rank, 2, device)
+
+    def loss(logits: Any, labels: Any) -> Any:
+        scores, targets = logits[:, :-1], labels[:, 1:]
+        return torch.nn.functional.cross_entropy(scores.reshape(-1, scores.shape[-1]), targets.reshape(-1))
+
+    schedule = (ScheduleGPipe if pair == "gpipe" else Schedule1F1B)(stage, MICROBATCHES, loss_fn=loss)
+    optimizer = torch.optim.SGD(module.parameters(), lr=LR)
+
+    def step(_: int) -> None:
+        if rank == 0:
+            schedule.step(inputs["input_ids"], inputs["attention_mask"])
+        else:
+            schedule.step(target=inputs["labels"], losses=[])
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
@@ -227,8 +317,9 @@ def worker(args: argparse.Namespace) -> int:
     steps: dict[str, Callable[[int], None]] = {}
     for entry in manifest:
         program = _load(entry["program"])
-        trainer = Trainer(
-            program.PLAN, program.forward, program_args(program.PLAN, ["--lr", str(LR)]), backend, device,
+        forward = getattr(program, "PROGRAM", None) or program.forward  # PROGRAM: a pipelined program
+        trainer = getattr(forward, "trainer", Trainer)(
+            program.PLAN, forward, program_args(program.PLAN, ["--lr", str(LR)]), backend, device,
             None, program.build_reference,
         )  # fmt: skip
 
