@@ -250,7 +250,7 @@ class Zero:
             self.shards[key] = Shard(key, stage, piece, groups[ranks], ranks, comm.rank)
             if stage == 3:  # the whole piece is not kept
                 weights[key] = self.shards[key].shard
-        self.buckets = _buckets(list(self.shards.values()))
+        self.buckets = buckets_of(list(self.shards.values()))
         self.bucket_of = {s.key: b for b in self.buckets for s in b.shards}
         for key, shard in self.shards.items():
             if shard.stage == 2:
@@ -454,7 +454,7 @@ class Zero:
         return weights, grads, state
 
 
-def _buckets(shards: list[Shard]) -> list[Bucket]:
+def buckets_of(shards: list[Shard]) -> list[Bucket]:
     """The shards, in plan order, cut into buckets: a run of consecutive shards of one copy
     group, stage, dtype and layer (`layer_of`)."""
 
