@@ -212,7 +212,9 @@ def torch_step(pair: str, plan: Any, build: Any, rank: int, world: int, device: 
     else:
         if pair == "recompute":
             _checkpointed(module)
-        model = DistributedDataParallel(module)
+        # static_graph: BERT's pooler takes no part in the loss, and checkpointed layers
+        # re-enter autograd; DDP's static graph handles both at no per-step cost.
+        model = DistributedDataParallel(module, static_graph=True)
     params = list(model.parameters())
     if pair == "zero1":
         optimizer: Any = ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.SGD, lr=LR)
