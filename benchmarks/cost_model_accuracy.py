@@ -4,8 +4,9 @@
                                              [--profile FILE] [--four] [--only NAME ...]
 
 Every plan (serial, data, tensor/Megatron, reduction and hybrid parallelism of MLP, BERT and
-DLRM at sizes where a step takes milliseconds to a second, and the plans `--unity-search` finds
-for cpu:2 at those sizes) is estimated with `estimate_module`
+DLRM at sizes where a step takes milliseconds to a second; ZeRO-1/2/3, recomputation, GPipe and
+1F1B plans of BERT and the wide MLP; and the plans `--unity-search` finds for cpu:2 at those
+sizes) is estimated with `estimate_module`
 on its machine (`cpu:P`) and run with `-t torch` under torchrun (gloo); the table lists
 predicted and measured ms per iteration, and the summary gives Kendall's tau (do predictions
 rank plans as measurements do?) and the median relative error |predicted - measured| /
@@ -71,6 +72,13 @@ PLANS = [  # (plan, size)
     ("dlrm-data-2", "dlrm"),
     ("dlrm-hybrid-2", "dlrm"),
 ]
+# The memory levers and schedules (issue 31): ZeRO-1/2/3 and recomputation (the `zero{stage
+# recompute}` baseline) and two-stage pipelines (`gpipe{...}`, 4 micro-batches).
+LEVERED = [
+    (f"{model}-{kind}-2", size)
+    for model, size in (("bert", "bert"), ("mlp", "mlp-wide"))
+    for kind in ("zero1", "zero2", "zero3", "recompute", "gpipe", "1f1b")
+]
 SEARCHED = [("search-2", size) for size in ("mlp", "mlp-wide", "mlp-demo", "bert", "dlrm")]
 FOUR = [("mlp-hybrid-4", "mlp"), ("bert-heads-4", "bert"), ("dlrm-hybrid-4", "dlrm")]
 
@@ -133,6 +141,26 @@ def searched(size: str, nproc: int, tmp: Path):  # type: ignore[no-untyped-def]
     return read_module(str(plan))
 
 
+def levered(name: str, size: str):  # type: ignore[no-untyped-def]
+    """A `LEVERED` plan: the model at `size` through the `zero` or `gpipe` pass on cpu:P."""
+    from unityc.dialects.source import make_context
+    from unityc.frontend import ModelSpec, import_model
+    from unityc.passes.baselines import ZeroPass
+    from unityc.passes.gpipe import GpipePass
+
+    model, kind, nproc = name.rsplit("-", 2)
+    settings = dict(SIZES[size])
+    batch = int(settings.pop("batch"))
+    module = import_model(ModelSpec(model, "small", batch=batch, overrides=tuple(settings.items())))
+    machine = f"cpu:{nproc}"
+    if kind in ("gpipe", "1f1b"):
+        GpipePass(machine=machine, stages=2, microbatches=4, schedule=kind).apply(make_context(), module)
+        return module
+    stage = 0 if kind == "recompute" else int(kind.removeprefix("zero"))
+    ZeroPass(machine=machine, stage=stage, recompute=kind == "recompute").apply(make_context(), module)
+    return module
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=8, help="timed steps per plan (default 8)")
@@ -157,7 +185,7 @@ def main() -> int:
     from unityc.machine import load_machine
 
     cache = ProfileCache.load(args.profile) if args.profile else None
-    plans = PLANS + SEARCHED + (FOUR if args.four else [])
+    plans = PLANS + LEVERED + SEARCHED + (FOUR if args.four else [])
     if args.only:
         plans = [p for p in plans if p[0] in args.only]
     rows: list[tuple[str, str, float, dict[str, float]]] = []
@@ -166,7 +194,12 @@ def main() -> int:
         for name, size in tqdm(plans, desc="plans", unit="plan"):
             nproc = int(name.rsplit("-", 1)[1])
             is_search = name.startswith("search-")
-            module = searched(size, nproc, Path(tmp)) if is_search else build(name, **SIZES[size])
+            if is_search:
+                module = searched(size, nproc, Path(tmp))
+            elif (name, size) in LEVERED:
+                module = levered(name, size)
+            else:
+                module = build(name, **SIZES[size])
             predicted = estimate_module(module, load_machine(f"cpu:{nproc}"), args.cost, "sgd", cache)
             program = Path(tmp) / f"{name}-{size}.py"
             program.write_text(emit_program(module, source=f"{name}.mlir"))

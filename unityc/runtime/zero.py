@@ -10,22 +10,40 @@ shard only; the math is that of plain copies (both optimizers are element-wise).
   updated shards are all-gathered into the piece.
 * ZeRO-2: the piece stays whole; its gradient is reduce-scattered into the shard's gradient as
   soon as the backward has accumulated it (a post-accumulate-grad hook), and dropped.
-* ZeRO-3: only the shard is kept. Reading the weight in forward all-gathers it (`GatherWeight`,
-  whose backward reduce-scatters the gradient into the shard's); the forward drops the gathered
-  piece after its last use, and every tensor autograd saves from it is packed as a reference to
-  the weight (`saved_tensors_hooks`) and gathered again when the backward unpacks it.
+* ZeRO-3: only the shard is kept. Reading the weight in forward gathers it (`GatherWeight`,
+  whose backward hands the gradient to the weight's bucket); the forward drops the gathered piece
+  after its last use, and every tensor autograd saves from it is packed as a reference to the
+  weight (`saved_tensors_hooks`) and gathered again when the backward unpacks it.
+
+Buckets (FSDP2's techniques): a rank's ZeRO weights of one copy group, dtype and layer
+(consecutive in plan order, the layer being the key up to its first numeric component, e.g.
+`model.layers.3`) form a `Bucket` whose shards move in ONE collective: one all-gather of the
+concatenated shards (copied out weight by weight, as FSDP2's `foreach_all_gather_copy_out`), one
+reduce-scatter of the concatenated gradients. ZeRO-3's forward prefetches the next bucket of the
+same group (an async all-gather issued when the bucket before it is first read, as FSDP2's
+forward prefetch) and keeps the gathered bucket until another bucket is read (FSDP2 reshards
+after each layer's forward); the backward gathers a bucket on its first unpack, prefetches the
+bucket before it, and keeps it until every gathered read of the bucket has its gradient. A
+bucket's reduce-scatter (ZeRO-2/3) is issued asynchronously as soon as the backward has produced
+the gradient of every weight of it (FSDP2's post-backward reduce-scatter, overlapping the rest
+of the backward) and waited for after the backward (`after_sync`); a bucket whose weights did
+not all receive a gradient is reduce-scattered there. The updated shards of ZeRO-1/2 are
+all-gathered bucket by bucket after the optimizer step. Every rank of a copy group runs the
+same forward and backward, so every rank issues its group's collectives in the same order.
 
 Why not torch's own: `ZeroRedundancyOptimizer` shards by whole parameters (ranks own different
 parameters), and FSDP2's `fully_shard` shards `nn.Module` parameters along dim 0 and drives the
 gathers from module hooks; a generated program's forward is one function over pieces of
-weights, some held in copies by only a subset of ranks, so neither maps onto it. The collectives
-here are torch.distributed's `all_gather_single` and `reduce_scatter_single` on one process
-group per copy group, created by every rank in plan order.
+weights, some held in copies by only a subset of ranks, so neither maps onto it: this module
+does what FSDP2 does (above) over those pieces. The collectives are torch.distributed's
+`all_gather_single` and `reduce_scatter_single` on one process group per copy group, created by
+every rank in plan order.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import weakref
 from collections.abc import Iterator, Mapping
@@ -85,17 +103,107 @@ class Shard:
         return out
 
 
+def layer_of(key: str) -> str:
+    """The layer a weight key belongs to, for bucketing: the key up to its first numeric
+    component (`model.layers.3.mlp.up.weight` -> `model.layers.3`), '' outside numbered layers."""
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        if part.isdigit():
+            return ".".join(parts[: i + 1])
+    return ""
+
+
+class Bucket:
+    """ZeRO weights of one copy group, stage, dtype and layer whose shards move in one
+    collective: rank r's part of the gathered buffer is its shards concatenated (shard i at
+    `offsets[i]`), as FSDP2's flat all-gather input."""
+
+    def __init__(self, shards: list[Shard]):
+        self.shards = shards
+        self.group, self.n = shards[0].group, shards[0].n
+        self.offsets = list(itertools.accumulate((s.m for s in shards), initial=0))
+        self.m = self.offsets[-1]
+        self.reads = 0
+        """ZeRO-3: gathered reads of this step whose gradient the backward has not handed in."""
+        self.grads: dict[str, torch.Tensor] = {}
+        """Gradients of whole pieces handed in and not yet reduce-scattered, by key."""
+        self.pending: list[tuple[Any, torch.Tensor, frozenset[str]]] = []
+        """Reduce-scatters issued and not yet waited for: (work, this rank's part, keys)."""
+
+    def all_gather(self) -> tuple[Any, torch.Tensor]:
+        """Issues the all-gather of every shard of the bucket (async): (work, buffer)."""
+        local = (
+            torch.cat([s.shard.detach() for s in self.shards])
+            if len(self.shards) > 1
+            else self.shards[0].shard
+        )
+        out = torch.empty(self.n * self.m, dtype=local.dtype, device=local.device)
+        return dist.all_gather_single(out, local, group=self.group, async_op=True), out
+
+    def pieces(self, out: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The whole pieces, by key, from an all-gathered buffer (each copied out of the ranks'
+        parts, unless it is the bucket's only weight)."""
+        rows = out.view(self.n, self.m)
+        return {
+            s.key: rows[:, a : a + s.m].reshape(-1)[: s.numel].view(s.shape)
+            for s, a in zip(self.shards, self.offsets, strict=False)
+        }
+
+    def hand_in(self, key: str, grad: torch.Tensor) -> None:
+        """A gradient of a whole piece (summed with one handed in before); once every weight of
+        the bucket has one, they are reduce-scattered."""
+        held = self.grads.get(key)
+        self.grads[key] = grad if held is None else held + grad
+        if len(self.grads) == len(self.shards):
+            self.reduce_scatter()
+
+    def reduce_scatter(self) -> None:
+        """Issues the reduce-scatter (async) of the gradients handed in, zeros standing for the
+        weights without one (which get none)."""
+        if not self.grads:
+            return
+        like = next(iter(self.grads.values()))
+        flat = torch.zeros(self.n, self.m, dtype=like.dtype, device=like.device)
+        for s, a in zip(self.shards, self.offsets, strict=False):
+            grad = self.grads.get(s.key)
+            if grad is None:
+                continue
+            rows, whole = flat[:, a : a + s.m], s.numel // s.m  # rank r's shard is row r
+            g = grad.reshape(-1)
+            rows[:whole] = g[: whole * s.m].view(whole, s.m)
+            if whole < s.n and s.numel > whole * s.m:
+                rows[whole, : s.numel - whole * s.m] = g[whole * s.m :]
+        out = torch.empty(self.m, dtype=like.dtype, device=like.device)
+        work = dist.reduce_scatter_single(out, flat.view(-1), group=self.group, async_op=True)
+        self.pending.append((work, out, frozenset(self.grads)))
+        self.grads = {}
+
+    def finish(self) -> None:
+        """Waits for the reduce-scatters issued and adds each part to its shard's gradient."""
+        for work, out, keys in self.pending:
+            work.wait()
+            for s, a in zip(self.shards, self.offsets, strict=False):
+                if s.key in keys:
+                    part = out[a : a + s.m]
+                    s.shard.grad = part if s.shard.grad is None else s.shard.grad + part
+        self.pending.clear()
+
+
 class GatherWeight(torch.autograd.Function):
-    """ZeRO-3: the whole piece gathered from the shards; backward reduce-scatters."""
+    """ZeRO-3: the whole piece gathered from the shards (its bucket's, `Zero.forward_piece`);
+    the backward hands the gradient to the bucket, which reduce-scatters it into the shard's
+    gradient once the bucket is complete (`Zero.after_sync` waits), so the autograd gradient of
+    the shard is none."""
 
     @staticmethod
-    def forward(ctx: Any, shard: torch.Tensor, owner: Shard) -> torch.Tensor:  # type: ignore[override]
-        ctx.owner = owner
-        return owner.gathered()
+    def forward(ctx: Any, shard: torch.Tensor, zero: Zero, owner: Shard) -> torch.Tensor:  # type: ignore[override]
+        ctx.zero, ctx.owner = zero, owner
+        return zero.forward_piece(owner).view(owner.shape)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
-        return ctx.owner.scattered(grad), None
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, None, None]:  # type: ignore[override]
+        ctx.zero.hand_in(ctx.owner, grad)
+        return None, None, None
 
 
 class ForwardWeights(Mapping[str, torch.Tensor]):
@@ -108,7 +216,9 @@ class ForwardWeights(Mapping[str, torch.Tensor]):
         shard = self.zero.shards.get(key)
         if shard is None or shard.stage != 3:
             return self.zero.weights[key]
-        full = GatherWeight.apply(shard.shard, shard)
+        full = GatherWeight.apply(shard.shard, self.zero, shard)
+        if full.requires_grad:  # its gradient will be handed in
+            self.zero.bucket_of[key].reads += 1
         self.zero.live[id(full)] = (weakref.ref(full), shard)
         return full
 
@@ -140,8 +250,24 @@ class Zero:
             self.shards[key] = Shard(key, stage, piece, groups[ranks], ranks, comm.rank)
             if stage == 3:  # the whole piece is not kept
                 weights[key] = self.shards[key].shard
-            if stage == 2:
-                piece.register_post_accumulate_grad_hook(self._reduce_scatter(self.shards[key]))
+        self.buckets = buckets_of(list(self.shards.values()))
+        self.bucket_of = {s.key: b for b in self.buckets for s in b.shards}
+        for key, shard in self.shards.items():
+            if shard.stage == 2:
+                weights[key].register_post_accumulate_grad_hook(self._reduce_scatter(shard))
+        # ZeRO-3's gathered buckets: the next (previous) bucket of the same copy group and stage
+        # in plan order, which the forward (backward) prefetches.
+        self.after: dict[Bucket, Bucket] = {}
+        self.before: dict[Bucket, Bucket] = {}
+        last: dict[int, Bucket] = {}
+        for bucket in (b for b in self.buckets if b.shards[0].stage == 3):
+            group = id(bucket.group)
+            if group in last:
+                self.after[last[group]], self.before[bucket] = bucket, last[group]
+            last[group] = bucket
+        self.prefetched: dict[Bucket, tuple[Any, torch.Tensor]] = {}
+        self.forward_cache: dict[Bucket, dict[str, torch.Tensor]] = {}
+        self.backward_cache: dict[Bucket, dict[str, torch.Tensor]] = {}
         self.live: dict[int, tuple[weakref.ref[torch.Tensor], Shard]] = {}
         self.forward_weights = ForwardWeights(self)
 
@@ -163,13 +289,68 @@ class Zero:
         return [self.shards[k].shard if k in self.shards else p for k, p in self.weights.items()]
 
     def _reduce_scatter(self, shard: Shard) -> Any:
+        bucket = self.bucket_of[shard.key]
+
         def hook(piece: torch.Tensor) -> None:  # once per backward: per micro-batch in a pipeline
             assert piece.grad is not None
-            scattered = shard.scattered(piece.grad)
-            shard.shard.grad = scattered if shard.shard.grad is None else shard.shard.grad + scattered
+            bucket.hand_in(shard.key, piece.grad)
             piece.grad = None
 
         return hook
+
+    # --- ZeRO-3's gathers ------------------------------------------------------------------
+
+    def forward_piece(self, shard: Shard) -> torch.Tensor:
+        """The whole piece a forward read gets: from its bucket, gathered (or waited for, if
+        prefetched) on the bucket's first read, which also prefetches the next bucket and drops
+        the others (FSDP2 reshards after each layer's forward)."""
+        bucket = self.bucket_of[shard.key]
+        pieces = self.forward_cache.get(bucket)
+        if pieces is None:
+            pieces = self._gathered(bucket)
+            self.forward_cache = {bucket: pieces}
+            self._prefetch(self.after.get(bucket))
+        return pieces[shard.key]
+
+    def _unpack_piece(self, shard: Shard) -> torch.Tensor:
+        """The whole piece a saved tensor of the backward refers to: its bucket gathered on the
+        bucket's first unpack (which prefetches the bucket before it) and kept until the
+        gradients of all its reads are handed in."""
+        bucket = self.bucket_of[shard.key]
+        pieces = self.backward_cache.get(bucket)
+        if pieces is None:
+            pieces = self._gathered(bucket)
+            self.backward_cache[bucket] = pieces
+            before = self.before.get(bucket)
+            if before not in self.backward_cache:
+                self._prefetch(before)
+        return pieces[shard.key]
+
+    def _gathered(self, bucket: Bucket) -> dict[str, torch.Tensor]:
+        work, out = self.prefetched.pop(bucket) if bucket in self.prefetched else bucket.all_gather()
+        work.wait()
+        return bucket.pieces(out)
+
+    def _prefetch(self, bucket: Bucket | None) -> None:
+        if bucket is not None and bucket not in self.prefetched:
+            self.prefetched[bucket] = bucket.all_gather()
+
+    def hand_in(self, shard: Shard, grad: torch.Tensor) -> None:
+        """ZeRO-3: the gradient of one gathered read; the bucket's gathered pieces are dropped
+        once every read of it has its gradient."""
+        bucket = self.bucket_of[shard.key]
+        bucket.reads -= 1
+        bucket.hand_in(shard.key, grad)
+        if bucket.reads == 0:
+            self.backward_cache.pop(bucket, None)
+
+    def _drop_gathers(self) -> None:
+        """No gathered piece outlives a forward's or a step's weights: prefetches waited for
+        (every rank issued them) and dropped."""
+        for work, _ in self.prefetched.values():
+            work.wait()
+        self.prefetched.clear()
+        self.forward_cache.clear()
 
     # --- the step ------------------------------------------------------------------------
 
@@ -179,8 +360,11 @@ class Zero:
         if not any(s.stage == 3 for s in self.shards.values()):
             yield
             return
-        with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
-            yield
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
+                yield
+        finally:
+            self._drop_gathers()
         self.live.clear()
 
     def _pack(self, t: torch.Tensor) -> Any:
@@ -190,25 +374,37 @@ class Zero:
             return t
         return (entry[1], tuple(t.shape), t.stride(), t.storage_offset())
 
-    @staticmethod
-    def _unpack(packed: Any) -> torch.Tensor:
+    def _unpack(self, packed: Any) -> torch.Tensor:
         if isinstance(packed, torch.Tensor):
             return packed
         shard, shape, stride, offset = packed
-        return shard.gathered().as_strided(shape, stride, offset)
+        return self._unpack_piece(shard).as_strided(shape, stride, offset)
 
     def after_sync(self) -> None:
-        """ZeRO-1: each shard's gradient is its slice of the all-reduced whole gradient."""
+        """After the backward: the reduce-scatters of ZeRO-2/3 buckets issued (those not complete
+        yet) and waited for; ZeRO-1: each shard's gradient is its slice of the all-reduced whole
+        gradient."""
+        for bucket in self.buckets:
+            bucket.reduce_scatter()
+        for bucket in self.buckets:
+            bucket.finish()
+            bucket.reads = 0
+        self._drop_gathers()
+        self.backward_cache.clear()
         for shard in self.shards.values():
             if shard.stage == 1 and shard.full is not None and shard.full.grad is not None:
                 shard.shard.grad = shard.own_slice(shard.full.grad)
 
     @torch.no_grad()
     def after_step(self) -> None:
-        """ZeRO-1/2: the updated shards all-gathered into the whole pieces."""
-        for shard in self.shards.values():
-            if shard.full is not None:
-                shard.full.copy_(shard.gathered())
+        """ZeRO-1/2: the updated shards all-gathered into the whole pieces, bucket by bucket."""
+        issued = [(b, *b.all_gather()) for b in self.buckets if b.shards[0].full is not None]
+        for bucket, work, out in issued:
+            work.wait()
+            for key, piece in bucket.pieces(out).items():
+                full = self.shards[key].full
+                assert full is not None
+                full.copy_(piece)
 
     def zero_grad(self) -> None:
         for p in self.weights.values():
@@ -256,3 +452,19 @@ class Zero:
                     if name != "step" and isinstance(value, torch.Tensor):
                         state += value.numel() * size
         return weights, grads, state
+
+
+def buckets_of(shards: list[Shard]) -> list[Bucket]:
+    """The shards, in plan order, cut into buckets: a run of consecutive shards of one copy
+    group, stage, dtype and layer (`layer_of`)."""
+
+    def kind(s: Shard) -> tuple[Any, ...]:
+        return (id(s.group), s.n, s.stage, s.shard.dtype, layer_of(s.key))
+
+    runs: list[list[Shard]] = []
+    for shard in shards:
+        if runs and kind(runs[-1][0]) == kind(shard):
+            runs[-1].append(shard)
+        else:
+            runs.append([shard])
+    return [Bucket(run) for run in runs]

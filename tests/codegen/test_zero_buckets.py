@@ -1,0 +1,47 @@
+"""How ZeRO weights are cut into buckets (`runtime/zero.py`): one collective moves a run of
+consecutive weights of one copy group, stage, dtype and layer, as FSDP2 moves one module's
+parameters. In-process, no torchrun (the torchrun tests of ZeRO run the buckets)."""
+
+from __future__ import annotations
+
+import torch
+
+from unityc.runtime.zero import Shard, buckets_of, layer_of
+
+
+def test_a_layer_is_the_key_up_to_its_first_number() -> None:
+    assert layer_of("model.model.layers.3.mlp.up_proj.weight") == "model.model.layers.3"
+    assert layer_of("bert.encoder.layer.11.output.dense.bias") == "bert.encoder.layer.11"
+    assert layer_of("model.lm_head.weight") == ""
+
+
+def test_buckets_are_runs_of_one_group_stage_dtype_and_layer() -> None:
+    group_a, group_b = object(), object()
+
+    def shard(key: str, stage: int = 3, group: object = group_a, dtype: torch.dtype = torch.float32) -> Shard:
+        return Shard(key, stage, torch.zeros(5, 3, dtype=dtype), group, (0, 1), 0)
+
+    shards = [
+        shard("embed.weight"),
+        shard("layers.0.q.weight"),
+        shard("layers.0.k.weight"),
+        shard("layers.0.norm.weight", dtype=torch.bfloat16),
+        shard("layers.0.v.weight", group=group_b),
+        shard("layers.1.q.weight"),
+        shard("layers.1.k.weight", stage=2),
+        shard("norm.weight"),
+        shard("lm_head.weight"),
+    ]
+    buckets = buckets_of(shards)
+    assert [[s.key for s in b.shards] for b in buckets] == [
+        ["embed.weight"],
+        ["layers.0.q.weight", "layers.0.k.weight"],
+        ["layers.0.norm.weight"],
+        ["layers.0.v.weight"],
+        ["layers.1.q.weight"],
+        ["layers.1.k.weight"],
+        ["norm.weight", "lm_head.weight"],
+    ]
+    # 15 elements in 2 shards of 8: a bucket's part per rank is its shards' concatenated
+    assert [b.offsets for b in buckets][1] == [0, 8, 16]
+    assert buckets[1].m == 16
