@@ -19,7 +19,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/lit -sv tests/filecheck
-	$(PY) -m pytest tests --ignore=tests/filecheck -p no:cacheprovider
+	# two workers: much of a torchrun test is process start-up and rendezvous, not both cores busy
+	$(PY) -m pytest tests --ignore=tests/filecheck -p no:cacheprovider -n 2
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check unityc tests benchmarks tools
