@@ -111,8 +111,21 @@ HETERO = os.path.abspath(
 def pipelined_plans(name: str, machine_name: str) -> dict[str, Graph]:
     graph, m = from_module(import_model(ModelSpec(name, "small", 8))), load_machine(machine_name)
     out = {p: pipeline_baseline(p, graph, m).graph for p in ("gpipe", "pipedream", "hetero-gpipe")}
-    out["megatron-lm"] = megatron_lm(graph, m, tensor=2, stages=2).graph
+    out["megatron-lm"] = megatron_lm(graph, m, tensor=2, stages=2, sequence=False).graph
     return out
+
+
+@pytest.mark.xfail(
+    reason="known bug (issue 25): with sequence parallelism, BERT's megatron-lm plan on "
+    "dgx-a100:2 prices 0.4 % slower by roles than per device (2.0010 vs 1.9929 ms)",
+    strict=True,
+)
+def test_a_sequence_parallel_plan_prices_as_every_device() -> None:
+    graph, m = from_module(import_model(ModelSpec("bert", "small", 8))), load_machine("dgx-a100:2")
+    plan = megatron_lm(graph, m, tensor=2, stages=2, sequence=True).graph
+    every = estimate_graph(plan, m, optimizer="adam", roles=False)
+    by_roles = estimate_graph(plan, m, optimizer="adam", roles=True)
+    assert_same(every, by_roles, "bert megatron-lm (sequence parallel) on dgx-a100:2")
 
 
 @pytest.mark.parametrize("machine_name", ["dgx-a100:2", HETERO])
