@@ -197,14 +197,14 @@ def test_what_follows_the_search_keeps_to_the_time_limit(monkeypatch: pytest.Mon
     from xdsl.context import Context
 
     from unityc.dialects.source import make_context, parse_source
+    from unityc.passes import unity_search as unity_search_pass
     from unityc.passes.unity_search import UnitySearchPass
-    from unityc.search import levers
 
     def slow(*args, **kwargs):  # type: ignore[no-untyped-def]
         time.sleep(300)
         return ""
 
-    monkeypatch.setattr(levers, "next_lever", slow)
+    monkeypatch.setattr(unity_search_pass, "next_lever", slow)  # imported at its module's top
     module = parse_source(make_context(), to_module(mlp(layers=2)).__str__(), "mlp.mlir")
     began = time.monotonic()
     search = UnitySearchPass(
