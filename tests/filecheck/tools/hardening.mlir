@@ -80,7 +80,7 @@
 // RUN: not unityc-opt %S/Inputs/not_scalar_loss.mlir -p 'data-parallel{budget=nan}' 2>&1 | filecheck %s --check-prefix=OPTION
 // OPTION: error: -p data-parallel: option 'budget' expects an integer, got 'nan'
 // RUN: not unityc-opt %S/Inputs/not_scalar_loss.mlir -p 'estimate{machin="cpu:2"}' 2>&1 | filecheck %s --check-prefix=UNKNOWN
-// UNKNOWN: error: -p estimate: unknown option 'machin' (options: machine, cost, optimizer, profile, report, schedule, trace)
+// UNKNOWN: error: -p estimate: unknown option 'machin' (options: machine, cost, profile, optimizer, memory-budget, report, schedule, trace)
 // Target options are checked before the passes run, not when the output is written.
 // RUN: not unityc-opt %S/Inputs/not_scalar_loss.mlir -p 'estimate{machine="cpu:2"}' -t 'torch{machine=2}' 2>&1 | filecheck %s --check-prefix=TARGET
 // TARGET-NOT: estimate:
