@@ -29,7 +29,7 @@ from unityc.graph import Graph, from_module, to_module
 from unityc.machine.presets import preset
 from unityc.search.baselines import megatron_lm
 from unityc.search.megatron_lm import SELECTIVE, Config, build
-from unityc.search.pipeline import _plain
+from unityc.search.pipeline import plain_graph
 from unityc.search.plans import Pricing
 from unityc.search.unity import UnityOptions
 
@@ -61,7 +61,7 @@ def three_d_plan() -> Graph:
     """Tensor 2 x pipeline 2 x data 2 on cpu:8, batch 8: 2 accumulation steps of 4 rows, each
     a 1F1B flush of 2 micro-batches of 1 row per replica; ZeRO-1, selective recomputation,
     sequence parallel."""
-    graph = _plain(from_module(import_model(ModelSpec("hf:llama", "small", batch=8))))
+    graph = plain_graph(from_module(import_model(ModelSpec("hf:llama", "small", batch=8))))
     config = Config(2, 2, 2, 1, 8 // 2 // ACCUMULATION, SELECTIVE, sequence=True)
     plan = build(graph, preset("cpu:8"), config, Pricing(optimizer="adam")).graph
     plan.set_plan(replace(plan.plan, accumulation=ACCUMULATION))
