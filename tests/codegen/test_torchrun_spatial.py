@@ -4,8 +4,9 @@ exchanged between neighbouring ranks, batch norms synchronized. Plans of a ResNe
 5x5 windows and an average pool, concatenated) and the `unet` zoo model, from the `spatial`
 baseline's strategy (`strategies.spatial_graph`) alone and with data parallelism, are checked
 by the interpreter (outputs) and under torchrun on 2 and 4 gloo ranks (`--check`: loss, every
-gradient, every updated weight). One torchrun per rank count runs every program
-(`unityc.runtime.batch`)."""
+gradient, every updated weight). Under bf16-mixed too: the U-Net's data-parallel plan (2 ranks)
+and 4-way spatial plan, whose synchronized batch norms compute in fp32 as torch's does under
+autocast. One torchrun per rank count runs every program (`unityc.runtime.batch`)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from plans import base_graph, interpret_equal
 from torchrun import Run, torchrun, without_compiler, write_program
 from xdsl.dialects.builtin import StringAttr
 
+from unityc.dialects.precision import BF16_MIXED, precision_attrs
 from unityc.graph import Graph, to_module
 from unityc.machine.presets import preset
 from unityc.search.plans import Pricing, finish
@@ -28,24 +30,30 @@ pytestmark = pytest.mark.torchrun
 
 INCEPTION = str(Path(__file__).parent / "inception_tiny.py") + ":make"
 MODELS = {"resnet": "resnet50", "inception": INCEPTION, "unet": "unet"}
-# (model, ranks, data-parallel degree): the rest of the ranks split height x width
+# (model, ranks, data-parallel degree, precision): the rest of the ranks split height x width
 PLANS = [
-    ("resnet", 2, 1),
-    ("inception", 2, 1),
-    ("unet", 2, 1),
-    ("resnet", 4, 1),
-    ("inception", 4, 2),
-    ("unet", 4, 1),
+    ("resnet", 2, 1, "fp32"),
+    ("inception", 2, 1, "fp32"),
+    ("unet", 2, 1, "fp32"),
+    ("unet", 2, 2, BF16_MIXED),
+    ("resnet", 4, 1, "fp32"),
+    ("inception", 4, 2, "fp32"),
+    ("unet", 4, 1, "fp32"),
+    ("unet", 4, 1, BF16_MIXED),
 ]
 BATCH_TIMEOUT_S = 1200
 
 
-def _name(model: str, n: int, batch: int) -> str:
-    return f"spatial-{model}-{n}" + (f"-data{batch}" if batch > 1 else "")
+def _name(model: str, n: int, batch: int, precision: str) -> str:
+    name = f"spatial-{model}-{n}" + (f"-data{batch}" if batch > 1 else "")
+    return name + ("-bf16" if precision == BF16_MIXED else "")
 
 
-def _plan(model: str, n: int, batch: int) -> Graph:
+def _plan(model: str, n: int, batch: int, precision: str) -> Graph:
     base = base_graph(MODELS[model])
+    if precision == BF16_MIXED:
+        base = base.copy()  # base_graph's is shared
+        base.function_attrs.update(precision_attrs(BF16_MIXED))
     plan = finish("spatial", spatial_graph(base, n, batch), preset(f"cpu:{n}"), Pricing()).graph
     windows = [node for node in plan.nodes.values() if node.op in ("pcg.conv2d", "pcg.pool2d")]
     split = [node for node in windows if math.prod(plan.type_of(node.operands[0]).shard[2:]) == n // batch]
@@ -67,9 +75,10 @@ def _sections(output: str) -> dict[str, str]:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], dict[int, Run]]:
     directory = tmp_path_factory.mktemp("spatial")
     entries: dict[int, list[dict[str, object]]] = {2: [], 4: []}
-    for model, n, batch in PLANS:
-        name = _name(model, n, batch)
-        program = write_program(to_module(_plan(model, n, batch)), directory, name)
+    for plan in PLANS:
+        name = _name(*plan)
+        program = write_program(to_module(_plan(*plan)), directory, name)
+        n = plan[1]
         entries[n].append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
     sections: dict[str, str] = {}
     results: dict[int, Run] = {}
@@ -84,10 +93,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], dict
     return sections, results
 
 
-@pytest.mark.parametrize(("model", "n", "batch"), PLANS, ids=[_name(*p) for p in PLANS])
-def test_spatial_plan_trains_like_the_reference(runs, model: str, n: int, batch: int) -> None:
+@pytest.mark.parametrize(("model", "n", "batch", "precision"), PLANS, ids=[_name(*p) for p in PLANS])
+def test_spatial_plan_trains_like_the_reference(runs, model: str, n: int, batch: int, precision: str) -> None:
     sections, results = runs
-    name = _name(model, n, batch)
+    name = _name(model, n, batch, precision)
     assert name in sections, results[n].report()
     section = sections[name]
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    assert (f"{BF16_MIXED} (autocast)" in section) == (precision == BF16_MIXED), section
