@@ -6,7 +6,10 @@ baseline's strategy (`strategies.spatial_graph`) alone and with data parallelism
 by the interpreter (outputs) and under torchrun on 2 and 4 gloo ranks (`--check`: loss, every
 gradient, every updated weight). Under bf16-mixed too: the U-Net's data-parallel plan (2 ranks)
 and 4-way spatial plan, whose synchronized batch norms compute in fp32 as torch's does under
-autocast. One torchrun per rank count runs every program (`unityc.runtime.batch`)."""
+autocast. And a plan made by the CNN rules alone (`rewrites/library/spatial.rules`), a different
+form per op: a pool on height shards, a convolution on width shards, a conv -> batch norm -> ReLU
+chain on channel shards. One torchrun per rank count runs every program
+(`unityc.runtime.batch`)."""
 
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ from xdsl.dialects.builtin import StringAttr
 from unityc.dialects.precision import BF16_MIXED, precision_attrs
 from unityc.graph import Graph, to_module
 from unityc.machine.presets import preset
+from unityc.rewrites.match import compile_rules, rewrites
+from unityc.rewrites.parser import load_library
 from unityc.search.plans import Pricing, finish
 from unityc.search.strategies import spatial_graph
 
@@ -41,6 +46,9 @@ PLANS = [
     ("unet", 4, 1, "fp32"),
     ("unet", 4, 1, BF16_MIXED),
 ]
+RULES = ("pool2d_height_parallel", "conv2d_width_parallel", "conv_bn_relu_channel_parallel")
+"""The rules the rule-made plan applies, each at its first match, in this order."""
+RULES_PLAN = "rules-unet-2"
 BATCH_TIMEOUT_S = 1200
 
 
@@ -66,6 +74,23 @@ def _plan(model: str, n: int, batch: int, precision: str) -> Graph:
     return plan
 
 
+def _rules_plan() -> Graph:
+    """unet small on 2 ranks with each of `RULES` applied once (degree 2)."""
+    base = base_graph("unet")
+    compiled = {c.rule.name: c for c in compile_rules([r for r in load_library() if r.name in RULES])}
+    graph = base
+    for name in RULES:
+        graph = next(new for _, new in rewrites(graph, [compiled[name]], degrees=(2,)))
+    plan = finish("rules", graph, preset("cpu:2"), Pricing()).graph
+    windows = ("pcg.pool2d", "pcg.conv2d", "pcg.batch_norm")
+    forms = {(n.op, plan.type_of(n.operands[0]).shard) for n in plan.nodes.values() if n.op in windows}
+    wanted = {("pcg.pool2d", (1, 1, 2, 1)), ("pcg.conv2d", (1, 1, 1, 2)), ("pcg.batch_norm", (1, 2, 1, 1))}
+    assert wanted <= forms, forms
+    interpret_equal(base, plan)
+    plan.module_attrs["unityc.machine"] = StringAttr("cpu:2")
+    return plan
+
+
 def _sections(output: str) -> dict[str, str]:
     found = re.finditer(r"^=== (\S+)\n(.*?)^=== \1: exit (\d+)$", output, re.M | re.S)
     return {m.group(1): m.group(2) + f"exit {m.group(3)}" for m in found}
@@ -80,6 +105,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], dict
         program = write_program(to_module(_plan(*plan)), directory, name)
         n = plan[1]
         entries[n].append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
+    program = write_program(to_module(_rules_plan()), directory, RULES_PLAN)
+    entries[2].append({"name": RULES_PLAN, "program": str(program), "args": ["--check", "--steps", "2"]})
     sections: dict[str, str] = {}
     results: dict[int, Run] = {}
     for n, batch_entries in entries.items():
@@ -101,3 +128,10 @@ def test_spatial_plan_trains_like_the_reference(runs, model: str, n: int, batch:
     section = sections[name]
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
     assert (f"{BF16_MIXED} (autocast)" in section) == (precision == BF16_MIXED), section
+
+
+def test_a_plan_made_by_the_cnn_rules_trains_like_the_reference(runs) -> None:
+    sections, results = runs
+    assert RULES_PLAN in sections, results[2].report()
+    section = sections[RULES_PLAN]
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
