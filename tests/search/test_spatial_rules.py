@@ -30,7 +30,7 @@ def _split(plan: Graph, node: Node) -> bool:
 def test_the_search_splits_only_the_high_resolution_convolutions() -> None:
     graph = from_module(import_model(ModelSpec("unet", "small", 1, SETTINGS)))
     machine = preset("dgx-a100:1")
-    result = unity_search(graph, machine, load_rules(""), UnityOptions(pipelines=False))
+    result = unity_search(graph, machine, load_rules(""), UnityOptions(pipelines=False, budget=8))
     serial = one_device_plan(graph, machine, Pricing())
     assert result.source == "search"
     assert result.estimate.iteration_s < serial.estimate.iteration_s
