@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from unityc.runtime.check import CONDITION_FACTOR, Verdict, allowed_errors
+from unityc.runtime.precision import BF16_CONDITION_FACTOR, BF16_MIXED, BF16_TOLERANCE
 
 GENERATOR = torch.Generator().manual_seed(0)
 EXACT = torch.randn(256, 32, generator=GENERATOR, dtype=torch.float64)
@@ -78,3 +79,23 @@ def test_nan_fails() -> None:
     verdict = Verdict(1e-4)
     verdict.compare("gradients", "g", torch.full_like(EXACT, float("nan")), FP32, exact=EXACT)
     assert verdict.failure is not None and "g differs: relative error nan" in verdict.failure
+
+
+def test_bf16_widens_by_its_own_factor_and_names_its_precision() -> None:
+    """bf16-mixed: the autocast reference's own error against float64 widens the tolerance by
+    `BF16_CONDITION_FACTOR`; a plan within that passes (and says bf16-mixed is that far off), a
+    plan twice off fails where the reference is exact."""
+    reference = EXACT.clone()
+    reference[7] *= 1.3  # bf16 rounding amplified by cancellation: 30 % off in this row
+    plan = EXACT.clone()
+    plan[7] *= 0.8
+    verdict = Verdict(BF16_TOLERANCE, BF16_CONDITION_FACTOR, BF16_MIXED)
+    verdict.compare("gradients", "gradient of 'w'", plan, reference, exact=EXACT)
+    assert verdict.failure is None, verdict.failure
+    assert "only where bf16-mixed itself is that far from float64" in verdict.summary(), verdict.summary()
+    wrong = reference.clone()
+    wrong[3] *= 2  # a doubled term where bf16 is exact
+    verdict = Verdict(BF16_TOLERANCE, BF16_CONDITION_FACTOR, BF16_MIXED)
+    verdict.compare("gradients", "gradient of 'w'", wrong, reference, exact=EXACT)
+    assert verdict.failure is not None and "at element [3," in verdict.failure, verdict.failure
+    assert "2 x the bf16-mixed reference's own error" in verdict.failure

@@ -4,7 +4,11 @@ exchanged between neighbouring ranks, batch norms synchronized. Plans of a ResNe
 5x5 windows and an average pool, concatenated) and the `unet` zoo model, from the `spatial`
 baseline's strategy (`strategies.spatial_graph`) alone and with data parallelism, are checked
 by the interpreter (outputs) and under torchrun on 2 and 4 gloo ranks (`--check`: loss, every
-gradient, every updated weight). One torchrun per rank count runs every program
+gradient, every updated weight). Under bf16-mixed too: the U-Net's data-parallel plan (2 ranks)
+and 4-way spatial plan, whose synchronized batch norms compute in fp32 as torch's does under
+autocast. And a plan made by the CNN rules alone (`rewrites/library/spatial.rules`), a different
+form per op: a pool on height shards, a convolution on width shards, a conv -> batch norm -> ReLU
+chain on channel shards. One torchrun per rank count runs every program
 (`unityc.runtime.batch`)."""
 
 from __future__ import annotations
@@ -19,8 +23,11 @@ from plans import base_graph, interpret_equal
 from torchrun import Run, torchrun, without_compiler, write_program
 from xdsl.dialects.builtin import StringAttr
 
+from unityc.dialects.precision import BF16_MIXED, precision_attrs
 from unityc.graph import Graph, to_module
 from unityc.machine.presets import preset
+from unityc.rewrites.match import compile_rules, rewrites
+from unityc.rewrites.parser import load_library
 from unityc.search.plans import Pricing, finish
 from unityc.search.strategies import spatial_graph
 
@@ -28,24 +35,33 @@ pytestmark = pytest.mark.torchrun
 
 INCEPTION = str(Path(__file__).parent / "inception_tiny.py") + ":make"
 MODELS = {"resnet": "resnet50", "inception": INCEPTION, "unet": "unet"}
-# (model, ranks, data-parallel degree): the rest of the ranks split height x width
+# (model, ranks, data-parallel degree, precision): the rest of the ranks split height x width
 PLANS = [
-    ("resnet", 2, 1),
-    ("inception", 2, 1),
-    ("unet", 2, 1),
-    ("resnet", 4, 1),
-    ("inception", 4, 2),
-    ("unet", 4, 1),
+    ("resnet", 2, 1, "fp32"),
+    ("inception", 2, 1, "fp32"),
+    ("unet", 2, 1, "fp32"),
+    ("unet", 2, 2, BF16_MIXED),
+    ("resnet", 4, 1, "fp32"),
+    ("inception", 4, 2, "fp32"),
+    ("unet", 4, 1, "fp32"),
+    ("unet", 4, 1, BF16_MIXED),
 ]
+RULES = ("pool2d_height_parallel", "conv2d_width_parallel", "conv_bn_relu_channel_parallel")
+"""The rules the rule-made plan applies, each at its first match, in this order."""
+RULES_PLAN = "rules-unet-2"
 BATCH_TIMEOUT_S = 1200
 
 
-def _name(model: str, n: int, batch: int) -> str:
-    return f"spatial-{model}-{n}" + (f"-data{batch}" if batch > 1 else "")
+def _name(model: str, n: int, batch: int, precision: str) -> str:
+    name = f"spatial-{model}-{n}" + (f"-data{batch}" if batch > 1 else "")
+    return name + ("-bf16" if precision == BF16_MIXED else "")
 
 
-def _plan(model: str, n: int, batch: int) -> Graph:
+def _plan(model: str, n: int, batch: int, precision: str) -> Graph:
     base = base_graph(MODELS[model])
+    if precision == BF16_MIXED:
+        base = base.copy()  # base_graph's is shared
+        base.function_attrs.update(precision_attrs(BF16_MIXED))
     plan = finish("spatial", spatial_graph(base, n, batch), preset(f"cpu:{n}"), Pricing()).graph
     windows = [node for node in plan.nodes.values() if node.op in ("pcg.conv2d", "pcg.pool2d")]
     split = [node for node in windows if math.prod(plan.type_of(node.operands[0]).shard[2:]) == n // batch]
@@ -58,6 +74,23 @@ def _plan(model: str, n: int, batch: int) -> Graph:
     return plan
 
 
+def _rules_plan() -> Graph:
+    """unet small on 2 ranks with each of `RULES` applied once (degree 2)."""
+    base = base_graph("unet")
+    compiled = {c.rule.name: c for c in compile_rules([r for r in load_library() if r.name in RULES])}
+    graph = base
+    for name in RULES:
+        graph = next(new for _, new in rewrites(graph, [compiled[name]], degrees=(2,)))
+    plan = finish("rules", graph, preset("cpu:2"), Pricing()).graph
+    windows = ("pcg.pool2d", "pcg.conv2d", "pcg.batch_norm")
+    forms = {(n.op, plan.type_of(n.operands[0]).shard) for n in plan.nodes.values() if n.op in windows}
+    wanted = {("pcg.pool2d", (1, 1, 2, 1)), ("pcg.conv2d", (1, 1, 1, 2)), ("pcg.batch_norm", (1, 2, 1, 1))}
+    assert wanted <= forms, forms
+    interpret_equal(base, plan)
+    plan.module_attrs["unityc.machine"] = StringAttr("cpu:2")
+    return plan
+
+
 def _sections(output: str) -> dict[str, str]:
     found = re.finditer(r"^=== (\S+)\n(.*?)^=== \1: exit (\d+)$", output, re.M | re.S)
     return {m.group(1): m.group(2) + f"exit {m.group(3)}" for m in found}
@@ -67,10 +100,13 @@ def _sections(output: str) -> dict[str, str]:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], dict[int, Run]]:
     directory = tmp_path_factory.mktemp("spatial")
     entries: dict[int, list[dict[str, object]]] = {2: [], 4: []}
-    for model, n, batch in PLANS:
-        name = _name(model, n, batch)
-        program = write_program(to_module(_plan(model, n, batch)), directory, name)
+    for plan in PLANS:
+        name = _name(*plan)
+        program = write_program(to_module(_plan(*plan)), directory, name)
+        n = plan[1]
         entries[n].append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
+    program = write_program(to_module(_rules_plan()), directory, RULES_PLAN)
+    entries[2].append({"name": RULES_PLAN, "program": str(program), "args": ["--check", "--steps", "2"]})
     sections: dict[str, str] = {}
     results: dict[int, Run] = {}
     for n, batch_entries in entries.items():
@@ -84,10 +120,18 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], dict
     return sections, results
 
 
-@pytest.mark.parametrize(("model", "n", "batch"), PLANS, ids=[_name(*p) for p in PLANS])
-def test_spatial_plan_trains_like_the_reference(runs, model: str, n: int, batch: int) -> None:
+@pytest.mark.parametrize(("model", "n", "batch", "precision"), PLANS, ids=[_name(*p) for p in PLANS])
+def test_spatial_plan_trains_like_the_reference(runs, model: str, n: int, batch: int, precision: str) -> None:
     sections, results = runs
-    name = _name(model, n, batch)
+    name = _name(model, n, batch, precision)
     assert name in sections, results[n].report()
     section = sections[name]
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    assert (f"{BF16_MIXED} (autocast)" in section) == (precision == BF16_MIXED), section
+
+
+def test_a_plan_made_by_the_cnn_rules_trains_like_the_reference(runs) -> None:
+    sections, results = runs
+    assert RULES_PLAN in sections, results[2].report()
+    section = sections[RULES_PLAN]
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section

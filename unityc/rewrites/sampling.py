@@ -72,6 +72,10 @@ INDEX_SLOTS = {
     ("pcg.embedding_bag", "indices"),
     ("pcg.cross_entropy", "target"),
 }
+KERNELS = (1, 2, 3)
+"""A convolution weight's window sizes."""
+WINDOW_OPS = ("pcg.conv2d", "pcg.pool2d")
+"""Ops whose list properties are a sliding window's (`Sampler._window`)."""
 STRING_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("pcg.reduce", "kind"): ("sum", "mean"),
     ("pcg.pool2d", "kind"): ("max", "avg"),
@@ -150,6 +154,8 @@ class Sampler:
             return self.rng.choice(similar)
         rank = self.rng.choice(ranks)
         shape = [self.base if self.uniform else self.rng.choice(SIZES) for _ in range(rank)]
+        if where == ("pcg.conv2d", "weight") and rank == 4:
+            shape[2:] = [self.rng.choice(KERNELS)] * 2  # a window, not a feature size
         shard, sum_, copy = self._degrees(shape, element)
         degree = (
             fixed.get("degree") if isinstance(fixed.get("degree"), int) else self.rng.choice(self.degrees)
@@ -231,6 +237,8 @@ class Sampler:
             return self._parallel_int(op, prop, first, fixed)
         if kind is Kind.INT:
             return self._int(op, prop, first)
+        if kind is Kind.INTS and op in WINDOW_OPS:
+            return self._window(op, prop, operands, fixed)
         if kind is Kind.INTS:
             return self._ints(prop, first.rank if first is not None else 2, first)
         if kind is Kind.FLOAT:
@@ -286,6 +294,29 @@ class Sampler:
         if prop == "groups":
             return 1
         return rng.randint(1, 4)
+
+    def _window(
+        self, op: str, prop: str, operands: Sequence[TensorType | None], fixed: Mapping[str, Any]
+    ) -> tuple[int, int]:
+        """A sliding window's kernel, stride, padding or dilation: strides of 1 or 2 and, half the
+        time, the padding that lines a window's output up with its input (output x stride =
+        input: "same" windows, the ones that split over height and width with a halo), else none.
+        A convolution's kernel is its weight's (dims 2 and 3), a pool's 1 to 3."""
+        rng = self.rng
+        if prop == "kernel":
+            return (rng.choice((1, 2, 3)),) * 2
+        if prop == "dilation":
+            return (1, 1)
+        if prop == "stride":
+            return (rng.choice((1, 2)),) * 2
+        weight = operands[1] if op == "pcg.conv2d" and len(operands) > 1 else None
+        kernels = weight.shape[2:] if weight is not None and weight.rank == 4 else fixed.get("kernel", (1, 1))
+        strides = fixed.get("stride", (1, 1))
+        limit = (kernels[0] // 2, kernels[1] // 2) if op == "pcg.pool2d" else kernels
+        if rng.random() < 0.5:
+            return (0, 0)
+        lined = [max(0, (k - s) // 2 + (k - s) % 2) for k, s in zip(kernels, strides, strict=True)]
+        return (min(lined[0], limit[0]), min(lined[1], limit[1]))
 
     def _ints(self, prop: str, rank: int, first: TensorType | None) -> tuple[int, ...]:
         rng = self.rng
@@ -421,6 +452,12 @@ class SamplingBuilder(Builder):
             for item, size in zip(e.items, sizes, strict=True):
                 if isinstance(item, AttrVar) and item.name not in self.env:
                     self.env[item.name] = size
+            return
+        if term.op in WINDOW_OPS:  # a window's per-dim list: lined-up windows (Sampler._window)
+            window = self.sampler.attr(term.op, prop, Kind.INTS, operands, self._known_attrs(term))
+            for item, value in zip(e.items, window, strict=False):
+                if isinstance(item, AttrVar) and item.name not in self.env:
+                    self.env[item.name] = value
             return
         for name in free:
             self.env[name] = self.sampler.attr(term.op, prop, Kind.INT, operands, {})

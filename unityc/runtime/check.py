@@ -67,10 +67,15 @@ ORDINARY = 0.99
 
 
 def allowed_errors(
-    tolerance: float, fp32: torch.Tensor, exact: torch.Tensor | None, floor: float = 0.0
+    tolerance: float,
+    fp32: torch.Tensor,
+    exact: torch.Tensor | None,
+    floor: float = 0.0,
+    factor: float = CONDITION_FACTOR,
 ) -> torch.Tensor | float:
-    """The relative error each element of a plan's tensor may have against the fp32 reference's
-    `fp32`: `tolerance`, plus `CONDITION_FACTOR` x (fp32's own error against `exact` (float64) at
+    """The relative error each element of a plan's tensor may have against the reference's
+    `fp32` (fp32, or bf16-mixed: `factor` is the precision's, `precision.condition_factor`):
+    `tolerance`, plus `factor` x (the reference's own error against `exact` (float64) at
     that element's row + the largest of its rows' errors, up to `BRANCH_FLIP` x their `ORDINARY`
     quantile),
     relative to the tensor's scale; without `exact`: `tolerance`. One sample of an element's
@@ -84,7 +89,7 @@ def allowed_errors(
     ordinary = rows.kthvalue(max(1, int(ORDINARY * rows.numel()))).values
     typical = torch.minimum(rows.max(), BRANCH_FLIP * ordinary)
     own = rows.reshape(-1, *[1] * (own.dim() - 1)).expand_as(own) if own.dim() else rows[0]
-    return tolerance + CONDITION_FACTOR * (own + typical) / scale
+    return tolerance + factor * (own + typical) / scale
 
 
 def relative_error(actual: torch.Tensor, expected: torch.Tensor, floor: float = 0.0) -> float:
@@ -259,6 +264,11 @@ class Verdict:
     """What one step's comparison found."""
 
     tolerance: float
+    factor: float = CONDITION_FACTOR
+    """How many times the reference's own error against float64 the plan may add
+    (`precision.condition_factor`)."""
+    reference: str = "fp32"
+    """The reference's precision, as the messages name it."""
     worst: dict[str, tuple[float, str]] = field(default_factory=dict)
     """Per category (loss, outputs, gradients, weights): the largest error and its tensor."""
     counts: dict[str, int] = field(default_factory=dict)
@@ -291,7 +301,7 @@ class Verdict:
         if error > self.worst.get(category, (-1.0, ""))[0]:
             self.worst[category] = (error, name)
         allowed = allowed_errors(
-            self.tolerance, expected, None if exact is None else exact.detach().cpu(), floor
+            self.tolerance, expected, None if exact is None else exact.detach().cpu(), floor, self.factor
         )
         if isinstance(allowed, float) or actual.numel() == 0:
             if not error <= allowed:  # also catches NaN
@@ -306,8 +316,9 @@ class Verdict:
             where = list(torch.unravel_index(torch.tensor(worst), actual.shape)) if actual.dim() else []
             self.failure = (
                 f"{name} differs: relative error {at:.3e} > {limit:.1e} at element "
-                f"{[int(i) for i in where]} (--tolerance {self.tolerance:g} + {CONDITION_FACTOR:g} x "
-                f"the fp32 reference's own error against float64 in that row and in the tensor's rows)"
+                f"{[int(i) for i in where]} (--tolerance {self.tolerance:g} + {self.factor:g} x "
+                f"the {self.reference} reference's own error against float64 in that row and in the "
+                "tensor's rows)"
             )
             return
         if error > self.tolerance:
@@ -323,6 +334,6 @@ class Verdict:
         if self.widened:
             parts.append(
                 f"{self.widened_count} tensor(s) beyond --tolerance (up to {self.widened:.1e}) only "
-                "where fp32 itself is that far from float64"
+                f"where {self.reference} itself is that far from float64"
             )
         return "; ".join(parts)

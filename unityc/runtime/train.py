@@ -51,7 +51,13 @@ from unityc.runtime.grads import GradientSync
 from unityc.runtime.parts import stored_key
 from unityc.runtime.patterns import BUCKET_BYTES
 from unityc.runtime.plan import Layout, Plan
-from unityc.runtime.precision import BF16_TOLERANCE, FP32, FP32_TOLERANCE, autocast, default_tolerance
+from unityc.runtime.precision import (
+    BF16_TOLERANCE,
+    FP32_TOLERANCE,
+    autocast,
+    condition_factor,
+    default_tolerance,
+)
 from unityc.runtime.progress import Progress, profiled
 from unityc.runtime.signals import Interrupted, Interrupts
 from unityc.runtime.signals import name as signal_name
@@ -548,8 +554,9 @@ class Trainer:
             spec.scheduler(optimizer, self.start_step),
             self.autocast,
         )
-        # fp32: a float64 twin measures how far fp32 itself is from exact (check.allowed_errors)
-        return reference.with_exact() if self.plan.precision == FP32 and float_dtype is None else reference
+        # a float64 twin measures how far the reference (fp32, or bf16 under autocast) itself is
+        # from exact (check.allowed_errors)
+        return reference.with_exact() if float_dtype is None else reference
 
     def at(self, where: str) -> None:
         """Says what this rank is doing (named by a peer's collective-timeout message)."""
@@ -848,7 +855,8 @@ class Trainer:
         exact_grads: dict[str, torch.Tensor | None] = {}
         if reference.exact is not None:
             exact_outputs, exact_grads = reference.exact.gradients()
-        verdict = Verdict(self.args.tolerance)
+        precision = self.plan.precision
+        verdict = Verdict(self.args.tolerance, condition_factor(precision), precision)
         verdict.compare("loss", "loss", got_outputs[0], expected_outputs[0], exact=exact_outputs[0])
         for i, (got, expected) in enumerate(zip(got_outputs[1:], expected_outputs[1:], strict=False)):
             verdict.compare("outputs", f"output {i + 1}", got, expected, exact=exact_outputs[i + 1])

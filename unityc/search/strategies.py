@@ -30,7 +30,9 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.precision import BF16_MIXED
 from unityc.graph import Graph, Node, Ref
+from unityc.graph.precision import graph_precision
 from unityc.machine.spec import Machine
 from unityc.search.rebuild import (
     Operand,
@@ -523,8 +525,12 @@ def sync_batch_norm(graph: Graph) -> Graph:
     (PyTorch's SyncBatchNorm): mean = reduce_mean(x), d = x - mean,
     var = reduce_mean(d * d), y = d / sqrt(var + eps) * weight + bias, means over every dim but
     the channels (dim 1). A batch-sharded mean is a partial sum; its all-reduce moves only C
-    values, where sharding the channels instead would move every activation twice."""
+    values, where sharding the channels instead would move every activation twice. Under
+    bf16-mixed x is cast to fp32 first, as torch's batch norm computes in fp32 under autocast:
+    spelled out in bf16 (every statistic, difference and quotient rounded) the backward's
+    cancellation left a U-Net's gradients 50 % off the autocast reference."""
     out = graph.copy()
+    mixed = graph_precision(graph) == BF16_MIXED
     for nid in graph.topological():
         node = out.nodes[nid]
         if node.op != "pcg.batch_norm":
@@ -534,6 +540,8 @@ def sync_batch_norm(graph: Graph) -> Graph:
         t = out.type_of(x)
         dims = [d for d in range(t.rank) if d != 1]
         stat_shape = [1 if d != 1 else t.shape[1] for d in range(t.rank)]
+        if mixed:
+            (x,) = out.add("pcg.cast", [x], dtype=t.element_type)
         (mean,) = out.add("pcg.reduce", [x], kind="mean", dims=dims, keepdim=True)
         (d,) = out.add("pcg.sub", [x, mean])
         (sq,) = out.add("pcg.mul", [d, d])
