@@ -558,12 +558,15 @@ def _attention_specs(b=1, s=1, h=1, mask_shape=(2, 1, 4, 6), biases=True):
     if mask_shape is not None:
         mb = b if mask_shape[0] > 1 else 1
         ms = s if mask_shape[2] > 1 else 1
-        mask = D(mb, 1, ms, 1, copy=(b // mb) * (s // ms) * h)
+        mh = h if mask_shape[1] > 1 else 1  # a per-head mask (T5's position bias) splits with the heads
+        mask = D(mb, mh, ms, 1, copy=(b // mb) * (s // ms) * (h // mh))
     return [q, kv, kv, wqkv, wqkv, wqkv, wo, bqkv, bqkv, bqkv, bo, mask, None, None, None, None]
 
 
 @pytest.mark.parametrize(
-    "mask_shape", [(2, 1, 4, 6), (1, 1, 1, 6), (2, 1, 1, 6), (1, 1, 4, 6), None], ids=str
+    "mask_shape",
+    [(2, 1, 4, 6), (1, 1, 1, 6), (2, 1, 1, 6), (1, 1, 4, 6), (1, 4, 4, 6), (2, 4, 4, 6), None],
+    ids=str,
 )
 @pytest.mark.parametrize(
     "b, s, h", [(1, 1, 2), (1, 1, 4), (2, 1, 1), (1, 2, 1), (1, 4, 1), (2, 2, 2)], ids=str

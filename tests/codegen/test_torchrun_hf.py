@@ -77,6 +77,7 @@ PROGRAMS = [
     ("opt-megatron", "hf:OPTConfig", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("qwen3-megatron", "hf:Qwen3Config", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("gemma2-megatron", "hf:Gemma2Config", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
+    ("t5-megatron", "hf:T5Config", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("convnext-data", f"{VISION}:convnext", 8, 'data-parallel{machine="cpu:2"}'),
     ("mobilenet-data", f"{VISION}:mobilenet", 8, 'data-parallel{machine="cpu:2"}'),
     ("conv1d-data", f"{VISION}:conv1d", 8, 'data-parallel{machine="cpu:2"}'),
@@ -177,6 +178,12 @@ def test_hf_plan_trains_like_the_reference(programs: Programs, name: str) -> Non
         assert len(calls) == 2, calls
         if name.endswith("-megatron"):
             assert all("heads=2" in c for c in calls), calls
+    if name.startswith("t5-"):  # T5 (labels=): all 6 attentions fused, the position bias a mask
+        calls = re.findall(r"rt\.kernels\.attention\(.*\)", programs.texts[name])
+        assert len(calls) == 6, calls
+        # the 2 cross-attentions split by heads; the 4 self-attentions read the bias whole
+        # (its embedding is placed replicated, and the rebuild cannot drop those copies)
+        assert sum("heads=2" in c for c in calls) == 2, calls
 
 
 def test_sequence_parallel_plan_reduce_scatters_and_all_gathers(programs: Programs) -> None:

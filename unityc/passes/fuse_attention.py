@@ -3,7 +3,7 @@
 
 The recognized core (HF BERT's, GPT-2's and Llama's eager attention, SDPA, the zoo's BERT):
 
-    p = softmax(scalar_mul(batch_matmul(Q, K^T), 1/sqrt(D)) [+ mask], -1) [-> dropout]
+    p = softmax(scalar_mul(batch_matmul(Q, K^T), 1/sqrt(D)) [+ mask]*, -1) [-> dropout]
     out = proj(flatten(transpose(batch_matmul(p, V), [0, 2, 1, 3])), wo, bo)
 
 where Q, K, V are heads [B, H, S, D] of projections of the inputs:
@@ -382,21 +382,19 @@ def _softcap(value: SSAValue) -> tuple[SSAValue, float, list[Operation]] | None:
     return inner.input, cap, [outer, tanh, inner]
 
 
-def _scores(value: SSAValue) -> tuple[Any, float, float | None, SSAValue | None, list[Operation]] | None:
-    """Matches [softcap](scalar_mul*(batch_matmul(q, k))) [+ mask]: (product, the product of
-    the scales, the softcap, mask, ops); the scale is 1 without a scalar_mul (the query was
-    scaled instead)."""
+def _scores(value: SSAValue) -> tuple[Any, float, float | None, list[SSAValue], list[Operation]] | None:
+    """Matches [softcap](scalar_mul*(batch_matmul(q, k))) [+ term]*: (product, the product of
+    the scales, the softcap, the additive terms (masks, T5's relative position bias), ops); the
+    scale is 1 without a scalar_mul (the query was scaled instead)."""
     ops: list[Operation] = []
-    mask = None
-    add = _owner(value, pcg.AddOp)
-    if add is not None:
-        for scaled, other in _pairs(add):
-            if _owner(scaled, (pcg.ScalarMulOp, pcg.BatchMatmulOp)) is not None:
-                value, mask = scaled, other
-                ops.append(add)
-                break
-        else:
+    terms: list[SSAValue] = []
+    while (add := _owner(value, pcg.AddOp)) is not None:
+        found = _score_side(add)
+        if found is None:
             return None
+        value, term = found
+        terms.append(term)
+        ops.append(add)
     cap = None
     capped = _softcap(value)
     if capped is not None:
@@ -410,7 +408,19 @@ def _scores(value: SSAValue) -> tuple[Any, float, float | None, SSAValue | None,
     product = _owner(value, pcg.BatchMatmulOp)
     if product is None or len(_shape(product.output)) != 4:
         return None
-    return product, scale, cap, mask, [*ops, product]
+    return product, scale, cap, terms[::-1], [*ops, product]
+
+
+def _score_side(add: Any) -> tuple[SSAValue, SSAValue] | None:
+    """(scores, term) of `scores + term`: the scores are the side a scale, product or an inner
+    addition computes, a scaled or product side first (T5's decoder: (s + bias) + causal mask)."""
+    for scores, term in _pairs(add):
+        if _owner(scores, (pcg.ScalarMulOp, pcg.BatchMatmulOp)) is not None:
+            return scores, term
+    for scores, term in _pairs(add):
+        if _owner(scores, pcg.AddOp) is not None and _owner(term, pcg.AddOp) is None:
+            return scores, term
+    return None
 
 
 @dataclass
@@ -540,7 +550,7 @@ def _fuse(root: Operation) -> list[Operation] | None:
     scores = _scores(probs[0]) if probs is not None else None
     if probs is None or scores is None:
         return None
-    product, scale, softcap, mask, score_ops = scores
+    product, scale, softcap, terms, score_ops = scores
     query, key, value = _heads(product.lhs), _keys_transposed(product.rhs), _heads(values)
     if query is None or key is None or value is None:
         return None
@@ -565,15 +575,9 @@ def _fuse(root: Operation) -> list[Operation] | None:
         return None
     weights = _Weights()
     new_ops: list[Operation] = []
-    if mask is not None and len(_shape(mask)) < 4:  # e.g. a causal [Sq, Sk] mask
-        try:
-            shape = [1] * (4 - len(_shape(mask))) + list(_shape(mask))
-            shaped = pcg.ReshapeOp.build_inferred([mask], shape=shape)
-        except FormError:
-            return None
-        shaped.output.name_hint = "mask"
-        new_ops.append(shaped)
-        mask = shaped.output
+    mask = _mask(terms, new_ops)
+    if terms and mask is None:
+        return None
     wo = weights.transposed(out.weight, "wo") if out.conv1d else out.weight
     projections = (query.proj, key.proj, value.proj)
     inputs = [p.x for p in projections]
@@ -607,6 +611,30 @@ def _fuse(root: Operation) -> list[Operation] | None:
     if last[-1].results[0].type != root.results[0].type:
         return None
     return [*weights.ops, *new_ops, *last]
+
+
+def _mask(terms: list[SSAValue], new_ops: list[Operation]) -> SSAValue | None:
+    """The additive terms of the scores as one [B|1, H|1, Sq|1, Sk] mask (a causal [Sq, Sk]
+    mask reshaped; T5's position bias plus its mask summed), the ops appended; None if none or
+    they do not broadcast so."""
+    mask = None
+    for term in terms:
+        try:
+            if len(_shape(term)) < 4:  # e.g. a causal [Sq, Sk] mask
+                shape = [1] * (4 - len(_shape(term))) + list(_shape(term))
+                shaped = pcg.ReshapeOp.build_inferred([term], shape=shape)
+                shaped.output.name_hint = "mask"
+                new_ops.append(shaped)
+                term = shaped.output
+            if mask is not None:
+                summed = pcg.AddOp.build_inferred([mask, term])
+                summed.output.name_hint = "mask"
+                new_ops.append(summed)
+                term = summed.output
+        except FormError:
+            return None
+        mask = term
+    return mask
 
 
 def share_constants(module: ModuleOp) -> None:

@@ -139,3 +139,26 @@
 // T5:      %[[IDS:.*]] = pcg.mul %{{.*}}, %[[SHIFTED]] : !pcg.tensor<4x16xi64>, !pcg.tensor<4x16xi64> -> !pcg.tensor<4x16xi64>
 // T5-NEXT: pcg.embedding %[[IDS]], %model_decoder_embed_tokens_weight
 // T5:      pcg.cross_entropy %{{.*}}, %{{.*}} reduction "mean" ignore_index -100
+
+//===----------------------------------------------------------------------===//
+// T5's attention fuses too. Its scores are q·k^T unscaled (scale 1.0) plus the
+// relative position bias, [1, heads, Sq, Sk] from each stack's first layer and
+// shared by its later layers: the bias is the op's per-head mask operand, so a
+// head split splits it with the heads. The decoder adds the causal mask after
+// the bias, (s + bias) + causal: the two terms become one mask (bias + causal,
+// [1, 4, 16, 16]). Encoder self-attention, decoder self-attention and
+// cross-attention (no bias: T5's zero bias folds away): all 6 fuse, no
+// batch_matmul or softmax is left.
+//===----------------------------------------------------------------------===//
+
+// RUN: filecheck %s --check-prefix=T5FUSED < %t.t5.mlir
+// T5FUSED:     %[[BIAS:.*]] = pcg.reshape %{{.*}} shape [1, 4, 16, 16] : !pcg.tensor<4x16x16xf32> -> !pcg.tensor<1x4x16x16xf32>
+// T5FUSED:     %attention = pcg.attention %mul_1, %mul_1, %mul_1, %model_encoder_block_0_layer_0_SelfAttention_q_weight, {{.*}} mask %[[BIAS]] heads 4 dropout 0.1 scale 1.0 :
+// T5FUSED:     %attention_1 = pcg.attention {{.*}}, %model_encoder_block_1_layer_0_SelfAttention_q_weight, {{.*}} mask %[[BIAS]] heads 4
+// T5FUSED:     %[[DBIAS:.*]] = pcg.reshape %{{.*}} shape [1, 4, 16, 16]
+// T5FUSED:     %mask = pcg.add %[[DBIAS]], %{{.*}} : !pcg.tensor<1x4x16x16xf32>, !pcg.tensor<1x1x16x16xf32> -> !pcg.tensor<1x4x16x16xf32>
+// T5FUSED-NEXT: %attention_2 = pcg.attention {{.*}}_decoder_block_0_layer_0_SelfAttention_q_weight, {{.*}} mask %mask heads 4 dropout 0.1 scale 1.0 :
+// T5FUSED:     %attention_3 = pcg.attention {{.*}}_decoder_block_0_layer_1_EncDecAttention_q_weight, {{.*}}_EncDecAttention_o_weight heads 4 dropout 0.1 scale 1.0 :
+// T5FUSED:     %attention_5 = pcg.attention {{.*}}_decoder_block_1_layer_1_EncDecAttention_q_weight,
+// T5FUSED-NOT: pcg.batch_matmul
+// T5FUSED-NOT: pcg.softmax

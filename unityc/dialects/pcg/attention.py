@@ -33,7 +33,8 @@ class AttentionOp(PcgOp):
 
     Shapes: q [B, Sq, E], key/value [B, Sk, E], wq and wo [E, E] (torch Linear layout), wk and
     wv [G·d, E] with d = E / heads, optional biases [E] (bq, bo) and [G·d] (bk, bv), optional
-    additive mask [B|1, 1, Sq|1, Sk]. `kv_heads` G (default: `heads`) is grouped-query
+    additive mask [B|1, H|1, Sq|1, Sk] (per head: T5's relative position bias, split with
+    the heads). `kv_heads` G (default: `heads`) is grouped-query
     attention: query head i reads key/value head i // (heads / G) (Llama's repeat_kv).
     Optional `cos`, `sin` [B|1, 1, S, d] (self-attention, Sq = Sk = S) rotate q and k after
     their projections (rotary embeddings, Llama's rotate_half: x·cos + [-x2, x1]·sin).
@@ -113,11 +114,13 @@ class AttentionOp(PcgOp):
         if mask is not None and (
             mask.rank != 4
             or mask.shape[0] not in (1, batch)
-            or mask.shape[1] != 1
+            or mask.shape[1] not in (1, heads)
             or mask.shape[2] not in (1, sq)
             or mask.shape[3] != sk
         ):
-            raise op_error(cls, f"mask shape {list(mask.shape)} should be [{batch}|1, 1, {sq}|1, {sk}]")
+            raise op_error(
+                cls, f"mask shape {list(mask.shape)} should be [{batch}|1, {heads}|1, {sq}|1, {sk}]"
+            )
         rotary = [t for t in (cos, sin) if t is not None]
         if rotary and (len(rotary) != 2 or sq != sk):
             raise op_error(cls, "rotary embeddings need both cos and sin, and self-attention (Sq = Sk)")
@@ -152,7 +155,10 @@ class AttentionOp(PcgOp):
             b.forbid(o, d, "rotary embeddings rotate q and k at the same positions")
         seq = [] if rotary else [b.shared_dim("s", seq_uses)]
         shard = [[b.shared_dim("b", batch_uses)], seq, []]
-        h = b.shared_dim("h", [(3, 0), (4, 0), (5, 0), (6, 1), (7, 0), (8, 0), (9, 0)])
+        head_uses = [(3, 0), (4, 0), (5, 0), (6, 1), (7, 0), (8, 0), (9, 0)]
+        if mask is not None and mask.shape[1] == heads > 1:  # a per-head bias splits with its heads
+            head_uses.append((11, 1))
+        h = b.shared_dim("h", head_uses)
         if groups % b.degrees[h]:
             what = "heads" if groups == heads else "KV heads"
             raise op_error(cls, f"head shard degree {b.degrees[h]} does not divide {groups} {what}")
