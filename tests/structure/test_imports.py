@@ -60,3 +60,11 @@ def test_the_measurement_sees_local_and_top_imports() -> None:
     tree = ast.parse(source + "    def g():\n        from unityc import y\n")
     assert imports(tree) == (3, [4, 6])
 
+
+def test_no_module_is_over_800_lines() -> None:
+    long = {
+        str(p.relative_to(PACKAGE.parent)): n
+        for p in modules()
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"modules over {MAX_LINES} lines (split them by concept): {long}"
