@@ -183,8 +183,8 @@ class Writer:
         if op.name == "pcg.gather":
             self.tables[result.var] = tuple(int(i) for i in call.attrs["indices"])
             expr = f'torch.index_select({args[0]}, {call.attrs["dim"]}, ctx.tables["{result.var}"])'
-        elif op.name in KERNELS:
-            expr = KERNELS[op.name](call)
+        elif type(op) in KERNELS:
+            expr = KERNELS[type(op)](call)
         else:
             raise CodegenError(f"-t torch has no kernel for {op.name}", op)
         targets = ", ".join(r.var for r in results)

@@ -12,7 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from unityc.dialects import pcg
 from unityc.dialects.forms import Form
+from unityc.dialects.pcg import PcgOp
 from unityc.dialects.pcg_types import TORCH_NAMES, TensorType
 from unityc.dialects.spatial import Halo, window_halo
 
@@ -324,52 +326,60 @@ def torch_dtype_name(element_type: Any) -> str:
     return TORCH_DTYPES[str(element_type)]
 
 
-KERNELS: dict[str, Callable[[Call], str]] = {
-    "pcg.relu": _unary("F.relu({x})"),
-    "pcg.gelu": lambda c: (
+KERNELS: dict[type[PcgOp], Callable[[Call], str]] = {
+    pcg.ReluOp: _unary("F.relu({x})"),
+    pcg.GeluOp: lambda c: (
         f'F.gelu({c.args[0]}, approximate="tanh")' if c.attrs["tanh"] else f"F.gelu({c.args[0]})"
     ),
-    "pcg.sigmoid": _unary("torch.sigmoid({x})"),
-    "pcg.tanh": _unary("torch.tanh({x})"),
-    "pcg.exp": _unary("torch.exp({x})"),
-    "pcg.sqrt": _unary("torch.sqrt({x})"),
-    "pcg.identity": _unary("{x}"),
-    "pcg.neg": _unary("-{x}"),
-    "pcg.scalar_mul": lambda c: f"{c.args[0]} * {literal(c.attrs['scale'])}",
-    "pcg.scalar_add": lambda c: f"{c.args[0]} + {literal(c.attrs['value'])}",
-    "pcg.pow": lambda c: f"{c.args[0]} ** {literal(c.attrs['exponent'])}",
-    "pcg.clamp": lambda c: (
+    pcg.SigmoidOp: _unary("torch.sigmoid({x})"),
+    pcg.TanhOp: _unary("torch.tanh({x})"),
+    pcg.ExpOp: _unary("torch.exp({x})"),
+    pcg.SqrtOp: _unary("torch.sqrt({x})"),
+    pcg.IdentityOp: _unary("{x}"),
+    pcg.NegOp: _unary("-{x}"),
+    pcg.ScalarMulOp: lambda c: f"{c.args[0]} * {literal(c.attrs['scale'])}",
+    pcg.ScalarAddOp: lambda c: f"{c.args[0]} + {literal(c.attrs['value'])}",
+    pcg.PowOp: lambda c: f"{c.args[0]} ** {literal(c.attrs['exponent'])}",
+    pcg.ClampOp: lambda c: (
         f"rt.kernels.clamp({c.args[0]}, {literal(c.attrs.get('low'))}, {literal(c.attrs.get('high'))})"
     ),
-    "pcg.compare": lambda c: f"torch.{c.attrs['kind']}({c.args[0]}, {literal(c.attrs['value'])})",
-    "pcg.cumsum": lambda c: f"torch.cumsum({c.args[0]}, {c.attrs['dim']}, dtype={c.args[0]}.dtype)",
-    "pcg.dropout": _dropout,
-    "pcg.cast": lambda c: f"{c.args[0]}.to(torch.{torch_dtype_name(c.attrs['dtype'])})",
-    "pcg.add": _binary("+"),
-    "pcg.sub": _binary("-"),
-    "pcg.mul": _binary("*"),
-    "pcg.div": _binary("/"),
-    "pcg.compare_tensors": lambda c: f"torch.{c.attrs['kind']}({c.args[0]}, {c.args[1]})",
-    "pcg.linear": _linear,
-    "pcg.matmul": _binary("@"),
-    "pcg.batch_matmul": _binary("@"),
-    "pcg.conv2d": _conv2d,
-    "pcg.pool2d": _pool2d,
-    "pcg.batch_norm": lambda c: (
+    pcg.CompareOp: lambda c: f"torch.{c.attrs['kind']}({c.args[0]}, {literal(c.attrs['value'])})",
+    pcg.CumsumOp: lambda c: f"torch.cumsum({c.args[0]}, {c.attrs['dim']}, dtype={c.args[0]}.dtype)",
+    pcg.DropoutOp: _dropout,
+    pcg.CastOp: lambda c: f"{c.args[0]}.to(torch.{torch_dtype_name(c.attrs['dtype'])})",
+    pcg.AddOp: _binary("+"),
+    pcg.SubOp: _binary("-"),
+    pcg.MulOp: _binary("*"),
+    pcg.DivOp: _binary("/"),
+    pcg.CompareTensorsOp: lambda c: f"torch.{c.attrs['kind']}({c.args[0]}, {c.args[1]})",
+    pcg.LinearOp: _linear,
+    pcg.MatmulOp: _binary("@"),
+    pcg.BatchMatmulOp: _binary("@"),
+    pcg.Conv2dOp: _conv2d,
+    pcg.Pool2dOp: _pool2d,
+    pcg.BatchNormOp: lambda c: (
         f"F.batch_norm({c.args[0]}, None, None, {c.args[1]}, {c.args[2]}, training=True, "
         f"eps={c.attrs['eps']!r})"
     ),
-    "pcg.layer_norm": _layer_norm,
-    "pcg.softmax": lambda c: f"torch.softmax({c.args[0]}, dim={c.attrs['dim']})",
-    "pcg.concat": lambda c: f"torch.cat([{', '.join(a or 'None' for a in c.args)}], dim={c.attrs['dim']})",
-    "pcg.split": lambda c: f"torch.split({c.args[0]}, {list(c.attrs['sizes'])}, dim={c.attrs['dim']})",
-    "pcg.reshape": lambda c: f"{c.args[0]}.reshape({c.results[0].piece_shape})",
-    "pcg.transpose": lambda c: f"{c.args[0]}.permute({tuple(c.attrs['perm'])})",
-    "pcg.reduce": _reduce,
-    "pcg.embedding": _embedding,
-    "pcg.embedding_bag": _embedding_bag,
-    "pcg.attention": _attention,
-    "pcg.cross_entropy": _cross_entropy,
-    "pcg.mse_loss": _mse,
+    pcg.LayerNormOp: _layer_norm,
+    pcg.SoftmaxOp: lambda c: f"torch.softmax({c.args[0]}, dim={c.attrs['dim']})",
+    pcg.ConcatOp: lambda c: f"torch.cat([{', '.join(a or 'None' for a in c.args)}], dim={c.attrs['dim']})",
+    pcg.SplitOp: lambda c: f"torch.split({c.args[0]}, {list(c.attrs['sizes'])}, dim={c.attrs['dim']})",
+    pcg.ReshapeOp: lambda c: f"{c.args[0]}.reshape({c.results[0].piece_shape})",
+    pcg.TransposeOp: lambda c: f"{c.args[0]}.permute({tuple(c.attrs['perm'])})",
+    pcg.ReduceOp: _reduce,
+    pcg.EmbeddingOp: _embedding,
+    pcg.EmbeddingBagOp: _embedding_bag,
+    pcg.AttentionOp: _attention,
+    pcg.CrossEntropyOp: _cross_entropy,
+    pcg.MseLossOp: _mse,
 }
 """pcg.gather is emitted by the writer: its indices become a table of the plan."""
+
+WRITTEN_BY_EMITTER: dict[type[PcgOp], str] = {
+    pcg.GatherOp: "its indices become a table of the plan (`emit.py`)",
+    pcg.WeightOp: "a source: this rank's piece of the weight dict `w` (`emit.py`, `memory.SOURCES`)",
+    pcg.InputOp: "a source: this rank's piece of the batch dict `x` (`emit.py`, `memory.SOURCES`)",
+    pcg.ConstantOp: "a source: a constant packed into the program (`emit.py`, `memory.SOURCES`)",
+}
+"""The pcg ops without a `KERNELS` row, and why they need none."""

@@ -22,6 +22,8 @@ from xdsl.utils.arg_spec import _convert_arg_to_type as convert_option
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from unityc.dialects.parallel import PARALLEL
+from unityc.dialects.pcg import PCG
 from unityc.dialects.source import (
     LocatedError,
     LocatedParseError,
@@ -29,42 +31,21 @@ from unityc.dialects.source import (
     output_problem,
     parse_source,
 )
+from unityc.passes.apply_rules import ApplyRulesPass
+from unityc.passes.estimate import EstimatePass
+from unityc.passes.fold_scalar_mul import FoldScalarMulPass
+from unityc.passes.fuse_attention import FuseAttentionPass
+from unityc.passes.fuse_collectives import FuseCollectivesPass
+from unityc.tools.search_cli import add_search_arguments, search_passes, search_pipeline, search_targets
 
 
 def unityc_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    def fuse() -> type[ModulePass]:
-        from unityc.passes.fuse_collectives import FuseCollectivesPass
-
-        return FuseCollectivesPass
-
-    def fuse_attention() -> type[ModulePass]:
-        from unityc.passes.fuse_attention import FuseAttentionPass
-
-        return FuseAttentionPass
-
-    def estimate() -> type[ModulePass]:
-        from unityc.passes.estimate import EstimatePass
-
-        return EstimatePass
-
-    def apply_rules() -> type[ModulePass]:
-        from unityc.passes.apply_rules import ApplyRulesPass
-
-        return ApplyRulesPass
-
-    def fold_scalar_mul() -> type[ModulePass]:
-        from unityc.passes.fold_scalar_mul import FoldScalarMulPass
-
-        return FoldScalarMulPass
-
-    from unityc.tools.search_cli import search_passes
-
     return {
-        "fuse-collectives": fuse,
-        "fuse-attention": fuse_attention,
-        "estimate": estimate,
-        "apply-rules": apply_rules,
-        "fold-scalar-mul": fold_scalar_mul,
+        "fuse-collectives": lambda: FuseCollectivesPass,
+        "fuse-attention": lambda: FuseAttentionPass,
+        "estimate": lambda: EstimatePass,
+        "apply-rules": lambda: ApplyRulesPass,
+        "fold-scalar-mul": lambda: FoldScalarMulPass,
         **search_passes(),
     }
 
@@ -79,9 +60,6 @@ class UnitycOptMain(xDSLOptMain):
 
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
-        from unityc.dialects.parallel import PARALLEL
-        from unityc.dialects.pcg import PCG
-
         self.ctx.register_dialect("pcg", lambda: PCG)
         self.ctx.register_dialect("parallel", lambda: PARALLEL)
 
@@ -94,24 +72,19 @@ class UnitycOptMain(xDSLOptMain):
         super().register_all_targets()
 
         def torch_target() -> type:
+            # imported here: the torch target imports torch, which takes a second to load
             from unityc.codegen.target import TorchTarget
 
             return TorchTarget.for_source(self.get_input_name())
 
         self.available_targets["torch"] = torch_target
-        from unityc.tools.search_cli import search_targets
-
         self.available_targets.update(search_targets())
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
-        from unityc.tools.search_cli import add_search_arguments
-
         add_search_arguments(arg_parser)
 
     def setup_pipeline(self) -> None:
-        from unityc.tools.search_cli import search_pipeline
-
         search_pipeline(self.args)  # --unity-search: the search pass first
         # Options are checked here, before any input is read: xDSL checks a target's options
         # only when it writes the output, after every pass has run.
@@ -179,8 +152,6 @@ def check_options(flag: str, cls: type[ArgSpecConvertible], spec: ArgSpec) -> No
             wanted = _EXPECTED.get(expected, str(expected))
             option = name.replace("_", "-")
             raise ValueError(f"{flag} {spec.name}: option '{option}' expects {wanted}, got {given}") from None
-
-
 
 
 class _KeepOpen(StringIO):

@@ -16,7 +16,12 @@ from xdsl.passes import ModulePass
 from xdsl.utils.target import Target
 
 from unityc.dialects.source import output_problem
+from unityc.passes.baselines import BASELINE_PASSES
+from unityc.passes.gpipe import GpipePass
 from unityc.passes.options import UnitySearchOptions, help_of, option_fields
+from unityc.passes.pipelines import HeteroGpipePass, PipedreamPass
+from unityc.passes.unity_search import UnitySearchPass, spec
+from unityc.search.dot import DotTarget
 
 FLAG_TYPES: dict[str, type] = {"bool": str, "int": int, "str": str, "float": float, "float | None": float}
 """argparse's type for a field's annotation (a bool option is `on` or `off`)."""
@@ -32,56 +37,19 @@ ON_OFF = {f.name.replace("_", "-") for f in option_fields(UnitySearchOptions) if
 
 
 def search_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    def unity_search() -> type[ModulePass]:
-        from unityc.passes.unity_search import UnitySearchPass
-
-        return UnitySearchPass
-
-    def baseline(name: str) -> Callable[[], type[ModulePass]]:
-        def factory() -> type[ModulePass]:
-            from unityc.passes.baselines import BASELINE_PASSES
-
-            return next(p for p in BASELINE_PASSES if p.name == name)
-
-        return factory
-
-    def gpipe() -> type[ModulePass]:
-        from unityc.passes.gpipe import GpipePass
-
-        return GpipePass
-
-    def pipelines(name: str) -> Callable[[], type[ModulePass]]:
-        def factory() -> type[ModulePass]:
-            from unityc.passes.pipelines import HeteroGpipePass, PipedreamPass
-
-            return PipedreamPass if name == "pipedream" else HeteroGpipePass
-
-        return factory
-
-    passes = {"unity-search": unity_search, "gpipe": gpipe}
-    passes["pipedream"] = pipelines("pipedream")
-    passes["hetero-gpipe"] = pipelines("hetero-gpipe")
-    for name in (
-        "data-parallel",
-        "megatron",
-        "megatron-lm",
-        "sequential",
-        "exhaustive",
-        "zero",
-        "galvatron",
-        "spatial",
-    ):
-        passes[name] = baseline(name)
+    passes: dict[str, Callable[[], type[ModulePass]]] = {
+        "unity-search": lambda: UnitySearchPass,
+        "gpipe": lambda: GpipePass,
+        "pipedream": lambda: PipedreamPass,
+        "hetero-gpipe": lambda: HeteroGpipePass,
+    }
+    for baseline in BASELINE_PASSES:
+        passes[baseline.name] = lambda baseline=baseline: baseline
     return passes
 
 
 def search_targets() -> dict[str, Callable[[], type[Target]]]:
-    def dot() -> type[Target]:
-        from unityc.search.dot import DotTarget
-
-        return DotTarget
-
-    return {"dot": dot}
+    return {"dot": lambda: DotTarget}
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,6 +82,4 @@ def search_pipeline(args: argparse.Namespace) -> None:
         if flag == "report" and (problem := output_problem(value)):
             raise ValueError(f"--report {value}: {problem}")
         options.append((flag.replace("-", "_"), value))
-    from unityc.passes.unity_search import spec
-
     args.passes = spec(options) + ("," + args.passes if args.passes else "")
