@@ -132,7 +132,10 @@ class Roles:
         kept: dict[tuple[tuple[int, ...], float, float], list[Collection[int]]] = {}
         for c in comms:
             devices = self.collapse(c.devices)
-            key = (devices, c.seconds, c.nbytes)
+            # a collective's mirror image under a symmetry that reverses the order of its
+            # members' roles (a sequence-parallel plan's devices 0..7 in roles 0,1,2,3,3,2,1,0)
+            # is the same collective: keyed by its roles as a set; a transfer keeps its direction
+            key = (devices if c.transfer else tuple(sorted(devices)), c.seconds, c.nbytes)
             seen = kept.get(key)
             if seen is None:
                 kept[key] = [c.devices]
@@ -257,10 +260,16 @@ class _Groups:
         self.size += size
 
     def pairs(self, a: np.ndarray, b: np.ndarray) -> None:
-        """Groups of two: a[i] with b[i]."""
+        """Groups of two: a[i] with b[i], where they differ (a task reading a piece on another
+        device: a transfer). A piece read on its own device moves nothing and makes no group: as
+        a group of one device twice it would hash like a transfer between two devices of one
+        colour, and a task reading locally would share a role with one that receives (a
+        sequence-parallel add reading a position embedding held by some of its devices)."""
         a, b = a.ravel(), b.ravel()
-        if np.array_equal(a, b):
+        moved = a != b
+        if not moved.any():
             return
+        a, b = a[moved], b[moved]
         gids = np.arange(len(a), dtype=np.int64)
         self.add(np.concatenate([a, b]), np.concatenate([gids, gids]))
 
