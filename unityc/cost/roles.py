@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from unityc.cost.communication import parallel_axes
-from unityc.cost.pricing import Placed, form_coords, form_grid, node_form, placement
+from unityc.cost.pricing import Placed, form_coords, form_grid, link_arrays, node_form, placement
 from unityc.cost.schedule import Comm
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.view import MachineViewAttr
@@ -398,8 +398,7 @@ def _device_classes(machine: Machine) -> tuple[np.ndarray, np.ndarray, np.ndarra
     kind and its node's spec); once per machine (a loop over every device)."""
     kinds = {k.name: i for i, k in enumerate(machine.kinds)}
     specs: dict[Any, int] = {}
-    node_of = np.array([d.node for d in machine.devices], dtype=np.int64)
-    socket_of = np.array([d.node * 1024 + d.socket for d in machine.devices], dtype=np.int64)
+    node_of, socket_of = link_arrays(machine)[:2]
     colour = np.array(
         [
             kinds[d.kind.name] * 4096 + specs.setdefault(machine.nodes[d.node], len(specs))
