@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -264,3 +265,16 @@ def test_unreadable_spec_files_name_the_path(tmp_path) -> None:  # type: ignore[
 def test_total_peak_flops_counts_every_device() -> None:
     m = load_machine("summit:2")
     assert m.total_peak_flops("f32") == pytest.approx(12 * 15.7e12)
+
+
+def test_machines_built_twice_are_equal_and_others_not() -> None:
+    """Equality compares the nodes run by run (the cost model's caches key on the machine):
+    the same fields, nothing less."""
+    a, b = load_machine("dgx-a100:64"), load_machine("dgx-a100:64")
+    assert a is not b and a == b and hash(a) == hash(b)
+    assert a != load_machine("dgx-a100:63") and a != a.with_memory(8e9)
+    mixed = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "machines", "hetero_v100_m4.toml")
+    m = load_machine(mixed)
+    assert m == load_machine(mixed)
+    flipped = dataclasses.replace(m, nodes=tuple(reversed(m.nodes)))
+    assert (flipped == m) == (flipped.nodes == m.nodes)

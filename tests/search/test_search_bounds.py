@@ -65,6 +65,17 @@ def test_the_pipeline_bound_is_below_every_runnable_pipeline(machine: str) -> No
         assert bound <= p.estimate.iteration_s * (1 + 1e-9), (p.name, p.note)
 
 
+def test_the_pipeline_bound_holds_at_any_device_count() -> None:
+    """Priced at any size (it returned 0 above 4,096 devices): more devices of one kind never
+    raise it (a superset of splits, each as fast or faster), and 8,192 devices bound it above 0."""
+    small, big = load_machine("dgx-a100:2"), load_machine("dgx-a100:1024")
+    one = one_device_plan(deep_mlp(), small, Pricing())
+    batch = 8192 * 4
+    at_small = pipeline_bound(one.estimate, small, batch, "roofline")
+    at_big = pipeline_bound(one.estimate, big, batch, "roofline")
+    assert 0 < at_big <= at_small
+
+
 def test_no_bound_where_it_would_not_hold() -> None:
     m = load_machine("cpu:4")
     one = one_device_plan(deep_mlp(), m, Pricing())

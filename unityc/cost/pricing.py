@@ -313,6 +313,87 @@ def tasks_and_transfers(
     return tasks, fwd, bwd
 
 
+def transfers_phase(
+    form: Form,
+    where: Placement,
+    i: int,
+    t: TensorType,
+    source_where: Placement,
+    wants: bool,
+    machine: Machine,
+) -> float:
+    """`phase` of the forward plus that of the backward transfers `tasks_and_transfers` makes
+    for operand `i` alone (placed at `source_where`, the others not considered), over arrays of
+    all tasks at once: what the machine-mapping DP charges an edge, without a loop (or a `Comm`)
+    per task on thousands of devices. The same figure to the last bit: transfers are kept in
+    task order (each piece once per receiving device), each priced as `collective_time`'s p2p
+    over the link class of its two devices, and summed per device in the order `phase` adds
+    them (a transfer's sender, then its receiver); gradients return the same way."""
+    layout = form.operands[i]
+    if layout is None:
+        return 0.0
+    shard, total, copies = form.degrees_of(layout)
+    degrees = (*shard, total, copies)
+    if len(source_where) != math.prod(degrees):  # not laid out as the form reads it: task by task
+        only = [source_where if j == i else None for j in range(len(form.operands))]
+        types = [t if j == i else None for j in range(len(form.operands))]
+        grads = [wants if j == i else False for j in range(len(form.operands))]
+        keys = list(range(len(form.operands)))
+        _, fwd, bwd = tasks_and_transfers(form, where, types, keys, only, grads, machine)
+        return phase(fwd) + phase(bwd)
+    grid = form_grid(form)
+    coords = form_coords(form, layout, grid)
+    mine = as_array(where, form.degrees_of_result())[form_coords(form, form.results[0], grid)].ravel()
+    theirs = as_array(source_where, degrees)[coords].ravel()
+    pieces = np.ravel_multi_index(coords, degrees).ravel()  # type: ignore[arg-type]
+    moved = np.flatnonzero(mine != theirs)
+    nbytes = _piece(t, False).nbytes
+    if moved.size == 0 or nbytes <= 0:
+        return 0.0
+    pairs = pieces[moved] * machine.num_devices + mine[moved]
+    _, first = np.unique(pairs, return_index=True)  # each piece once per device, in task order
+    kept = moved[np.sort(first)]
+    src, dst = theirs[kept], mine[kept]
+    node_of, socket_of, intra, cross, inter = link_arrays(machine)
+    ns, nd = node_of[src], node_of[dst]
+    same_node = ns == nd
+    same_socket = socket_of[src] == socket_of[dst]
+    bandwidth = np.where(
+        same_socket, intra[0][ns], np.where(same_node, cross[0][ns], np.minimum(inter[0][ns], inter[0][nd]))
+    )
+    latency = np.where(
+        same_socket, intra[1][ns], np.where(same_node, cross[1][ns], np.maximum(inter[1][ns], inter[1][nd]))
+    )
+    seconds = latency + nbytes / bandwidth
+    devices = np.stack([src, dst], axis=1).ravel()
+    per = np.bincount(devices, weights=np.repeat(seconds, 2), minlength=machine.num_devices)
+    one = float(per.max())
+    return one + one if wants else one
+
+
+_Links = tuple[np.ndarray, np.ndarray]
+"""(bandwidth, latency) per node of one link class."""
+
+
+@lru_cache(maxsize=16)
+def link_arrays(machine: Machine) -> tuple[np.ndarray, np.ndarray, _Links, _Links, _Links]:
+    """Per device its node and socket (numbered over the machine), read-only; per node the
+    (bandwidth, latency) of its three link classes (`Machine.link`). Once per machine."""
+    node_of = np.array([d.node for d in machine.devices], dtype=np.int64)
+    socket_of = np.array([d.node * 1024 + d.socket for d in machine.devices], dtype=np.int64)
+
+    def per_node(name: str) -> _Links:
+        links = [getattr(node, name) for node in machine.nodes]
+        return (
+            np.array([lk.bandwidth for lk in links], dtype=np.float64),
+            np.array([lk.latency for lk in links], dtype=np.float64),
+        )
+
+    node_of.setflags(write=False)
+    socket_of.setflags(write=False)
+    return node_of, socket_of, per_node("intra_socket"), per_node("cross_socket"), per_node("inter_node")
+
+
 def _task_groups(form: Form, where: Placement, factor: str) -> list[tuple[int, ...]]:
     """The devices of each group of tasks differing only in `factor`."""
     degree = dict(form.factors)[factor]

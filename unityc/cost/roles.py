@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from unityc.cost.communication import parallel_axes
-from unityc.cost.pricing import Placed, form_coords, form_grid, node_form, placement
+from unityc.cost.pricing import Placed, form_coords, form_grid, link_arrays, node_form, placement
 from unityc.cost.schedule import Comm
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.view import MachineViewAttr
@@ -109,6 +109,8 @@ class Roles:
         role = self._of[last]
         if isinstance(devices, range):
             inside = int((self._of[np.arange(devices.start, devices.stop, devices.step)] == role).sum())
+        elif len(devices) > 64:  # a copy group over thousands of devices: over an array
+            inside = int((self._of[np.unique(np.asarray(devices, dtype=np.int64))] == role).sum())
         else:
             inside = sum(1 for d in set(devices) if self._of[d] == role)
         return self.counts[int(role)] // max(inside, 1)
@@ -132,7 +134,10 @@ class Roles:
         kept: dict[tuple[tuple[int, ...], float, float], list[Collection[int]]] = {}
         for c in comms:
             devices = self.collapse(c.devices)
-            key = (devices, c.seconds, c.nbytes)
+            # a collective's mirror image under a symmetry that reverses the order of its
+            # members' roles (a sequence-parallel plan's devices 0..7 in roles 0,1,2,3,3,2,1,0)
+            # is the same collective: keyed by its roles as a set; a transfer keeps its direction
+            key = (devices if c.transfer else tuple(sorted(devices)), c.seconds, c.nbytes)
             seen = kept.get(key)
             if seen is None:
                 kept[key] = [c.devices]
@@ -257,10 +262,16 @@ class _Groups:
         self.size += size
 
     def pairs(self, a: np.ndarray, b: np.ndarray) -> None:
-        """Groups of two: a[i] with b[i]."""
+        """Groups of two: a[i] with b[i], where they differ (a task reading a piece on another
+        device: a transfer). A piece read on its own device moves nothing and makes no group: as
+        a group of one device twice it would hash like a transfer between two devices of one
+        colour, and a task reading locally would share a role with one that receives (a
+        sequence-parallel add reading a position embedding held by some of its devices)."""
         a, b = a.ravel(), b.ravel()
-        if np.array_equal(a, b):
+        moved = a != b
+        if not moved.any():
             return
+        a, b = a[moved], b[moved]
         gids = np.arange(len(a), dtype=np.int64)
         self.add(np.concatenate([a, b]), np.concatenate([gids, gids]))
 
@@ -387,8 +398,7 @@ def _device_classes(machine: Machine) -> tuple[np.ndarray, np.ndarray, np.ndarra
     kind and its node's spec); once per machine (a loop over every device)."""
     kinds = {k.name: i for i, k in enumerate(machine.kinds)}
     specs: dict[Any, int] = {}
-    node_of = np.array([d.node for d in machine.devices], dtype=np.int64)
-    socket_of = np.array([d.node * 1024 + d.socket for d in machine.devices], dtype=np.int64)
+    node_of, socket_of = link_arrays(machine)[:2]
     colour = np.array(
         [
             kinds[d.kind.name] * 4096 + specs.setdefault(machine.nodes[d.node], len(specs))
@@ -427,8 +437,20 @@ def _refine(
     inside = np.bincount(gids, weights=hashed[members], minlength=len(tags))
     tag = (_mix(inside.astype(np.uint64) ^ tags) & _MASK).astype(np.float64)
     acc = np.bincount(members, weights=tag[gids], minlength=n)
-    pairs = np.stack([colour, acc.astype(np.int64)], axis=1)
-    return np.unique(pairs, axis=0, return_inverse=True)[1].astype(np.int64).ravel()
+    return _rank_pairs(colour, acc.astype(np.int64))
+
+
+def _rank_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The rank of each (a[i], b[i]) among the distinct pairs in order (what `np.unique` of the
+    stacked pairs along axis 0 returns as its inverse), by a `lexsort` of the two int64 keys: a
+    sort of rows as one opaque record is several times slower on 65,536 devices."""
+    order = np.lexsort((b, a))
+    sa, sb = a[order], b[order]
+    new = np.ones(len(a), dtype=np.int64)
+    new[1:] = (sa[1:] != sa[:-1]) | (sb[1:] != sb[:-1])
+    out = np.empty(len(a), dtype=np.int64)
+    out[order] = np.cumsum(new) - 1
+    return out
 
 
 __all__ = ["ROLE_THRESHOLD", "Placed", "Roles", "device_array", "device_arrays", "find_roles", "tied_keys"]

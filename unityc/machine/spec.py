@@ -126,13 +126,29 @@ class Machine:
     _first: tuple[int, ...] = field(default=(), repr=False, compare=False)
     _hash: int = field(default=0, repr=False, compare=False)
     _node_size: int | None = field(default=None, repr=False, compare=False)
+    _node_runs: tuple[tuple[NodeSpec, int], ...] = field(default=(), repr=False, compare=False)
 
     def __hash__(self) -> int:  # cached: the cost model hashes the machine on every lookup
         return self._hash
 
+    def __eq__(self, other: object) -> bool:
+        """Equal fields; the nodes compared run by run (a machine of 8,192 nodes repeats one
+        spec): the cost model's caches are keyed by the machine, and an equal machine built
+        again (another `load_machine`) compared node by node took 9 ms a cache hit."""
+        if self is other:
+            return True
+        if not isinstance(other, Machine):
+            return NotImplemented
+        return (
+            self._hash == other._hash
+            and (self.name, self.kinds, self.description) == (other.name, other.kinds, other.description)
+            and self._node_runs == other._node_runs
+        )
+
     def __post_init__(self) -> None:
         check_size(self.name, _count(self.nodes))
         object.__setattr__(self, "_hash", hash((self.name, self.kinds, self.nodes)))
+        object.__setattr__(self, "_node_runs", _runs(self.nodes))
         kinds = {k.name: k for k in self.kinds}
         devices: list[Device] = []
         first: list[int] = []
@@ -247,6 +263,17 @@ def check_size(name: str, devices: int) -> None:
             f"{name}: {devices:,} devices; at most {MAX_DEVICES:,} are supported (the search and "
             "the cost model enumerate devices and tasks)"
         )
+
+
+def _runs(nodes: tuple[NodeSpec, ...]) -> tuple[tuple[NodeSpec, int], ...]:
+    """The nodes as runs of one spec (spec, how many in a row)."""
+    out: list[tuple[NodeSpec, int]] = []
+    for node in nodes:
+        if out and (out[-1][0] is node or out[-1][0] == node):
+            out[-1] = (node, out[-1][1] + 1)
+        else:
+            out.append((node, 1))
+    return tuple(out)
 
 
 def _count(nodes: tuple[NodeSpec, ...]) -> int:

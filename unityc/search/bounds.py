@@ -48,13 +48,14 @@ from unityc.machine.spec import Machine
 def fastest_latency(machine: Machine) -> float:
     """The lowest latency of any link joining two distinct devices of `machine`."""
     latencies = []
-    for node in machine.nodes:
+    specs = dict.fromkeys(machine.nodes)  # nodes repeat a few specs: each once
+    for node in specs:
         if any(len(socket) > 1 for socket in node.sockets):
             latencies.append(node.intra_socket.latency)
         if len(node.sockets) > 1:
             latencies.append(node.cross_socket.latency)
     if len(machine.nodes) > 1:
-        latencies.append(min(node.inter_node.latency for node in machine.nodes))
+        latencies.append(min(node.inter_node.latency for node in specs))
     return min(latencies, default=0.0)
 
 
@@ -146,10 +147,13 @@ def pipeline_bound(one_device: Estimate, machine: Machine, batch: int, cost: str
     device, L the latencies of the kernels. M micro-batches on G groups of w devices (r = B /
     (M w) rows a device, G <= D / w): micro-batch 0 runs forward through every stage, then
     backward (a chain: >= T(r)), and some group runs M x its stages' share (>= M T(r) / G). The
-    bound is the least of max(T(r), M T(r) / G) over every M dividing the batch and every w."""
-    kinds = {machine.kind_of(d).name for d in range(machine.num_devices)}
+    bound is the least of max(T(r), M T(r) / G) over every M dividing the batch and every w
+    dividing B / M (w <= D / 2): its cost follows the batch's divisors and the machine's
+    distinct node specs, not its devices."""
+    specs = dict.fromkeys(machine.nodes)  # nodes repeat a few specs: each once
+    kinds = {name for node in specs for socket in node.sockets for name in socket}
     D = machine.num_devices
-    if cost != "roofline" or len(kinds) > 1 or D < 2 or batch < 1 or D > 1 << 12:
+    if cost != "roofline" or len(kinds) > 1 or D < 2 or batch < 1:
         return 0.0
     latency = machine.kind_of(0).kernel_latency
     alpha = fastest_latency(machine)
@@ -162,16 +166,21 @@ def pipeline_bound(one_device: Estimate, machine: Machine, batch: int, cost: str
                 kernels += 1
     L = kernels * latency
     best = math.inf
-    divisors = [m for m in range(1, batch + 1) if batch % m == 0]
-    for w in range(1, D // 2 + 1):
-        groups = D // w
-        for m in divisors:
-            if batch % (m * w):
+    divisors = _divisors(batch)
+    for m in divisors:
+        for w in divisors:
+            if w > D // 2 or (batch // m) % w:
                 continue
             rho = 1.0 / (m * w)
             t = rho * total + (1.0 - rho) * L
-            best = min(best, max(t + 2 * alpha, m * t / groups, m * alpha))
+            best = min(best, max(t + 2 * alpha, m * t / (D // w), m * alpha))
     return 0.0 if best == math.inf else best
+
+
+def _divisors(n: int) -> list[int]:
+    """The divisors of `n`, ascending (a loop to its square root)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
 
 
 def levers_bound(

@@ -41,7 +41,7 @@ from unityc.cost.pricing import (
     phase,
     piece,
     sum_concat_parts,
-    tasks_and_transfers,
+    transfers_phase,
     type_info,
     weight_parts,
 )
@@ -321,10 +321,9 @@ class Prices:
             seconds = phase(fwd) + phase(bwd)
         else:
             form = node_form_of(node, operand_types)
-            only = [source_where if j == i else None for j in range(len(operand_types))]
-            keys = list(range(len(operand_types)))
-            _, fwd_t, bwd_t = tasks_and_transfers(form, where, operand_types, keys, only, grads, self.machine)
-            seconds = phase(fwd_t) + phase(bwd_t)
+            t_i = operand_types[i]
+            assert t_i is not None
+            seconds = transfers_phase(form, where, i, t_i, source_where, grads[i], self.machine)
         self._edge[key] = seconds
         return seconds
 
