@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from unityc.runtime.zero import Shard, buckets_of, layer_of
+from unityc.runtime.patterns import layer_of
+from unityc.runtime.zero import Shard, buckets_of
 
 
 def test_a_layer_is_the_key_up_to_its_first_number() -> None:

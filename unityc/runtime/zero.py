@@ -53,6 +53,7 @@ import torch
 import torch.distributed as dist
 
 from unityc.runtime.comm import Communicator
+from unityc.runtime.patterns import zero_buckets
 from unityc.runtime.plan import Layout, Plan
 
 
@@ -101,16 +102,6 @@ class Shard:
         out = torch.zeros(self.m, dtype=grad.dtype, device=grad.device)
         out[: max(end - start, 0)] = flat[start:end]
         return out
-
-
-def layer_of(key: str) -> str:
-    """The layer a weight key belongs to, for bucketing: the key up to its first numeric
-    component (`model.layers.3.mlp.up.weight` -> `model.layers.3`), '' outside numbered layers."""
-    parts = key.split(".")
-    for i, part in enumerate(parts):
-        if part.isdigit():
-            return ".".join(parts[: i + 1])
-    return ""
 
 
 class Bucket:
@@ -455,16 +446,8 @@ class Zero:
 
 
 def buckets_of(shards: list[Shard]) -> list[Bucket]:
-    """The shards, in plan order, cut into buckets: a run of consecutive shards of one copy
-    group, stage, dtype and layer (`layer_of`)."""
-
-    def kind(s: Shard) -> tuple[Any, ...]:
-        return (id(s.group), s.n, s.stage, s.shard.dtype, layer_of(s.key))
-
-    runs: list[list[Shard]] = []
-    for shard in shards:
-        if runs and kind(runs[-1][0]) == kind(shard):
-            runs[-1].append(shard)
-        else:
-            runs.append([shard])
-    return [Bucket(run) for run in runs]
+    """The shards, in plan order, cut into buckets by the rule the cost model prices
+    (`patterns.zero_buckets`): a run of consecutive shards of one copy group, stage, dtype and
+    layer."""
+    kinds = [((id(s.group), s.n, s.stage, s.shard.dtype), s.key) for s in shards]
+    return [Bucket([shards[i] for i in cut]) for cut in zero_buckets(kinds)]
