@@ -140,6 +140,18 @@ class Bucket:
             for s, a in zip(self.shards, self.offsets, strict=False)
         }
 
+    def copy_out(self, out: torch.Tensor, wholes: list[torch.Tensor]) -> None:
+        """Copies an all-gathered buffer into each shard's whole piece (`wholes`, in shard order)
+        in one strided copy per piece (rank r's shard is row r of its columns), not through
+        `pieces`' intermediate copy: the step's all-gather writes the updated weights straight
+        into them, as FSDP2's copy-out."""
+        rows = out.view(self.n, self.m)
+        for s, a, whole in zip(self.shards, self.offsets[:-1], wholes, strict=True):
+            flat, full_rows = whole.view(-1), s.numel // s.m
+            flat[: full_rows * s.m].view(full_rows, s.m).copy_(rows[:full_rows, a : a + s.m])
+            if full_rows * s.m < s.numel:
+                flat[full_rows * s.m :].copy_(rows[full_rows, a : a + s.numel - full_rows * s.m])
+
     def hand_in(self, key: str, grad: torch.Tensor) -> None:
         """A gradient of a whole piece (summed with one handed in before); once every weight of
         the bucket has one, they are reduce-scattered."""
@@ -392,10 +404,7 @@ class Zero:
         issued = [(b, *b.all_gather()) for b in self.buckets if b.shards[0].full is not None]
         for bucket, work, out in issued:
             work.wait()
-            for key, piece in bucket.pieces(out).items():
-                full = self.shards[key].full
-                assert full is not None
-                full.copy_(piece)
+            bucket.copy_out(out, [s.full for s in bucket.shards])  # type: ignore[misc]
 
     def zero_grad(self) -> None:
         for p in self.weights.values():
