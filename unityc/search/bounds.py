@@ -218,7 +218,8 @@ def levers_bound(
     # ZeRO collectives move in buckets, each weight priced its share of its bucket's collective
     # (`pricing.copy_collectives`): priced in a bucket so large that its one latency vanishes,
     # a weight's collectives are their bytes parts, and each group pays a latency part once.
-    everything = 2**30 * sum(piece(graph.nodes[nid].types[0]).nbytes for nid in trained)  # type: ignore[union-attr]
+    pieces = [piece(graph.nodes[nid].types[0]) for nid in trained]
+    everything = 2**30 * sum(p.nbytes for p in pieces if p is not None)
     for nid in trained:
         node = graph.nodes[nid]
         t = node.types[0]
