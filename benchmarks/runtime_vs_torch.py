@@ -19,7 +19,8 @@ the plain module, `--rounds` times after warm-up, so that both see the same mach
 | recompute | data-parallel, every op recomputed | DDP, `torch.utils.checkpoint` per layer |
 | gpipe, 1f1b | 2 stages, 4 micro-batches | the LM split by hand, `ScheduleGPipe` / `Schedule1F1B` |
 
-(The pipelines are Llama's only: its decoder layers halved by hand, stage r on rank r.)
+(The pipelines split the model by hand at half its layers, stage r on rank r: Llama's decoder
+layers, or BERT's embeddings and encoder layers then the rest of the encoder and the MLM head.)
 
 Prints the median step time of each (slowest rank per step), the cost model's estimate of the
 plan, and the ratio unityc / torch (the target is at most 1.05); then the median CPU time of a
@@ -129,9 +130,6 @@ def main() -> int:
     unknown = [p for p in pairs if p not in known]
     if unknown:
         print(f"error: unknown pair(s) {', '.join(unknown)} (known: {', '.join(known)})", file=sys.stderr)
-        return 2
-    if args.model != "llama" and any(p in SCHEDULES for p in pairs):
-        print("error: the pipelines are split by hand for the causal LM (llama) only", file=sys.stderr)
         return 2
     name, overrides = MODELS[args.model]
     machine = f"cpu:{args.nproc}"
@@ -253,29 +251,77 @@ class _SecondHalf(torch.nn.Module):
         return self.head(self.base(inputs_embeds=hidden, attention_mask=attention_mask).last_hidden_state)
 
 
-def _pipelined(
-    pair: str, wrapped: Any, inputs: dict[str, Any], rank: int, device: Any
-) -> Callable[[int], None]:
-    """The Hugging Face causal LM split by hand into two stages (rank r runs stage r) at half
-    its decoder layers, run by torch.distributed.pipelining's schedule of the pair, with the
-    same shifted cross-entropy as the plan's model (`_LossFirst`)."""
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+class _BertFirst(torch.nn.Module):
+    """Stage 0 of BERT split by hand: the embeddings and the first encoder layers; passes the
+    attention mask on to stage 1."""
 
-    causal = wrapped.model
-    base, layers = causal.model, causal.model.layers
+    def __init__(self, bert: Any, layers: list[Any]):
+        super().__init__()
+        self.bert, self.layers = bert, torch.nn.ModuleList(layers)
+
+    def forward(self, input_ids: Any, attention_mask: Any) -> Any:
+        hidden = self.bert.embeddings(input_ids=input_ids)
+        return _bert_layers(self.bert, self.layers, hidden, attention_mask), attention_mask
+
+
+class _BertSecond(torch.nn.Module):
+    """Stage 1: the other encoder layers and the MLM head (logits)."""
+
+    def __init__(self, bert: Any, layers: list[Any], head: Any):
+        super().__init__()
+        self.bert, self.layers, self.head = bert, torch.nn.ModuleList(layers), head
+
+    def forward(self, hidden: Any, attention_mask: Any) -> Any:
+        return self.head(_bert_layers(self.bert, self.layers, hidden, attention_mask))
+
+
+def _bert_layers(bert: Any, layers: Any, hidden: Any, attention_mask: Any) -> Any:
+    """Encoder layers over `hidden`, with the attention mask BertModel makes of the 2-D one."""
+    mask, _ = bert._create_attention_masks(
+        attention_mask=attention_mask,
+        encoder_attention_mask=None,
+        embedding_output=hidden,
+        encoder_hidden_states=None,
+        past_key_values=None,
+    )
+    for layer in layers:
+        out = layer(hidden, attention_mask=mask)
+        hidden = out[0] if isinstance(out, tuple) else out
+    return hidden
+
+
+def _stage_module(wrapped: Any, rank: int) -> Any:
+    """Rank r's half of the model: Llama's decoder layers or BERT's encoder layers halved."""
+    model = wrapped.model
+    if hasattr(model, "bert"):
+        bert, layers = model.bert, list(model.bert.encoder.layer)
+        half = len(layers) // 2
+        return _BertFirst(bert, layers[:half]) if rank == 0 else _BertSecond(bert, layers[half:], model.cls)
+    base, layers = model.model, model.model.layers
     half = len(layers) // 2
     if rank == 0:
         base.layers = torch.nn.ModuleList(layers[:half])
         base.norm = torch.nn.Identity()
-        module: Any = _FirstHalf(base)
-    else:
-        base.layers = torch.nn.ModuleList(layers[half:])
-        base.embed_tokens = None
-        module = _SecondHalf(base, causal.lm_head)
+        return _FirstHalf(base)
+    base.layers = torch.nn.ModuleList(layers[half:])
+    base.embed_tokens = None
+    return _SecondHalf(base, model.lm_head)
+
+
+def _pipelined(
+    pair: str, wrapped: Any, inputs: dict[str, Any], rank: int, device: Any
+) -> Callable[[int], None]:
+    """The Hugging Face model split by hand into two stages (rank r runs stage r, `_stage_module`),
+    run by torch.distributed.pipelining's schedule of the pair, with the same cross-entropy as
+    the plan's model (`_LossFirst`: labels shifted by one for a causal LM)."""
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    causal = wrapped.causal
+    module = _stage_module(wrapped, rank).to(device)
     stage = PipelineStage(module, rank, 2, device)
 
     def loss(logits: Any, labels: Any) -> Any:
-        scores, targets = logits[:, :-1], labels[:, 1:]
+        scores, targets = (logits[:, :-1], labels[:, 1:]) if causal else (logits, labels)
         return torch.nn.functional.cross_entropy(scores.reshape(-1, scores.shape[-1]), targets.reshape(-1))
 
     schedule = (ScheduleGPipe if pair == "gpipe" else Schedule1F1B)(stage, MICROBATCHES, loss_fn=loss)

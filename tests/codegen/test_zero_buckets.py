@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from unityc.runtime.zero import Shard, buckets_of, layer_of
+from unityc.runtime.patterns import layer_of
+from unityc.runtime.zero import Shard, buckets_of
 
 
 def test_a_layer_is_the_key_up_to_its_first_number() -> None:
@@ -45,3 +46,18 @@ def test_buckets_are_runs_of_one_group_stage_dtype_and_layer() -> None:
     # 15 elements in 2 shards of 8: a bucket's part per rank is its shards' concatenated
     assert [b.offsets for b in buckets][1] == [0, 8, 16]
     assert buckets[1].m == 16
+
+
+def test_copy_out_writes_each_whole_piece_as_pieces_reads_it() -> None:
+    """The step's all-gathered buffer copied straight into the whole pieces (one strided copy
+    each, padding skipped) gives what `Bucket.pieces` reads from it."""
+    group = object()
+    shards = [
+        Shard(key, 1, torch.zeros(shape), group, (0, 1, 2), 0) for key, shape in (("a", (5, 3)), ("b", (4,)))
+    ]
+    bucket = buckets_of(shards)[0]
+    out = torch.arange(bucket.n * bucket.m, dtype=torch.float32)
+    wholes = [torch.empty(s.shape) for s in shards]
+    bucket.copy_out(out, wholes)
+    for whole, piece in zip(wholes, bucket.pieces(out).values(), strict=True):
+        assert torch.equal(whole, piece)

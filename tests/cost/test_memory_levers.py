@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from cost_graphs import estimate, graph
-from test_cost_estimate import WC, data_parallel, row
+from test_cost_estimate import WC, data_parallel, line, row
 
 from unityc.cost.memory import DeviceMemory, persistent_bytes
 from unityc.machine.presets import GPU_RESERVED, preset
@@ -98,3 +98,26 @@ def test_recompute_reruns_forward_and_keeps_only_region_inputs() -> None:
 def test_gpus_reserve_framework_memory() -> None:
     assert preset("dgx-a100:1").kind_of(0).reserved == GPU_RESERVED
     assert preset("cpu:2").kind_of(0).reserved == 0
+
+
+@pytest.mark.parametrize(("second", "each_us"), [("layers.0.b", 52.5), ("layers.1.b", 55)])
+def test_zero_weights_of_one_layer_share_one_collective(second: str, each_us: float) -> None:
+    """Two 1 MB ZeRO-3 weights of one layer move in one bucket, as the program runs them
+    (`patterns.zero_buckets`): one 2 MB all-gather (100 us + one 5 us latency), half of it
+    priced to each; the same weights in two layers are two buckets of 55 us each."""
+    attrs = "{view = #pcg.view<start 0, [inter 1]>, zero = 3 : i64}"
+    e = estimate(
+        data_parallel(
+            [
+                f'  %a = pcg.weight key "layers.0.a" {attrs} : {WC}',
+                f'  %b = pcg.weight key "{second}" {attrs} : {WC}',
+                line("w", "pcg.add %a, %b", "inter 1", f"{WC}, {WC} -> {WC}"),
+            ],
+            "%w",
+        ),
+        optimizer="adam",
+    )
+    for key in ("a", "b"):
+        w = row(e, key)
+        assert w.fwd_comm_s == pytest.approx(each_us * US)
+        assert w.bwd_comm_s == pytest.approx(each_us * US)  # the reduce-scatter, bucketed alike

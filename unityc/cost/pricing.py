@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -47,6 +47,7 @@ from unityc.dialects.spatial import Halo, window_halo
 from unityc.dialects.view import MachineViewAttr
 from unityc.graph import full_attrs, op_class
 from unityc.machine.spec import DeviceKind, Machine
+from unityc.runtime.patterns import zero_buckets
 
 Placement = Mapping[Coord, int]
 """The device of each piece of a tensor, by coordinate."""
@@ -608,10 +609,17 @@ class WeightParts:
 
 
 def weight_parts(
-    machine: Machine, optimizer: str, t: TensorType, where: Placement, wants: bool, zero: int = 0
+    machine: Machine,
+    optimizer: str,
+    t: TensorType,
+    where: Placement,
+    wants: bool,
+    zero: int = 0,
+    bucket: int = 0,
 ) -> WeightParts:
     """What a weight of type `t` placed at `where` holds and does per iteration; `zero` shards
-    it across its copies (see `memory.persistent_bytes`)."""
+    it across its copies (see `memory.persistent_bytes`), whose collectives move in a bucket of
+    `bucket` bytes (`zero_bucket_bytes`; the gradient all-reduce is bucketed by the schedule)."""
     p = _piece(t, False)
     pieces: dict[int, int] = defaultdict(int)
     for device in where.values():
@@ -638,20 +646,20 @@ def weight_parts(
     reduce: list[Comm] = []
     if wants:
         if zero >= 2:
-            sync = copy_collectives(machine, "reduce_scatter", where, p.nbytes)
+            sync = copy_collectives(machine, "reduce_scatter", where, p.nbytes, bucket)
         else:
             reduce = copy_collectives(machine, "all_reduce", where, p.nbytes)
         if zero in (1, 2):
-            sync += copy_collectives(machine, "all_gather", where, p.nbytes)
-    gather = copy_collectives(machine, "all_gather", where, p.nbytes) if zero == 3 else []
+            sync += copy_collectives(machine, "all_gather", where, p.nbytes, bucket)
+    gather = copy_collectives(machine, "all_gather", where, p.nbytes, bucket) if zero == 3 else []
     flops = update_work(optimizer, t.num_pieces // t.copy_degree * p.numel, element).flops if wants else 0.0
     full = {d: float(count * p.nbytes) for d, count in pieces.items()} if zero >= 2 else None
     return WeightParts(held, tuple(update), tuple(sync), flops, tuple(gather), full, tuple(reduce))
 
 
-def copy_collectives(machine: Machine, pattern: str, where: Placement, nbytes: int) -> list[Comm]:
-    """One collective of `pattern` over the copies of each piece of a tensor placed at `where`
-    (its copy index is the last coordinate); `nbytes` is one whole piece."""
+def copy_groups(where: Placement) -> list[tuple[int, ...] | range]:
+    """The devices of each copy group of a tensor placed at `where` (the pieces that differ only
+    in their copy index, the last coordinate), each listed once, in order of first appearance."""
     copies: dict[Coord, Sequence[int]] = {}
     if isinstance(where, Placed):
         for coord in where:
@@ -662,12 +670,37 @@ def copy_collectives(machine: Machine, pattern: str, where: Placement, nbytes: i
         for coord, device in where.items():
             lists[coord[:-1]].append(device)
         copies.update(lists)
+    return [d if isinstance(d, range) else tuple(dict.fromkeys(d)) for d in copies.values()]
+
+
+def copy_collectives(
+    machine: Machine, pattern: str, where: Placement, nbytes: int, bucket: int = 0
+) -> list[Comm]:
+    """One collective of `pattern` over the copies of each piece of a tensor placed at `where`;
+    `nbytes` is one whole piece. With `bucket` (the bytes of the ZeRO bucket the piece moves in,
+    `zero_bucket_bytes`), the piece's share of the bucket's one collective: its time times
+    nbytes / bucket, so the bucket's weights together cost one latency, as the program runs
+    them (`unityc.runtime.zero`)."""
     out = []
-    for devices in copies.values():
-        distinct = devices if isinstance(devices, range) else tuple(dict.fromkeys(devices))
-        seconds = collective_time(pattern, nbytes, distinct, machine)
+    for distinct in copy_groups(where):
+        if bucket > nbytes:
+            seconds = collective_time(pattern, bucket, distinct, machine) * nbytes / bucket
+        else:
+            seconds = collective_time(pattern, nbytes, distinct, machine)
         if seconds > 0:
             out.append(Comm(distinct, seconds, nbytes))
+    return out
+
+
+def zero_bucket_bytes(weights: Sequence[tuple[Hashable, str, int]]) -> list[int]:
+    """Per ZeRO weight ((kind, key, bytes of a piece), in plan order; the kind names its copy
+    groups, stage and dtype), the bytes of the bucket it moves in: the runtime's buckets
+    (`patterns.zero_buckets`, one all-gather / reduce-scatter each)."""
+    out = [0] * len(weights)
+    for cut in zero_buckets([(kind, key) for kind, key, _ in weights]):
+        total = sum(weights[i][2] for i in cut)
+        for i in cut:
+            out[i] = total
     return out
 
 

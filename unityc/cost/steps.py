@@ -23,6 +23,7 @@ from unityc.cost.pricing import (
     Placed,
     WeightParts,
     compute_parts,
+    copy_groups,
     node_form,
     parallel_parts,
     phase,
@@ -31,6 +32,7 @@ from unityc.cost.pricing import (
     sum_concat_parts,
     type_info,
     weight_parts,
+    zero_bucket_bytes,
 )
 from unityc.cost.result import OpRow
 from unityc.cost.roles import Roles, device_arrays, find_roles
@@ -93,12 +95,31 @@ class StepBuilder:
             self.rep_mask = self.roles.rep_mask
         self.placed: dict[int, Placed] = {}
         """Priced by roles: the placement of each array (by its id; nodes placed alike share)."""
+        self.zero_buckets: dict[int, int] = {}
+        """The bytes of the bucket each ZeRO weight moves in, by node id (`bucket_zero_weights`)."""
 
     def placed_at(self, nid: int) -> Placed:
         array = self.arrays[nid]
         if id(array) not in self.placed:
             self.placed[id(array)] = Placed(array, self.rep_mask)
         return self.placed[id(array)]
+
+    def bucket_zero_weights(self, order: Sequence[int]) -> None:
+        """Fills `zero_buckets`: the ZeRO weights in plan order cut into the program's buckets
+        (`pricing.zero_bucket_bytes`), a weight's kind being its stage, dtype and copy groups."""
+        weights: list[tuple[int, tuple[Any, ...], str, int]] = []
+        for nid in order:
+            node = self.graph.nodes[nid]
+            if node.op != "pcg.weight" or not node.zero or node.view is None:
+                continue
+            t = node.types[0]
+            p = piece(t)
+            assert p is not None
+            where = placement(t, node.view, self.machine) if self.roles is None else self.placed_at(nid)
+            groups = tuple(tuple(g) for g in copy_groups(where))
+            weights.append((nid, (node.zero, p.dtype, groups), node.attr("key") or "", p.nbytes))
+        sizes = zero_bucket_bytes([(kind, key, nbytes) for _, kind, key, nbytes in weights])
+        self.zero_buckets = {nid: size for (nid, *_), size in zip(weights, sizes, strict=True)}
 
     def count(self, device: int) -> int:
         """The devices `device` stands for (priced by roles: its role's)."""
@@ -353,7 +374,8 @@ class StepBuilder:
         self, nid: int, node: Node, t: TensorType, where: dict[Coord, int], name: str
     ) -> tuple[Step, OpRow]:
         wants = (nid, 0) in self.gets_grad
-        parts = weight_parts(self.machine, self.optimizer, t, where, wants, node.zero)
+        bucket = self.zero_buckets.get(nid, 0)
+        parts = weight_parts(self.machine, self.optimizer, t, where, wants, node.zero, bucket)
         (sync, synced), (gather, _), (reduce, reduced) = (
             self.comms(parts.sync), self.comms(parts.gather), self.comms(parts.reduce)
         )  # fmt: skip
@@ -459,6 +481,7 @@ def build_steps(
     order = graph.topological()
     b = StepBuilder(graph, machine, compute, optimizer, roles)
     _, b.gets_grad = gradient_flags(graph, order)
+    b.bucket_zero_weights(order)
     steps: list[Step] = []
     rows: list[OpRow] = []
     for i, nid in enumerate(order):

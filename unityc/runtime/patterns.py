@@ -6,7 +6,7 @@ alike; plain Python, so the compiler can import it without torch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 PATTERNS = (
     "p2p",
@@ -55,4 +55,30 @@ def gradient_buckets(pieces: Sequence[tuple[int, str]], limit: int = BUCKET_BYTE
             size, dtype = 0, kind
         out[-1].append(i)
         size += nbytes
+    return out
+
+
+def layer_of(key: str) -> str:
+    """The layer a weight key belongs to, for ZeRO bucketing: the key up to its first numeric
+    component (`model.layers.3.mlp.up.weight` -> `model.layers.3`), '' outside numbered layers."""
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        if part.isdigit():
+            return ".".join(parts[: i + 1])
+    return ""
+
+
+def zero_buckets(weights: Sequence[tuple[Hashable, str]]) -> list[list[int]]:
+    """Indices into `weights` ((kind, key) of each ZeRO weight, in plan order; the kind names
+    the copy group, stage and dtype) cut into buckets: runs of consecutive weights of one kind
+    and layer (`layer_of`). Each bucket moves in ONE all-gather / reduce-scatter in the program
+    (`unityc.runtime.zero`), and the cost model prices it so (`unityc.cost.pricing`)."""
+    out: list[list[int]] = []
+    last: tuple[Hashable, str] | None = None
+    for i, (kind, key) in enumerate(weights):
+        this = (kind, layer_of(key))
+        if not out or this != last:
+            out.append([])
+        out[-1].append(i)
+        last = this
     return out

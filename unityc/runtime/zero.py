@@ -53,6 +53,7 @@ import torch
 import torch.distributed as dist
 
 from unityc.runtime.comm import Communicator
+from unityc.runtime.patterns import zero_buckets
 from unityc.runtime.plan import Layout, Plan
 
 
@@ -103,16 +104,6 @@ class Shard:
         return out
 
 
-def layer_of(key: str) -> str:
-    """The layer a weight key belongs to, for bucketing: the key up to its first numeric
-    component (`model.layers.3.mlp.up.weight` -> `model.layers.3`), '' outside numbered layers."""
-    parts = key.split(".")
-    for i, part in enumerate(parts):
-        if part.isdigit():
-            return ".".join(parts[: i + 1])
-    return ""
-
-
 class Bucket:
     """ZeRO weights of one copy group, stage, dtype and layer whose shards move in one
     collective: rank r's part of the gathered buffer is its shards concatenated (shard i at
@@ -148,6 +139,18 @@ class Bucket:
             s.key: rows[:, a : a + s.m].reshape(-1)[: s.numel].view(s.shape)
             for s, a in zip(self.shards, self.offsets, strict=False)
         }
+
+    def copy_out(self, out: torch.Tensor, wholes: list[torch.Tensor]) -> None:
+        """Copies an all-gathered buffer into each shard's whole piece (`wholes`, in shard order)
+        in one strided copy per piece (rank r's shard is row r of its columns), not through
+        `pieces`' intermediate copy: the step's all-gather writes the updated weights straight
+        into them, as FSDP2's copy-out."""
+        rows = out.view(self.n, self.m)
+        for s, a, whole in zip(self.shards, self.offsets[:-1], wholes, strict=True):
+            flat, full_rows = whole.view(-1), s.numel // s.m
+            flat[: full_rows * s.m].view(full_rows, s.m).copy_(rows[:full_rows, a : a + s.m])
+            if full_rows * s.m < s.numel:
+                flat[full_rows * s.m :].copy_(rows[full_rows, a : a + s.numel - full_rows * s.m])
 
     def hand_in(self, key: str, grad: torch.Tensor) -> None:
         """A gradient of a whole piece (summed with one handed in before); once every weight of
@@ -401,10 +404,7 @@ class Zero:
         issued = [(b, *b.all_gather()) for b in self.buckets if b.shards[0].full is not None]
         for bucket, work, out in issued:
             work.wait()
-            for key, piece in bucket.pieces(out).items():
-                full = self.shards[key].full
-                assert full is not None
-                full.copy_(piece)
+            bucket.copy_out(out, [s.full for s in bucket.shards])  # type: ignore[misc]
 
     def zero_grad(self) -> None:
         for p in self.weights.values():
@@ -455,16 +455,8 @@ class Zero:
 
 
 def buckets_of(shards: list[Shard]) -> list[Bucket]:
-    """The shards, in plan order, cut into buckets: a run of consecutive shards of one copy
-    group, stage, dtype and layer (`layer_of`)."""
-
-    def kind(s: Shard) -> tuple[Any, ...]:
-        return (id(s.group), s.n, s.stage, s.shard.dtype, layer_of(s.key))
-
-    runs: list[list[Shard]] = []
-    for shard in shards:
-        if runs and kind(runs[-1][0]) == kind(shard):
-            runs[-1].append(shard)
-        else:
-            runs.append([shard])
-    return [Bucket(run) for run in runs]
+    """The shards, in plan order, cut into buckets by the rule the cost model prices
+    (`patterns.zero_buckets`): a run of consecutive shards of one copy group, stage, dtype and
+    layer."""
+    kinds = [((id(s.group), s.n, s.stage, s.shard.dtype), s.key) for s in shards]
+    return [Bucket([shards[i] for i in cut]) for cut in zero_buckets(kinds)]

@@ -201,7 +201,8 @@ def levers_bound(
     reduce-scatter and an all-gather; plain copies in a gradient bucket, whose all-reduce takes
     at least its members' bytes parts and one latency part), and each group of copies pays at
     least an all-reduce's latency part once (a bucket, or two collectives per weight). With a
-    known stage, its collectives are counted in full, and those run after the backward (ZeRO-1/2's
+    known stage, its collectives' bytes parts are counted (the latency parts once per group, as
+    the buckets the program moves them in pay at least one), and those run after the backward (ZeRO-1/2's
     all-gather of the updated shards, ZeRO-2/3's reduce-scatter) follow the device's forward and
     backward compute: the bound is the larger of the two streams' sums."""
     if e.pipeline is not None:
@@ -222,9 +223,14 @@ def levers_bound(
             comm[d] += moved
         groups[c.devices if isinstance(c.devices, range) else tuple(sorted(c.devices))] = latency
 
-    for nid, node in graph.nodes.items():
-        if node.op != "pcg.weight" or (nid, 0) not in gets_grad:
-            continue
+    trained = [nid for nid, node in graph.nodes.items() if node.op == "pcg.weight" and (nid, 0) in gets_grad]
+    # ZeRO collectives move in buckets, each weight priced its share of its bucket's collective
+    # (`pricing.copy_collectives`): priced in a bucket so large that its one latency vanishes,
+    # a weight's collectives are their bytes parts, and each group pays a latency part once.
+    pieces = [piece(graph.nodes[nid].types[0]) for nid in trained]
+    everything = 2**30 * sum(p.nbytes for p in pieces if p is not None)
+    for nid in trained:
+        node = graph.nodes[nid]
         t = node.types[0]
         where: Placement = (
             placement(t, node.view, machine)
@@ -239,16 +245,19 @@ def levers_bound(
             for c in copy_collectives(machine, "all_reduce", where, piece(t).nbytes):  # type: ignore[union-attr]
                 bucketed(c)
             continue
-        parts = weight_parts(machine, optimizer, t, where, True, zero)
+        parts = weight_parts(machine, optimizer, t, where, True, zero, everything)
         for c in (*parts.gather, *parts.sync):
             for d in members(c.devices):
                 comm[d] += c.seconds
+            groups[c.devices if isinstance(c.devices, range) else tuple(sorted(c.devices))] = (
+                collective_floor("all_reduce", c.nbytes, c.devices, machine)[1]
+            )
         for c in parts.sync:
             for d in members(c.devices):
                 after[d] += c.seconds
         for c in parts.reduce:
             bucketed(c)
-    for group, latency in groups.items():  # (none for ZeRO-2/3: their latencies counted in full)
+    for group, latency in groups.items():
         for d in members(group):
             comm[d] += latency
     used = set(compute) | set(comm)

@@ -273,7 +273,8 @@ def per_layer(
     the estimate finds the plan leaves free or lacks (the capacity less its peak), kept between
     the largest budget that fit and the smallest that did not (their middle where the correction
     leaves that range), until it moves by under 1%: the DP's memory model is the estimate's in
-    outline only, and the budget it overestimates is time the baseline leaves unused. `memo`:
+    outline only, and the budget it overestimates is time the baseline leaves unused; the
+    baseline's budgets are tried as well, so the calibrated plan is never the slower. `memo`:
     choices already priced on this plan (`Memo`). Returns every plan priced."""
     costs = layer_costs(base, machine, pricing.optimizer)
     options = strategies(data)
@@ -312,6 +313,8 @@ def per_layer(
         if abs(nxt - budget) < 0.01 * budget:
             break
         budget = nxt
+    if calibrate:  # a heuristic: the baseline's budgets are tried too (priced choices memoized)
+        tried += per_layer(base, machine, pricing, data, label, False, memo)
     if not any(p.estimate.fits for p in tried):  # the DP's memory model is an estimate
         tried.append(priced(smallest(costs, options)))
     return tried
