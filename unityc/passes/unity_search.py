@@ -185,7 +185,8 @@ class UnitySearchPass(UnitySearchOptions):
                 continue
             rows.append(BaselineRow(name, b.note, b.estimate))
         # the joint search's own 3-D factorisations, each priced (the report shows why it picked)
-        rows += [BaselineRow("3-d", p.note, p.estimate) for p in result.alternatives if p.name == "3-d"]
+        three_d = [p for p in result.alternatives if p.name == "3-d"]
+        rows += [BaselineRow(f"3-d {k}", p.note, p.estimate) for k, p in enumerate(three_d, 1)]
         report = PlanReport(self.machine, plan, estimate, result.report, source, rows, self.option_values())
         sys.stderr.write(render(report))
         if self.report:
