@@ -147,7 +147,7 @@ def alternative_plans(
                     if hand[0].estimate.fits or not options.memory_check:
                         best = min(best, hand[0].estimate.iteration_s)
                     yield hand[0], hand[0]
-                for plan in three_d_candidates(graph, machine, pricing, one, fastest):
+                for plan in three_d_candidates(graph, machine, pricing, one, fastest, hand[0]):
                     best = min(best, plan.estimate.iteration_s)
                     yield plan, plan
     for plan in sorted(unfit, key=lambda p: p.estimate.backward_s):
@@ -219,13 +219,19 @@ def megatron_lm_candidate(graph: Graph, machine: Machine, pricing: Pricing) -> P
 
 
 def three_d_candidates(
-    graph: Graph, machine: Machine, pricing: Pricing, one: UnityResult | None, best: Callable[[], float]
+    graph: Graph,
+    machine: Machine,
+    pricing: Pricing,
+    one: UnityResult | None,
+    best: Callable[[], float],
+    hand: PricedPlan | None = None,
 ) -> Iterator[PricedPlan]:
     """The search's own 3-D plans (`megatron_lm.three_d_plans`: tensor x pipeline x data, ZeRO-1,
     recomputation none / attention core / full, accumulation to the global batch), each fitting,
     as priced; a recomputation level whose lower bound (`bounds.three_d_bound`, from the graph
     on one device `one`) cannot beat the fastest fitting plan at hand (`best()`) is skipped.
-    None on one device or where micro-batches cannot compute the loss."""
+    None on one device or where micro-batches cannot compute the loss. The `megatron-lm` plan
+    `hand` is reused where a candidate repeats its configuration (a 70B plan is costly to price)."""
     if machine.num_devices < 2 or not microbatchable(graph):
         return
 
@@ -236,7 +242,7 @@ def three_d_candidates(
         return bound < best()
 
     with contextlib.suppress(PipelineError):  # no batched input
-        yield from three_d_plans(graph, machine, pricing, worth)
+        yield from three_d_plans(graph, machine, pricing, worth, () if hand is None else (hand,))
 
 
 def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[PricedPlan]:

@@ -34,7 +34,7 @@ and priced by `estimate` like every other plan.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from unityc.cost.estimate import gradient_flags
@@ -277,6 +277,7 @@ def three_d_plans(
     machine: Machine,
     pricing: Pricing,
     worth: Callable[[str], bool] = lambda recompute: True,
+    priced: Sequence[PricedPlan] = (),
 ) -> Iterator[PricedPlan]:
     """The joint search's 3-D candidates, named "3-d", as each is priced: for every tensor degree
     splitting the heads (`head_degrees`), with and without sequence parallelism, and every
@@ -286,7 +287,8 @@ def three_d_plans(
     (`_fewest_stages`). Less recomputation never needs fewer stages, so each level's scan starts
     at the previous level's stage count (a few estimates per tensor degree, not the product of
     every degree). `worth(recompute)`: whether a plan with that recomputation could still beat
-    the plan at hand (`bounds.three_d_bound`); levels that cannot are skipped. Raises
+    the plan at hand (`bounds.three_d_bound`); levels that cannot are skipped. `priced`: plans
+    built here before (the `megatron-lm` plan), reused where a configuration repeats one. Raises
     PipelineError where the graph has no batched input."""
     graph = plain_graph(graph)
     for t in head_degrees(graph, machine):
@@ -299,7 +301,7 @@ def three_d_plans(
                 if not worth(recompute):
                     continue
                 shape = Config(t, 1, 1, 1, 1, recompute, sequence)
-                tried: list[PricedPlan] = []
+                tried = list(priced)
                 found = _fewest_stages(graph, machine, pricing, shape, counts, tried, name="3-d")
                 if found is None:
                     break  # less recomputation fits nowhere either
@@ -350,7 +352,11 @@ def _try(
     tried: list[PricedPlan],
     name: str = "megatron-lm",
 ) -> PricedPlan | None:
-    """The plan of `config`, or None where the layout cannot be had on the machine."""
+    """The plan of `config`, or None where the layout cannot be had on the machine; one in
+    `tried` of the same configuration is reused (renamed), not priced again."""
+    for known in tried:
+        if known.note == config.describe():
+            return PricedPlan(name, known.graph, known.estimate, known.mapped, known.note)
     try:
         plan = build(graph, machine, config, pricing, name)
     except (PipelineError, ValueError):
