@@ -142,7 +142,8 @@ def row(model: str, machine: str, work: Path, limit: float, timeout: float) -> l
             f"{cpu:.0f}",
         ]
     ]
-    for name in BASELINES:
+    three_d = [name for name in report["baselines"] if name.startswith("3-d ")]  # the search's own
+    for name in (*BASELINES, *three_d):
         b = report["baselines"].get(name)
         if b is None or "iteration_s" not in b:
             note = "not priced" if b is None else b["error"][:120]

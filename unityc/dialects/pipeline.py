@@ -316,11 +316,21 @@ def _check_mixing(op: UnitycOp, operand_kinds: set[str]) -> None:
         )
 
 
+def _reduces_batch(op: pcg.ReduceOp) -> bool:
+    """Whether a reduce's dims include dim 0, the batch."""
+    first = op.operands[0].type
+    assert isinstance(first, TensorType)
+    return 0 in [d % max(first.rank, 1) for d in op.attrs()["dims"]]
+
+
 def _result_kind(op: UnitycOp, old: TensorType, new: TensorType, operand_kinds: set[str], m: int) -> str:
     if "mean" in operand_kinds:
         return "mean"
-    if isinstance(op, pcg.CrossEntropyOp | pcg.MseLossOp | pcg.ReduceOp) and new.shape == old.shape:
+    if isinstance(op, pcg.CrossEntropyOp | pcg.MseLossOp) and new.shape == old.shape:
         return "mean"  # a mean over dims including the batch (checked by _check_mixing)
+    if isinstance(op, pcg.ReduceOp) and _reduces_batch(op):
+        return "mean"  # checked by _check_mixing; with one micro-batch every shape is kept, so
+        # the dims decide (an RMS norm's mean over the hidden dim keeps the batch)
     batch_kept = new.rank >= 1 and new.shape[0] * m == old.shape[0] and new.shape[1:] == old.shape[1:]
     if not batch_kept:
         raise _refuse(

@@ -184,6 +184,9 @@ class UnitySearchPass(UnitySearchOptions):
                 )
                 continue
             rows.append(BaselineRow(name, b.note, b.estimate))
+        # the joint search's own 3-D factorisations, each priced (the report shows why it picked)
+        three_d = [p for p in result.alternatives if p.name == "3-d"]
+        rows += [BaselineRow(f"3-d {k}", p.note, p.estimate) for k, p in enumerate(three_d, 1)]
         report = PlanReport(self.machine, plan, estimate, result.report, source, rows, self.option_values())
         sys.stderr.write(render(report))
         if self.report:

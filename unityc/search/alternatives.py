@@ -17,11 +17,11 @@ from unityc.dialects.pipeline import check_pipeline, microbatch_module
 from unityc.dialects.plan import ZERO_STAGES
 from unityc.graph import Graph, to_module
 from unityc.machine.spec import Machine
-from unityc.search.bounds import levers_bound, pipeline_bound
+from unityc.search.bounds import levers_bound, pipeline_bound, three_d_bound
 from unityc.search.galvatron import Memo, base_plans, galvatron_plan, per_layer
 from unityc.search.layers import PipelineError, batch_size
 from unityc.search.levers import with_accumulation, with_memory_levers
-from unityc.search.megatron_lm import megatron_lm_plan
+from unityc.search.megatron_lm import FULL, megatron_lm_plan, three_d_plans
 from unityc.search.options import UnityOptions, UnityResult
 from unityc.search.pipeline import PipelineOptions, PipelinePlan, pipeline_candidates
 from unityc.search.plans import (
@@ -123,6 +123,9 @@ def alternative_plans(
     def worth(seconds: float) -> bool:
         return seconds <= best
 
+    def fastest() -> float:
+        return best
+
     unfit: list[PricedPlan] = []
     memo: Memo = {}
     hand: list[PricedPlan | None] = []
@@ -144,6 +147,9 @@ def alternative_plans(
                     if hand[0].estimate.fits or not options.memory_check:
                         best = min(best, hand[0].estimate.iteration_s)
                     yield hand[0], hand[0]
+                for plan in three_d_candidates(graph, machine, pricing, one, fastest, hand[0]):
+                    best = min(best, plan.estimate.iteration_s)
+                    yield plan, plan
     for plan in sorted(unfit, key=lambda p: p.estimate.backward_s):
         # levers never shorten forward and backward: a plan whose backward ends after a fitting
         # plan's whole iteration cannot win once levered (pricing it takes several estimates)
@@ -155,6 +161,10 @@ def alternative_plans(
         if levered.estimate.fits or not options.memory_check:
             best = min(best, levered.estimate.iteration_s)
         yield None, levered
+    if options.pipelines and not hand:  # the 3-D plans: bounded by their own compute, not a pipeline's
+        for plan in three_d_candidates(graph, machine, pricing, one, fastest):
+            best = min(best, plan.estimate.iteration_s)
+            yield plan, plan
     if options.pipelines and not pipelines_pruned(graph, machine, pricing, one, best):
         if not hand:
             hand.append(megatron_lm_candidate(graph, machine, pricing))
@@ -206,6 +216,33 @@ def megatron_lm_candidate(graph: Graph, machine: Machine, pricing: Pricing) -> P
         return megatron_lm_plan(graph, machine, pricing)
     except (PipelineError, ValueError):
         return None
+
+
+def three_d_candidates(
+    graph: Graph,
+    machine: Machine,
+    pricing: Pricing,
+    one: UnityResult | None,
+    best: Callable[[], float],
+    hand: PricedPlan | None = None,
+) -> Iterator[PricedPlan]:
+    """The search's own 3-D plans (`megatron_lm.three_d_plans`: tensor x pipeline x data, ZeRO-1,
+    recomputation none / attention core / full, accumulation to the global batch), each fitting,
+    as priced; a recomputation level whose lower bound (`bounds.three_d_bound`, from the graph
+    on one device `one`) cannot beat the fastest fitting plan at hand (`best()`) is skipped.
+    None on one device or where micro-batches cannot compute the loss. The `megatron-lm` plan
+    `hand` is reused where a candidate repeats its configuration (a 70B plan is costly to price)."""
+    if machine.num_devices < 2 or not microbatchable(graph):
+        return
+
+    def worth(recompute: str) -> bool:
+        if one is None:
+            return True
+        bound = three_d_bound(one.estimate, machine, pricing.cost, recompute == FULL)
+        return bound < best()
+
+    with contextlib.suppress(PipelineError):  # no batched input
+        yield from three_d_plans(graph, machine, pricing, worth, () if hand is None else (hand,))
 
 
 def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[PricedPlan]:

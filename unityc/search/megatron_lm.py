@@ -34,7 +34,7 @@ and priced by `estimate` like every other plan.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from unityc.cost.estimate import gradient_flags
@@ -48,8 +48,11 @@ from unityc.search.strategies import tensor_degrees
 VIRTUAL_CHOICES = (1, 2, 4)
 """Model chunks per rank group tried where the layers and micro-batches allow."""
 
+NONE = "none"
 SELECTIVE = "selective"
 FULL = "full"
+RECOMPUTE_LEVELS = (FULL, SELECTIVE, NONE)
+"""Recomputation at the granularities practitioners use, the smallest footprint first."""
 
 
 @dataclass(frozen=True)
@@ -64,12 +67,15 @@ class Config:
     recompute: str
     sequence: bool = False
     """Megatron's sequence parallelism in the tensor groups (only meaningful with tensor > 1)."""
+    microbatch_size: int = 1
+    """Samples per micro-batch per replica (what `microbatches` implies; for the description)."""
 
     def __post_init__(self) -> None:
         if min(self.tensor, self.stages, self.data, self.virtual, self.microbatches) < 1:
             raise ValueError(f"megatron-lm: degrees must be positive: {self}")
-        if self.recompute not in (SELECTIVE, FULL):
-            raise ValueError(f"megatron-lm: recompute is '{SELECTIVE}' or '{FULL}', not '{self.recompute}'")
+        if self.recompute not in RECOMPUTE_LEVELS:
+            levels = ", ".join(f"'{r}'" for r in RECOMPUTE_LEVELS)
+            raise ValueError(f"megatron-lm: recompute is one of {levels}, not '{self.recompute}'")
 
     @property
     def schedule(self) -> str:
@@ -78,10 +84,11 @@ class Config:
     def describe(self) -> str:
         chunks = f", {self.virtual} chunks per stage group" if self.virtual > 1 else ""
         sequence = ", sequence parallel" if self.sequence and self.tensor > 1 else ""
+        recompute = "no" if self.recompute == NONE else self.recompute
         return (
             f"data {self.data} x tensor {self.tensor} x pipeline {self.stages}{chunks}, {self.schedule}, "
-            f"{self.microbatches} micro-batches of 1 per replica, ZeRO-1, {self.recompute} recomputation"
-            f"{sequence}"
+            f"{self.microbatches} micro-batches of {self.microbatch_size} per replica, ZeRO-1, "
+            f"{recompute} recomputation{sequence}"
         )
 
 
@@ -99,11 +106,7 @@ def attention_heads(graph: Graph) -> list[int]:
 def tensor_degree(graph: Graph, machine: Machine) -> int:
     """The largest tensor degree dividing a node and the machine that splits every fused
     attention by whole heads (1 if none)."""
-    heads = attention_heads(graph)
-    for t in tensor_degrees(machine):
-        if all(h % t == 0 for h in heads):
-            return t
-    return 1
+    return head_degrees(graph, machine)[0]
 
 
 def attention_core(graph: Graph) -> set[int]:
@@ -160,8 +163,10 @@ def with_megatron_levers(plan: Graph, recompute: str) -> Graph:
     return out
 
 
-def build(graph: Graph, machine: Machine, config: Config, pricing: Pricing) -> PricedPlan:
-    """The plan of `config` (`graph` unparallelized), priced."""
+def build(
+    graph: Graph, machine: Machine, config: Config, pricing: Pricing, name: str = "megatron-lm"
+) -> PricedPlan:
+    """The plan of `config` (`graph` unparallelized), priced, named `name`."""
     width = config.tensor * config.data
     chunks = config.stages * config.virtual
     stages = tuple(Stage(k, k + 1, (k % config.stages) * width, width) for k in range(chunks))
@@ -177,7 +182,7 @@ def build(graph: Graph, machine: Machine, config: Config, pricing: Pricing) -> P
         sequence=config.sequence,
     )
     plan = with_megatron_levers(plan, config.recompute)
-    return PricedPlan("megatron-lm", plan, pricing.estimate(plan, machine), None, config.describe())
+    return PricedPlan(name, plan, pricing.estimate(plan, machine), None, config.describe())
 
 
 def stage_counts(graph: Graph, machine: Machine, tensor: int) -> Iterator[tuple[int, int]]:
@@ -217,26 +222,92 @@ def megatron_lm_plan(
             f"megatron-lm: no pipeline of {stages or 'any number of'} stages x tensor {t} tiles the "
             f"{machine.num_devices} devices with a data degree dividing the batch of {batch_size(graph)}"
         )
-    B = batch_size(graph)
-    layers = len(layer_of(graph)[0]) + 1
     tried: list[PricedPlan] = []
     for recompute in (SELECTIVE, FULL):
-        for P, d in counts:
-            base = Config(t, P, d, virtual or 1, B // d, recompute, sequence and t > 1)
-            if virtual > 1 and not virtual_choices(P, B // d, layers, virtual):
-                continue
-            plain = _try(graph, machine, base, pricing, tried)
-            if plain is None or not plain.estimate.fits:
-                continue
-            chosen = plain
-            for v in [] if virtual else virtual_choices(P, B // d, layers):
-                chunked = _try(graph, machine, replace(base, virtual=v), pricing, tried)
-                if chunked is not None and _better(chunked, chosen):
-                    chosen = chunked
-            return chosen
+        shape = Config(t, 1, 1, 1, 1, recompute, sequence and t > 1)
+        found = _fewest_stages(graph, machine, pricing, shape, counts, tried, virtual)
+        if found is not None:
+            return found[0]
     if not tried:
         raise PipelineError("megatron-lm: no configuration could be built on this graph and machine")
     return min(tried, key=lambda p: p.estimate.peak_memory)
+
+
+def _fewest_stages(
+    graph: Graph,
+    machine: Machine,
+    pricing: Pricing,
+    shape: Config,
+    counts: list[tuple[int, int]],
+    tried: list[PricedPlan],
+    virtual: int = 0,
+    name: str = "megatron-lm",
+) -> tuple[PricedPlan, Config] | None:
+    """The plan of the fewest stages in `counts` ((stages, data degree), increasing) that fits
+    with `shape`'s tensor degree, recomputation and sequence parallelism, micro-batch 1 per
+    replica, interleaved where that is faster (`virtual`: that many chunks only, 0: chosen),
+    and its configuration; None where none fits. Every plan priced is appended to `tried`."""
+    B = batch_size(graph)
+    layers = len(layer_of(graph)[0]) + 1
+    for P, d in counts:
+        base = replace(shape, stages=P, data=d, virtual=virtual or 1, microbatches=B // d)
+        if virtual > 1 and not virtual_choices(P, B // d, layers, virtual):
+            continue
+        plain = _try(graph, machine, base, pricing, tried, name)
+        if plain is None or not plain.estimate.fits:
+            continue
+        chosen, config = plain, base
+        for v in [] if virtual else virtual_choices(P, B // d, layers):
+            chunked = _try(graph, machine, replace(base, virtual=v), pricing, tried, name)
+            if chunked is not None and _better(chunked, chosen):
+                chosen, config = chunked, replace(base, virtual=v)
+        return chosen, config
+    return None
+
+
+def head_degrees(graph: Graph, machine: Machine) -> list[int]:
+    """Tensor degrees dividing a node and the machine that split every fused attention by whole
+    heads, largest first, then 1."""
+    heads = attention_heads(graph)
+    return [t for t in tensor_degrees(machine) if all(h % t == 0 for h in heads)] + [1]
+
+
+def three_d_plans(
+    graph: Graph,
+    machine: Machine,
+    pricing: Pricing,
+    worth: Callable[[str], bool] = lambda recompute: True,
+    priced: Sequence[PricedPlan] = (),
+) -> Iterator[PricedPlan]:
+    """The joint search's 3-D candidates, named "3-d", as each is priced: for every tensor degree
+    splitting the heads (`head_degrees`), with and without sequence parallelism, and every
+    recomputation level (`RECOMPUTE_LEVELS`: full, the attention core, none), the plan of the
+    fewest pipeline stages across nodes that fits with ZeRO-1 over the data-parallel rest,
+    micro-batch 1 per replica (accumulation to the global batch), interleaved where faster
+    (`_fewest_stages`). Less recomputation never needs fewer stages, so each level's scan starts
+    at the previous level's stage count (a few estimates per tensor degree, not the product of
+    every degree). `worth(recompute)`: whether a plan with that recomputation could still beat
+    the plan at hand (`bounds.three_d_bound`); levels that cannot are skipped. `priced`: plans
+    built here before (the `megatron-lm` plan), reused where a configuration repeats one. Raises
+    PipelineError where the graph has no batched input."""
+    graph = plain_graph(graph)
+    for t in head_degrees(graph, machine):
+        all_counts = list(stage_counts(graph, machine, t))
+        for sequence in (True, False) if t > 1 else (False,):
+            counts = all_counts
+            for recompute in RECOMPUTE_LEVELS:
+                if not counts:
+                    break
+                if not worth(recompute):
+                    continue
+                shape = Config(t, 1, 1, 1, 1, recompute, sequence)
+                tried = list(priced)
+                found = _fewest_stages(graph, machine, pricing, shape, counts, tried, name="3-d")
+                if found is None:
+                    break  # less recomputation fits nowhere either
+                plan, config = found
+                yield _larger_microbatches(graph, machine, pricing, config, plan)
+                counts = [c for c in counts if c[0] >= config.stages]
 
 
 def virtual_choices(stages: int, microbatches: int, layers: int, virtual: int = 0) -> list[int]:
@@ -253,16 +324,53 @@ def _better(a: PricedPlan, b: PricedPlan) -> bool:
     return a.estimate.fits and a.estimate.iteration_s < b.estimate.iteration_s
 
 
+def _larger_microbatches(
+    graph: Graph, machine: Machine, pricing: Pricing, config: Config, plan: PricedPlan
+) -> PricedPlan:
+    """`plan` (of `config`, micro-batch 1 per replica) with micro-batches of 2, 4, ... samples
+    while that fits and is faster (fewer, larger kernels; fewer accumulation steps), the
+    micro-batch count kept a multiple of the stages where interleaved."""
+    best = plan
+    count = config.microbatches
+    while count % 2 == 0:
+        count //= 2
+        if config.virtual > 1 and count % config.stages:
+            break
+        config = replace(config, microbatches=count, microbatch_size=config.microbatch_size * 2)
+        larger = _try(graph, machine, config, pricing, [], plan.name)
+        if larger is None or not _better(larger, best):
+            break
+        best = larger
+    return best
+
+
 def _try(
-    graph: Graph, machine: Machine, config: Config, pricing: Pricing, tried: list[PricedPlan]
+    graph: Graph,
+    machine: Machine,
+    config: Config,
+    pricing: Pricing,
+    tried: list[PricedPlan],
+    name: str = "megatron-lm",
 ) -> PricedPlan | None:
-    """The plan of `config`, or None where the layout cannot be had on the machine."""
+    """The plan of `config`, or None where the layout cannot be had on the machine; one in
+    `tried` of the same configuration is reused (renamed), not priced again."""
+    for known in tried:
+        if known.note == config.describe():
+            return PricedPlan(name, known.graph, known.estimate, known.mapped, known.note)
     try:
-        plan = build(graph, machine, config, pricing)
+        plan = build(graph, machine, config, pricing, name)
     except (PipelineError, ValueError):
         return None
     tried.append(plan)
     return plan
 
 
-__all__ = ["Config", "attention_core", "megatron_lm_plan", "tensor_degree", "with_megatron_levers"]
+__all__ = [
+    "Config",
+    "attention_core",
+    "head_degrees",
+    "megatron_lm_plan",
+    "tensor_degree",
+    "three_d_plans",
+    "with_megatron_levers",
+]

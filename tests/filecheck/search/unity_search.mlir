@@ -1,16 +1,17 @@
 // --unity-search on the bundled 2-layer MLP, on 2 x 2 slow devices joined by fast links (where
 // parallelism pays even for tiny tensors), with the search tests' rules. The report goes to
 // stderr, the plan to stdout; every op of the plan carries a machine view and the module
-// records the machine. (On these slow devices ZeRO-2 data parallelism, among the plans the search
-// weighs, beats Megatron's layout: its update is 4 times smaller.)
+// records the machine. (On these slow devices ZeRO data parallelism and the search's own 3-D
+// plans, among the plans it weighs, beat Megatron's layout: their update is smaller; a 3-D plan
+// records its schedule and each op's stage.)
 
 // RUN: unityc-opt %examples/mlp.mlir --unity-search --machine %S/../../search/Inputs/slow_devices.toml --rules %S/../../search/Inputs/search.rules --report %t.json 2>%t.err | filecheck %s --check-prefix=PLAN
 // RUN: filecheck %s --check-prefix=REPORT < %t.err
 // RUN: filecheck %s --check-prefix=JSON < %t.json
 
 // PLAN:       builtin.module attributes {unityc.machine = "{{.*}}slow_devices.toml"} {
-// PLAN:         %x = pcg.input key "x" {view = #pcg.view<start 0, [{{.*}}]>}
-// PLAN:         pcg.linear {{.*}} {view = #pcg.view<start 0, [{{.*}}]>}
+// PLAN:         %x = pcg.input key "x" {view = #pcg.view<start 0, [{{.*}}]>{{(, stage = 0 : i64)?}}}
+// PLAN:         pcg.linear {{.*}} {view = #pcg.view<start 0, [{{.*}}]>{{(, stage = 0 : i64)?}}}
 // PLAN-NOT:     = pcg.{{[a-z_]+}} {{[^{]*}}: !pcg
 // PLAN:         func.return
 

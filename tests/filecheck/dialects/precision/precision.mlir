@@ -19,7 +19,7 @@ func.func @main() -> !pcg.tensor<f32> attributes {unityc.precision = "bf16-mixed
   func.return %l : !pcg.tensor<f32>
 }
 // CHECK: func.func @main() -> !pcg.tensor<f32> attributes {unityc.precision = "bf16-mixed"} {
-// KEPT:  func.func @main() -> !pcg.tensor<f32> attributes {unityc.precision = "bf16-mixed"} {
+// KEPT:  func.func @main() -> !pcg.tensor<f32{{.*}}> attributes {unityc.precision = "bf16-mixed"{{.*}}} {
 // KEPT:  pcg.linear
 
 // unityc-import --precision records it on the graph function.
