@@ -488,7 +488,7 @@
 %w = pcg.weight key "w" : !pcg.tensor<16x16xf32>
 %m = pcg.input key "m" : !pcg.tensor<2x8x8xf32>
 %s = pcg.attention %q, %q, %q, %w, %w, %w, %w mask %m heads 2 : !pcg.tensor<2x8x16xf32>, !pcg.tensor<2x8x16xf32>, !pcg.tensor<2x8x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<16x16xf32>, !pcg.tensor<2x8x8xf32> -> !pcg.tensor<2x8x16xf32>
-// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.attention: mask shape [2, 8, 8] should be [2|1, 1, 8|1, 8]
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.attention: mask shape [2, 8, 8] should be [2|1, 2|1, 8|1, 8]
 
 // -----
 
