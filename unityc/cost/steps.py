@@ -325,21 +325,7 @@ class StepBuilder:
             where,
             base["grad_operands"][0],
         )
-        (fwd, collectives), (bwd, _) = self.comms(fwd), self.comms(bwd)
-        step = Step(name=name, fwd_comm=fwd, bwd_comm=bwd, **base)
-        row = OpRow(
-            name=name,
-            kind=node.op,
-            label=self.label(node),
-            devices=tuple(sorted({d for c in fwd for d in c.devices} or set(where.values()))),
-            num_devices=self.device_total({d for c in fwd for d in c.devices} or set(where.values())),
-            fwd_comm_s=m * phase(fwd),
-            bwd_comm_s=m * phase(bwd),
-            pattern=PARALLEL_PATTERN[node.op] if fwd else "",
-            collectives=collectives,
-            comm_bytes=max((c.nbytes for c in fwd), default=0),
-        )
-        return step, row
+        return self._moving_step(base, node, name, where, fwd, bwd, m, PARALLEL_PATTERN[node.op])
 
     def sum_concat_step(
         self, nid: int, node: Node, t: TensorType, where: dict[Coord, int], name: str, m: int
@@ -354,17 +340,33 @@ class StepBuilder:
             where,
             base["grad_operands"],
         )
-        (fwd, collectives), (bwd, _) = self.comms(fwd), self.comms(bwd)
+        return self._moving_step(base, node, name, where, fwd, bwd, m, "p2p")
+
+    def _moving_step(
+        self,
+        base: dict[str, Any],
+        node: Node,
+        name: str,
+        where: dict[Coord, int],
+        fwd_parts: Sequence[Comm],
+        bwd_parts: Sequence[Comm],
+        m: int,
+        pattern: str,
+    ) -> tuple[Step, OpRow]:
+        """The step and report row of an op that only moves data (a parallel op, a summing
+        concat): its collectives, on the devices they span (else where its result lies)."""
+        (fwd, collectives), (bwd, _) = self.comms(fwd_parts), self.comms(bwd_parts)
         step = Step(name=name, fwd_comm=fwd, bwd_comm=bwd, **base)
+        devices = {d for c in fwd for d in c.devices} or set(where.values())
         row = OpRow(
             name=name,
             kind=node.op,
             label=self.label(node),
-            devices=tuple(sorted({d for c in fwd for d in c.devices} or set(where.values()))),
-            num_devices=self.device_total({d for c in fwd for d in c.devices} or set(where.values())),
+            devices=tuple(sorted(devices)),
+            num_devices=self.device_total(devices),
             fwd_comm_s=m * phase(fwd),
             bwd_comm_s=m * phase(bwd),
-            pattern="p2p" if fwd else "",
+            pattern=pattern if fwd else "",
             collectives=collectives,
             comm_bytes=max((c.nbytes for c in fwd), default=0),
         )
