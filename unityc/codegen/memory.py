@@ -11,7 +11,9 @@ memory model predicts per rank, and the checkpointed regions of `recompute` ops.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from xdsl.ir import SSAValue
 
@@ -66,8 +68,8 @@ class Region:
 
 def regions(a: Analysis) -> dict[PcgOp, Region]:
     """The region of every op in one (its first op and the ops of its region map to it)."""
-    runs: list[Region] = []
-    current: Region | None = None
+    runs: list[list[PcgOp]] = []
+    current: list[PcgOp] | None = None
     for op in a.ops:
         if op.name in SOURCES:
             continue
@@ -81,9 +83,73 @@ def regions(a: Analysis) -> dict[PcgOp, Region]:
                 op,
             )
         if current is None:
-            current = Region()
+            current = []
             runs.append(current)
-        current.ops.append(op)
+        current.append(op)
+    return _regions(a, [Region(ops=block) for run in runs for block in blocks(a, run)])
+
+
+LAYER = re.compile(r"^(.*?)\.(\d+)\.")
+"""A weight key's repeated block: the module path up to its first index (`model.layers.3.`)."""
+
+
+def layer_of(key: str) -> tuple[str, int] | None:
+    """(ModuleList path, index) of the block a weight belongs to; None outside repeated blocks."""
+    found = LAYER.match(key)
+    return (found.group(1), int(found.group(2))) if found else None
+
+
+def blocks(a: Analysis, run: list[PcgOp]) -> list[list[PcgOp]]:
+    """A run of recompute ops cut into one region per block of the model, as
+    `torch.utils.checkpoint` is used per layer: one checkpoint over the whole run would make
+    every activation of the run again at once in backward (so no lower peak than no
+    recomputation) and recompute the embedding, head and loss too. Consecutive ops reading
+    weights of different blocks (`layer_of`: their keys' ModuleList index, or none) are
+    separated where the fewest bytes cross from the ops before to the ops after (the residual
+    stream), so each region's one saved input is the block's input."""
+    index = {op: i for i, op in enumerate(run)}
+    anchors = [(i, _block_of(op)) for i, op in enumerate(run) if _block_of(op) is not _NO_WEIGHT]
+    crossing = _crossing(a, run, index)
+    cuts = []
+    for (i, before), (j, after) in pairwise(anchors):
+        if before != after:
+            cuts.append(min(range(i, j), key=lambda p: (crossing[p], p)) + 1)
+    return [run[start:end] for start, end in zip([0, *cuts], [*cuts, len(run)], strict=True)]
+
+
+_NO_WEIGHT = ("", -1)
+
+
+def _block_of(op: PcgOp) -> tuple[str, int] | None:
+    """The block of the first weight `op` reads (`layer_of`), or `_NO_WEIGHT`."""
+    for o in op.operands:
+        if isinstance(o.owner, PcgOp) and o.owner.name == "pcg.weight":
+            return layer_of(str(o.owner.attrs()["key"]))  # type: ignore[attr-defined]
+    return _NO_WEIGHT
+
+
+def _crossing(a: Analysis, run: list[PcgOp], index: dict[PcgOp, int]) -> list[float]:
+    """Per position p of the run, the bytes of the values made at or before p that ops after
+    p read (in the run or later; the plan's outputs count as read at the end)."""
+    delta = [0.0] * (len(run) + 1)
+    outputs = set(a.outputs)
+    for op in run:
+        for r in op.results:
+            readers = [index.get(u.operation, len(run)) for u in r.uses]  # type: ignore[arg-type]
+            last = len(run) if r in outputs else max(readers, default=index[op])
+            p = piece(a.value(r).type)
+            delta[index[op]] += p.nbytes if p else 0
+            delta[last] -= p.nbytes if p else 0
+    out, total = [], 0.0
+    for d in delta[:-1]:
+        total += d
+        out.append(total)
+    return out
+
+
+def _regions(a: Analysis, runs: list[Region]) -> dict[PcgOp, Region]:
+    """Each region's sources (read only inside it), inputs and outputs; every op of a region
+    (its sources too) maps to it."""
     out: dict[PcgOp, Region] = {}
     readers = _readers(a)
     outputs = set(a.outputs)
