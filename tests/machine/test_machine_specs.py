@@ -64,7 +64,7 @@ def test_summit_preset() -> None:
 
 @pytest.mark.parametrize(
     ("name", "devices", "bf16", "nic"),
-    [("dgx-a100:2", 16, 312e12, 200e9), ("dgx-h100:1", 8, 989.5e12, None), ("cpu:2", 2, 465e9, None)],
+    [("dgx-a100:2", 16, 312e12, 200e9), ("dgx-h100:1", 8, 989.5e12, None), ("cpu:2", 2, 1640e9, None)],
 )
 def test_other_presets(name: str, devices: int, bf16: float, nic: float | None) -> None:
     m = load_machine(name)

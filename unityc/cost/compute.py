@@ -126,12 +126,12 @@ UNARY_FLOPS: dict[str, int] = {
     "pcg.identity": 0,
     "pcg.cast": 0,
 }
-DROPOUT_HASH_FLOPS = 19
+DROPOUT_HASH_FLOPS = 10
 """Element-wise FLOPs per element of a dropout mask: the program hashes each element's logical
 index (`unityc.runtime.context`: a dozen int32 passes) so every copy drops the same elements;
-a whole dropout measured 19-23 f32 adds per element (`benchmarks/measure_cpu_machine.py`,
-2026-11-26; 67-92 with the earlier int64 hash). Its backward multiplies by the saved mask and
-scale (2 per element)."""
+a whole dropout measured 10-11 f32 adds per element (`benchmarks/measure_cpu_machine.py`,
+2026-11-27 on the cpu preset's Intel core; 19-23 on the AMD core before, 67-92 with the
+earlier int64 hash). Its backward multiplies by the saved mask and scale (2 per element)."""
 BINARY = ("pcg.add", "pcg.sub", "pcg.mul", "pcg.div", "pcg.compare_tensors")
 NOT_DIFFERENTIABLE = ("pcg.compare", "pcg.compare_tensors")
 """Ops whose result carries no gradient back (a boolean mask)."""
@@ -253,6 +253,23 @@ against MLP and DLRM, with dropout against without): attention is ~12 torch ops 
 (projections, head reshapes, scores, softmax, context, output) and ~28 backward, plus ~30 views
 each way; dropout is the mask's hash (18 torch ops) and the multiply. An attention with dropout
 on its probabilities adds the dropout's."""
+
+
+RECOMPUTE_KERNELS = (2.0, 4.0)
+"""Fixed costs (kernel latencies) a recomputed op pays beyond its work, forward and backward
+(the backward also runs its forward again): `torch.utils.checkpoint` (non-reentrant) runs
+Python hooks on every tensor the op saves, when the forward packs it, when the recomputation
+packs it again and when the backward unpacks it, and sets up each region's recomputation.
+Measured by CPU time on generated programs at tiny sizes, where a step is all fixed cost, with
+every op recomputed against none (2026-11-27, cpu preset's core, kernel latency 10 us): the
+MLP (16 ops in 8 regions) +0.42 ms forward and +0.73 ms backward beyond the forward again,
+BERT without dropout (29 ops, 4 regions) +0.57 / +1.02 ms, with dropout (34 ops) +0.64 /
++1.22 ms: 20-26 us per op forward and 35-46 us backward."""
+
+
+def recompute_overhead(kernel_latency: float, backward: bool) -> float:
+    """Seconds one task of a recomputed op pays for the checkpoint in a pass (`RECOMPUTE_KERNELS`)."""
+    return kernel_latency * RECOMPUTE_KERNELS[backward]
 
 
 def _kernels(kind: str, attrs: Mapping[str, Any], backward: bool) -> float:

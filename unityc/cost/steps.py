@@ -16,7 +16,14 @@ from xdsl.dialects.builtin import bf16
 
 from unityc.cost.backward import gradient_flags, saved_values
 from unityc.cost.communication import PARALLEL_PATTERN, Coord
-from unityc.cost.compute import MATMUL_LIKE, SOURCES, backward_work, compute_dtype, forward_work
+from unityc.cost.compute import (
+    MATMUL_LIKE,
+    SOURCES,
+    backward_work,
+    compute_dtype,
+    forward_work,
+    recompute_overhead,
+)
 from unityc.cost.memory import attention_saved_bytes, saves
 from unityc.cost.pricing import (
     ComputeModel,
@@ -212,13 +219,15 @@ class StepBuilder:
             extra = self.attention_memory(nid, attrs, types, node.types[0], parts.tasks, m)
         if backward:
             extra += self.autocast_copies(nid, node, types, parts.tasks)
-        bwd = parts.bwd
-        if backward and node.recompute:  # its forward runs again in backward
-            bwd = merge_work(parts.fwd, parts.bwd)
+        fwd, bwd = parts.fwd, parts.bwd
+        if node.recompute:  # its forward runs again in backward, and the checkpoint's hooks
+            fwd = merge_work(fwd, self.recompute_overhead(parts.tasks, backward=False))
+            if backward:
+                bwd = merge_work(parts.fwd, parts.bwd, self.recompute_overhead(parts.tasks, backward=True))
         step = Step(
             name=name,
             fwd_comm=parts.fwd_comm,
-            fwd_compute=parts.fwd,
+            fwd_compute=fwd,
             bwd_compute=bwd,
             bwd_gather=self.regathers(node) if backward else (),
             bwd_comm=parts.bwd_comm,
@@ -229,7 +238,7 @@ class StepBuilder:
             kind=node.op,
             label=self.label(node),
             devices=tuple(sorted(parts.tasks)),
-            fwd_compute_s=m * max(s for _, s in parts.fwd),
+            fwd_compute_s=m * max(s for _, s in fwd),
             bwd_compute_s=m * max(s for _, s in bwd),
             fwd_comm_s=m * phase(parts.fwd_comm),
             bwd_comm_s=m * phase(parts.bwd_comm),
@@ -241,6 +250,11 @@ class StepBuilder:
             num_devices=self.device_total(parts.tasks),
         )
         return step, row
+
+    def recompute_overhead(self, tasks: Mapping[int, int], backward: bool) -> tuple[tuple[int, float], ...]:
+        """(device, seconds) of a recomputed op's checkpoint hooks in a pass (`compute.RECOMPUTE_KERNELS`)."""
+        kinds = {d: self.machine.kind_of(d) for d in tasks}
+        return tuple((d, n * recompute_overhead(kinds[d].kernel_latency, backward)) for d, n in tasks.items())
 
     def device_total(self, devices: Iterable[int]) -> int:
         """How many devices these representatives stand for (0 when not priced by roles)."""

@@ -5,53 +5,44 @@ latencies, assumed rather than measured. Efficiency factors say what fraction of
 kernels reach (0.7 of peak FLOP/s, 0.8 of peak bandwidth: typical of large cuBLAS GEMMs and
 streaming kernels); they are assumptions, to be replaced by `cost="profile"` where it matters.
 
-`cpu:P` — P local gloo processes, one core each — was measured on this machine (2-core AMD EPYC
-KVM guest, 23.5 GiB RAM) with
+`cpu:P` — P local gloo processes, one core each — was measured on this machine with
 
-    .venv/bin/python benchmarks/measure_cpu_machine.py      (medians of the runs below)
+    .venv/bin/python benchmarks/measure_cpu_machine.py      (2026-11-27 00:48 UTC, load 0.1)
 
-    matmul, 1 thread, n = 1024:   f64 55 GFLOP/s, bf16 465 GFLOP/s                    (2026-11-22)
-    matmul f32 at layer shapes:   99 GFLOP/s: the median over the forward, input-gradient and
-                                  weight-gradient products of the benchmark models' linear
+The machine is a 2-core KVM guest on an Intel Xeon (family 6 model 207, AVX-512 and AMX),
+23.6 GiB RAM; until 2026-11-26 it ran on a 2-core AMD EPYC guest, whose figures follow each
+line in brackets. Every rate is the CPU time of one thread, so little disturbed by other load:
+
+    matmul, 1 thread, n = 1024:   f32 221, f64 109, bf16 1640 GFLOP/s  [f64 55, bf16 465]
+    matmul f32 at layer shapes:   213 GFLOP/s [99]: the median over the forward, input-gradient
+                                  and weight-gradient products of the benchmark models' linear
                                   layers (128-512 rows, 13-1024 features), operands in cache
-                                  (CPU time of the thread, so little disturbed by other load;
-                                  n = 1024 gave 105 on 2026-11-22, 92-98 on 2026-11-26)  (2026-11-26)
-    the same products, cold:      10 GB/s (`cold_bandwidth`): with the caches evicted before
-                                  each run (a 64 MiB read), a product takes longer by its
-                                  operand and result bytes at 5.6-19 GB/s (median 10.1; less
-                                  for the largest, whose long rows prefetch). In a step a
-                                  layer's weight was last touched a step ago, so its products
-                                  run cold: an MLP's matmuls ran at 80-84 GFLOP/s in a step
-                                  against 95-100 alone                                  (2026-11-26)
-    embedding backward:           60 ns per looked-up row (`scatter_row_time`;
-                                  `embedding_dense_backward`, tables of 1000 x 64 and 1024 x 128,
-                                  1-16 Ki rows), on top of zeroing the table's gradient   (2026-11-26)
-    copy of 256 MiB, 1 thread:    38.5 GB/s (read + write counted)                    (2026-11-22)
-    gloo all_reduce, 2 processes: beta = 1.16 GB/s (t = 2 alpha + S / beta; 0.97-1.88)  (2026-11-22)
-    element-wise f32 ops:         6 GFLOP/s (`vector_flops`; add, mul, relu, gelu, exp, sigmoid,
-                                  tanh on 64 Ki-1 Mi elements, FLOPs as the cost model counts them)
-    op in a training step:        10 us per op and pass (`kernel_latency`): autograd records the
-                                  op in forward and runs its node in backward; an eager op alone
-                                  costs 0.9 us. Checked on 2026-11-26 against generated programs
-                                  at tiny sizes, where a step is all fixed cost, by CPU time
-                                  (`benchmarks/fixed_costs.py`): MLP 0.39 ms a step for 0.40
-                                  predicted, DLRM 0.66 for 0.58; in a bare chain of one torch op
-                                  the cost is 3.6 us, so an op of a program (its views, the
-                                  generated code around it) is ~3 torch ops. The runtime's
-                                  attention and dropout pay more (`cost.compute.KERNELS`)
-    gloo alpha in a step:         890 us (`GLOO_ALPHA`): an MLP's steps with tiny all-reduces
-                                  between layers against the same steps without; alone, between
-                                  two idle processes, a 4-byte all-reduce shows alpha = 68 us, but
-                                  in a step the ranks arrive apart and gloo's threads wait for the
-                                  core the other process computes on
-    dropout:                      about 20 f32 adds per element (`cost.compute.DROPOUT_HASH_FLOPS`;
-                                  the int32 hash of 2026-11-26, 80 with the int64 one before)
-
-(The element-wise rate, per-op cost and in-step alpha are an earlier run's figures; rerun on
-2026-11-26 while other work kept the load average near 18 on the two cores, the script gave
-5.3-7.6 GFLOP/s element-wise (short kernels, best of many, so little disturbed) but absolute
-rates that are not the machine's (matmul 8 GFLOP/s); the dropout figure, a ratio to an add,
-does not depend on load: 76-92 adds per element then, of which the hash is 41-46.)
+    the same products, cold:      27.6 GB/s [10] (`cold_bandwidth`): with the caches evicted
+                                  before each run (a 64 MiB read), a product takes longer by its
+                                  operand and result bytes at this rate. In a step a layer's
+                                  weight was last touched a step ago, so its products run cold
+    embedding backward:           55 ns per looked-up row [60] (`scatter_row_time`;
+                                  `embedding_dense_backward`), on top of zeroing the table's
+                                  gradient
+    copy of 256 MiB, 1 thread:    13.0 GB/s [38.5] (read + write counted)
+    gloo all_reduce, 2 processes: beta = 2.52 GB/s [1.16] (t = 2 alpha + S / beta; alone,
+                                  alpha = 35 us [68])
+    element-wise f32 ops:         11.6 GFLOP/s [6] (`vector_flops`; add, mul, relu, gelu, exp,
+                                  sigmoid, tanh on 64 Ki-1 Mi elements, FLOPs as the cost model
+                                  counts them)
+    op in a training step:        10 us per op and pass (`kernel_latency`): a bare chain of one
+                                  torch op costs 3.57 us forward and backward [3.6], and an op
+                                  of a program (its views, the generated code around it) is ~3
+                                  torch ops; checked against generated programs at tiny sizes,
+                                  where a step is all fixed cost, by CPU time
+                                  (`benchmarks/fixed_costs.py`). The runtime's attention and
+                                  dropout pay more (`cost.compute.KERNELS`)
+    gloo alpha in a step:         190 us [890] (`GLOO_ALPHA`): an MLP's steps with tiny
+                                  all-reduces between layers against the same steps without;
+                                  in a step the ranks arrive apart and gloo's threads wait for
+                                  the core the other process computes on
+    dropout:                      about 10 f32 adds per element [19-23]
+                                  (`cost.compute.DROPOUT_HASH_FLOPS`)
 
 Those rates are achieved, not peak, so the cpu kind has efficiency 1.0. Matmul-like ops run at
 the matmul rate, every other op at `vector_flops` (a CPU core runs element-wise kernels one
@@ -135,18 +126,18 @@ V100_SXM2_16GB, A100_SXM_80GB, H100_SXM_80GB = (
     calibrated(k) for k in (V100_SXM2_16GB, A100_SXM_80GB, H100_SXM_80GB)
 )
 
-GLOO_ALPHA = us(890)
+GLOO_ALPHA = us(190)
 """A gloo collective's latency per ring step as a training step sees it (see the docstring)."""
 
 CPU_CORE = DeviceKind(
     name="cpu",
-    flops=(("f32", 99e9), ("f64", 55e9), ("bf16", 465e9)),
-    memory_bandwidth=38.5 * GB,
+    flops=(("f32", 213e9), ("f64", 109e9), ("bf16", 1640e9)),
+    memory_bandwidth=13 * GB,
     memory=23.5 * GIB,  # divided by P in `cpu`
     kernel_latency=us(10),
-    vector_flops=6e9,
-    cold_bandwidth=10 * GB,
-    scatter_row_time=60e-9,
+    vector_flops=11.6e9,
+    cold_bandwidth=27.6 * GB,
+    scatter_row_time=55e-9,
 )
 
 
@@ -193,11 +184,9 @@ def dgx_h100(n: int) -> Machine:
 def cpu(p: int) -> Machine:
     """P local gloo processes on one node, one socket; see the module docstring."""
     kind = dataclasses.replace(CPU_CORE, memory=CPU_CORE.memory / p)
-    gloo = Link(1.16 * GB, GLOO_ALPHA)
+    gloo = Link(2.52 * GB, GLOO_ALPHA)
     node = NodeSpec(((kind.name,) * p,), gloo, gloo, Link(float("inf"), 0.0))
-    return Machine(
-        f"cpu:{p}", (kind,), (node,), "local gloo processes, one core each (measured 2026-11-22/26)"
-    )
+    return Machine(f"cpu:{p}", (kind,), (node,), "local gloo processes, one core each (measured 2026-11-27)")
 
 
 PRESETS: dict[str, Callable[[int], Machine]] = {
