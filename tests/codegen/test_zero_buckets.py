@@ -1,11 +1,13 @@
-"""How ZeRO weights are cut into buckets (`runtime/zero.py`): one collective moves a run of
-consecutive weights of one copy group, stage, dtype and layer, as FSDP2 moves one module's
-parameters. In-process, no torchrun (the torchrun tests of ZeRO run the buckets)."""
+"""How ZeRO weights are cut into buckets (`runtime/zero.py`, priced alike by
+`cost.pricing.zero_bucket_bytes`): per copy group, one collective moves a run of consecutive
+weights of one stage, dtype and layer, as FSDP2 moves one module's parameters. In-process,
+no torchrun (the torchrun tests of ZeRO run the buckets)."""
 
 from __future__ import annotations
 
 import torch
 
+from unityc.cost.pricing import zero_bucket_bytes
 from unityc.runtime.patterns import layer_of
 from unityc.runtime.zero import Shard, buckets_of
 
@@ -20,7 +22,8 @@ def test_buckets_are_runs_of_one_group_stage_dtype_and_layer() -> None:
     group_a, group_b = object(), object()
 
     def shard(key: str, stage: int = 3, group: object = group_a, dtype: torch.dtype = torch.float32) -> Shard:
-        return Shard(key, stage, torch.zeros(5, 3, dtype=dtype), group, (0, 1), 0)
+        ranks = (0, 1) if group is group_a else (0, 2)
+        return Shard(key, stage, torch.zeros(5, 3, dtype=dtype), group, ranks, 0)
 
     shards = [
         shard("embed.weight"),
@@ -46,6 +49,25 @@ def test_buckets_are_runs_of_one_group_stage_dtype_and_layer() -> None:
     # 15 elements in 2 shards of 8: a bucket's part per rank is its shards' concatenated
     assert [b.offsets for b in buckets][1] == [0, 8, 16]
     assert buckets[1].m == 16
+
+
+def test_buckets_are_cut_per_copy_group_as_the_cost_model_cuts_them() -> None:
+    """Rank 0 holds weights in two copy groups, (0, 1) and (0, 2), interleaved in plan order:
+    rank 1 sees only the first group's and rank 2 only the second's, so each group's weights
+    are cut on their own (else rank 0 would split a bucket that rank 1 moves whole: the ranks
+    of a group would disagree), and the cost model prices the same buckets per group."""
+    groups = {(0, 1): object(), (0, 2): object()}
+    plan = [("layers.0.q.weight", (0, 1)), ("layers.0.k.weight", (0, 2)), ("layers.0.v.weight", (0, 1))]
+    plan += [("layers.0.o.weight", (0, 2)), ("layers.1.q.weight", (0, 1))]
+    shards = [Shard(key, 3, torch.zeros(4, 4), groups[ranks], ranks, 0) for key, ranks in plan]
+    buckets = [[s.key for s in b.shards] for b in buckets_of(shards)]
+    assert buckets == [
+        ["layers.0.q.weight", "layers.0.v.weight"],
+        ["layers.0.k.weight", "layers.0.o.weight"],
+        ["layers.1.q.weight"],
+    ]
+    priced = zero_bucket_bytes([((3, "f32"), key, 64, [ranks]) for key, ranks in plan])
+    assert priced == [{(0, 1): 128}, {(0, 2): 128}, {(0, 1): 128}, {(0, 2): 128}, {(0, 1): 64}]
 
 
 def test_copy_out_writes_each_whole_piece_as_pieces_reads_it() -> None:

@@ -11,7 +11,6 @@ memory model predicts per rank, and the checkpointed regions of `recompute` ops.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -22,6 +21,7 @@ from unityc.cost.memory import OPTIMIZERS, persistent_bytes
 from unityc.cost.pricing import piece
 from unityc.dialects.pcg_types import PcgOp
 from unityc.dialects.plan import op_plan
+from unityc.runtime.patterns import layer_of
 
 SOURCES = ("pcg.weight", "pcg.input", "pcg.constant")
 
@@ -89,26 +89,16 @@ def regions(a: Analysis) -> dict[PcgOp, Region]:
     return _regions(a, [Region(ops=block) for run in runs for block in blocks(a, run)])
 
 
-LAYER = re.compile(r"^(.*?)\.(\d+)\.")
-"""A weight key's repeated block: the module path up to its first index (`model.layers.3.`)."""
-
-
-def layer_of(key: str) -> tuple[str, int] | None:
-    """(ModuleList path, index) of the block a weight belongs to; None outside repeated blocks."""
-    found = LAYER.match(key)
-    return (found.group(1), int(found.group(2))) if found else None
-
-
 def blocks(a: Analysis, run: list[PcgOp]) -> list[list[PcgOp]]:
     """A run of recompute ops cut into one region per block of the model, as
     `torch.utils.checkpoint` is used per layer: one checkpoint over the whole run would make
     every activation of the run again at once in backward (so no lower peak than no
-    recomputation) and recompute the embedding, head and loss too. Consecutive ops reading
-    weights of different blocks (`layer_of`: their keys' ModuleList index, or none) are
-    separated where the fewest bytes cross from the ops before to the ops after (the residual
-    stream), so each region's one saved input is the block's input."""
+    recomputation). Consecutive ops reading weights of different blocks (`patterns.layer_of`:
+    their keys up to the ModuleList index, as ZeRO's buckets are cut; or none) are separated
+    where the fewest bytes cross from the ops before to the ops after (the residual stream), so
+    a region saves the block's input."""
     index = {op: i for i, op in enumerate(run)}
-    anchors = [(i, _block_of(op)) for i, op in enumerate(run) if _block_of(op) is not _NO_WEIGHT]
+    anchors = [(i, _block_of(op)) for i, op in enumerate(run) if _block_of(op) != _NO_WEIGHT]
     crossing = _crossing(a, run, index)
     cuts = []
     for (i, before), (j, after) in pairwise(anchors):
@@ -117,10 +107,10 @@ def blocks(a: Analysis, run: list[PcgOp]) -> list[list[PcgOp]]:
     return [run[start:end] for start, end in zip([0, *cuts], [*cuts, len(run)], strict=True)]
 
 
-_NO_WEIGHT = ("", -1)
+_NO_WEIGHT = "<no weight>"
 
 
-def _block_of(op: PcgOp) -> tuple[str, int] | None:
+def _block_of(op: PcgOp) -> str:
     """The block of the first weight `op` reads (`layer_of`), or `_NO_WEIGHT`."""
     for o in op.operands:
         if isinstance(o.owner, PcgOp) and o.owner.name == "pcg.weight":

@@ -61,7 +61,7 @@ def collective_time(pattern: str, nbytes: float, devices: Sequence[int], machine
     link = machine.slowest_link(distinct)
     if n < 2 or nbytes <= 0 or link is None:
         return 0.0
-    alpha, beta = link.latency, link.bandwidth
+    alpha, beta = link.latency, link.bandwidth / _factor(pattern, distinct, machine)
     steps = math.ceil(math.log2(n))
     match pattern:
         case "p2p":
@@ -77,6 +77,13 @@ def collective_time(pattern: str, nbytes: float, devices: Sequence[int], machine
     return (n - 1) / n * nbytes / beta + (n - 1) * alpha  # reduce_scatter, all_gather, all_to_all
 
 
+def _factor(pattern: str, devices: Sequence[int], machine: Machine) -> float:
+    """The devices' collective library's slowdown of `pattern` over the ring formula's bytes
+    (`DeviceKind.collective_bytes`; the kind of the first device)."""
+    first = devices[0] if isinstance(devices, range) else next(iter(devices))
+    return machine.kind_of(first).collective_factor(pattern)
+
+
 def collective_floor(
     pattern: str, nbytes: float, devices: Sequence[int], machine: Machine
 ) -> tuple[float, float]:
@@ -90,7 +97,7 @@ def collective_floor(
     link = machine.slowest_link(devices)
     if n < 2 or nbytes <= 0 or link is None:
         return 0.0, 0.0
-    alpha, beta = link.latency, link.bandwidth
+    alpha, beta = link.latency, link.bandwidth / _factor(pattern, devices, machine)
     match pattern:
         case "p2p":
             return nbytes / beta, alpha

@@ -50,6 +50,9 @@ from unityc.machine.spec import DeviceKind, Machine
 from unityc.runtime.patterns import zero_buckets
 
 Placement = Mapping[Coord, int]
+CopyGroup = tuple[int, ...]
+Buckets = Mapping[CopyGroup, int] | int | None
+"""The bytes of the ZeRO bucket a weight moves in, per copy group (`zero_bucket_bytes`), or one for all."""
 """The device of each piece of a tensor, by coordinate."""
 
 
@@ -615,11 +618,12 @@ def weight_parts(
     where: Placement,
     wants: bool,
     zero: int = 0,
-    bucket: int = 0,
+    buckets: Buckets = None,
 ) -> WeightParts:
     """What a weight of type `t` placed at `where` holds and does per iteration; `zero` shards
     it across its copies (see `memory.persistent_bytes`), whose collectives move in a bucket of
-    `bucket` bytes (`zero_bucket_bytes`; the gradient all-reduce is bucketed by the schedule)."""
+    `buckets[group]` bytes over each copy group (`zero_bucket_bytes`; the gradient all-reduce
+    is bucketed by the schedule)."""
     p = _piece(t, False)
     pieces: dict[int, int] = defaultdict(int)
     for device in where.values():
@@ -646,12 +650,12 @@ def weight_parts(
     reduce: list[Comm] = []
     if wants:
         if zero >= 2:
-            sync = copy_collectives(machine, "reduce_scatter", where, p.nbytes, bucket)
+            sync = copy_collectives(machine, "reduce_scatter", where, p.nbytes, buckets)
         else:
             reduce = copy_collectives(machine, "all_reduce", where, p.nbytes)
         if zero in (1, 2):
-            sync += copy_collectives(machine, "all_gather", where, p.nbytes, bucket)
-    gather = copy_collectives(machine, "all_gather", where, p.nbytes, bucket) if zero == 3 else []
+            sync += copy_collectives(machine, "all_gather", where, p.nbytes, buckets)
+    gather = copy_collectives(machine, "all_gather", where, p.nbytes, buckets) if zero == 3 else []
     flops = update_work(optimizer, t.num_pieces // t.copy_degree * p.numel, element).flops if wants else 0.0
     full = {d: float(count * p.nbytes) for d, count in pieces.items()} if zero >= 2 else None
     return WeightParts(held, tuple(update), tuple(sync), flops, tuple(gather), full, tuple(reduce))
@@ -674,15 +678,16 @@ def copy_groups(where: Placement) -> list[tuple[int, ...] | range]:
 
 
 def copy_collectives(
-    machine: Machine, pattern: str, where: Placement, nbytes: int, bucket: int = 0
+    machine: Machine, pattern: str, where: Placement, nbytes: int, buckets: Buckets = None
 ) -> list[Comm]:
     """One collective of `pattern` over the copies of each piece of a tensor placed at `where`;
-    `nbytes` is one whole piece. With `bucket` (the bytes of the ZeRO bucket the piece moves in,
-    `zero_bucket_bytes`), the piece's share of the bucket's one collective: its time times
-    nbytes / bucket, so the bucket's weights together cost one latency, as the program runs
-    them (`unityc.runtime.zero`)."""
+    `nbytes` is one whole piece. With `buckets` (per copy group, the bytes of the ZeRO bucket
+    the piece moves in, `zero_bucket_bytes`; one int: every group's), the piece's share of the
+    bucket's one collective: its time times nbytes / bucket, so the bucket's weights together
+    cost one latency, as the program runs them (`unityc.runtime.zero`)."""
     out = []
     for distinct in copy_groups(where):
+        bucket = buckets if isinstance(buckets, int) else (buckets or {}).get(tuple(distinct), 0)
         if bucket > nbytes:
             seconds = collective_time(pattern, bucket, distinct, machine) * nbytes / bucket
         else:
@@ -692,15 +697,24 @@ def copy_collectives(
     return out
 
 
-def zero_bucket_bytes(weights: Sequence[tuple[Hashable, str, int]]) -> list[int]:
-    """Per ZeRO weight ((kind, key, bytes of a piece), in plan order; the kind names its copy
-    groups, stage and dtype), the bytes of the bucket it moves in: the runtime's buckets
-    (`patterns.zero_buckets`, one all-gather / reduce-scatter each)."""
-    out = [0] * len(weights)
-    for cut in zero_buckets([(kind, key) for kind, key, _ in weights]):
-        total = sum(weights[i][2] for i in cut)
-        for i in cut:
-            out[i] = total
+def zero_bucket_bytes(
+    weights: Sequence[tuple[Hashable, str, int, Sequence[CopyGroup]]],
+) -> list[dict[CopyGroup, int]]:
+    """Per ZeRO weight ((kind, key, bytes of a piece, its copy groups), in plan order; the kind
+    names its stage and dtype), the bytes of the bucket it moves in over each of its copy
+    groups: the runtime's buckets (`runtime.zero.buckets_of`), cut per copy group, as every rank
+    of a group cuts the weights it holds in that group (`patterns.zero_buckets`, one
+    all-gather / reduce-scatter each)."""
+    members: dict[CopyGroup, list[int]] = {}
+    for i, (_, _, _, groups) in enumerate(weights):
+        for group in groups:
+            members.setdefault(group, []).append(i)
+    out: list[dict[CopyGroup, int]] = [{} for _ in weights]
+    for group, held in members.items():
+        for cut in zero_buckets([weights[i][:2] for i in held]):
+            total = sum(weights[held[j]][2] for j in cut)
+            for j in cut:
+                out[held[j]][group] = total
     return out
 
 

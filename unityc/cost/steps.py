@@ -102,8 +102,9 @@ class StepBuilder:
             self.rep_mask = self.roles.rep_mask
         self.placed: dict[int, Placed] = {}
         """Priced by roles: the placement of each array (by its id; nodes placed alike share)."""
-        self.zero_buckets: dict[int, int] = {}
-        """The bytes of the bucket each ZeRO weight moves in, by node id (`bucket_zero_weights`)."""
+        self.zero_buckets: dict[int, dict[tuple[int, ...], int]] = {}
+        """The bytes of the bucket each ZeRO weight moves in over each of its copy groups, by
+        node id (`bucket_zero_weights`)."""
 
     def placed_at(self, nid: int) -> Placed:
         array = self.arrays[nid]
@@ -113,8 +114,8 @@ class StepBuilder:
 
     def bucket_zero_weights(self, order: Sequence[int]) -> None:
         """Fills `zero_buckets`: the ZeRO weights in plan order cut into the program's buckets
-        (`pricing.zero_bucket_bytes`), a weight's kind being its stage, dtype and copy groups."""
-        weights: list[tuple[int, tuple[Any, ...], str, int]] = []
+        (`pricing.zero_bucket_bytes`: per copy group, a weight's kind being its stage and dtype)."""
+        weights: list[tuple[int, tuple[Any, ...], str, int, tuple[tuple[int, ...], ...]]] = []
         for nid in order:
             node = self.graph.nodes[nid]
             if node.op != "pcg.weight" or not node.zero or node.view is None:
@@ -124,8 +125,8 @@ class StepBuilder:
             assert p is not None
             where = placement(t, node.view, self.machine) if self.roles is None else self.placed_at(nid)
             groups = tuple(tuple(g) for g in copy_groups(where))
-            weights.append((nid, (node.zero, p.dtype, groups), node.attr("key") or "", p.nbytes))
-        sizes = zero_bucket_bytes([(kind, key, nbytes) for _, kind, key, nbytes in weights])
+            weights.append((nid, (node.zero, p.dtype), node.attr("key") or "", p.nbytes, groups))
+        sizes = zero_bucket_bytes([w[1:] for w in weights])
         self.zero_buckets = {nid: size for (nid, *_), size in zip(weights, sizes, strict=True)}
 
     def count(self, device: int) -> int:
@@ -390,8 +391,8 @@ class StepBuilder:
         self, nid: int, node: Node, t: TensorType, where: dict[Coord, int], name: str
     ) -> tuple[Step, OpRow]:
         wants = (nid, 0) in self.gets_grad
-        bucket = self.zero_buckets.get(nid, 0)
-        parts = weight_parts(self.machine, self.optimizer, t, where, wants, node.zero, bucket)
+        buckets = self.zero_buckets.get(nid)
+        parts = weight_parts(self.machine, self.optimizer, t, where, wants, node.zero, buckets)
         (sync, synced), (gather, _), (reduce, reduced) = (
             self.comms(parts.sync), self.comms(parts.gather), self.comms(parts.reduce)
         )  # fmt: skip

@@ -37,6 +37,12 @@ line in brackets. Every rate is the CPU time of one thread, so little disturbed 
                                   where a step is all fixed cost, by CPU time
                                   (`benchmarks/fixed_costs.py`). The runtime's attention and
                                   dropout pay more (`cost.compute.KERNELS`)
+    gloo all-gather, reduce-scatter: 2 and 4.5 times the ring formula's bytes time
+                                  (`collective_bytes`): `all_gather_single` of an output of
+                                  S bytes takes what an all-reduce of S does (7.4 ms for 16 MiB
+                                  and 2 processes, 1.8 for 4 MiB), `reduce_scatter_single` of
+                                  an input of S twice that (14.9, 4.4 ms), where a ring moves
+                                  half of S once
     gloo alpha in a step:         190 us [890] (`GLOO_ALPHA`): an MLP's steps with tiny
                                   all-reduces between layers against the same steps without;
                                   in a step the ranks arrive apart and gloo's threads wait for
@@ -138,6 +144,7 @@ CPU_CORE = DeviceKind(
     vector_flops=11.6e9,
     cold_bandwidth=27.6 * GB,
     scatter_row_time=55e-9,
+    collective_bytes=(("all_gather", 2.0), ("reduce_scatter", 4.5)),
 )
 
 

@@ -58,10 +58,19 @@ class DeviceKind:
     """Seconds per looked-up row in the backward of an embedding (the framework sorts the
     indices and adds each row's gradient into the table's one by one); 0: none beyond the
     roofline."""
+    collective_bytes: tuple[tuple[str, float], ...] = ()
+    """(pattern, factor): the bytes part of a collective of this pattern among devices of this
+    kind takes `factor` times what the ring formula gives (`cost.communication`), where the
+    kind's collective library does not run the pattern as a ring (gloo's all-gather and
+    reduce-scatter on CPU processes); patterns not listed: 1."""
     allow_tf32: bool = False
     """Whether f32 matmul-like ops run at the `tf32` rate (off by default, as in PyTorch)."""
     reserved: float = 0.0
     """Bytes the framework holds on the device whatever the plan (context, workspaces)."""
+
+    def collective_factor(self, pattern: str) -> float:
+        """How many times the ring formula's bytes time `pattern` takes (`collective_bytes`)."""
+        return dict(self.collective_bytes).get(pattern, 1.0)
 
     def op_flops(self, dtype: str, matmul: bool) -> float:
         """The FLOP/s an op's kernels reach at peak: matmul-like ops the `flops` table's, others

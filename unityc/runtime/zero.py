@@ -63,7 +63,7 @@ class Shard:
     def __init__(
         self, key: str, stage: int, piece: torch.Tensor, group: Any, ranks: tuple[int, ...], rank: int
     ):
-        self.key, self.stage, self.group = key, stage, group
+        self.key, self.stage, self.group, self.ranks = key, stage, group, ranks
         self.n = len(ranks)
         self.index = ranks.index(rank)
         self.shape = tuple(piece.shape)
@@ -456,7 +456,18 @@ class Zero:
 
 def buckets_of(shards: list[Shard]) -> list[Bucket]:
     """The shards, in plan order, cut into buckets by the rule the cost model prices
-    (`patterns.zero_buckets`): a run of consecutive shards of one copy group, stage, dtype and
-    layer."""
-    kinds = [((id(s.group), s.n, s.stage, s.shard.dtype), s.key) for s in shards]
-    return [Bucket([shards[i] for i in cut]) for cut in zero_buckets(kinds)]
+    (`patterns.zero_buckets`, `cost.pricing.zero_bucket_bytes`), per copy group: of the shards
+    this rank holds in one group (every rank of the group holds the same weights there), a run
+    of consecutive ones of one stage, dtype and layer. (Cut over the rank's shards of all its
+    groups, a weight of another group between two of one group would split their bucket on
+    this rank and not on a rank outside that other group: the ranks of a group would disagree.)
+    Buckets are listed by their first shard's plan order."""
+    by_group: dict[tuple[int, ...], list[int]] = {}
+    for i, s in enumerate(shards):
+        by_group.setdefault(s.ranks, []).append(i)
+    cuts = [
+        [held[j] for j in cut]
+        for held in by_group.values()
+        for cut in zero_buckets([((shards[i].stage, shards[i].shard.dtype), shards[i].key) for i in held])
+    ]
+    return [Bucket([shards[i] for i in cut]) for cut in sorted(cuts)]
