@@ -12,7 +12,6 @@ memory model predicts per rank, and the checkpointed regions of `recompute` ops.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import pairwise
 
 from xdsl.ir import SSAValue
 
@@ -21,7 +20,7 @@ from unityc.cost.memory import OPTIMIZERS, persistent_bytes
 from unityc.cost.pricing import piece
 from unityc.dialects.pcg_types import PcgOp
 from unityc.dialects.plan import op_plan
-from unityc.runtime.patterns import layer_of
+from unityc.runtime.patterns import block_cuts, layer_of
 
 SOURCES = ("pcg.weight", "pcg.input", "pcg.constant")
 
@@ -98,24 +97,16 @@ def blocks(a: Analysis, run: list[PcgOp]) -> list[list[PcgOp]]:
     where the fewest bytes cross from the ops before to the ops after (the residual stream), so
     a region saves the block's input."""
     index = {op: i for i, op in enumerate(run)}
-    anchors = [(i, _block_of(op)) for i, op in enumerate(run) if _block_of(op) != _NO_WEIGHT]
-    crossing = _crossing(a, run, index)
-    cuts = []
-    for (i, before), (j, after) in pairwise(anchors):
-        if before != after:
-            cuts.append(min(range(i, j), key=lambda p: (crossing[p], p)) + 1)
+    cuts = block_cuts([_block_of(op) for op in run], _crossing(a, run, index))
     return [run[start:end] for start, end in zip([0, *cuts], [*cuts, len(run)], strict=True)]
 
 
-_NO_WEIGHT = "<no weight>"
-
-
-def _block_of(op: PcgOp) -> str:
-    """The block of the first weight `op` reads (`layer_of`), or `_NO_WEIGHT`."""
+def _block_of(op: PcgOp) -> str | None:
+    """The block of the first weight `op` reads (`layer_of`), or None."""
     for o in op.operands:
         if isinstance(o.owner, PcgOp) and o.owner.name == "pcg.weight":
             return layer_of(str(o.owner.attrs()["key"]))  # type: ignore[attr-defined]
-    return _NO_WEIGHT
+    return None
 
 
 def _crossing(a: Analysis, run: list[PcgOp], index: dict[PcgOp, int]) -> list[float]:

@@ -7,6 +7,7 @@ alike; plain Python, so the compiler can import it without torch.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from itertools import pairwise
 
 PATTERNS = (
     "p2p",
@@ -66,6 +67,23 @@ def layer_of(key: str) -> str:
         if part.isdigit():
             return ".".join(parts[: i + 1])
     return ""
+
+
+def block_cuts(blocks: Sequence[str | None], crossing: Sequence[float]) -> list[int]:
+    """Where a run of recomputed ops is cut into one checkpoint region per block of the model
+    (as `torch.utils.checkpoint` is used per layer): `blocks[p]` is the block (`layer_of` of the
+    first weight it reads) of the op at position p, None for an op reading no weight;
+    `crossing[p]` the bytes of the values made at or before p that ops after p read. Between
+    two consecutive weight-reading ops of different blocks, the cut goes after the position
+    where the fewest bytes cross (the residual stream), so a region saves the block's input.
+    Returns the start positions of the regions after the first. Both the program
+    (`unityc.codegen.memory.blocks`) and the memory model (`unityc.cost.peaks`) cut so."""
+    anchors = [(p, b) for p, b in enumerate(blocks) if b is not None]
+    cuts = []
+    for (i, before), (j, after) in pairwise(anchors):
+        if before != after:
+            cuts.append(min(range(i, j), key=lambda p: (crossing[p], p)) + 1)
+    return cuts
 
 
 def zero_buckets(weights: Sequence[tuple[Hashable, str]]) -> list[list[int]]:
