@@ -121,3 +121,28 @@ def test_zero_weights_of_one_layer_share_one_collective(second: str, each_us: fl
         w = row(e, key)
         assert w.fwd_comm_s == pytest.approx(each_us * US)
         assert w.bwd_comm_s == pytest.approx(each_us * US)  # the reduce-scatter, bucketed alike
+
+
+def test_recompute_regions_follow_the_program_blocks() -> None:
+    """relu(linear(.)) twice, weights of blocks layers.0 and layers.1, every op recompute: the
+    run is cut into one checkpoint region per block as the program cuts it
+    (`patterns.block_cuts`; equal crossing bytes after h0 and r0, so after h0), and each region
+    keeps its input: x (16000 B) and h0 (4000 B), not x only as one region over the run."""
+    t_in, t_h, w1 = "!pcg.tensor<4x1000xf32>", "!pcg.tensor<4x250xf32>", "!pcg.tensor<250x250xf32>"
+    text = graph(
+        "\n".join(
+            [
+                f'  %x = pcg.input key "x" : {t_in}',
+                '  %w0 = pcg.weight key "layers.0.w" : !pcg.tensor<250x1000xf32>',
+                f'  %w1 = pcg.weight key "layers.1.w" : {w1}',
+                f"  %h0 = pcg.linear %x, %w0 {{recompute}} : {t_in}, !pcg.tensor<250x1000xf32> -> {t_h}",
+                f"  %r0 = pcg.relu %h0 {{recompute}} : {t_h} -> {t_h}",
+                f"  %h1 = pcg.linear %r0, %w1 {{recompute}} : {t_h}, {w1} -> {t_h}",
+                f"  %r1 = pcg.relu %h1 {{recompute}} : {t_h} -> {t_h}",
+                f'  %loss = pcg.reduce %r1 kind "sum" dims [0, 1] : {t_h} -> !pcg.tensor<f32>',
+            ]
+        )
+    )
+    e = estimate(text)
+    assert e.devices[0].memory.activations == 16000 + 4000
+    assert row(e, "h0").memory == 4000 and row(e, "r1").memory == 0

@@ -10,6 +10,7 @@ from unityc.cost.compute import SOURCES
 from unityc.cost.memory import saves
 from unityc.cost.pricing import type_info
 from unityc.graph import Graph, Ref
+from unityc.runtime.patterns import block_cuts, layer_of
 
 
 def gradient_flags(
@@ -34,11 +35,74 @@ def gradient_flags(
     return requires_grad, gets_grad
 
 
+def recompute_regions(graph: Graph, order: Sequence[int]) -> dict[int, int]:
+    """The checkpoint region of every `recompute` op (node id -> its region's first node id),
+    cut as the program cuts them (`unityc.codegen.memory.regions`): runs of consecutive
+    recompute ops in `order`, each cut into one region per block of the model
+    (`patterns.block_cuts` over the blocks of the weights the ops read and the bytes crossing
+    each position, one piece per device)."""
+    readers: dict[Ref, list[int]] = {}
+    for nid in order:
+        for r in graph.nodes[nid].operand_refs():
+            readers.setdefault(r, []).append(nid)
+    runs: list[list[int]] = []
+    current: list[int] | None = None
+    for nid in order:
+        node = graph.nodes[nid]
+        if node.op in SOURCES:
+            continue
+        if not node.recompute:
+            current = None
+            continue
+        if current is None:
+            current = []
+            runs.append(current)
+        current.append(nid)
+    out: dict[int, int] = {}
+    for run in runs:
+        cuts = block_cuts([_block_of(graph, nid) for nid in run], _crossing(graph, run, readers))
+        for start, end in zip([0, *cuts], [*cuts, len(run)], strict=True):
+            out.update((nid, run[start]) for nid in run[start:end])
+    return out
+
+
+def _block_of(graph: Graph, nid: int) -> str | None:
+    """The block of the first weight op `nid` reads (`layer_of` of its key), or None."""
+    for r in graph.nodes[nid].operand_refs():
+        source = graph.nodes[r[0]]
+        if source.op == "pcg.weight":
+            return layer_of(str(source.attr("key")))
+    return None
+
+
+def _crossing(graph: Graph, run: list[int], readers: dict[Ref, list[int]]) -> list[float]:
+    """Per position p of the run, the bytes (one piece) of the values made at or before p that
+    ops after p read (in the run or later; the graph's outputs count as read at the end)."""
+    index = {nid: i for i, nid in enumerate(run)}
+    delta = [0.0] * (len(run) + 1)
+    outputs = set(graph.outputs)
+    for nid in run:
+        for k, t in enumerate(graph.nodes[nid].types):
+            r = (nid, k)
+            ends = [index.get(u, len(run)) for u in readers.get(r, ())]
+            last = len(run) if r in outputs else max(ends, default=index[nid])
+            nbytes = type_info(t).piece.nbytes
+            delta[index[nid]] += nbytes
+            delta[last] -= nbytes
+    out, total = [], 0.0
+    for d in delta[:-1]:
+        total += d
+        out.append(total)
+    return out
+
+
 def saved_by(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> dict[int, tuple[Ref, ...]]:
     """Per op with a backward, the tensors it keeps from forward for it (weights excluded). A
-    `recompute` op keeps only its operands made outside recomputation (its region's inputs,
-    which `torch.utils.checkpoint` keeps); the rest it makes again in backward."""
+    `recompute` op keeps only its operands made outside its checkpoint region
+    (`recompute_regions`: the region's inputs, which `torch.utils.checkpoint` keeps, so one
+    hidden state per block boundary); the rest it makes again in backward."""
     out: dict[int, tuple[Ref, ...]] = {}
+    region = recompute_regions(graph, order)
     for nid in order:
         node = graph.nodes[nid]
         if not node.recompute:
@@ -47,7 +111,7 @@ def saved_by(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> dict[in
             out[nid] = tuple(
                 o
                 for o in node.operand_refs()
-                if graph.nodes[o[0]].op != "pcg.weight" and not graph.nodes[o[0]].recompute
+                if graph.nodes[o[0]].op != "pcg.weight" and region.get(o[0]) != region[nid]
             )
     return out
 

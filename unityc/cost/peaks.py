@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from unityc.cost.backward import has_backward, saved_by, would_save
+from unityc.cost.backward import has_backward, recompute_regions, saved_by, would_save
 from unityc.cost.memory import DeviceMemory
 from unityc.cost.steps import StepBuilder
 from unityc.graph import Ref
@@ -19,11 +19,15 @@ def peaks(b: StepBuilder, order: Sequence[int]) -> dict[int, tuple[float, float]
     activations + gradients made so far + transient bytes; the transient bytes then). Forward
     ends with every saved activation live, plus at most one op's gathered ZeRO-3 weights;
     backward then runs in reverse, each op holding its results' and operands' gradients,
-    its gathered weights and unreduced ZeRO-2/3 gradients and, if recomputed, what it
-    would have kept, then freeing the activations no earlier op needs, while the weights'
-    gradients appear; the end holds every gradient."""
+    its gathered weights and unreduced ZeRO-2/3 gradients and, if recomputed, what every op
+    of its checkpoint region (`recompute_regions`: one block) would have kept, then freeing
+    the activations no earlier op needs, while the weights' gradients appear; the end holds every gradient."""
     graph = b.graph
     saved = saved_by(graph, order, b.gets_grad)
+    region = recompute_regions(graph, order)
+    members: dict[int, list[int]] = defaultdict(list)
+    for nid, first in region.items():
+        members[first].append(nid)
     live: dict[int, float] = defaultdict(float)
     last: dict[Ref, int] = {}  # a saved value is freed after the backward of its first saver
     for nid in order:
@@ -57,12 +61,13 @@ def peaks(b: StepBuilder, order: Sequence[int]) -> dict[int, tuple[float, float]
             if r in b.gets_grad and graph.nodes[r[0]].op != "pcg.weight":
                 for device, nbytes in b.bytes_on(r, micro_batches=False).items():
                     transient[device] += nbytes
-        if node.recompute:
-            for v in would_save(graph, nid, b.gets_grad):
-                for device, nbytes in b.bytes_on(v, micro_batches=False).items():
-                    transient[device] += nbytes
-            for device, nbytes in b.internal.get(nid, {}).items():
-                transient[device] += nbytes / max(b.mult[b.vid((nid, 0))], 1)
+        if node.recompute:  # its region (one block) made again: all it would keep is live
+            for m in members[region[nid]]:
+                for v in would_save(graph, m, b.gets_grad):
+                    for device, nbytes in b.bytes_on(v, micro_batches=False).items():
+                        transient[device] += nbytes
+                for device, nbytes in b.internal.get(m, {}).items():
+                    transient[device] += nbytes / max(b.mult[b.vid((m, 0))], 1)
         consider({d: live.get(d, 0.0) + grads.get(d, 0.0) for d in set(live) | set(grads)}, transient)
         for r in node.operand_refs():
             if r[0] in b.weights and r[0] not in seen:
