@@ -154,7 +154,7 @@ def test_galvatron_finds_at_least_zero3_with_every_layer_checkpointed() -> None:
 
 def test_calibrated_per_layer_levers_use_the_memory_galvatron_leaves() -> None:
     """The joint search's per-layer levers correct the DP's budget by what the estimate finds
-    free or missing: on the 2-layer transformer under budgets of 50% and 80% of data
+    free or missing: on the 2-layer transformer under budgets of 60% and 80% of data
     parallelism's peak, never slower than the `galvatron` baseline, and faster under some."""
 
     graph = strip_views(from_module(read_module(TRANSFORMER)))
@@ -163,7 +163,7 @@ def test_calibrated_per_layer_levers_use_the_memory_galvatron_leaves() -> None:
     for name in ("cpu:2", "cpu:4"):
         dp = data_parallel_plan(graph, preset(name), pricing)
         bases = [dp, *megatron_plans(graph, preset(name), pricing)]
-        for share in (0.5, 0.8):
+        for share in (0.6, 0.8):
             machine = preset(name).with_memory(dp.estimate.peak_memory * share)
             baseline = galvatron_plan(graph, machine, pricing, bases)
             calibrated = galvatron_plan(graph, machine, pricing, bases, calibrate=True)
