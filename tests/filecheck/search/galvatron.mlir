@@ -5,13 +5,14 @@
 // layers x memory for each tensor degree; the fastest plan that fits wins. With 0.0004 GiB
 // (419 KiB) per process that is data parallelism 2 with two of its three groups sharded (ZeRO-3: a
 // layer's many small weights move in one bucket, one collective latency per layer, as the
-// program runs them) and every group checkpointed; tensor parallelism 2 is priced too.
+// program runs them), the first group sharded without checkpointing (a checkpointed block keeps its
+// activations live together in backward, as the program runs it); tensor parallelism 2 is priced too.
 // RUN: unityc-opt %S/Inputs/tiny_transformer.mlir -p 'galvatron{machine="cpu:2" optimizer="adam" memory_budget=0.0004}' 2>%t.err | filecheck %s --check-prefix=GALV
 // RUN: filecheck %s --check-prefix=GALV-ERR < %t.err
 // GALV:     pcg.weight key "embed.weight" {view = #pcg.view<start 0, [intra 1]>, zero = 3 : i64} : !pcg.tensor<128x32xf32, copy 2>
 // GALV:     recompute
 // GALV:     pcg.cross_entropy {{.*}} : !pcg.tensor<128x128xf32, shard [2, 1]>, !pcg.tensor<128xi64, shard [2]> -> !pcg.tensor<f32, sum 2>
-// GALV-ERR: galvatron (data 2 x tensor 1; 1 DP+ckpt, 2 SDP+ckpt) on cpu:2: iteration time {{.*}}, peak memory {{.*}} KiB{{$}}
+// GALV-ERR: galvatron (data 2 x tensor 1; 1 SDP, 2 SDP+ckpt) on cpu:2: iteration time {{.*}}, peak memory {{.*}} KiB{{$}}
 
 // The joint search under the same budget: data parallelism does not fit; the search weighs its
 // own plan with ZeRO stages and recomputation (levers.py, and Galvatron's DP over its layers)
@@ -29,4 +30,4 @@
 // within the budget): no weight is held in copies, and the persistent state alone overflows.
 // RUN: not unityc-opt %S/Inputs/tiny_transformer.mlir --unity-search --machine cpu:2 --optimizer adam --memory-budget 0.0001 --budget 2 --baselines none -o %t.none.mlir 2>&1 | filecheck %s --check-prefix=NONE
 // RUN: not test -e %t.none.mlir
-// NONE: error: no plan fits the memory of cpu:2 with a memory budget of 0.0001 GiB per device: the smallest footprint found needs {{.*}} (104.86 KiB available); that plan is already with 22 op(s) recomputed; on device 0 its weights, gradients and optimizer state take {{.*}}, its activations {{.*}}; the next lever would be more devices (or an optimizer with less state): the persistent state alone overflows the device
+// NONE: error: no plan fits the memory of cpu:2 with a memory budget of 0.0001 GiB per device: the smallest footprint found needs {{.*}} (104.86 KiB available); that plan is already with {{.*}}22 op(s) recomputed; on device 0 its weights, gradients and optimizer state take {{.*}}, its activations {{.*}}; the next lever would be more devices (or an optimizer with less state): the persistent state alone overflows the device
