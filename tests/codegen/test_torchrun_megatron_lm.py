@@ -11,7 +11,13 @@ each all-reduce):
     gradient sync and update, ZeRO-1 over the data-parallel copies;
 * on 8 gloo processes, batch 8, the 3-D plan of issue 25: tensor 2 x pipeline 2 x data 2 with
   ZeRO-1, sequence parallelism, 2 micro-batches per pipeline flush and 2 gradient accumulation
-  steps (`unityc.accumulation = 2`: the schedule runs twice before one sync and update).
+  steps (`unityc.accumulation = 2`: the schedule runs twice before one sync and update);
+* in the same two launches, the other shapes the joint search's 3-D candidates
+  (`three_d_plans`) take, built by the function the search builds them with (`build`, one
+  `Config` each): data 4 in one stage with 2 micro-batches of 2 rows and no recomputation (the
+  shape the search returns for BERT-Large on 8 x 8 GiB, `benchmarks/accumulation.py`), micro-batches
+  of 2 rows with full recomputation, interleaved chunks with tensor and data parallelism, tensor 2 x
+  data 4 with sequence parallelism and no recomputation.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module, to_module
 from unityc.machine.presets import preset
 from unityc.search.baselines import megatron_lm
-from unityc.search.megatron_lm import SELECTIVE, Config, build
+from unityc.search.megatron_lm import FULL, NONE, SELECTIVE, Config, build
 from unityc.search.pipeline import plain_graph
 from unityc.search.plans import Pricing
 from unityc.search.unity import UnityOptions
@@ -43,6 +49,14 @@ PLANS = [
 THREE_D = "llama-tp2-pp2-dp2-acc2-sp"
 ACCUMULATION = 2
 ARGS = ["--check", "--optimizer", "adam"]
+
+# (name, devices, batch, Config): the 3-D candidates' other shapes
+SHAPES = [
+    ("3d-dp4-mb2-rows2-none", 4, 16, Config(1, 1, 4, 1, 2, NONE, microbatch_size=2)),
+    ("3d-tp2-pp2-dp2-rows2-full", 8, 8, Config(2, 2, 2, 1, 2, FULL, microbatch_size=2)),
+    ("3d-tp2-pp2-dp2-v2-sp-selective", 8, 8, Config(2, 2, 2, 2, 2, SELECTIVE, sequence=True)),
+    ("3d-tp2-dp4-sp-none", 8, 8, Config(2, 1, 4, 1, 2, NONE, sequence=True)),
+]
 
 
 @dataclass
@@ -80,7 +94,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         assert plan.estimate.fits
         result.plans[name] = plan.graph
     result.plans[THREE_D] = three_d_plan()
-    for nproc, names in ((4, [p[0] for p in PLANS]), (8, [THREE_D])):
+    for name, devices, batch, config in SHAPES:
+        graph = plain_graph(from_module(import_model(ModelSpec("hf:llama", "small", batch=batch))))
+        plan = build(graph, preset(f"cpu:{devices}"), config, Pricing(optimizer="adam"), "3-d")
+        assert plan.note == config.describe() and plan.estimate.fits, plan.note
+        result.plans[name] = plan.graph
+    launches = {4: [p[0] for p in PLANS], 8: [THREE_D]}
+    for name, devices, _, _ in SHAPES:
+        launches[devices].append(name)
+    for nproc, names in launches.items():
         entries = []
         for name in names:
             graph = result.plans[name]
@@ -106,6 +128,23 @@ def test_megatron_lm_plan_trains_exactly(runs: Runs, name: str) -> None:
     assert any(n.recompute and n.op == "pcg.attention" for n in plan.nodes.values())
     assert {"parallel.reduce_scatter", "parallel.all_gather"} <= collectives(plan)
     assert "parallel.all_reduce" not in collectives(plan)  # every one became sequence parallel
+    section = runs.section(name)
+    assert section.endswith("exit 0") and "check passed" in section, section
+    assert "gradients (worst" in section and "weights (worst" in section
+
+
+@pytest.mark.parametrize("name, config", [(s[0], s[3]) for s in SHAPES], ids=[s[0] for s in SHAPES])
+def test_three_d_candidate_shape_trains_exactly(runs: Runs, name: str, config: Config) -> None:
+    plan = runs.plans[name]
+    ops = [n for n in plan.nodes.values() if n.op.startswith("pcg.") and not n.is_source]
+    assert any(n.recompute and n.op == "pcg.attention" for n in ops) == (config.recompute != NONE)
+    assert all(n.recompute for n in ops) == (config.recompute == FULL)
+    assert any(n.zero == 1 for n in plan.nodes.values())
+    assert ("parallel.reduce_scatter" in collectives(plan)) == config.sequence
+    assert any(n.types[0].copy_degree == config.data for n in plan.nodes.values() if n.op == "pcg.weight")
+    if config.stages > 1:
+        assert len({n.stage for n in plan.nodes.values()} - {None}) == config.stages * config.virtual
+    assert plan.plan.pipeline is not None and plan.plan.pipeline.microbatches == config.microbatches
     section = runs.section(name)
     assert section.endswith("exit 0") and "check passed" in section, section
     assert "gradients (worst" in section and "weights (worst" in section
