@@ -181,9 +181,11 @@ def test_hf_plan_trains_like_the_reference(programs: Programs, name: str) -> Non
     if name.startswith("t5-"):  # T5 (labels=): all 6 attentions fused, the position bias a mask
         calls = re.findall(r"rt\.kernels\.attention\(.*\)", programs.texts[name])
         assert len(calls) == 6, calls
-        # the 2 cross-attentions split by heads; the 4 self-attentions read the bias whole
-        # (its embedding is placed replicated, and the rebuild cannot drop those copies)
-        assert sum("heads=2" in c for c in calls) == 2, calls
+        # every attention split by heads: the self-attentions read their heads' slice of the
+        # position bias (its table sharded on the head dim, `_Megatron._by_heads`)
+        assert all("heads=2" in c for c in calls), calls
+        bias = re.findall(r"relative_attention_bias\.weight\": Layout\(.*\)", programs.texts[name])
+        assert len(bias) == 2 and all("shard=(1, 2)" in b for b in bias), bias
 
 
 def test_sequence_parallel_plan_reduce_scatters_and_all_gathers(programs: Programs) -> None:

@@ -201,6 +201,8 @@ class _Megatron:
         """The ops at which a region would have been gathered (why starts stay replicated)."""
         self.at_loss: set[int] = set()
         """Starts whose region was stopped by the loss (e.g. a cross-entropy over the classes)."""
+        self.head_masks: frozenset[int] = frozenset()
+        """Ops computing a per-head attention mask from no batched value (`_head_masks`)."""
 
     def act(self, o: Operand, extra: dict[int, int] | None = None, copy: int = 1) -> TensorType | None:
         """`o` data parallel d across the tensor-parallel groups, `extra` degrees within one."""
@@ -253,6 +255,9 @@ class _Megatron:
             return [proposal]
         if node.op == "pcg.attention":
             return _complete([self._heads(operands), *self.fallback(operands)], operands)
+        by_heads = self._by_heads(node, operands) if nid in self.head_masks else None
+        if by_heads is not None:
+            return [by_heads, *self.fallback(operands)]
         started = self._start(nid, node, operands)
         if started is None:
             return self._along_sequence(nid, node, operands) + self.fallback(operands)
@@ -387,6 +392,27 @@ class _Megatron:
             and o.current.copy_degree == 1
         }
 
+    def _by_heads(self, node: Node, operands: Sequence[Operand]) -> Proposal | None:
+        """An op of a per-head mask's computation sharded t ways on some dim (the heads): its
+        computed operands as they are, its weights sharded where that shards the result (the
+        bias table of T5's relative position embedding on its head dim), so that the attentions
+        reading the mask take their heads' slice of it without a collective."""
+        candidates: list[list[TensorType | None]] = []
+        for o in operands:
+            if o.logical is None:
+                candidates.append([None])
+            elif o.source is None:
+                assert o.current is not None
+                candidates.append([o.current])
+            elif o.source == "pcg.weight":
+                candidates.append(self._source_forms(o))
+            else:  # constants (the buckets, a causal mask) whole: only the table gives heads
+                candidates.append([self.act(o, copy=self.t)])
+        for proposal, types in self._choices(node, operands, candidates):
+            if types[0].sum_degree == 1 and self.t in types[0].shard:
+                return proposal
+        return None
+
     def _heads(self, operands: Sequence[Operand]) -> Proposal:
         """`pcg.attention` split by heads: q/k/v projections column-parallel, the output
         projection row-parallel (partial sums), its bias added once."""
@@ -402,6 +428,15 @@ class _Megatron:
                 heads.append(with_degrees(o.logical, {1: self.t}, self.d))
             elif i == 10 or i >= 14:  # the output bias, the q/k norm weights: whole on every task
                 heads.append(with_degrees(o.logical, copy=self.d * self.t))
+            elif (  # a per-head mask computed split by heads (`_by_heads`): its heads' slice
+                i == 11
+                and o.source is None
+                and o.current is not None
+                and o.logical.rank == 4
+                and o.logical.shape[1] > 1
+                and o.current.shard[1] == self.t
+            ):
+                heads.append(o.current)
             else:  # the mask: batch-sharded if it has a batch dim, else replicated
                 heads.append(
                     self.act(o, copy=self.t)
@@ -421,6 +456,35 @@ class _Megatron:
             else:
                 replicated.append(with_degrees(o.logical, copy=self.d * self.t))
         return _complete([tuple(replicated), *_batch_forms(operands, self.d * self.t)], operands)
+
+
+def _head_masks(graph: Graph) -> frozenset[int]:
+    """The ops computing a per-head attention mask ([1, H, Sq, Sk]: T5's relative position bias,
+    shared by a stack's layers) back to the weight it reads (the bias table), where every one of
+    them is read only by that computation or as an attention's mask: those the Megatron layout
+    splits by heads (`_Megatron._by_heads`)."""
+    users = graph.users()
+    chain: set[int] = set()
+    masks: set[int] = set()
+    for node in graph.nodes.values():
+        ref = node.operands[11] if node.op == "pcg.attention" and len(node.operands) > 11 else None
+        if ref is None or graph.type_of(ref).rank != 4 or graph.type_of(ref).shape[1] == 1:
+            continue
+        masks.add(ref[0])
+    stack = list(masks)
+    while stack:
+        nid = stack.pop()
+        node = graph.nodes[nid]
+        if nid in chain or node.is_source:
+            continue
+        chain.add(nid)
+        if any(graph.nodes[r[0]].op == "pcg.weight" for r in node.operand_refs()):
+            continue  # the table: its other operands (the buckets) stay as they are
+        stack.extend(r[0] for r in node.operand_refs())
+    attention = {nid for nid, n in graph.nodes.items() if n.op == "pcg.attention"}
+    if any(not set(users[nid]) <= chain | attention for nid in chain):
+        return frozenset()
+    return frozenset(chain)
 
 
 def _tokens(o: Operand) -> bool:
@@ -483,8 +547,10 @@ def megatron_layouts(
     elsewhere: set[int] = set()
     unsequenced: set[int] = set()
     wanted: dict[int, int] = {}
+    head_masks = _head_masks(base)
     while True:
         layout = _Megatron(d, t, frozenset(replicated), loss, sequence, frozenset(unsequenced), wanted)
+        layout.head_masks = head_masks
         out = rebuild(base, layout.propose, keep)
         stops += layout.stops
         broken = layout.broken
@@ -504,6 +570,7 @@ def megatron_layouts(
         again = _Megatron(
             d, t, frozenset(replicated - gatherable), loss, sequence, frozenset(unsequenced), wanted
         )
+        again.head_masks = head_masks
         layouts.append(MegatronLayout(rebuild(base, again.propose, keep), +stops, len(gatherable)))
     return layouts
 
