@@ -49,6 +49,11 @@ PLANS = [
 RULES = ("pool2d_height_parallel", "conv2d_width_parallel", "conv_bn_relu_channel_parallel")
 """The rules the rule-made plan applies, each at its first match, in this order."""
 RULES_PLAN = "rules-unet-2"
+CONV1D = str(Path(__file__).parent / "vision_models.py") + ":conv1d"
+RULES_1D = ("conv2d_width_parallel", "conv2d_bias_width_parallel", "pool2d_width_parallel")
+"""A Conv1d / MaxPool1d / AvgPool1d model's length split: a 1-D op is a 2-D one over a height of 1
+(frontend/aten.py), so the width rules split its length."""
+RULES_1D_PLAN = "rules-conv1d-2"
 BATCH_TIMEOUT_S = 1200
 
 
@@ -91,6 +96,23 @@ def _rules_plan() -> Graph:
     return plan
 
 
+def _rules_1d_plan() -> Graph:
+    """The Conv1d model on 2 ranks with each of `RULES_1D` applied at its first match (degree 2)."""
+    base = base_graph(CONV1D)
+    compiled = {c.rule.name: c for c in compile_rules([r for r in load_library() if r.name in RULES_1D])}
+    graph = base
+    for name in RULES_1D:
+        graph = next(new for _, new in rewrites(graph, [compiled[name]], degrees=(2,)))
+    plan = finish("rules", graph, preset("cpu:2"), Pricing()).graph
+    windows = ("pcg.conv2d", "pcg.pool2d")
+    forms = [(n.op, plan.type_of(n.operands[0]).shard) for n in plan.nodes.values() if n.op in windows]
+    # both convolutions on length shards (the second dilated, grouped and biased), and one pooling
+    assert forms.count(("pcg.conv2d", (1, 1, 1, 2))) == 2 and ("pcg.pool2d", (1, 1, 1, 2)) in forms, forms
+    interpret_equal(base, plan)
+    plan.module_attrs["unityc.machine"] = StringAttr("cpu:2")
+    return plan
+
+
 def _sections(output: str) -> dict[str, str]:
     found = re.finditer(r"^=== (\S+)\n(.*?)^=== \1: exit (\d+)$", output, re.M | re.S)
     return {m.group(1): m.group(2) + f"exit {m.group(3)}" for m in found}
@@ -107,6 +129,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], dict
         entries[n].append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
     program = write_program(to_module(_rules_plan()), directory, RULES_PLAN)
     entries[2].append({"name": RULES_PLAN, "program": str(program), "args": ["--check", "--steps", "2"]})
+    program = write_program(to_module(_rules_1d_plan()), directory, RULES_1D_PLAN)
+    entries[2].append({"name": RULES_1D_PLAN, "program": str(program), "args": ["--check", "--steps", "2"]})
     sections: dict[str, str] = {}
     results: dict[int, Run] = {}
     for n, batch_entries in entries.items():
@@ -134,4 +158,11 @@ def test_a_plan_made_by_the_cnn_rules_trains_like_the_reference(runs) -> None:
     sections, results = runs
     assert RULES_PLAN in sections, results[2].report()
     section = sections[RULES_PLAN]
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+
+
+def test_a_conv1d_plan_split_on_length_trains_like_the_reference(runs) -> None:
+    sections, results = runs
+    assert RULES_1D_PLAN in sections, results[2].report()
+    section = sections[RULES_1D_PLAN]
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import math
 
+import pytest
+from search_graphs import assert_same_outputs
+
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, Node, from_module
 from unityc.machine.presets import preset
 from unityc.passes.unity_search import load_rules
-from unityc.search.plans import Pricing, one_device_plan
+from unityc.rewrites.match import compile_rules, rewrites
+from unityc.rewrites.parser import load_library
+from unityc.search.plans import Pricing, finish, one_device_plan
 from unityc.search.unity import UnityOptions, unity_search
 
 SETTINGS = (("image", "64"), ("base_channels", "64"), ("depth", "4"))
@@ -40,3 +45,22 @@ def test_the_search_splits_only_the_high_resolution_convolutions() -> None:
     biggest = max(math.prod(n.types[0].shape[2:]) for n in convs)
     for node in split:
         assert math.prod(node.types[0].shape[2:]) == biggest
+
+
+def test_a_rule_nested_on_a_split_convolution_needs_the_devices_of_both() -> None:
+    """The "infeasible mapping" on unet small after the chain rule then a width (or height) rule:
+    both apply to the first convolution, so its 2-way output-channel split is split 2 ways again on
+    width, 4 tasks. On 2 devices that cannot be placed, and `finish` says which op; on 4 it is
+    a valid plan computing what the model computes."""
+    names = ("conv_bn_relu_channel_parallel", "conv2d_width_parallel")
+    base = from_module(import_model(ModelSpec("unet", "small", None, ())))
+    compiled = {c.rule.name: c for c in compile_rules([r for r in load_library() if r.name in names])}
+    graph = base
+    for name in names:
+        graph = next(new for _, new in rewrites(graph, [compiled[name]], degrees=(2,)))
+    with pytest.raises(ValueError, match=r"runs as 4 tasks, more than 2 devices can hold"):
+        finish("nested", graph, preset("cpu:2"), Pricing())
+    plan = finish("nested", graph, preset("cpu:4"), Pricing()).graph
+    nested = [n for n in plan.nodes.values() if n.op == "pcg.conv2d" and n.types[0].shard == (1, 2, 1, 2)]
+    assert nested, "no convolution split on both channels and width"
+    assert_same_outputs(base, plan)

@@ -7,6 +7,7 @@ whole graph (`strategies.py`): the baselines, and plans the search's result is c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -25,7 +26,7 @@ from unityc.search.strategies import (
     tensor_degrees,
     with_levers,
 )
-from unityc.search.views import big_degrees, canonical_view, task_degrees, to_attr
+from unityc.search.views import Block, big_degrees, canonical_view, task_degrees, to_attr, views_in
 
 
 @dataclass
@@ -76,10 +77,22 @@ def finish(name: str, graph: Graph, machine: Machine, pricing: Pricing, note: st
     plan = fuse_collectives(reduce_loss(simplify(graph)))
     mapped = pricing.mapper(machine).map(plan)
     if not mapped.feasible:
-        raise ValueError(f"{name}: the plan has no feasible machine mapping")
+        raise ValueError(f"{name}: the plan has no feasible machine mapping{_unplaceable(plan, machine)}")
     for nid, view in mapped.views.items():
         plan.with_view(nid, to_attr(view, machine))
     return PricedPlan(name, plan, pricing.estimate(plan, machine), mapped, note)
+
+
+def _unplaceable(plan: Graph, machine: Machine) -> str:
+    """Why no mapping exists when an op's tasks cannot be laid out on the machine at all (such as
+    two rules nested on one op: a 2-way width split of a 2-way channel split is 4 tasks), else ''."""
+    whole = Block(0, machine.num_devices)
+    for nid, node in plan.nodes.items():
+        if not node.types or views_in(task_degrees(node.types[0]), whole):
+            continue
+        tasks, devices = math.prod(task_degrees(node.types[0])), machine.num_devices
+        return f": op %{nid} ({node.op}) runs as {tasks} tasks, more than {devices} devices can hold"
+    return ""
 
 
 def one_device_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedPlan:
