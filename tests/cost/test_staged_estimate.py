@@ -7,6 +7,7 @@ from functools import cache
 
 import pytest
 
+from unityc.cost import staged
 from unityc.cost.estimate import estimate_graph
 from unityc.cost.staged import estimate_pipelined
 from unityc.dialects.plan import Pipeline
@@ -108,3 +109,35 @@ def test_a_tied_weight_is_priced_as_the_partition_profile_prices_it(monkeypatch:
     embedding = 128 * 32 * 4
     assert all(d.memory.weights >= embedding for d in e.devices)
     assert seen[0][1].send_back_s <= seen[0][0].send_s  # no weight gradient comes back per micro-batch
+
+
+def test_pricing_cost_does_not_grow_with_microbatches(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 25: a pipelined plan is priced from one micro-batch's steps (built once) and a
+    # stage-level schedule, so 32 micro-batches build as many steps as 2 (no wall-clock assertion)
+    built: list[int] = []
+    real = staged.build_steps
+
+    def counting(graph, *args, **kwargs):  # type: ignore[no-untyped-def]
+        steps = real(graph, *args, **kwargs)
+        built.append(len(steps[2]))
+        return steps
+
+    laid: list[int] = []
+    schedule = staged.simulate_pipeline
+
+    def stages_only(costs, *args, **kwargs):  # type: ignore[no-untyped-def]
+        laid.append(len(costs))
+        return schedule(costs, *args, **kwargs)
+
+    monkeypatch.setattr(staged, "build_steps", counting)
+    monkeypatch.setattr(staged, "simulate_pipeline", stages_only)
+    machine = load_machine("summit:1")  # 6 devices: 3 stages x 2-way data parallel
+    sizes = []
+    for m in (4, 32):
+        plan = gpipe_plan(deep_mlp(), machine, Pipeline("1f1b", m), 3).graph
+        built.clear()
+        laid.clear()
+        estimate_graph(plan, machine)
+        sizes.append((list(built), list(laid)))
+    assert len(sizes[0][0]) == 1 and sizes[0][1] == [3]  # one micro-batch's steps; one cost per stage
+    assert sizes[0] == sizes[1]
