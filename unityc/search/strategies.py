@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from unityc.dialects.pcg_types import TensorType
@@ -270,6 +270,13 @@ class _Megatron:
         self, node: Node, operands: Sequence[Operand]
     ) -> tuple[Proposal, tuple[TensorType, ...]] | None:
         """The first form keeping every computed operand as it is (weights and constants free)."""
+        return next(self._choices(node, operands, self._kept(operands, self._source_forms)), None)
+
+    def _kept(
+        self, operands: Sequence[Operand], sourced: Callable[[Operand], list[TensorType | None]]
+    ) -> list[list[TensorType | None]]:
+        """Each operand's candidate forms: computed operands as they are, weights and constants
+        as `sourced` offers them."""
         candidates: list[list[TensorType | None]] = []
         for o in operands:
             if o.logical is None:
@@ -278,8 +285,8 @@ class _Megatron:
                 assert o.current is not None
                 candidates.append([o.current])
             else:
-                candidates.append(self._source_forms(o))
-        return next(self._choices(node, operands, candidates), None)
+                candidates.append(sourced(o))
+        return candidates
 
     def _start(
         self, nid: int, node: Node, operands: Sequence[Operand]
@@ -397,18 +404,13 @@ class _Megatron:
         computed operands as they are, its weights sharded where that shards the result (the
         bias table of T5's relative position embedding on its head dim), so that the attentions
         reading the mask take their heads' slice of it without a collective."""
-        candidates: list[list[TensorType | None]] = []
-        for o in operands:
-            if o.logical is None:
-                candidates.append([None])
-            elif o.source is None:
-                assert o.current is not None
-                candidates.append([o.current])
-            elif o.source == "pcg.weight":
-                candidates.append(self._source_forms(o))
-            else:  # constants (the buckets, a causal mask) whole: only the table gives heads
-                candidates.append([self.act(o, copy=self.t)])
-        for proposal, types in self._choices(node, operands, candidates):
+
+        def sourced(o: Operand) -> list[TensorType | None]:
+            if o.source == "pcg.weight":
+                return self._source_forms(o)
+            return [self.act(o, copy=self.t)]  # constants (the buckets, a causal mask) whole
+
+        for proposal, types in self._choices(node, operands, self._kept(operands, sourced)):
             if types[0].sum_degree == 1 and self.t in types[0].shard:
                 return proposal
         return None
