@@ -11,6 +11,7 @@ memory model predicts per rank, and the checkpointed regions of `recompute` ops.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from xdsl.ir import SSAValue
@@ -97,7 +98,7 @@ def blocks(a: Analysis, run: list[PcgOp]) -> list[list[PcgOp]]:
     where the fewest bytes cross from the ops before to the ops after (the residual stream), so
     a region saves the block's input."""
     index = {op: i for i, op in enumerate(run)}
-    cuts = block_cuts([_block_of(op) for op in run], _crossing(a, run, index))
+    cuts = block_cuts([_block_of(op) for op in run], _values(a, run, index))
     return [run[start:end] for start, end in zip([0, *cuts], [*cuts, len(run)], strict=True)]
 
 
@@ -109,23 +110,16 @@ def _block_of(op: PcgOp) -> str | None:
     return None
 
 
-def _crossing(a: Analysis, run: list[PcgOp], index: dict[PcgOp, int]) -> list[float]:
-    """Per position p of the run, the bytes of the values made at or before p that ops after
-    p read (in the run or later; the plan's outputs count as read at the end)."""
-    delta = [0.0] * (len(run) + 1)
+def _values(a: Analysis, run: list[PcgOp], index: dict[PcgOp, int]) -> Iterator[tuple[int, int, float]]:
+    """(position made, position last read, bytes of one piece) of each value the run makes (read
+    after the run, or a plan output: read at the end), as `block_cuts` takes them."""
     outputs = set(a.outputs)
     for op in run:
         for r in op.results:
             readers = [index.get(u.operation, len(run)) for u in r.uses]  # type: ignore[arg-type]
             last = len(run) if r in outputs else max(readers, default=index[op])
             p = piece(a.value(r).type)
-            delta[index[op]] += p.nbytes if p else 0
-            delta[last] -= p.nbytes if p else 0
-    out, total = [], 0.0
-    for d in delta[:-1]:
-        total += d
-        out.append(total)
-    return out
+            yield index[op], last, p.nbytes if p else 0
 
 
 def _regions(a: Analysis, runs: list[Region]) -> dict[PcgOp, Region]:

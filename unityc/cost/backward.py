@@ -4,7 +4,7 @@ ops have a backward, and what each keeps from forward for it (`saved_by`, `would
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from unityc.cost.compute import SOURCES
 from unityc.cost.memory import saves
@@ -60,7 +60,7 @@ def recompute_regions(graph: Graph, order: Sequence[int]) -> dict[int, int]:
         current.append(nid)
     out: dict[int, int] = {}
     for run in runs:
-        cuts = block_cuts([_block_of(graph, nid) for nid in run], _crossing(graph, run, readers))
+        cuts = block_cuts([_block_of(graph, nid) for nid in run], _values(graph, run, readers))
         for start, end in zip([0, *cuts], [*cuts, len(run)], strict=True):
             out.update((nid, run[start]) for nid in run[start:end])
     return out
@@ -75,25 +75,17 @@ def _block_of(graph: Graph, nid: int) -> str | None:
     return None
 
 
-def _crossing(graph: Graph, run: list[int], readers: dict[Ref, list[int]]) -> list[float]:
-    """Per position p of the run, the bytes (one piece) of the values made at or before p that
-    ops after p read (in the run or later; the graph's outputs count as read at the end)."""
+def _values(graph: Graph, run: list[int], readers: dict[Ref, list[int]]) -> Iterator[tuple[int, int, float]]:
+    """(position made, position last read, bytes of one piece) of each value the run makes (read
+    after the run, or a graph output: read at the end), as `block_cuts` takes them."""
     index = {nid: i for i, nid in enumerate(run)}
-    delta = [0.0] * (len(run) + 1)
     outputs = set(graph.outputs)
     for nid in run:
         for k, t in enumerate(graph.nodes[nid].types):
             r = (nid, k)
             ends = [index.get(u, len(run)) for u in readers.get(r, ())]
             last = len(run) if r in outputs else max(ends, default=index[nid])
-            nbytes = type_info(t).piece.nbytes
-            delta[index[nid]] += nbytes
-            delta[last] -= nbytes
-    out, total = [], 0.0
-    for d in delta[:-1]:
-        total += d
-        out.append(total)
-    return out
+            yield index[nid], last, type_info(t).piece.nbytes
 
 
 def saved_by(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> dict[int, tuple[Ref, ...]]:

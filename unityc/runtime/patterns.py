@@ -6,8 +6,8 @@ alike; plain Python, so the compiler can import it without torch.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-from itertools import pairwise
+from collections.abc import Hashable, Iterable, Sequence
+from itertools import accumulate, pairwise
 
 PATTERNS = (
     "p2p",
@@ -69,15 +69,21 @@ def layer_of(key: str) -> str:
     return ""
 
 
-def block_cuts(blocks: Sequence[str | None], crossing: Sequence[float]) -> list[int]:
+def block_cuts(blocks: Sequence[str | None], values: Iterable[tuple[int, int, float]]) -> list[int]:
     """Where a run of recomputed ops is cut into one checkpoint region per block of the model
     (as `torch.utils.checkpoint` is used per layer): `blocks[p]` is the block (`layer_of` of the
-    first weight it reads) of the op at position p, None for an op reading no weight;
-    `crossing[p]` the bytes of the values made at or before p that ops after p read. Between
-    two consecutive weight-reading ops of different blocks, the cut goes after the position
-    where the fewest bytes cross (the residual stream), so a region saves the block's input.
-    Returns the start positions of the regions after the first. Both the program
-    (`unityc.codegen.memory.blocks`) and the memory model (`unityc.cost.peaks`) cut so."""
+    first weight it reads) of the op at position p, None for an op reading no weight; `values`
+    holds (position made, position last read, bytes) of every value the run makes, a value
+    read after the run (or an output) last read at `len(blocks)`. Between two consecutive
+    weight-reading ops of different blocks, the cut goes after the position where the fewest
+    bytes cross (the residual stream), so a region saves the block's input. Returns the start
+    positions of the regions after the first. Both the program (`unityc.codegen.memory.blocks`)
+    and the memory model (`unityc.cost.backward.recompute_regions`) cut so."""
+    delta = [0.0] * (len(blocks) + 1)
+    for made, last, nbytes in values:
+        delta[made] += nbytes
+        delta[last] -= nbytes
+    crossing = list(accumulate(delta[:-1]))  # bytes made at or before p that ops after p read
     anchors = [(p, b) for p, b in enumerate(blocks) if b is not None]
     cuts = []
     for (i, before), (j, after) in pairwise(anchors):
