@@ -1,0 +1,118 @@
+"""Inter-op placement of parallel branches (issue 29: Inception's blocks): each branch of a
+block data parallel on its own group of devices, the groups disjoint, so the branches run side
+by side instead of one after the other on every device.
+
+A *join* is a `pcg.concat` whose operands have ops of their own: a branch is the ops only one
+operand depends on (its private ancestors, back to the ops the operands share: the block's
+input). A join of k >= 2 branches on n devices (k dividing n) runs its branches and itself data
+parallel n / k ways, branch i pinned to devices i·n/k … (i+1)·n/k - 1; everything else is data
+parallel over all n (`strategies.data_parallel_graph`'s forms, batch norms synchronized), and
+the mapping DP places the rest, the moves into and out of the groups included. A join inside
+another join's branch (Inception-E's 1x3 / 3x1 pair) stays in the outer branch's group.
+
+What it trades (the cost model prices both sides): each group all-reduces only its branch's
+weight gradients, among n / k devices, against moving every block's input to k groups and the
+branches' outputs to the join, and a group's time is its branch's (the branches' work differs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from unityc.graph import Graph, Node
+from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
+from unityc.machine.spec import Machine
+from unityc.search.plans import PricedPlan, Pricing
+from unityc.search.rebuild import Operand, Proposal, rebuild
+from unityc.search.strategies import _batch_forms, sync_batch_norm
+from unityc.search.views import View, canonical_view, task_degrees, to_attr
+
+
+def _computed_ancestors(graph: Graph, nid: int) -> set[int]:
+    """`nid` and every op it depends on (sources left out)."""
+    seen: set[int] = set()
+    stack = [nid]
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        stack.extend(r[0] for r in graph.nodes[x].operand_refs())
+    return {x for x in seen if not graph.nodes[x].is_source}
+
+
+def joins(graph: Graph) -> dict[int, list[frozenset[int]]]:
+    """Each join (`pcg.concat` with at least two branches of its own ops) -> its branches' ops,
+    outermost joins only: a join inside another's branch belongs to that branch."""
+    found: dict[int, list[frozenset[int]]] = {}
+    claimed: set[int] = set()
+    for nid in reversed(graph.topological()):
+        node = graph.nodes[nid]
+        if node.op != "pcg.concat" or nid in claimed:
+            continue
+        reads = [_computed_ancestors(graph, r[0]) for r in node.operand_refs()]
+        branches = []
+        for i, ops in enumerate(reads):
+            shared = set().union(*(other for j, other in enumerate(reads) if j != i))
+            if own := frozenset(ops - shared):
+                branches.append(own)
+        if len(branches) >= 2:
+            found[nid] = branches
+            claimed.update(*branches)
+    return found
+
+
+def branch_groups(graph: Graph, n: int) -> dict[int, tuple[int, int]]:
+    """Op -> (the group size, its group index) for the ops of every join's branches and the
+    join itself (group 0). One group size for the whole graph, n / K for the most branches K
+    of a join that divides n: a join of fewer branches leaves groups idle rather than move its
+    input between groups of another size (Inception's 3-branch blocks between 4-branch ones:
+    16-device groups would regroup every tensor and straddle 6-GPU nodes). {} where no join
+    has branches enough."""
+    found = joins(graph)
+    ks = [len(b) for b in found.values() if n % len(b) == 0]
+    if not ks:
+        return {}
+    size = n // max(ks)
+    groups: dict[int, tuple[int, int]] = {}
+    for join, branches in found.items():
+        if len(branches) > max(ks):
+            continue
+        groups[join] = (size, 0)
+        for i, ops in enumerate(branches):
+            groups.update(dict.fromkeys(ops, (size, i)))
+    return groups
+
+
+def branch_graph(graph: Graph, n: int) -> tuple[Graph, dict[int, int]]:
+    """The plan's graph (see the module docstring) and the first device of the group of every
+    op of a branch in it (the moves into a group included), for `branch_plan` to pin."""
+    base = sync_batch_norm(graph)
+    degree = {nid: d for nid, (d, _) in branch_groups(base, n).items()}
+
+    def propose(nid: int, node: Node, operands: Sequence[Operand]) -> list[Proposal]:
+        return _batch_forms(operands, degree.get(nid, n))
+
+    plan = fuse_collectives(reduce_loss(simplify(rebuild(base, propose))))
+    pinned = {nid: i * d for nid, (d, i) in branch_groups(plan, n).items() if d < n}
+    return plan, pinned
+
+
+def branch_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedPlan | None:
+    """The branch-placed plan on every device of `machine`, mapped and priced; None where the
+    graph has no join whose branches divide the devices."""
+    n = machine.num_devices
+    plan, pinned = branch_graph(graph, n)
+    if not pinned:
+        return None
+    fixed: Mapping[int, View] = {
+        nid: canonical_view(task_degrees(plan.nodes[nid].types[0]), start) for nid, start in pinned.items()
+    }
+    mapped = pricing.mapper(machine).map(plan, fixed=fixed)
+    if not mapped.feasible:
+        return None
+    for nid, view in mapped.views.items():
+        plan.with_view(nid, to_attr(view, machine))
+    blocks = len(set(pinned.values()))
+    note = f"each block's branches data parallel on {blocks} disjoint device groups"
+    return PricedPlan("branches", plan, pricing.estimate(plan, machine), mapped, note)
