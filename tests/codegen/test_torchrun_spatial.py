@@ -8,8 +8,9 @@ gradient, every updated weight). Under bf16-mixed too: the U-Net's data-parallel
 and 4-way spatial plan, whose synchronized batch norms compute in fp32 as torch's does under
 autocast. And a plan made by the CNN rules alone (`rewrites/library/spatial.rules`), a different
 form per op: a pool on height shards, a convolution on width shards, a conv -> batch norm -> ReLU
-chain on channel shards. One torchrun per rank count runs every program
-(`unityc.runtime.batch`)."""
+chain on channel shards. And the Inception-style graph with each block's four branches on their
+own rank (`search/branches.py`: inter-op placement), the stem and classifier data parallel over
+all four. One torchrun per rank count runs every program (`unityc.runtime.batch`)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,13 @@ from plans import base_graph, interpret_equal
 from torchrun import Run, torchrun, without_compiler, write_program
 from xdsl.dialects.builtin import StringAttr
 
+from unityc.cost.pricing import placement
 from unityc.dialects.precision import BF16_MIXED, precision_attrs
 from unityc.graph import Graph, to_module
 from unityc.machine.presets import preset
 from unityc.rewrites.match import compile_rules, rewrites
 from unityc.rewrites.parser import load_library
+from unityc.search.branches import branch_plan
 from unityc.search.plans import Pricing, finish
 from unityc.search.strategies import spatial_graph
 
@@ -54,6 +57,7 @@ RULES_1D = ("conv2d_width_parallel", "conv2d_bias_width_parallel", "pool2d_width
 """A Conv1d / MaxPool1d / AvgPool1d model's length split: a 1-D op is a 2-D one over a height of 1
 (frontend/aten.py), so the width rules split its length."""
 RULES_1D_PLAN = "rules-conv1d-2"
+BRANCHES_PLAN = "branches-inception-4"
 BATCH_TIMEOUT_S = 1200
 
 
@@ -113,6 +117,26 @@ def _rules_1d_plan() -> Graph:
     return plan
 
 
+def _branches_plan() -> Graph:
+    """The Inception-style graph (4 images) on 4 ranks, each block's branches on their own rank."""
+    base = base_graph(INCEPTION, batch="4")
+    machine = preset("cpu:4")
+    priced = branch_plan(base, machine, Pricing())
+    assert priced is not None
+    plan = priced.graph
+    ranks = [
+        frozenset(placement(node.types[0], node.plan.view, machine).values())
+        for node in plan.nodes.values()
+        if node.op == "pcg.conv2d"
+    ]
+    # the stem on all four; each block's 6 convolutions on one rank each, all four ranks used
+    assert ranks.count(frozenset(range(4))) == 1 and len(ranks) == 13, ranks
+    assert {r for r in ranks if len(r) == 1} == {frozenset({i}) for i in range(4)}, ranks
+    interpret_equal(base, plan)
+    plan.module_attrs["unityc.machine"] = StringAttr("cpu:4")
+    return plan
+
+
 def _sections(output: str) -> dict[str, str]:
     found = re.finditer(r"^=== (\S+)\n(.*?)^=== \1: exit (\d+)$", output, re.M | re.S)
     return {m.group(1): m.group(2) + f"exit {m.group(3)}" for m in found}
@@ -131,6 +155,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], dict
     entries[2].append({"name": RULES_PLAN, "program": str(program), "args": ["--check", "--steps", "2"]})
     program = write_program(to_module(_rules_1d_plan()), directory, RULES_1D_PLAN)
     entries[2].append({"name": RULES_1D_PLAN, "program": str(program), "args": ["--check", "--steps", "2"]})
+    program = write_program(to_module(_branches_plan()), directory, BRANCHES_PLAN)
+    entries[4].append({"name": BRANCHES_PLAN, "program": str(program), "args": ["--check", "--steps", "2"]})
     sections: dict[str, str] = {}
     results: dict[int, Run] = {}
     for n, batch_entries in entries.items():
@@ -165,4 +191,11 @@ def test_a_conv1d_plan_split_on_length_trains_like_the_reference(runs) -> None:
     sections, results = runs
     assert RULES_1D_PLAN in sections, results[2].report()
     section = sections[RULES_1D_PLAN]
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+
+
+def test_inception_branches_on_disjoint_ranks_train_like_the_reference(runs) -> None:
+    sections, results = runs
+    assert BRANCHES_PLAN in sections, results[4].report()
+    section = sections[BRANCHES_PLAN]
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section

@@ -18,6 +18,7 @@ from unityc.dialects.plan import ZERO_STAGES
 from unityc.graph import Graph, to_module
 from unityc.machine.spec import Machine
 from unityc.search.bounds import levers_bound, pipeline_bound, three_d_bound
+from unityc.search.branches import branch_plan
 from unityc.search.galvatron import Memo, base_plans, galvatron_plan, per_layer
 from unityc.search.layers import PipelineError, batch_size
 from unityc.search.levers import with_accumulation, with_memory_levers
@@ -95,6 +96,9 @@ def whole_graph_plans(
         yield plan, plan, True
     for plan in spatial_plans(graph, machine, pricing):  # images over height x width (x batch)
         yield None, plan, True
+    branches = branch_plan(graph, machine, pricing)  # Inception's branches on disjoint groups
+    if branches is not None:
+        yield None, branches, True
     bases = base_plans(graph, machine, pricing, dp + megatron).values() if levers else ()
     if any(leverable(base) for base in bases):  # Galvatron levers one of these
         with contextlib.suppress(ValueError):  # no layer strategy fits at any degree

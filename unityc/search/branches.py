@@ -2,21 +2,25 @@
 block data parallel on its own group of devices, the groups disjoint, so the branches run side
 by side instead of one after the other on every device.
 
-A *join* is a `pcg.concat` whose operands have ops of their own: a branch is the ops only one
-operand depends on (its private ancestors, back to the ops the operands share: the block's
-input). A join of k >= 2 branches on n devices (k dividing n) runs its branches and itself data
-parallel n / k ways, branch i pinned to devices i·n/k … (i+1)·n/k - 1; everything else is data
-parallel over all n (`strategies.data_parallel_graph`'s forms, batch norms synchronized), and
-the mapping DP places the rest, the moves into and out of the groups included. A join inside
-another join's branch (Inception-E's 1x3 / 3x1 pair) stays in the outer branch's group.
+A *join* is a `pcg.concat` whose operands have ops of their own: a branch is the ops whose
+results reach anything only through one operand (back to the ops the operands share: the
+block's input), and counts where it has weights of its own (a rotary embedding's concatenated halves or
+a U-Net's skip connection are no branches: the trade below is about weights). On n devices, with
+K the most branches of a join that divides n, every join of k <= K branches runs its branches
+and itself data parallel n / K ways, branch i pinned to devices i·n/K … (i+1)·n/K - 1 (one group
+size for the graph: see `branch_groups`); everything else is data parallel over all n
+(`strategies._batch_forms`, batch norms synchronized), and the mapping DP places the rest, the
+moves into and out of the groups included. A join inside another join's branch (Inception-E's
+1x3 / 3x1 pair) stays in the outer branch's group.
 
 What it trades (the cost model prices both sides): each group all-reduces only its branch's
-weight gradients, among n / k devices, against moving every block's input to k groups and the
+weight gradients, among n / K devices, against moving every block's input to its groups and the
 branches' outputs to the join, and a group's time is its branch's (the branches' work differs).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 
 from unityc.graph import Graph, Node
@@ -28,34 +32,45 @@ from unityc.search.strategies import _batch_forms, sync_batch_norm
 from unityc.search.views import View, canonical_view, task_degrees, to_attr
 
 
-def _computed_ancestors(graph: Graph, nid: int) -> set[int]:
-    """`nid` and every op it depends on (sources left out)."""
-    seen: set[int] = set()
-    stack = [nid]
-    while stack:
-        x = stack.pop()
-        if x in seen:
+def _reads_weight(graph: Graph, nid: int) -> bool:
+    return any(graph.nodes[r[0]].op == "pcg.weight" for r in graph.nodes[nid].operand_refs())
+
+
+def _branch(graph: Graph, users: Mapping[int, list[int]], position: Mapping[int, int], root: int) -> set[int]:
+    """The ops whose results reach anything only through `root` (root included, if its only
+    reader is the join): walked back from it, latest first, an op joining once every reader of
+    it has. Touches the branch and its border only (a transformer's rotary halves: two ops)."""
+    region: set[int] = set()
+    heap = [(-position[root], root)]
+    seen = {root}
+    while heap:
+        _, nid = heapq.heappop(heap)
+        node = graph.nodes[nid]
+        if node.is_source or (nid != root and not all(u in region for u in users[nid])):
             continue
-        seen.add(x)
-        stack.extend(r[0] for r in graph.nodes[x].operand_refs())
-    return {x for x in seen if not graph.nodes[x].is_source}
+        region.add(nid)
+        for r in node.operand_refs():
+            if r[0] not in seen:
+                seen.add(r[0])
+                heapq.heappush(heap, (-position[r[0]], r[0]))
+    return region
 
 
 def joins(graph: Graph) -> dict[int, list[frozenset[int]]]:
-    """Each join (`pcg.concat` with at least two branches of its own ops) -> its branches' ops,
-    outermost joins only: a join inside another's branch belongs to that branch."""
+    """Each join (`pcg.concat` with at least two branches with weights of their own) -> its
+    branches' ops, outermost joins only: a join inside another's branch belongs to that branch."""
+    users = graph.users()
+    order = graph.topological()
+    position = {nid: i for i, nid in enumerate(order)}
     found: dict[int, list[frozenset[int]]] = {}
     claimed: set[int] = set()
-    for nid in reversed(graph.topological()):
+    for nid in reversed(order):
         node = graph.nodes[nid]
         if node.op != "pcg.concat" or nid in claimed:
             continue
-        reads = [_computed_ancestors(graph, r[0]) for r in node.operand_refs()]
-        branches = []
-        for i, ops in enumerate(reads):
-            shared = set().union(*(other for j, other in enumerate(reads) if j != i))
-            if own := frozenset(ops - shared):
-                branches.append(own)
+        roots = [r[0] for r in node.operand_refs() if users[r[0]] == [nid]]
+        branches = [frozenset(b) for b in (_branch(graph, users, position, r) for r in dict.fromkeys(roots))]
+        branches = [b for b in branches if any(_reads_weight(graph, x) for x in b)]
         if len(branches) >= 2:
             found[nid] = branches
             claimed.update(*branches)
