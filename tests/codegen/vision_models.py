@@ -159,3 +159,35 @@ def mobilenet(batch: int = 4, image: int = 32) -> tuple[nn.Module, tuple[torch.T
 def conv1d(batch: int = 4, length: int = 32) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(0)
     return _labelled(Conv1dNet(), torch.randn(batch, 4, length, generator=torch.Generator().manual_seed(0)))
+
+
+class Signal1d(nn.Module):
+    def __init__(self, channels: int, width: int, depth: int, classes: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        for i in range(depth):
+            out = width * 2**i
+            for cin in (channels, out):
+                layers += [nn.Conv1d(cin, out, 3, padding=1, bias=False), nn.BatchNorm1d(out), nn.ReLU()]
+            layers.append(nn.MaxPool1d(2))
+            channels = out
+        self.body = nn.Sequential(*layers)
+        self.head = nn.Linear(channels, classes)
+
+    def forward(self, signal: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.head(self.body(signal).mean(dim=2))
+        return nn.functional.cross_entropy(logits, labels), logits
+
+
+def signal1d(
+    batch: int = 2, length: int = 65536, channels: int = 1, width: int = 64, depth: int = 4, classes: int = 10
+) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """A Conv1d front-end on long signals (`benchmarks/spatial_1d.py`): `depth` stages of two
+    "same" 3-tap convolutions with BatchNorm and ReLU and a 2x max pool, channels doubling, the
+    mean over time, a linear classifier."""
+    torch.manual_seed(0)
+    return _labelled(
+        Signal1d(channels, width, depth, classes),
+        torch.randn(batch, channels, length, generator=torch.Generator().manual_seed(0)),
+        classes,
+    )
