@@ -48,3 +48,12 @@ def test_branches_side_by_side_beat_data_parallelism_where_synchronization_domin
     assert groups == {frozenset(range(8))} | {frozenset({2 * i, 2 * i + 1}) for i in range(4)}
     assert plan.estimate.iteration_s < data_parallel_plan(graph, machine, Pricing()).estimate.iteration_s
     assert_same_outputs(graph, plan.graph)
+
+
+def test_no_branch_plan_where_a_branch_cannot_take_its_groups_size() -> None:
+    """Inception-v3 small (2 images) on 4 devices: its branches' ops take no 1-device form (they
+    stay in copies on all 4), so no branch plan; pinning them from device 3 on made
+    `--unity-search --machine cpu:4` fail (device 4 does not exist). On 2 devices there is one."""
+    graph = from_module(import_model(ModelSpec("inception_v3", "small")))
+    assert branch_plan(graph, preset("cpu:4"), Pricing()) is None
+    assert branch_plan(graph, preset("cpu:2"), Pricing()) is not None

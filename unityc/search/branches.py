@@ -21,6 +21,7 @@ branches' outputs to the join, and a group's time is its branch's (the branches'
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Mapping, Sequence
 
 from unityc.graph import Graph, Node
@@ -99,9 +100,9 @@ def branch_groups(graph: Graph, n: int) -> dict[int, tuple[int, int]]:
     return groups
 
 
-def branch_graph(graph: Graph, n: int) -> tuple[Graph, dict[int, int]]:
-    """The plan's graph (see the module docstring) and the first device of the group of every
-    op of a branch in it (the moves into a group included), for `branch_plan` to pin."""
+def branch_graph(graph: Graph, n: int) -> tuple[Graph, dict[int, tuple[int, int]]]:
+    """The plan's graph (see the module docstring) and, for every op of a branch in it (the
+    moves into a group included), its group's (first device, size), for `branch_plan` to pin."""
     base = sync_batch_norm(graph)
     degree = {nid: d for nid, (d, _) in branch_groups(base, n).items()}
 
@@ -109,25 +110,30 @@ def branch_graph(graph: Graph, n: int) -> tuple[Graph, dict[int, int]]:
         return _batch_forms(operands, degree.get(nid, n))
 
     plan = fuse_collectives(reduce_loss(simplify(rebuild(base, propose))))
-    pinned = {nid: i * d for nid, (d, i) in branch_groups(plan, n).items() if d < n}
+    pinned = {nid: (i * d, d) for nid, (d, i) in branch_groups(plan, n).items() if d < n}
     return plan, pinned
 
 
 def branch_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedPlan | None:
     """The branch-placed plan on every device of `machine`, mapped and priced; None where the
-    graph has no join whose branches divide the devices."""
+    graph has no join whose branches divide the devices, or where a branch op runs as more tasks
+    than its group has devices (it took no form of the group's size: a batch of 2 images
+    cannot be split 4 ways, so its ops stay in copies on every device)."""
     n = machine.num_devices
     plan, pinned = branch_graph(graph, n)
     if not pinned:
         return None
-    fixed: Mapping[int, View] = {
-        nid: canonical_view(task_degrees(plan.nodes[nid].types[0]), start) for nid, start in pinned.items()
-    }
+    fixed: dict[int, View] = {}
+    for nid, (start, size) in pinned.items():
+        degrees = task_degrees(plan.nodes[nid].types[0])
+        if math.prod(degrees) > size:
+            return None
+        fixed[nid] = canonical_view(degrees, start)
     mapped = pricing.mapper(machine).map(plan, fixed=fixed)
     if not mapped.feasible:
         return None
     for nid, view in mapped.views.items():
         plan.with_view(nid, to_attr(view, machine))
-    blocks = len(set(pinned.values()))
-    note = f"each block's branches data parallel on {blocks} disjoint device groups"
+    groups = len({start for start, _ in pinned.values()})
+    note = f"each block's branches data parallel on {groups} disjoint device groups"
     return PricedPlan("branches", plan, pricing.estimate(plan, machine), mapped, note)
