@@ -71,7 +71,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     directory = tmp_path_factory.mktemp("torchvision")
     entries = []
     for name, model, batch, plan in PROGRAMS:
-        module = parse_source(make_context(), str(import_model(ModelSpec(f"{MODELS}:{model}", "small", batch))))
+        text = str(import_model(ModelSpec(f"{MODELS}:{model}", "small", batch)))
+        module = parse_source(make_context(), text)
         plan.apply(make_context(), module)
         program = write_program(module, directory, name)
         entries.append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
