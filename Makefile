@@ -11,6 +11,10 @@ $(STAMP): pyproject.toml
 	# torch first, pinned: the CPU build of exactly this version installs offline here.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[test]"
+	# torchvision's stock models for the real-model tests, kept out of site-packages: the index's
+	# wheel is a CUDA build whose operators do not load against CPU torch, and transformers would
+	# import it (tests/codegen/torchvision_models.py loads only its Python models from here).
+	$(PY) -m pip install -q --no-deps --target $(VENV)/vision torchvision==0.28.0
 	touch $(STAMP)
 
 demo: $(STAMP)

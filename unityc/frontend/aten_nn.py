@@ -179,6 +179,21 @@ def _dropout(im: FxImporter, node: fx.Node, x: Value, p: float, train: bool | No
     return (out, Unusable("the dropout mask"))
 
 
+@lowering(aten.bernoulli.p)
+def _bernoulli(im: FxImporter, node: fx.Node, x: Value, p: float = 0.5, generator: Any = None) -> Value:
+    """Draws of 1 with probability p (else 0) shaped like x, as torchvision's stochastic depth
+    draws its per-sample keep mask: p * dropout(ones, 1 - p), a dropout mask scaled back to
+    {0, 1}, so the program draws it as it draws every dropout mask. Where dropout is off (the
+    interpreter, `--check`) a draw is its mean p on both sides (`runtime.check.dropout_off`)."""
+    if generator is not None:
+        raise im.fail("bernoulli with an explicit generator is not supported")
+    dtype = node.meta["val"].dtype
+    if p in (0.0, 1.0):
+        return Const(torch.full(im.meta_shape(), p, dtype=dtype))
+    ones = im.tensor(Const(torch.ones(im.meta_shape(), dtype=dtype)))
+    return im.op(pcg.ScalarMulOp, [im.op(pcg.DropoutOp, [ones], p=1.0 - float(p))], scale=float(p))
+
+
 # --- embeddings -----------------------------------------------------------------------------
 
 

@@ -163,9 +163,10 @@ class FxImporter:
         if node.target is operator.getitem:
             return args[0][args[1]]  # an Unusable result is only an error if something uses it
         self._reject_unusable(args, kwargs)
-        if self._foldable(args, kwargs) and not self._mask_at_run_time(node, args):
-            if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
-                raise self.fail(f"{_op_name(node)} draws random numbers, which unityc does not model")
+        random = torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
+        if random and node.target not in LOWERINGS:
+            raise self.fail(f"{_op_name(node)} draws random numbers, which unityc does not model")
+        if not random and self._foldable(args, kwargs) and not self._mask_at_run_time(node, args):
             return self.fold(node, args, kwargs)
         fn = LOWERINGS.get(node.target)
         if fn is None:

@@ -160,8 +160,14 @@ def copies_differ(
 
 @contextlib.contextmanager
 def dropout_off() -> Iterator[None]:
-    """Every dropout is the identity, as in the plan under --check and in the interpreter."""
+    """Every dropout is the identity, as in the plan under --check and in the interpreter, and
+    every other Bernoulli draw (torchvision's stochastic depth: `empty(...).bernoulli_(q)`) is
+    its mean q, as the plan's `pcg.dropout`-based draw is with dropout off."""
     dropout, sdpa = F.dropout, F.scaled_dot_product_attention
+    draw = torch.Tensor.bernoulli_
+
+    def mean(self: torch.Tensor, p: float | torch.Tensor = 0.5, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return self.copy_(p) if isinstance(p, torch.Tensor) else self.fill_(p)
 
     def identity(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         return x
@@ -174,10 +180,12 @@ def dropout_off() -> Iterator[None]:
         return sdpa(q, k, v, *args, **kw)
 
     F.dropout, F.scaled_dot_product_attention = identity, sdpa_without_dropout  # type: ignore[assignment]
+    torch.Tensor.bernoulli_ = mean  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
         F.dropout, F.scaled_dot_product_attention = dropout, sdpa  # type: ignore[assignment]
+        torch.Tensor.bernoulli_ = draw  # type: ignore[method-assign]
 
 
 class Reference:

@@ -93,6 +93,18 @@ class Pipelined:
         return PipelineTrainer
 
 
+class _ContiguousGrad(torch.autograd.Function):
+    """The identity, whose backward makes the gradient contiguous (it is sent to the stage before)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad.contiguous()
+
+
 class StageModule(nn.Module):
     """One stage as `PipelineStage` runs it: the generated function on this rank's weights (as
     the forward reads them: ZeRO-3 pieces gathered, `zero.py`), the micro-batch's inputs (one dict,
@@ -124,11 +136,17 @@ class StageModule(nn.Module):
         start = self.ctx.token = self.ctx.new_token()  # this micro-batch's own token chain
         try:
             data = {**self.constants, **(inputs or {})}
+            received = tuple(_ContiguousGrad.apply(r) if isinstance(r, torch.Tensor) else r for r in received)
             with self.autocast(), self.zero.saving():
                 out = self.fn(self.ctx, self.zero.forward_weights, data, *received)
         finally:
             self.ctx.step = step
         self.calls += 1
+        # What a stage sends is contiguous, activations here and gradients by `_ContiguousGrad`:
+        # torch's stage builds the receive buffers from shape inference, strides included, and
+        # gloo receives only into a contiguous tensor (ConvNeXt's channels-last permute made a
+        # boundary value, and its gradient, strided).
+        out = tuple(o.contiguous() if isinstance(o, torch.Tensor) else o for o in out)
         self.outputs.append(tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in out))
         if self.ctx.token is not start:  # collectives ran: their duals run in this micro-batch's backward
             out = _tied(out, self.ctx.token)
