@@ -138,6 +138,44 @@ def copy_bandwidth(mib: int, repeat: int) -> float:
     return 2 * src.numel() * 4 / best_time(lambda: dst.copy_(src), repeat)
 
 
+STREAM_MIB = (4, 16, 48)
+"""Bytes a kernel moves (operands and results, MiB) in `cache_bandwidth`: past the 2 MiB L2 of
+a core, within the L3, as a step's activations and weights of the benchmark models are (0.25-16
+MiB a tensor, the whole step's a few to 100 MiB; operands a kernel just wrote may still sit in
+L2, which is not modelled: a lower bound of the rate)."""
+
+
+def stream_kernels(n: int) -> dict[str, tuple[int, Callable[[], object]]]:
+    """Element-wise kernels on f32 vectors of n elements: (bytes moved, kernel)."""
+    a, b, out = torch.randn(n), torch.randn(n), torch.empty(n)
+    return {
+        "add": (12 * n, lambda: torch.add(a, b, out=out)),
+        "mul": (12 * n, lambda: torch.mul(a, b, out=out)),
+        "relu": (8 * n, lambda: torch.clamp_min(a, 0, out=out)),
+        "copy": (8 * n, lambda: out.copy_(a)),
+        "axpy": (12 * n, lambda: a.add_(b, alpha=-1e-6)),  # an SGD update: w -= lr g
+    }
+
+
+def cache_bandwidth(repeat: int) -> tuple[float, list[str]]:
+    """Bytes/s of element-wise kernels whose operands and result fit in the last-level cache
+    (`DeviceKind.cache_bandwidth`): add, mul, relu, copy and an in-place axpy moving 4-48 MiB,
+    the median rate; and, per size, the median over the kernels, up to 768 MiB, where the
+    rate falls to the DRAM stream rate (`memory_bandwidth`; the L3 bound `cache_bytes`).
+    Returns (rate, table lines)."""
+    rates, lines = [], []
+    for mib in (1, *STREAM_MIB, 192, 768):
+        at_size = []
+        for nbytes, kernel in stream_kernels(mib * 2**20 // 12).values():
+            at_size.append(nbytes / best_time(kernel, repeat))
+        if mib in STREAM_MIB:
+            rates.extend(at_size)
+        lines.append(
+            f"  {mib:4d} MiB moved: {statistics.median(at_size) / 1e9:5.1f} GB/s (median of 5 kernels)"
+        )
+    return statistics.median(rates), lines
+
+
 def op_overhead(repeat: int) -> float:
     x = torch.ones(1)
     return best_time(lambda: torch.relu(x), repeat, inner=1000)
@@ -305,6 +343,12 @@ def main() -> None:
     print(f"matmul f32 at layer shapes: {rate / 1e9:.1f} GFLOP/s cached, cold at {cold / 1e9:.1f} GB/s")
     print(f"embedding backward: {embedding_backward_row(repeat) * 1e9:.1f} ns per looked-up row")
     print(f"copy bandwidth (1 thread, 256 MiB): {copy_bandwidth(256, repeat) / 1e9:.2f} GB/s")
+    stream, lines = cache_bandwidth(repeat)
+    print("element-wise kernels by bytes moved (1 thread):")
+    print("\n".join(lines))
+    print(
+        f"element-wise kernels in cache ({STREAM_MIB[0]}-{STREAM_MIB[-1]} MiB moved): {stream / 1e9:.1f} GB/s"
+    )
     vector = vector_flops(repeat)
     print(f"element-wise f32 (1 thread, 64 Ki-1 Mi elements, median of 7 ops): {vector / 1e9:.2f} GFLOP/s")
     print(f"eager op overhead (relu of 1 element): {op_overhead(repeat) * 1e6:.2f} us")
