@@ -17,7 +17,10 @@ hardly count; the collectives below are wall-clock). What it prints (and what
 * element-wise throughput (`vector_flops`): f32 add, mul, relu, gelu, exp, sigmoid and tanh on
   activations of 64 Ki to 1 Mi elements, FLOPs counted as the cost model counts them
   (`unityc.cost.compute.UNARY_FLOPS`), the median over ops and sizes;
-* memory bandwidth: `dst.copy_(src)` of a 256 MiB tensor, counting a read and a write;
+* memory bandwidth: `dst.copy_(src)` of a 256 MiB tensor, counting a read and a write (DRAM), and
+  element-wise kernels moving 1-768 MiB (`cache_bandwidth`: the rate while they fit in the L3);
+* two cores at once: each of a mix of kernels (layer matmuls cached and cold, an add, a DRAM
+  copy) alone and while a second process runs the same mix (`paired_slowdown`);
 * per-op overhead: an eager `torch.relu` of a 1-element tensor (what a tiny op costs), and the
   cost per op inside a training step (`kernel_latency`): a chain of tiny element-wise ops on a
   tensor that requires a gradient, forward and backward, per op and pass (autograd records each
@@ -316,6 +319,59 @@ def gloo_alpha_in_a_step(repeat: int) -> float:
     return (out["with"] - out["without"]) / out["collectives"] / 2
 
 
+def kernel_mix() -> dict[str, tuple[Callable[[], object], Callable[[], object] | None]]:
+    """Kernels of a training step at the benchmark models' sizes: (kernel, untimed setup)."""
+    evict = torch.ones(64 * 2**20 // 4)
+    mix: dict[str, tuple[Callable[[], object], Callable[[], object] | None]] = {}
+    for m, k, n in ((128, 256, 512), (256, 1024, 1024), (512, 512, 128)):
+        x, w = torch.randn(m, k), torch.randn(n, k)
+        mix[f"matmul {m}x{k}x{n}"] = (lambda x=x, w=w: torch.mm(x, w.t()), None)
+        mix[f"matmul {m}x{k}x{n}, cold"] = (lambda x=x, w=w: torch.mm(x, w.t()), evict.sum)
+    a, b = torch.randn(2**20), torch.randn(2**20)
+    mix["add, 12 MiB moved"] = (lambda: a + b, None)
+    src = torch.ones(64 * 2**20 // 4)
+    dst = torch.empty_like(src)
+    mix["copy, 128 MiB moved (DRAM)"] = (lambda: dst.copy_(src), None)
+    return mix
+
+
+def _partner(go: object, stop: object) -> None:
+    """Runs the kernel mix over and over while `go` is set (a busy second core)."""
+    torch.set_num_threads(1)
+    mix = kernel_mix()
+    while not stop.is_set():  # type: ignore[attr-defined]
+        if not go.is_set():  # type: ignore[attr-defined]
+            time.sleep(0.001)
+            continue
+        for kernel, setup in mix.values():
+            if setup is not None:
+                setup()
+            kernel()
+
+
+def paired_slowdown(rounds: int) -> dict[str, float]:
+    """Each kernel of `kernel_mix` alone and while a second process runs the same mix on the
+    other core (two ranks of a cpu:2 plan computing at once share the L3 and the memory
+    bandwidth): thread CPU time paired over alone, the median over alternating rounds (other
+    load on the machine touches both alike)."""
+    context = mp.get_context("spawn")
+    go, stop = context.Event(), context.Event()
+    partner = context.Process(target=_partner, args=(go, stop))
+    partner.start()
+    mix = kernel_mix()
+    times: dict[str, dict[bool, list[float]]] = {name: {False: [], True: []} for name in mix}
+    time.sleep(2)  # the partner's start-up
+    for _ in range(rounds):
+        for paired in (False, True):
+            go.set() if paired else go.clear()
+            time.sleep(0.2)
+            for name, (kernel, setup) in mix.items():
+                times[name][paired].append(best_time(kernel, 5, before=setup))
+    stop.set()
+    partner.join()
+    return {name: statistics.median(t[True]) / statistics.median(t[False]) for name, t in times.items()}
+
+
 def fit_alpha_beta(times: dict[int, float]) -> tuple[float, float]:
     """t = 2 alpha + S / beta: alpha from the smallest message, beta from the slope between the
     two largest (a least-squares fit over all sizes lets the noisy small sizes skew alpha)."""
@@ -355,6 +411,9 @@ def main() -> None:
     step_op = step_op_overhead(repeat)
     print(f"op in a training step (forward + backward, per op and pass): {step_op * 1e6:.2f} us")
     print(f"dropout (hash of the index, mask, scale): {dropout_flops(repeat):.0f} f32 adds per element")
+    print("a kernel while the other core runs the same kernels (thread CPU, paired / alone):")
+    for name, ratio in paired_slowdown(repeat).items():
+        print(f"  {name:32s} {ratio:.2f}")
     times = gloo_all_reduce(SIZES, repeat)
     for size, t in sorted(times.items()):
         print(f"gloo all_reduce, 2 processes, {size:>9} B: {t * 1e6:10.1f} us")
