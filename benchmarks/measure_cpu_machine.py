@@ -33,7 +33,11 @@ hardly count; the collectives below are wall-clock). What it prints (and what
 * alpha inside a training step: both processes run steps of a small MLP's forward and backward
   with k tiny all-reduces interleaved (each after a layer, as a plan's collectives are), and
   without; the extra time per collective over 2 is the alpha a plan's collectives pay (the
-  ranks' skew, gloo's thread hand-offs and the cores shared with the other process's compute).
+  ranks' skew, gloo's thread hand-offs and the cores shared with the other process's compute);
+* gloo collectives between layers (`gloo_in_step`): all-reduce, reduce-scatter and all-gather of
+  4 B to 4 MiB after each of 8 matmuls, against the same matmuls without: wall, thread CPU and
+  process CPU per collective. Run the script under `chrt --fifo 1` too: the difference is what
+  the default scheduler adds around a collective on a fully subscribed machine.
 """
 
 from __future__ import annotations
@@ -372,6 +376,65 @@ def paired_slowdown(rounds: int) -> dict[str, float]:
     return {name: statistics.median(t[True]) / statistics.median(t[False]) for name, t in times.items()}
 
 
+IN_STEP_SIZES = [4, 64 * 1024, 256 * 1024, 1024**2, 4 * 1024**2]
+IN_STEP_PATTERNS = ("all_reduce", "reduce_scatter", "all_gather")
+
+
+def _in_step_worker(rank: int, port: int, repeat: int, out: dict) -> None:
+    """Segments of 8 matmuls (128 x 512 by 512 x 512, ~0.1 ms each: a layer of the benchmark
+    models) with a collective of each pattern and size after every matmul, and without; the
+    extra wall, training-thread CPU and process CPU (gloo's threads too) per collective, median
+    over alternating segments."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    a, b = torch.randn(128, 512), torch.randn(512, 512)
+    results = {}
+    for pattern in IN_STEP_PATTERNS:
+        for size in IN_STEP_SIZES:
+            whole = torch.ones(max(size // 4, 2))
+            half, parts = torch.empty(whole.numel() // 2), list(whole.chunk(2))
+            run = {
+                "all_reduce": lambda whole=whole: dist.all_reduce(whole),
+                "reduce_scatter": lambda half=half, parts=parts: dist.reduce_scatter(half, parts),
+                "all_gather": lambda half=half, parts=parts: dist.all_gather(parts, half),
+            }[pattern]
+            samples: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
+            for i in range(3 * repeat + 2):
+                for sync in (True, False):
+                    dist.barrier()
+                    clocks = time.perf_counter(), time.thread_time(), time.process_time()
+                    for _ in range(8):
+                        a @ b
+                        if sync:
+                            run()
+                    if not sync:
+                        dist.barrier()  # both ranks done, as a collective would say
+                    now = time.perf_counter(), time.thread_time(), time.process_time()
+                    if i >= 2:
+                        samples[sync].append(tuple(x - y for x, y in zip(now, clocks, strict=True)))
+            results[pattern, size] = tuple(
+                (
+                    statistics.median(s[k] for s in samples[True])
+                    - statistics.median(s[k] for s in samples[False])
+                )
+                / 8
+                for k in range(3)
+            )
+    out[rank] = results
+    dist.destroy_process_group()
+
+
+def gloo_in_step(repeat: int) -> dict[tuple[str, int], tuple[float, float, float]]:
+    """Per pattern and size, what a collective between a plan's layers costs each rank (the mean
+    over the two): seconds of wall, of the training thread's CPU and of the process's CPU.
+    Under SCHED_FIFO (`chrt --fifo 1`, root) this is the collective's own time; under the
+    default scheduler also the hand-offs around it on a fully subscribed machine."""
+    manager = mp.Manager()
+    out = manager.dict()
+    mp.spawn(_in_step_worker, args=(_free_port(), repeat, out), nprocs=2, join=True)
+    return {key: tuple((x + y) / 2 for x, y in zip(out[0][key], out[1][key], strict=True)) for key in out[0]}
+
+
 def fit_alpha_beta(times: dict[int, float]) -> tuple[float, float]:
     """t = 2 alpha + S / beta: alpha from the smallest message, beta from the slope between the
     two largest (a least-squares fit over all sizes lets the noisy small sizes skew alpha)."""
@@ -420,6 +483,12 @@ def main() -> None:
     alpha, beta = fit_alpha_beta(times)
     print(f"fit t = 2 alpha + S / beta: alpha = {alpha * 1e6:.1f} us, beta = {beta / 1e9:.2f} GB/s")
     print(f"alpha inside a training step: {gloo_alpha_in_a_step(repeat) * 1e6:.1f} us")
+    print("gloo collectives between layers, 2 processes (per collective: wall, thread CPU, process CPU):")
+    for (pattern, size), (wall, thread, process) in gloo_in_step(repeat).items():
+        print(
+            f"  {pattern:15s} {size:>9} B: {wall * 1e6:7.0f} us, {thread * 1e6:6.0f} us, "
+            f"{process * 1e6:6.0f} us"
+        )
 
 
 if __name__ == "__main__":
