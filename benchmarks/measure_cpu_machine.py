@@ -43,6 +43,7 @@ hardly count; the collectives below are wall-clock). What it prints (and what
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import socket
 import statistics
@@ -328,9 +329,9 @@ def kernel_mix() -> dict[str, tuple[Callable[[], object], Callable[[], object] |
     evict = torch.ones(64 * 2**20 // 4)
     mix: dict[str, tuple[Callable[[], object], Callable[[], object] | None]] = {}
     for m, k, n in ((128, 256, 512), (256, 1024, 1024), (512, 512, 128)):
-        x, w = torch.randn(m, k), torch.randn(n, k)
-        mix[f"matmul {m}x{k}x{n}"] = (lambda x=x, w=w: torch.mm(x, w.t()), None)
-        mix[f"matmul {m}x{k}x{n}, cold"] = (lambda x=x, w=w: torch.mm(x, w.t()), evict.sum)
+        product = functools.partial(torch.mm, torch.randn(m, k), torch.randn(n, k).t())
+        mix[f"matmul {m}x{k}x{n}"] = (product, None)
+        mix[f"matmul {m}x{k}x{n}, cold"] = (product, evict.sum)
     a, b = torch.randn(2**20), torch.randn(2**20)
     mix["add, 12 MiB moved"] = (lambda: a + b, None)
     src = torch.ones(64 * 2**20 // 4)
@@ -394,11 +395,11 @@ def _in_step_worker(rank: int, port: int, repeat: int, out: dict) -> None:
             whole = torch.ones(max(size // 4, 2))
             half, parts = torch.empty(whole.numel() // 2), list(whole.chunk(2))
             run = {
-                "all_reduce": lambda whole=whole: dist.all_reduce(whole),
-                "reduce_scatter": lambda half=half, parts=parts: dist.reduce_scatter(half, parts),
-                "all_gather": lambda half=half, parts=parts: dist.all_gather(parts, half),
+                "all_reduce": functools.partial(dist.all_reduce, whole),
+                "reduce_scatter": functools.partial(dist.reduce_scatter, half, parts),
+                "all_gather": functools.partial(dist.all_gather, parts, half),
             }[pattern]
-            samples: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
+            samples: dict[bool, list[tuple[float, ...]]] = {True: [], False: []}
             for i in range(3 * repeat + 2):
                 for sync in (True, False):
                     dist.barrier()
