@@ -17,7 +17,10 @@ hardly count; the collectives below are wall-clock). What it prints (and what
 * element-wise throughput (`vector_flops`): f32 add, mul, relu, gelu, exp, sigmoid and tanh on
   activations of 64 Ki to 1 Mi elements, FLOPs counted as the cost model counts them
   (`unityc.cost.compute.UNARY_FLOPS`), the median over ops and sizes;
-* memory bandwidth: `dst.copy_(src)` of a 256 MiB tensor, counting a read and a write;
+* memory bandwidth: `dst.copy_(src)` of a 256 MiB tensor, counting a read and a write (DRAM), and
+  element-wise kernels moving 1-768 MiB (`cache_bandwidth`: the rate while they fit in the L3);
+* two cores at once: each of a mix of kernels (layer matmuls cached and cold, an add, a DRAM
+  copy) alone and while a second process runs the same mix (`paired_slowdown`);
 * per-op overhead: an eager `torch.relu` of a 1-element tensor (what a tiny op costs), and the
   cost per op inside a training step (`kernel_latency`): a chain of tiny element-wise ops on a
   tensor that requires a gradient, forward and backward, per op and pass (autograd records each
@@ -30,12 +33,17 @@ hardly count; the collectives below are wall-clock). What it prints (and what
 * alpha inside a training step: both processes run steps of a small MLP's forward and backward
   with k tiny all-reduces interleaved (each after a layer, as a plan's collectives are), and
   without; the extra time per collective over 2 is the alpha a plan's collectives pay (the
-  ranks' skew, gloo's thread hand-offs and the cores shared with the other process's compute).
+  ranks' skew, gloo's thread hand-offs and the cores shared with the other process's compute);
+* gloo collectives between layers (`gloo_in_step`): all-reduce, reduce-scatter and all-gather of
+  4 B to 4 MiB after each of 8 matmuls, against the same matmuls without: wall, thread CPU and
+  process CPU per collective. Run the script under `chrt --fifo 1` too: the difference is what
+  the default scheduler adds around a collective on a fully subscribed machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import socket
 import statistics
@@ -136,6 +144,44 @@ def copy_bandwidth(mib: int, repeat: int) -> float:
     src = torch.ones(mib * 2**20 // 4)
     dst = torch.empty_like(src)
     return 2 * src.numel() * 4 / best_time(lambda: dst.copy_(src), repeat)
+
+
+STREAM_MIB = (4, 16, 48)
+"""Bytes a kernel moves (operands and results, MiB) in `cache_bandwidth`: past the 2 MiB L2 of
+a core, within the L3, as a step's activations and weights of the benchmark models are (0.25-16
+MiB a tensor, the whole step's a few to 100 MiB; operands a kernel just wrote may still sit in
+L2, which is not modelled: a lower bound of the rate)."""
+
+
+def stream_kernels(n: int) -> dict[str, tuple[int, Callable[[], object]]]:
+    """Element-wise kernels on f32 vectors of n elements: (bytes moved, kernel)."""
+    a, b, out = torch.randn(n), torch.randn(n), torch.empty(n)
+    return {
+        "add": (12 * n, lambda: torch.add(a, b, out=out)),
+        "mul": (12 * n, lambda: torch.mul(a, b, out=out)),
+        "relu": (8 * n, lambda: torch.clamp_min(a, 0, out=out)),
+        "copy": (8 * n, lambda: out.copy_(a)),
+        "axpy": (12 * n, lambda: a.add_(b, alpha=-1e-6)),  # an SGD update: w -= lr g
+    }
+
+
+def cache_bandwidth(repeat: int) -> tuple[float, list[str]]:
+    """Bytes/s of element-wise kernels whose operands and result fit in the last-level cache
+    (`DeviceKind.cache_bandwidth`): add, mul, relu, copy and an in-place axpy moving 4-48 MiB,
+    the median rate; and, per size, the median over the kernels, up to 768 MiB, where the
+    rate falls to the DRAM stream rate (`memory_bandwidth`; the L3 bound `cache_bytes`).
+    Returns (rate, table lines)."""
+    rates, lines = [], []
+    for mib in (1, *STREAM_MIB, 192, 768):
+        at_size = []
+        for nbytes, kernel in stream_kernels(mib * 2**20 // 12).values():
+            at_size.append(nbytes / best_time(kernel, repeat))
+        if mib in STREAM_MIB:
+            rates.extend(at_size)
+        lines.append(
+            f"  {mib:4d} MiB moved: {statistics.median(at_size) / 1e9:5.1f} GB/s (median of 5 kernels)"
+        )
+    return statistics.median(rates), lines
 
 
 def op_overhead(repeat: int) -> float:
@@ -278,6 +324,118 @@ def gloo_alpha_in_a_step(repeat: int) -> float:
     return (out["with"] - out["without"]) / out["collectives"] / 2
 
 
+def kernel_mix() -> dict[str, tuple[Callable[[], object], Callable[[], object] | None]]:
+    """Kernels of a training step at the benchmark models' sizes: (kernel, untimed setup)."""
+    evict = torch.ones(64 * 2**20 // 4)
+    mix: dict[str, tuple[Callable[[], object], Callable[[], object] | None]] = {}
+    for m, k, n in ((128, 256, 512), (256, 1024, 1024), (512, 512, 128)):
+        product = functools.partial(torch.mm, torch.randn(m, k), torch.randn(n, k).t())
+        mix[f"matmul {m}x{k}x{n}"] = (product, None)
+        mix[f"matmul {m}x{k}x{n}, cold"] = (product, evict.sum)
+    a, b = torch.randn(2**20), torch.randn(2**20)
+    mix["add, 12 MiB moved"] = (lambda: a + b, None)
+    src = torch.ones(64 * 2**20 // 4)
+    dst = torch.empty_like(src)
+    mix["copy, 128 MiB moved (DRAM)"] = (lambda: dst.copy_(src), None)
+    return mix
+
+
+def _partner(go: object, stop: object) -> None:
+    """Runs the kernel mix over and over while `go` is set (a busy second core)."""
+    torch.set_num_threads(1)
+    mix = kernel_mix()
+    while not stop.is_set():  # type: ignore[attr-defined]
+        if not go.is_set():  # type: ignore[attr-defined]
+            time.sleep(0.001)
+            continue
+        for kernel, setup in mix.values():
+            if setup is not None:
+                setup()
+            kernel()
+
+
+def paired_slowdown(rounds: int) -> dict[str, float]:
+    """Each kernel of `kernel_mix` alone and while a second process runs the same mix on the
+    other core (two ranks of a cpu:2 plan computing at once share the L3 and the memory
+    bandwidth): thread CPU time paired over alone, the median over alternating rounds (other
+    load on the machine touches both alike)."""
+    context = mp.get_context("spawn")
+    go, stop = context.Event(), context.Event()
+    partner = context.Process(target=_partner, args=(go, stop))
+    partner.start()
+    mix = kernel_mix()
+    times: dict[str, dict[bool, list[float]]] = {name: {False: [], True: []} for name in mix}
+    time.sleep(2)  # the partner's start-up
+    for _ in range(rounds):
+        for paired in (False, True):
+            go.set() if paired else go.clear()
+            time.sleep(0.2)
+            for name, (kernel, setup) in mix.items():
+                times[name][paired].append(best_time(kernel, 5, before=setup))
+    stop.set()
+    partner.join()
+    return {name: statistics.median(t[True]) / statistics.median(t[False]) for name, t in times.items()}
+
+
+IN_STEP_SIZES = [4, 64 * 1024, 256 * 1024, 1024**2, 4 * 1024**2]
+IN_STEP_PATTERNS = ("all_reduce", "reduce_scatter", "all_gather")
+
+
+def _in_step_worker(rank: int, port: int, repeat: int, out: dict) -> None:
+    """Segments of 8 matmuls (128 x 512 by 512 x 512, ~0.1 ms each: a layer of the benchmark
+    models) with a collective of each pattern and size after every matmul, and without; the
+    extra wall, training-thread CPU and process CPU (gloo's threads too) per collective, median
+    over alternating segments."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    a, b = torch.randn(128, 512), torch.randn(512, 512)
+    results = {}
+    for pattern in IN_STEP_PATTERNS:
+        for size in IN_STEP_SIZES:
+            whole = torch.ones(max(size // 4, 2))
+            half, parts = torch.empty(whole.numel() // 2), list(whole.chunk(2))
+            run = {
+                "all_reduce": functools.partial(dist.all_reduce, whole),
+                "reduce_scatter": functools.partial(dist.reduce_scatter, half, parts),
+                "all_gather": functools.partial(dist.all_gather, parts, half),
+            }[pattern]
+            samples: dict[bool, list[tuple[float, ...]]] = {True: [], False: []}
+            for i in range(3 * repeat + 2):
+                for sync in (True, False):
+                    dist.barrier()
+                    clocks = time.perf_counter(), time.thread_time(), time.process_time()
+                    for _ in range(8):
+                        a @ b
+                        if sync:
+                            run()
+                    if not sync:
+                        dist.barrier()  # both ranks done, as a collective would say
+                    now = time.perf_counter(), time.thread_time(), time.process_time()
+                    if i >= 2:
+                        samples[sync].append(tuple(x - y for x, y in zip(now, clocks, strict=True)))
+            results[pattern, size] = tuple(
+                (
+                    statistics.median(s[k] for s in samples[True])
+                    - statistics.median(s[k] for s in samples[False])
+                )
+                / 8
+                for k in range(3)
+            )
+    out[rank] = results
+    dist.destroy_process_group()
+
+
+def gloo_in_step(repeat: int) -> dict[tuple[str, int], tuple[float, float, float]]:
+    """Per pattern and size, what a collective between a plan's layers costs each rank (the mean
+    over the two): seconds of wall, of the training thread's CPU and of the process's CPU.
+    Under SCHED_FIFO (`chrt --fifo 1`, root) this is the collective's own time; under the
+    default scheduler also the hand-offs around it on a fully subscribed machine."""
+    manager = mp.Manager()
+    out = manager.dict()
+    mp.spawn(_in_step_worker, args=(_free_port(), repeat, out), nprocs=2, join=True)
+    return {key: tuple((x + y) / 2 for x, y in zip(out[0][key], out[1][key], strict=True)) for key in out[0]}
+
+
 def fit_alpha_beta(times: dict[int, float]) -> tuple[float, float]:
     """t = 2 alpha + S / beta: alpha from the smallest message, beta from the slope between the
     two largest (a least-squares fit over all sizes lets the noisy small sizes skew alpha)."""
@@ -305,18 +463,33 @@ def main() -> None:
     print(f"matmul f32 at layer shapes: {rate / 1e9:.1f} GFLOP/s cached, cold at {cold / 1e9:.1f} GB/s")
     print(f"embedding backward: {embedding_backward_row(repeat) * 1e9:.1f} ns per looked-up row")
     print(f"copy bandwidth (1 thread, 256 MiB): {copy_bandwidth(256, repeat) / 1e9:.2f} GB/s")
+    stream, lines = cache_bandwidth(repeat)
+    print("element-wise kernels by bytes moved (1 thread):")
+    print("\n".join(lines))
+    print(
+        f"element-wise kernels in cache ({STREAM_MIB[0]}-{STREAM_MIB[-1]} MiB moved): {stream / 1e9:.1f} GB/s"
+    )
     vector = vector_flops(repeat)
     print(f"element-wise f32 (1 thread, 64 Ki-1 Mi elements, median of 7 ops): {vector / 1e9:.2f} GFLOP/s")
     print(f"eager op overhead (relu of 1 element): {op_overhead(repeat) * 1e6:.2f} us")
     step_op = step_op_overhead(repeat)
     print(f"op in a training step (forward + backward, per op and pass): {step_op * 1e6:.2f} us")
     print(f"dropout (hash of the index, mask, scale): {dropout_flops(repeat):.0f} f32 adds per element")
+    print("a kernel while the other core runs the same kernels (thread CPU, paired / alone):")
+    for name, ratio in paired_slowdown(repeat).items():
+        print(f"  {name:32s} {ratio:.2f}")
     times = gloo_all_reduce(SIZES, repeat)
     for size, t in sorted(times.items()):
         print(f"gloo all_reduce, 2 processes, {size:>9} B: {t * 1e6:10.1f} us")
     alpha, beta = fit_alpha_beta(times)
     print(f"fit t = 2 alpha + S / beta: alpha = {alpha * 1e6:.1f} us, beta = {beta / 1e9:.2f} GB/s")
     print(f"alpha inside a training step: {gloo_alpha_in_a_step(repeat) * 1e6:.1f} us")
+    print("gloo collectives between layers, 2 processes (per collective: wall, thread CPU, process CPU):")
+    for (pattern, size), (wall, thread, process) in gloo_in_step(repeat).items():
+        print(
+            f"  {pattern:15s} {size:>9} B: {wall * 1e6:7.0f} us, {thread * 1e6:6.0f} us, "
+            f"{process * 1e6:6.0f} us"
+        )
 
 
 if __name__ == "__main__":

@@ -160,6 +160,22 @@ def test_cold_operands_and_scatter_rows() -> None:
     )
 
 
+def test_cache_bandwidth() -> None:
+    """A kernel whose bytes fit in the device's last-level cache (`cache_bytes`) streams them at
+    `cache_bandwidth` instead of `memory_bandwidth`; a bigger one, or a device without a cache
+    rate (the GPU presets), keeps the memory bandwidth. Fails if the cache rate is not used or is
+    used past the cache."""
+    from dataclasses import replace
+
+    from unityc.cost.compute import Work
+
+    plain = replace(two_nodes().kind_of(0), memory_bandwidth=1e9, memory_efficiency=1.0)
+    cached = replace(plain, cache_bandwidth=4e9, cache_bytes=1e6)
+    assert kernel_time(Work(0, 1e6), "f32", cached) == pytest.approx(1e6 / 4e9)
+    assert kernel_time(Work(0, 2e6), "f32", cached) == pytest.approx(2e6 / 1e9)
+    assert kernel_time(Work(0, 1e6), "f32", plain) == pytest.approx(1e6 / 1e9)
+
+
 def test_multi_op_kernels_pay_more_fixed_costs() -> None:
     """Attention and dropout run as many framework ops: each pass pays `KERNELS` latencies (an
     attention with dropout on its probabilities the dropout's too); a dropout with p = 0 is the

@@ -101,11 +101,15 @@ def test_cold_bandwidth_and_scatter_rows() -> None:
     assert kind.cold_bandwidth == pytest.approx(10e9) and kind.scatter_row_time == 0
     kind = machine_from_dict(_with("kinds.g.scatter_row_ns", 60), "m.toml").kind_of(0)
     assert kind.scatter_row_time == pytest.approx(60e-9) and kind.cold_bandwidth == 0
+    data = _with("kinds.g.cache_bandwidth_gbs", 33)
+    data["kinds"]["g"]["cache_mib"] = 192
+    kind = machine_from_dict(data, "m.toml").kind_of(0)
+    assert kind.cache_bandwidth == pytest.approx(33e9) and kind.cache_bytes == 192 * 2**20
     cpu = load_machine("cpu:2").kind_of(0)
-    assert cpu.cold_bandwidth > 0 and cpu.scatter_row_time > 0
+    assert cpu.cold_bandwidth > 0 and cpu.scatter_row_time > 0 and cpu.cache_bandwidth > cpu.memory_bandwidth
     for name in ("summit:1", "dgx-a100:1", "dgx-h100:1"):
         gpu = load_machine(name).kind_of(0)
-        assert gpu.cold_bandwidth == 0 and gpu.scatter_row_time == 0
+        assert gpu.cold_bandwidth == 0 and gpu.scatter_row_time == 0 and gpu.cache_bandwidth == 0
 
 
 def test_mixed_example() -> None:

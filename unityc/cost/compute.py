@@ -8,10 +8,12 @@ Pure functions over small values (no xDSL objects), so the search can call them 
 None for an absent optional operand). Kernel time is the roofline
 
     t = kernel_latency + max(FLOPs / (peak[dtype] * compute_efficiency),
-                             bytes / (memory_bandwidth * memory_efficiency))
+                             bytes / (bandwidth * memory_efficiency))
 
-plus, where the device sets them, the stalls a CPU core does not hide behind compute: a
-matmul-like op's bytes at `cold_bandwidth` (its operands come from memory, not cache) and an
+(bandwidth: the device's `memory_bandwidth`, or its `cache_bandwidth` for a kernel whose bytes
+fit in its last-level cache, `DeviceKind.stream_bandwidth`: a CPU core; GPUs set none) plus,
+where the device sets them, the stalls a CPU core does not hide behind compute: a matmul-like
+op's bytes at `cold_bandwidth` (its operands come from memory, not cache) and an
 embedding backward's rows at `scatter_row_time` each; and nothing at all for an op that does no
 work (sources, reshape: a view). Matmul-like ops (`MATMUL_LIKE`) run at the device's peak for
 their dtype, every other op at its element-wise rate (`DeviceKind.vector_flops`, where set: a
@@ -381,7 +383,7 @@ def kernel_time(work: Work, dtype: str, device: DeviceKind, matmul: bool = False
         return 0.0
     compute = work.flops / (device.op_flops(dtype, matmul) * device.compute_efficiency)
     compute += work.vector / (device.op_flops(dtype, False) * device.compute_efficiency)
-    memory = work.bytes / (device.memory_bandwidth * device.memory_efficiency)
+    memory = work.bytes / (device.stream_bandwidth(work.bytes) * device.memory_efficiency)
     stalls = work.rows * device.scatter_row_time
     if matmul and device.cold_bandwidth > 0:
         stalls += work.bytes / device.cold_bandwidth

@@ -12,6 +12,8 @@ memory_efficiency = 0.8                # optional: fraction of peak bandwidth (1
 kernel_latency_us = 5                  # optional: fixed cost of one kernel (0)
 vector_gflops = 6                      # optional: f32 rate of non-matmul ops (the f32 peak)
 cold_bandwidth_gbs = 10                # optional: matmul operands from memory, not overlapped (0: none)
+cache_bandwidth_gbs = 33               # optional: kernels moving at most cache_mib stream at this (0: none)
+cache_mib = 192                        # optional: the last-level cache a kernel's bytes must fit (0)
 scatter_row_ns = 60                    # optional: per row of an embedding's backward (0)
 allow_tf32 = false                     # optional: f32 matmuls at the tf32 rate
 
@@ -44,6 +46,7 @@ from unityc.machine.spec import DTYPES, DeviceKind, Link, Machine, NodeSpec, che
 
 GB = 1e9
 GIB = 2**30
+MIB = 2**20
 TFLOPS = 1e12
 
 
@@ -201,6 +204,8 @@ class _Reader:
                 "kernel_latency_us",
                 "vector_gflops",
                 "cold_bandwidth_gbs",
+                "cache_bandwidth_gbs",
+                "cache_mib",
                 "scatter_row_ns",
                 "allow_tf32",
             ),
@@ -232,6 +237,8 @@ class _Reader:
             kernel_latency=us(self.number(table, "kernel_latency_us", path, 0.0, positive=False)),
             vector_flops=self.number(table, "vector_gflops", path, 0.0, positive=False) * 1e9,
             cold_bandwidth=self.number(table, "cold_bandwidth_gbs", path, 0.0, positive=False) * GB,
+            cache_bandwidth=self.number(table, "cache_bandwidth_gbs", path, 0.0, positive=False) * GB,
+            cache_bytes=self.number(table, "cache_mib", path, 0.0, positive=False) * MIB,
             scatter_row_time=self.number(table, "scatter_row_ns", path, 0.0, positive=False) * 1e-9,
             allow_tf32=allow_tf32,
         )

@@ -24,7 +24,17 @@ line in brackets. Every rate is the CPU time of one thread, so little disturbed 
     embedding backward:           55 ns per looked-up row [60] (`scatter_row_time`;
                                   `embedding_dense_backward`), on top of zeroing the table's
                                   gradient
-    copy of 256 MiB, 1 thread:    13.0 GB/s [38.5] (read + write counted)
+    copy of 256 MiB, 1 thread:    13.0 GB/s [38.5] (read + write counted): DRAM, the
+                                  `memory_bandwidth` of kernels moving more than fits in the L3
+    element-wise kernels in L3:   33 GB/s (`cache_bandwidth`; add, mul, relu, copy and an
+                                  in-place axpy moving 4-48 MiB, by thread CPU, 2026-11-27
+                                  03:45, load 12: a ratio of one thread's CPU time, little
+                                  disturbed), 26-31 GB/s at 192 MiB, 15 at 768 MiB: kernels moving
+                                  up to 192 MiB (`cache_bytes`) stream from the L3 (the guest
+                                  reports 300 MiB). A step of the benchmark models touches a few
+                                  to 100 MiB, so its element-wise ops and the optimizer's update
+                                  run at this rate; at 13 GB/s the serial plans were priced
+                                  1.1-1.3x their measured step
     gloo all_reduce, 2 processes: beta = 2.52 GB/s [1.16] (t = 2 alpha + S / beta; alone,
                                   alpha = 35 us [68])
     element-wise f32 ops:         11.6 GFLOP/s [6] (`vector_flops`; add, mul, relu, gelu, exp,
@@ -64,7 +74,7 @@ from collections.abc import Callable
 
 from unityc.machine.calibration import calibrated
 from unityc.machine.errors import MachineSpecError
-from unityc.machine.loader import GB, GIB, TFLOPS, us
+from unityc.machine.loader import GB, GIB, MIB, TFLOPS, us
 from unityc.machine.spec import DeviceKind, Link, Machine, NodeSpec, check_size
 
 GPU_COMPUTE_EFFICIENCY = 0.7
@@ -143,6 +153,8 @@ CPU_CORE = DeviceKind(
     kernel_latency=us(10),
     vector_flops=11.6e9,
     cold_bandwidth=27.6 * GB,
+    cache_bandwidth=33 * GB,
+    cache_bytes=192 * MIB,
     scatter_row_time=55e-9,
     collective_bytes=(("all_gather", 2.0), ("reduce_scatter", 4.5)),
 )

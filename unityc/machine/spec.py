@@ -54,6 +54,13 @@ class DeviceKind:
     A CPU core in a training step: a layer's weight was last touched a step ago and its saved
     activations a forward ago, so the products find them in memory, and a GEMM's packing stalls
     on them. 0: the roofline's max(compute, bytes / memory bandwidth) alone (GPUs)."""
+    cache_bandwidth: float = 0.0
+    """Bytes/s at which a kernel streams operands and results that fit in the last-level cache
+    (a kernel moving at most `cache_bytes`): a CPU core's element-wise kernels and optimizer
+    update on a model whose tensors sit in its L3 run at this rate, not at the DRAM stream rate
+    `memory_bandwidth`; 0: `memory_bandwidth` for every kernel (GPUs)."""
+    cache_bytes: float = 0.0
+    """The most bytes a kernel moves and still streams at `cache_bandwidth`."""
     scatter_row_time: float = 0.0
     """Seconds per looked-up row in the backward of an embedding (the framework sorts the
     indices and adds each row's gradient into the table's one by one); 0: none beyond the
@@ -67,6 +74,13 @@ class DeviceKind:
     """Whether f32 matmul-like ops run at the `tf32` rate (off by default, as in PyTorch)."""
     reserved: float = 0.0
     """Bytes the framework holds on the device whatever the plan (context, workspaces)."""
+
+    def stream_bandwidth(self, nbytes: float) -> float:
+        """Bytes/s a kernel moving `nbytes` streams at, before `memory_efficiency`: the cache's
+        rate where they fit in it (`cache_bandwidth`, `cache_bytes`), else `memory_bandwidth`."""
+        if self.cache_bandwidth > 0 and nbytes <= self.cache_bytes:
+            return self.cache_bandwidth
+        return self.memory_bandwidth
 
     def collective_factor(self, pattern: str) -> float:
         """How many times the ring formula's bytes time `pattern` takes (`collective_bytes`)."""
