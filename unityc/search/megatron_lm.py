@@ -54,6 +54,10 @@ FULL = "full"
 RECOMPUTE_LEVELS = (FULL, SELECTIVE, NONE)
 """Recomputation at the granularities practitioners use, the smallest footprint first."""
 
+ZERO_STAGES = (1, 2, 3)
+"""ZeRO over the data-parallel rest: the optimizer state, then the gradients, then the weights
+sharded across each weight's copies."""
+
 
 @dataclass(frozen=True)
 class Config:
@@ -69,6 +73,10 @@ class Config:
     """Megatron's sequence parallelism in the tensor groups (only meaningful with tensor > 1)."""
     microbatch_size: int = 1
     """Samples per micro-batch per replica (what `microbatches` implies; for the description)."""
+    zero: int = 1
+    """The ZeRO stage over the copies of every weight held in copies (`ZERO_STAGES`): 1 is
+    Megatron-LM's distributed optimizer, 3 what torchtitan runs with pipelines and tensor
+    parallelism (FSDP2)."""
 
     def __post_init__(self) -> None:
         if min(self.tensor, self.stages, self.data, self.virtual, self.microbatches) < 1:
@@ -76,6 +84,8 @@ class Config:
         if self.recompute not in RECOMPUTE_LEVELS:
             levels = ", ".join(f"'{r}'" for r in RECOMPUTE_LEVELS)
             raise ValueError(f"megatron-lm: recompute is one of {levels}, not '{self.recompute}'")
+        if self.zero not in ZERO_STAGES:
+            raise ValueError(f"megatron-lm: the ZeRO stage is 1, 2 or 3, not {self.zero}")
 
     @property
     def schedule(self) -> str:
@@ -87,7 +97,7 @@ class Config:
         recompute = "no" if self.recompute == NONE else self.recompute
         return (
             f"data {self.data} x tensor {self.tensor} x pipeline {self.stages}{chunks}, {self.schedule}, "
-            f"{self.microbatches} micro-batches of {self.microbatch_size} per replica, ZeRO-1, "
+            f"{self.microbatches} micro-batches of {self.microbatch_size} per replica, ZeRO-{self.zero}, "
             f"{recompute} recomputation{sequence}"
         )
 
@@ -143,11 +153,11 @@ def attention_core(graph: Graph) -> set[int]:
     return core
 
 
-def with_megatron_levers(plan: Graph, recompute: str) -> Graph:
-    """`plan` with ZeRO-1 on every weight held in copies that gets a gradient (the distributed
-    optimizer; a weight held on several stages, a tied embedding, keeps its copies whole, as the
-    program requires), and the attention core (`selective`) or every pcg op (`full`)
-    recomputed."""
+def with_megatron_levers(plan: Graph, recompute: str, zero: int = 1) -> Graph:
+    """`plan` with ZeRO-`zero` on every weight held in copies that gets a gradient (ZeRO-1: the
+    distributed optimizer; a weight held on several stages, a tied embedding, keeps its copies
+    whole, as the program requires), and the attention core (`selective`) or every pcg op
+    (`full`) recomputed."""
     out = plan.copy()
     _, gets_grad = gradient_flags(out, out.topological())
     keys = Counter(n.attr("key") for n in out.nodes.values() if n.op == "pcg.weight")
@@ -155,7 +165,7 @@ def with_megatron_levers(plan: Graph, recompute: str) -> Graph:
     for nid, node in out.nodes.items():
         if node.op == "pcg.weight":
             if node.types[0].copy_degree >= 2 and (nid, 0) in gets_grad and keys[node.attr("key")] == 1:
-                out.nodes[nid] = node.with_plan(zero=1)
+                out.nodes[nid] = node.with_plan(zero=zero)
             continue
         every = recompute == FULL and node.op.startswith("pcg.") and not node.is_source
         if every or nid in core:
@@ -181,7 +191,7 @@ def build(
         config.tensor,
         sequence=config.sequence,
     )
-    plan = with_megatron_levers(plan, config.recompute)
+    plan = with_megatron_levers(plan, config.recompute, config.zero)
     return PricedPlan(name, plan, pricing.estimate(plan, machine), None, config.describe())
 
 
