@@ -36,6 +36,11 @@ gradients' traffic its levers leave) could beat the fastest plan at hand that fi
 data parallelism fits, the zero plans mostly cannot (their per-weight collectives after the
 backward).
 
+What Unity's sequential ablation (`baselines.sequential`) reaches, the search reaches: the graph
+as the algebraic rules alone leave it on one device (`algebraic_phase`, the ablation's first
+phase) is searched by the parallel pass, and, where it differs from the input, its whole-graph
+plans compete too.
+
 The plans compared are made beside the segment search (`background.py`): the graph on one
 device first (here), then data parallelism (the worker's first plan; priced here before the
 search where no worker runs), so a time limit the segment search overruns still returns the
