@@ -15,9 +15,13 @@ each all-reduce):
 * in the same two launches, the other shapes the joint search's 3-D candidates
   (`three_d_plans`) take, built by the function the search builds them with (`build`, one
   `Config` each): data 4 in one stage with 2 micro-batches of 2 rows and no recomputation (the
-  shape the search returns for BERT-Large on 8 x 8 GiB, `benchmarks/accumulation.py`), micro-batches
-  of 2 rows with full recomputation, interleaved chunks with tensor and data parallelism, tensor 2 x
-  data 4 with sequence parallelism and no recomputation.
+  shape the search returns for BERT-Large on 8 x 8 GiB, `benchmarks/accumulation.py`), interleaved
+  chunks with tensor and data parallelism, tensor 2 x data 4 with sequence parallelism and no
+  recomputation; and tensor 2 x pipeline 2 x data 2 with ZeRO-2 (micro-batches of 2 rows, full
+  recomputation) and with ZeRO-3 (sequence parallel, the attention recomputed): the sharded
+  shapes `three_d_plans` tries where ZeRO-1 needs more stages, ZeRO-3's gathers and ZeRO-2/3's
+  reduce-scatters after each micro-batch's backward inside torch pipeline stages, each rank's
+  shards as the memory model predicts.
 """
 
 from __future__ import annotations
@@ -53,7 +57,8 @@ ARGS = ["--check", "--optimizer", "adam"]
 # (name, devices, batch, Config): the 3-D candidates' other shapes
 SHAPES = [
     ("3d-dp4-mb2-rows2-none", 4, 16, Config(1, 1, 4, 1, 2, NONE, microbatch_size=2)),
-    ("3d-tp2-pp2-dp2-rows2-full", 8, 8, Config(2, 2, 2, 1, 2, FULL, microbatch_size=2)),
+    ("3d-tp2-pp2-dp2-rows2-full-zero2", 8, 8, Config(2, 2, 2, 1, 2, FULL, microbatch_size=2, zero=2)),
+    ("3d-tp2-pp2-dp2-sp-selective-zero3", 8, 8, Config(2, 2, 2, 1, 4, SELECTIVE, sequence=True, zero=3)),
     ("3d-tp2-pp2-dp2-v2-sp-selective", 8, 8, Config(2, 2, 2, 2, 2, SELECTIVE, sequence=True)),
     ("3d-tp2-dp4-sp-none", 8, 8, Config(2, 1, 4, 1, 2, NONE, sequence=True)),
 ]
@@ -139,7 +144,8 @@ def test_three_d_candidate_shape_trains_exactly(runs: Runs, name: str, config: C
     ops = [n for n in plan.nodes.values() if n.op.startswith("pcg.") and not n.is_source]
     assert any(n.recompute and n.op == "pcg.attention" for n in ops) == (config.recompute != NONE)
     assert all(n.recompute for n in ops) == (config.recompute == FULL)
-    assert any(n.zero == 1 for n in plan.nodes.values())
+    weights = [n for n in plan.nodes.values() if n.op == "pcg.weight"]
+    assert any(n.zero for n in weights) and all(n.zero in (0, config.zero) for n in weights)
     assert ("parallel.reduce_scatter" in collectives(plan)) == config.sequence
     assert any(n.types[0].copy_degree == config.data for n in plan.nodes.values() if n.op == "pcg.weight")
     if config.stages > 1:
@@ -148,6 +154,7 @@ def test_three_d_candidate_shape_trains_exactly(runs: Runs, name: str, config: C
     section = runs.section(name)
     assert section.endswith("exit 0") and "check passed" in section, section
     assert "gradients (worst" in section and "weights (worst" in section
+    assert "(as the memory model predicts)" in section  # each rank's shards, ZeRO-2/3 included
 
 
 def test_three_d_plan_has_every_dimension(runs: Runs) -> None:

@@ -41,14 +41,35 @@ def test_three_d_candidates_cover_the_space_and_beat_megatron_lm() -> None:
 
 def test_joint_search_picks_its_own_three_d_plan() -> None:
     # 1.1 B parameters with Adam on 16 A100s cut to 6 GiB: data parallelism and ZeRO do not
-    # win; tensor 4 with sequence parallelism, ZeRO-1 and accumulation does
+    # win; a 3-D plan with sequence parallelism and accumulation does (tensor 4 with ZeRO-1, or
+    # tensor 2 with its gradients sharded too, ZeRO-2, faster)
     graph = transformer(4, 4096, 16, 4 * 4096, 32000, 2048, 32)
     machine = preset("dgx-a100:2").with_memory(6 * 2**30)
     options = UnityOptions(optimizer="adam", budget=1)
     joint = unity_search(graph, machine, load_rules(""), options)
-    assert joint.fits and joint.source.startswith("3-d (") and "tensor 4" in joint.source
+    assert joint.fits and joint.source.startswith("3-d (") and "sequence parallel" in joint.source
     assert sum(a.name == "3-d" for a in joint.alternatives) >= 4  # the report's priced factorisations
+    assert any("tensor 4" in a.note and "ZeRO-1" in a.note for a in joint.alternatives if a.estimate.fits)
     hand = megatron_lm(graph, machine, options)
     assert joint.estimate.iteration_s <= hand.estimate.iteration_s * (1 + 1e-9)
     fitting = [a for a in joint.alternatives if a.estimate.fits]
     assert all(joint.estimate.iteration_s <= a.estimate.iteration_s * (1 + 1e-9) for a in fitting)
+
+
+def test_three_d_tries_zero_3_where_zero_1_needs_more_stages() -> None:
+    # half of data parallelism's memory: with ZeRO-1 and no tensor parallelism the attention
+    # core recomputed needs 2 stages; with the gradients sharded over 8 copies too (ZeRO-2, as
+    # fast as ZeRO-3 there and without its gathers in backward) 1 stage fits, with no bubble
+    graph = transformer(4, 32, 4, 64, 128, 16, 8)
+    pricing = Pricing(optimizer="adam")
+    machine = preset("cpu:8")
+    machine = machine.with_memory(0.5 * data_parallel_plan(graph, machine, pricing).estimate.peak_memory)
+    plans = [p for p in three_d_plans(graph, machine, pricing) if "tensor 1 " in p.note]
+    zero1 = [p for p in plans if "ZeRO-1, selective" in p.note]
+    sharded = [p for p in plans if "ZeRO-3, selective" in p.note or "ZeRO-2, selective" in p.note]
+    assert zero1 and "pipeline 2," in zero1[0].note, [p.note for p in plans]
+    assert sharded and "pipeline 1," in sharded[0].note and sharded[0].estimate.fits
+    assert sharded[0].estimate.iteration_s < zero1[0].estimate.iteration_s
+    zero = 3 if "ZeRO-3" in sharded[0].note else 2
+    weights = [n for n in sharded[0].graph.nodes.values() if n.op == "pcg.weight"]
+    assert all(n.zero == zero for n in weights if n.types[0].copy_degree >= 2)

@@ -26,7 +26,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from unityc.cost.accumulation import accumulation_note
+from unityc.cost.accumulation import accumulation_note, per_backward
 from unityc.cost.backward import saved_values
 from unityc.cost.memory import DeviceMemory, check_optimizer
 from unityc.cost.modes import compute_model
@@ -135,9 +135,17 @@ def estimate_pipelined(
         else:
             fwd[k] += phase(cross_f)
             bwd[k] += phase(cross_b)
-        sync[k] += phase(step.after_backward)
+        # ZeRO-3 weights gathered again for each micro-batch's backward, ZeRO-2/3 gradients
+        # reduce-scattered after it (the program's hook runs per backward), the rest once
+        scattered = per_backward(step, micro.nodes[nid].zero)  # a prefix of its grad_sync
+        bwd[k] += phase(step.bwd_gather) + phase(scattered)
+        for c in (*step.bwd_gather, *scattered):
+            for d in c.devices:
+                per_device[d][1] += c.seconds
+        once = (*step.grad_reduce, *step.grad_sync[len(scattered) :])
+        sync[k] += phase(once)
         update[k] += max((s for _, s in step.update), default=0.0)
-        for c in step.after_backward:
+        for c in once:
             if id(c) in synced:  # a tied weight's all-reduce, met again on another holding stage
                 continue
             synced.add(id(c))

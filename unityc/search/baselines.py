@@ -36,7 +36,6 @@ from unityc.graph.simplify import fuse_collectives, simplify
 from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.search.galvatron import galvatron_plan
-from unityc.search.mapping import Mapped
 from unityc.search.megatron_lm import megatron_lm_plan
 from unityc.search.options import UnityOptions, UnityResult, default_degrees
 from unityc.search.pipeline import (
@@ -55,10 +54,10 @@ from unityc.search.plans import (
     spatial_plans,
     zero_plan,
 )
-from unityc.search.segments import WORK_PER_EXPANSION, is_algebraic
-from unityc.search.substitution import SubstitutionOptions, best_first, neighbours
-from unityc.search.unity import unity_search
-from unityc.search.views import Block, strip_views
+from unityc.search.segments import is_algebraic
+from unityc.search.substitution import neighbours
+from unityc.search.unity import algebraic_phase, unity_search
+from unityc.search.views import strip_views
 
 BASELINES = (
     "data-parallel",
@@ -175,17 +174,7 @@ def sequential(
     options = options or UnityOptions()
     algebraic = [r for r in rules if is_algebraic(r)]
     parallel = [r for r in rules if not is_algebraic(r)]
-    start = strip_views(graph)
-    mapper = _pricing(options, profile).mapper(machine)
-    one = Block(0, 1)
-
-    def price(g: Graph) -> Mapped:
-        return mapper.map(g, block=one)
-
-    budget = options.budget if options.budget is None else options.budget * max(1, len(start.nodes) // 12)
-    work = None if options.budget is None else options.budget * WORK_PER_EXPANSION
-    searched = best_first(start, price, algebraic, (), SubstitutionOptions(options.alpha, budget, work=work))
-    rewritten = searched.best.graph
+    rewritten = algebraic_phase(strip_views(graph), machine, rules, options, profile)
     result = unity_search(rewritten, machine, parallel, options, profile)
     return PricedPlan(
         "sequential", result.plan, result.estimate, result.mapped, f"{len(algebraic)} algebraic rules first"

@@ -44,7 +44,10 @@ import numpy as np
 
 from unityc.cost.estimate import Estimate
 from unityc.cost.memory import persistent_bytes
-from unityc.cost.pricing import copy_collectives, phase, piece, placement
+from unityc.cost.pricing import Placed, copy_collectives, phase, piece
+from unityc.cost.roles import device_array
+from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.view import MachineViewAttr
 from unityc.graph import Graph, Ref
 from unityc.machine.spec import Machine
 from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, megatron_plans
@@ -102,6 +105,10 @@ def layer_costs(plan: PricedPlan, machine: Machine, optimizer: str) -> dict[int,
     layer = layers_of(graph)
     costs: dict[int, LayerCost] = defaultdict(LayerCost)
     read: set[tuple[int, Ref]] = set()  # (layer, value from another layer): kept once however often read
+    gathers: dict[tuple[TensorType, MachineViewAttr | None], float] = {}
+    """A ZeRO-3 all-gather's seconds per weight type and view: layers repeat them, and each is
+    priced from its device array (`roles.device_array`), not a dict built device by device."""
+    every = np.ones(machine.num_devices, dtype=bool)
     for nid, row in zip(graph.topological(), e.rows, strict=True):
         if nid not in layer:
             continue
@@ -118,8 +125,10 @@ def layer_costs(plan: PricedPlan, machine: Machine, optimizer: str) -> dict[int,
             if t.copy_degree >= 2:
                 kept = persistent_bytes(p.numel, size, t.copy_degree, 3, optimizer)
                 c.sharded_weights += kept.weights + kept.gradients + kept.optimizer
-                where = placement(t, node.view, machine)
-                c.gather += phase(copy_collectives(machine, "all_gather", where, p.nbytes))
+                if (t, node.view) not in gathers:
+                    where = Placed(device_array(t, node.view, machine), every)
+                    gathers[t, node.view] = phase(copy_collectives(machine, "all_gather", where, p.nbytes))
+                c.gather += gathers[t, node.view]
             else:
                 c.sharded_weights += row.memory / devices
             continue

@@ -54,6 +54,10 @@ FULL = "full"
 RECOMPUTE_LEVELS = (FULL, SELECTIVE, NONE)
 """Recomputation at the granularities practitioners use, the smallest footprint first."""
 
+ZERO_STAGES = (1, 2, 3)
+"""ZeRO over the data-parallel rest: the optimizer state, then the gradients, then the weights
+sharded across each weight's copies."""
+
 
 @dataclass(frozen=True)
 class Config:
@@ -69,6 +73,10 @@ class Config:
     """Megatron's sequence parallelism in the tensor groups (only meaningful with tensor > 1)."""
     microbatch_size: int = 1
     """Samples per micro-batch per replica (what `microbatches` implies; for the description)."""
+    zero: int = 1
+    """The ZeRO stage over the copies of every weight held in copies (`ZERO_STAGES`): 1 is
+    Megatron-LM's distributed optimizer, 3 what torchtitan runs with pipelines and tensor
+    parallelism (FSDP2)."""
 
     def __post_init__(self) -> None:
         if min(self.tensor, self.stages, self.data, self.virtual, self.microbatches) < 1:
@@ -76,6 +84,8 @@ class Config:
         if self.recompute not in RECOMPUTE_LEVELS:
             levels = ", ".join(f"'{r}'" for r in RECOMPUTE_LEVELS)
             raise ValueError(f"megatron-lm: recompute is one of {levels}, not '{self.recompute}'")
+        if self.zero not in ZERO_STAGES:
+            raise ValueError(f"megatron-lm: the ZeRO stage is 1, 2 or 3, not {self.zero}")
 
     @property
     def schedule(self) -> str:
@@ -87,7 +97,7 @@ class Config:
         recompute = "no" if self.recompute == NONE else self.recompute
         return (
             f"data {self.data} x tensor {self.tensor} x pipeline {self.stages}{chunks}, {self.schedule}, "
-            f"{self.microbatches} micro-batches of {self.microbatch_size} per replica, ZeRO-1, "
+            f"{self.microbatches} micro-batches of {self.microbatch_size} per replica, ZeRO-{self.zero}, "
             f"{recompute} recomputation{sequence}"
         )
 
@@ -143,11 +153,11 @@ def attention_core(graph: Graph) -> set[int]:
     return core
 
 
-def with_megatron_levers(plan: Graph, recompute: str) -> Graph:
-    """`plan` with ZeRO-1 on every weight held in copies that gets a gradient (the distributed
-    optimizer; a weight held on several stages, a tied embedding, keeps its copies whole, as the
-    program requires), and the attention core (`selective`) or every pcg op (`full`)
-    recomputed."""
+def with_megatron_levers(plan: Graph, recompute: str, zero: int = 1) -> Graph:
+    """`plan` with ZeRO-`zero` on every weight held in copies that gets a gradient (ZeRO-1: the
+    distributed optimizer; a weight held on several stages, a tied embedding, keeps its copies
+    whole, as the program requires), and the attention core (`selective`) or every pcg op
+    (`full`) recomputed."""
     out = plan.copy()
     _, gets_grad = gradient_flags(out, out.topological())
     keys = Counter(n.attr("key") for n in out.nodes.values() if n.op == "pcg.weight")
@@ -155,7 +165,7 @@ def with_megatron_levers(plan: Graph, recompute: str) -> Graph:
     for nid, node in out.nodes.items():
         if node.op == "pcg.weight":
             if node.types[0].copy_degree >= 2 and (nid, 0) in gets_grad and keys[node.attr("key")] == 1:
-                out.nodes[nid] = node.with_plan(zero=1)
+                out.nodes[nid] = node.with_plan(zero=zero)
             continue
         every = recompute == FULL and node.op.startswith("pcg.") and not node.is_source
         if every or nid in core:
@@ -181,7 +191,7 @@ def build(
         config.tensor,
         sequence=config.sequence,
     )
-    plan = with_megatron_levers(plan, config.recompute)
+    plan = with_megatron_levers(plan, config.recompute, config.zero)
     return PricedPlan(name, plan, pricing.estimate(plan, machine), None, config.describe())
 
 
@@ -284,30 +294,72 @@ def three_d_plans(
     recomputation level (`RECOMPUTE_LEVELS`: full, the attention core, none), the plan of the
     fewest pipeline stages across nodes that fits with ZeRO-1 over the data-parallel rest,
     micro-batch 1 per replica (accumulation to the global batch), interleaved where faster
-    (`_fewest_stages`). Less recomputation never needs fewer stages, so each level's scan starts
-    at the previous level's stage count (a few estimates per tensor degree, not the product of
-    every degree). `worth(recompute)`: whether a plan with that recomputation could still beat
-    the plan at hand (`bounds.three_d_bound`); levels that cannot are skipped. `priced`: plans
-    built here before (the `megatron-lm` plan), reused where a configuration repeats one. Raises
-    PipelineError where the graph has no batched input."""
+    (`_fewest_stages`); and where fewer stages fit with more sharding, the plan of the fewest
+    that fit with ZeRO-3 (or ZeRO-2 there, `_sharded`: a smaller bubble for a gather per weight
+    and micro-batch, as torchtitan runs FSDP2 with pipelines and tensor parallelism). Less
+    recomputation never needs fewer stages, so each level's scans start at the previous level's
+    stage counts (a few estimates per tensor degree, not the product of every degree).
+    `worth(recompute)`: whether a plan with that recomputation could still beat the plan at hand
+    (`bounds.three_d_bound`); levels that cannot are skipped. `priced`: plans built here before
+    (the `megatron-lm` plan), reused where a configuration repeats one. Raises PipelineError
+    where the graph has no batched input."""
     graph = plain_graph(graph)
     for t in head_degrees(graph, machine):
         all_counts = list(stage_counts(graph, machine, t))
         for sequence in (True, False) if t > 1 else (False,):
-            counts = all_counts
+            counts = sharded = all_counts  # the stage counts left to scan with ZeRO-1, with ZeRO-3
             for recompute in RECOMPUTE_LEVELS:
-                if not counts:
-                    break
+                if not counts and not sharded:
+                    break  # less recomputation fits nowhere either
                 if not worth(recompute):
                     continue
                 shape = Config(t, 1, 1, 1, 1, recompute, sequence)
                 tried = list(priced)
                 found = _fewest_stages(graph, machine, pricing, shape, counts, tried, name="3-d")
-                if found is None:
-                    break  # less recomputation fits nowhere either
-                plan, config = found
-                yield _larger_microbatches(graph, machine, pricing, config, plan)
-                counts = [c for c in counts if c[0] >= config.stages]
+                fewest = found[1].stages if found else None
+                fewer = [c for c in sharded if fewest is None or c[0] < fewest]
+                more = _sharded(graph, machine, pricing, shape, fewer, tried)
+                for plan, config in [f for f in (found, more) if f is not None]:
+                    yield _larger_microbatches(graph, machine, pricing, config, plan)
+                counts = [c for c in counts if fewest is not None and c[0] >= fewest]
+                floor = more[1].stages if more else fewest
+                sharded = [c for c in sharded if floor is not None and c[0] >= floor]
+
+
+def _sharded(
+    graph: Graph,
+    machine: Machine,
+    pricing: Pricing,
+    shape: Config,
+    counts: list[tuple[int, int]],
+    tried: list[PricedPlan],
+) -> tuple[PricedPlan, Config] | None:
+    """Of `counts` (fewer stages than ZeRO-1 fits in), the plan of the fewest stages that fits
+    with `shape` and ZeRO-3, or ZeRO-2 at that count where that fits too and is faster, and its
+    configuration; None where none does. A count whose ZeRO-1 plan in `tried` overflows
+    a device even without its weights and gradients is not priced: ZeRO-3 saves no more."""
+    hopeless = {plan.note for plan in tried if not plan.estimate.fits and _overflows_unsharded(plan)}
+    B = batch_size(graph)
+    hopeful = [
+        (P, d)
+        for P, d in counts
+        if replace(shape, stages=P, data=d, microbatches=B // d).describe() not in hopeless
+    ]
+    found = _fewest_stages(graph, machine, pricing, replace(shape, zero=3), hopeful, tried, name="3-d")
+    if found is None:
+        return None
+    plan, config = found
+    lighter = _try(graph, machine, replace(config, zero=2), pricing, tried, "3-d")
+    if lighter is not None and _better(lighter, plan):
+        return lighter, replace(config, zero=2)
+    return plan, config
+
+
+def _overflows_unsharded(plan: PricedPlan) -> bool:
+    """Whether some device of `plan` would overflow with none of its weights and gradients."""
+    return any(
+        d.memory.total - d.memory.weights - d.memory.gradients > d.capacity for d in plan.estimate.devices
+    )
 
 
 def virtual_choices(stages: int, microbatches: int, layers: int, virtual: int = 0) -> list[int]:

@@ -36,6 +36,11 @@ gradients' traffic its levers leave) could beat the fastest plan at hand that fi
 data parallelism fits, the zero plans mostly cannot (their per-weight collectives after the
 backward).
 
+What Unity's sequential ablation (`baselines.sequential`) reaches, the search reaches: the graph
+as the algebraic rules alone leave it on one device (`algebraic_phase`, the ablation's first
+phase) is searched by the parallel pass, and, where it differs from the input, its whole-graph
+plans compete too.
+
 The plans compared are made beside the segment search (`background.py`): the graph on one
 device first (here), then data parallelism (the worker's first plan; priced here before the
 search where no worker runs), so a time limit the segment search overruns still returns the
@@ -46,6 +51,7 @@ plan itself only where it can still be chosen (`sent_items`).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import Sequence
 
@@ -59,7 +65,7 @@ from unityc.search.background import Background
 from unityc.search.bounds import Bound
 from unityc.search.deadline import Stopped, hard_deadline, tail_seconds
 from unityc.search.galvatron import galvatron_plan
-from unityc.search.mapping import Mapper, MappingOptions
+from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.options import Progress, SearchReport, UnityOptions, UnityResult, check_degrees
 from unityc.search.plans import (
     PlanSummary,
@@ -67,8 +73,9 @@ from unityc.search.plans import (
     Pricing,
     one_device_plan,
 )
-from unityc.search.segments import SegmentSearch, is_algebraic
-from unityc.search.views import big_degrees, strip_views, task_degrees
+from unityc.search.segments import WORK_PER_EXPANSION, SegmentSearch, is_algebraic
+from unityc.search.substitution import SubstitutionOptions, best_first
+from unityc.search.views import Block, big_degrees, strip_views, task_degrees
 
 MEMORY_WEIGHTS = (1.0, 10.0, 100.0, 1e3, 1e4, 1e5)
 """Memory rounds after the first: multiples of (iteration time / device capacity) per byte."""
@@ -109,12 +116,26 @@ def unity_search(
     if not any(big_degrees(task_degrees(node.types[0])) for node in start.nodes.values()):
         one = one_device_plan(start, machine, pricing)
         fallback = _result(one, report, f"{one.name} ({one.note})", alternatives)
+    # Unity's sequential ablation searches the graph as the algebraic rules leave it on one
+    # device: the parallel pass and the whole-graph plans start from it too, so that what the
+    # ablation reaches the joint search does (it costs a few CPU seconds on a 1,600-op graph)
+    rewritten = _rewritten(start, machine, rules, options, profile)
     # the whole-graph and pipelined plans do not depend on the segment search: priced beside it
-    # (background.py)
+    # (background.py), those of the rewritten graph after the input's (compared, no report rows)
     wholes = (
         Background(
             lambda: sent_items(
-                alternative_plans(start, machine, pricing, options, fallback), fallback, options.memory_check
+                itertools.chain(
+                    alternative_plans(start, machine, pricing, options, fallback),
+                    (
+                        (None, plan)
+                        for _, plan in alternative_plans(rewritten, machine, pricing, options, fallback)
+                    )
+                    if rewritten is not start
+                    else (),
+                ),
+                fallback,
+                options.memory_check,
             )
         )
         if options.whole_graph or options.pipelines
@@ -125,7 +146,7 @@ def unity_search(
             if wholes is not None and options.whole_graph:  # where no worker runs: before the search
                 wholes.prefetch(1)  # data parallelism
             soft = None if limit is None else began + (limit - began) / 2
-            found = _search(start, machine, rules, options, profile, progress, report, soft)
+            found = _search(start, machine, rules, options, profile, progress, report, soft, rewritten)
             found.alternatives = alternatives
             done.append(found)
             for row, plan in wholes.items() if wholes is not None else ():
@@ -161,6 +182,46 @@ def unity_search(
     return chosen
 
 
+def _rewritten(
+    start: Graph,
+    machine: Machine,
+    rules: Sequence[CompiledRule],
+    options: UnityOptions,
+    profile: ProfileCache | None,
+) -> Graph:
+    """`start` as `algebraic_phase` leaves it, or `start` itself where that changes nothing, or
+    the rules are all algebraic or all parallel (the ablation's own second phase)."""
+    parallel = [r for r in rules if not is_algebraic(r)]
+    if not 0 < len(parallel) < len(rules):
+        return start
+    rewritten = algebraic_phase(start, machine, rules, options, profile)
+    return start if rewritten.structural_hash() == start.structural_hash() else rewritten
+
+
+def algebraic_phase(
+    start: Graph,
+    machine: Machine,
+    rules: Sequence[CompiledRule],
+    options: UnityOptions,
+    profile: ProfileCache | None = None,
+) -> Graph:
+    """`start` as the algebraic rules alone leave it on one device: the first phase of Unity's
+    sequential ablation (`baselines.sequential`), a best-first search of the whole graph with
+    the budget scaled by its size (12 ops a unit)."""
+    algebraic = [r for r in rules if is_algebraic(r)]
+    pricing = Pricing(options.cost, options.optimizer, options.sync_weight, options.side_by_side, profile)
+    mapper = pricing.mapper(machine)
+    one = Block(0, 1)
+
+    def price(g: Graph) -> Mapped:
+        return mapper.map(g, block=one)
+
+    budget = None if options.budget is None else options.budget * max(1, len(start.nodes) // 12)
+    work = None if options.budget is None else options.budget * WORK_PER_EXPANSION
+    searched = best_first(start, price, algebraic, (), SubstitutionOptions(options.alpha, budget, work=work))
+    return searched.best.graph
+
+
 def _search(
     start: Graph,
     machine: Machine,
@@ -170,8 +231,10 @@ def _search(
     progress: Progress | None,
     report: SearchReport,
     deadline: float | None,
+    rewritten: Graph | None = None,
 ) -> UnityResult:
-    """The joint search's plan: memory rounds until one fits (or the deadline passes)."""
+    """The joint search's plan: memory rounds until one fits (or the deadline passes); the
+    parallel pass searches `rewritten` (`algebraic_phase`, default `start`)."""
     compute = compute_model(options.cost, profile)
     bound = Bound(machine, compute)
     pricing = Pricing(options.cost, options.optimizer, options.sync_weight, options.side_by_side, profile)
@@ -189,7 +252,7 @@ def _search(
         parallel = [r for r in rules if not is_algebraic(r)]
         if options.parallel_pass and 0 < len(parallel) < len(rules):
             alone = SegmentSearch(
-                start, machine, parallel, options, mapper, deadline, report, progress, bound
+                rewritten or start, machine, parallel, options, mapper, deadline, report, progress, bound
             ).run()
             priced = estimate_graph(alone[0], machine, options.cost, options.optimizer, profile)
             if better_estimate(priced, estimate, options.memory_check):
@@ -242,4 +305,4 @@ def _better(a: UnityResult, b: UnityResult, memory_check: bool) -> bool:
     return better_estimate(a.estimate, b.estimate, memory_check)
 
 
-__all__ = ["UnityOptions", "UnityResult", "unity_search"]
+__all__ = ["UnityOptions", "UnityResult", "algebraic_phase", "unity_search"]
