@@ -95,6 +95,7 @@ ROWS = [
     Row("bart-zero3-2", BART, 8, "zero{stage=3}"),
     Row("bart-zero3-4", BART, 8, "zero{stage=3}", ranks=4),
     Row("lstm-search", f"{NON_CHAIN}:lstm", 256, "search"),
+    Row("lstm-search-2048", f"{NON_CHAIN}:lstm", 2048, "search"),
     Row("densenet-search", f"{NON_CHAIN}:densenet", 256, "search"),
 ]
 
