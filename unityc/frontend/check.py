@@ -95,11 +95,17 @@ def interpreter_outputs(
     return [assemble(o, f"output {i}") for i, o in enumerate(outputs)]
 
 
-def exact_outputs(loaded: LoadedModel) -> list[torch.Tensor]:
-    """The module's outputs in float64 (dropout off): what its fp32 outputs err against."""
+Float64Run = tuple[torch.nn.Module, dict[str, torch.Tensor], list[torch.Tensor]]
+"""The module converted to float64, its float64 inputs, and its outputs on them (with autograd)."""
+
+
+def float64_run(loaded: LoadedModel) -> Float64Run:
+    """The module run in float64 (dropout off), once: its outputs are what the fp32 outputs err
+    against, and its loss is the gradient check's reference."""
     reference = copy.deepcopy(loaded.module).double()
-    with dropout_off(), torch.no_grad():
-        return _outputs(reference(**_float64(loaded.inputs)))
+    inputs = _float64(loaded.inputs)
+    with dropout_off():
+        return reference, inputs, _outputs(reference(**inputs))
 
 
 def _compare_outputs(
@@ -138,18 +144,17 @@ def _float64(inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
 
 
-def gradient_checks(module: ModuleOp, loaded: LoadedModel) -> list[Check]:
+def gradient_checks(module: ModuleOp, loaded: LoadedModel, run: Float64Run | None = None) -> list[Check]:
     """The loss and every weight's gradient, module (autograd) against interpreter (autograd
-    through its torch kernels), both in float64. Empty when nothing in the graph is trained."""
-    reference = copy.deepcopy(loaded.module).double()
-    inputs = _float64(loaded.inputs)
+    through its torch kernels), both in float64 (`run`: the module's float64 run, made here if
+    not given). Empty when nothing in the graph is trained."""
+    reference, inputs, outputs = run or float64_run(loaded)
     params = dict(reference.named_parameters(remove_duplicate=False))
     keys = sorted({stored_key(op.attrs()["key"]) for op in module.walk() if isinstance(op, pcg.WeightOp)})
     trained = [k for k in keys if k in params and params[k].requires_grad]
     if not trained:
         return []
-    with dropout_off():
-        expected_loss = _outputs(reference(**inputs))[0]
+    expected_loss = outputs[0]
     expected_loss.backward()
     state = {k: v.detach() for k, v in reference.state_dict(keep_vars=True).items()}
     weights = {**state, **{k: params[k].detach().clone().requires_grad_() for k in trained}}
@@ -181,7 +186,7 @@ def check_import(spec: ModelSpec) -> tuple[ModuleOp, list[Check]]:
     module = import_loaded(loaded)
     expected = reference_outputs(loaded)
     state = loaded.module.state_dict(keep_vars=False)
-    checks = _compare_outputs(
-        interpreter_outputs(module, state, loaded.inputs), expected, exact_outputs(loaded)
-    )
-    return module, [*checks, *gradient_checks(module, loaded)]
+    actual = interpreter_outputs(module, state, loaded.inputs)
+    run = float64_run(loaded)
+    checks = _compare_outputs(actual, expected, [o.detach() for o in run[2]])
+    return module, [*checks, *gradient_checks(module, loaded, run)]
