@@ -50,9 +50,10 @@ VISION = Path(__file__).parent / "vision_models.py"
 """Plain-torch ConvNeXt, MobileNet-V2 and Conv1d stand-ins (torchvision is not installed)."""
 MODEL_SETTINGS = {"hf:Phi3Config": (("pad", "0"),)}
 """Phi-3's default pad token (32000) is outside the small vocabulary."""
-FUSED = ("roberta-", "phi3-", "opt-", "qwen3-", "gemma2-")
+FUSED = ("roberta-", "phi3-", "opt-", "qwen3-", "gemma2-", "gpt-neox-")
 """Families whose attention the importer fuses since issue 26: one attention call per layer;
-under Megatron each rank runs half of the 4 heads."""
+under Megatron each rank runs half of the 4 heads (GPT-NeoX: its packed query_key_value, q, k
+and v interleaved head by head, sharded by rows; the rotary on 2 of each head's 8 dims)."""
 
 # (name, model, batch, how: a unityc-opt pass pipeline, "search", or "vocab")
 PROGRAMS = [
@@ -77,6 +78,7 @@ PROGRAMS = [
     ("opt-megatron", "hf:OPTConfig", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("qwen3-megatron", "hf:Qwen3Config", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("gemma2-megatron", "hf:Gemma2Config", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
+    ("gpt-neox-megatron", "hf:GPTNeoXConfig", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("t5-megatron", "hf:T5Config", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("convnext-data", f"{VISION}:convnext", 8, 'data-parallel{machine="cpu:2"}'),
     ("mobilenet-data", f"{VISION}:mobilenet", 8, 'data-parallel{machine="cpu:2"}'),
@@ -178,6 +180,9 @@ def test_hf_plan_trains_like_the_reference(programs: Programs, name: str) -> Non
         assert len(calls) == 2, calls
         if name.endswith("-megatron"):
             assert all("heads=2" in c for c in calls), calls
+    if name == "gpt-neox-megatron":  # the packed weight itself split by rows (heads), none whole
+        packed = re.findall(r"query_key_value\.(?:weight|bias)\": Layout\(.*\)", programs.texts[name])
+        assert len(packed) == 4 and all("shard=(2" in p for p in packed), packed
     if name.startswith("t5-"):  # T5 (labels=): all 6 attentions fused, the position bias a mask
         calls = re.findall(r"rt\.kernels\.attention\(.*\)", programs.texts[name])
         assert len(calls) == 6, calls

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp
+from xdsl.dialects.builtin import TensorType as BuiltinTensorType
 from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
@@ -78,6 +79,7 @@ class _Proj:
     packed: Any = None  # the activation split of GPT-2's fused QKV projection
     index: int = 0
     rows: int = 0  # nn.MultiheadAttention's in_proj: W [rows·E, E] stacks the parts' rows
+    interleaved: int = 0  # GPT-NeoX's query_key_value: W [H·3·D, E], each head's q, k, v rows in turn
 
 
 @dataclass
@@ -89,6 +91,7 @@ class _Heads:
     scale: float = 1.0  # the projection scaled before its heads are split (OPT's q · d^-1/2)
     norm: tuple[SSAValue, float] | None = None  # RMS norm of each head: weight [D], eps (Qwen3)
     rotary: tuple[SSAValue, SSAValue] | None = None
+    rotary_dims: int = 0  # the head dims the rotary rotates (its first ones: GPT-NeoX's rotary_pct)
     ops: list[Operation] = field(default_factory=list)
 
 
@@ -238,6 +241,28 @@ def _mha_heads(value: SSAValue) -> _Heads | None:
     return _Heads(proj, h, d, ops=[r1, t, r2, split, r3, t2, r4, lin])
 
 
+def _interleaved_heads(value: SSAValue) -> _Heads | None:
+    """GPT-NeoX's heads [B, H, S, D] of its packed query_key_value projection: part i of
+    split(transpose(reshape(linear(x, W, b), [B, S, H, 3·D]), [0, 2, 1, 3]), 3, [D, D, D]),
+    W [H·3·D, E] holding each head's query, key and value rows in turn (not [3, H, D] as Phi-3's
+    qkv_proj: `_Weights.part` takes every head's rows of part i)."""
+    split = _owner(value, pcg.SplitOp)
+    if split is None or split.attrs()["dim"] % 4 != 3 or not isinstance(value, OpResult):
+        return None
+    t = _owner(split.input, pcg.TransposeOp)
+    r = _owner(t.input, pcg.ReshapeOp) if t is not None and _perm(t) == [0, 2, 1, 3] else None
+    lin = _owner(r.input, pcg.LinearOp) if r is not None else None
+    if lin is None or len(_shape(lin.input)) != 3:
+        return None
+    b, s, h, packed = _shape(r.output)
+    sizes = list(split.attrs()["sizes"])
+    d = packed // 3
+    if sizes != [d, d, d] or _shape(lin.output) != (b, s, h * packed):
+        return None
+    proj = _Proj(lin.input, lin.weight, lin.bias, index=value.index, interleaved=h)
+    return _Heads(proj, h, d, ops=[split, t, r, lin])
+
+
 def _half(value: SSAValue, x: SSAValue, index: int) -> Operation | None:
     """The split of x into two halves of its last dim, if `value` is half `index` of it."""
     split = _owner(value, pcg.SplitOp)
@@ -272,6 +297,30 @@ def _rotary(value: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue, list[Operati
     return None
 
 
+def _partial_rotary(value: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue, int, list[Operation]] | None:
+    """Matches cat(rotary(x[..., :r]), x[..., r:]) (GPT-NeoX's partial rotary: the first r dims
+    of each head rotated, the others passed through): (x, cos, sin, r, ops)."""
+    cat = _owner(value, pcg.ConcatOp)
+    if cat is None or len(cat.inputs) != 2 or cat.attrs()["dim"] % 4 != 3:
+        return None
+    rotated = _rotary(cat.inputs[0])
+    if rotated is None:
+        return None
+    part, cos, sin, ops = rotated
+    first, rest = _owner(part, pcg.SplitOp), _owner(cat.inputs[1], pcg.SplitOp)
+    if first is None or rest is None or first.input != rest.input or len(_shape(first.input)) != 4:
+        return None
+    r = _shape(part)[3]
+    cut = [r, _shape(first.input)[3] - r]
+    for split, piece, index in ((first, part, 0), (rest, cat.inputs[1], 1)):
+        a = split.attrs()
+        if a["dim"] % 4 != 3 or list(a["sizes"]) != cut:
+            return None
+        if not isinstance(piece, OpResult) or piece.index != index:
+            return None
+    return first.input, cos, sin, r, [cat, *ops, first, rest]
+
+
 def _repeat5(value: SSAValue) -> tuple[SSAValue, int, list[Operation]] | None:
     """Matches add(reshape(x, [B, G, 1, S, D]), zeros [1, 1, n, 1, 1]) (repeat_kv's expand)."""
     add = _owner(value, pcg.AddOp)
@@ -301,18 +350,24 @@ def _heads(value: SSAValue) -> _Heads | None:
         ops += more
     elif ops:
         return None
-    rotary = None
+    rotary, dims = None, 0
     rotated = _rotary(value)
+    partial = _partial_rotary(value) if rotated is None else None
     if rotated is not None:
         value, cos, sin, more = rotated
+        rotary, dims = (cos, sin), _shape(value)[3]
+        ops += more
+    elif partial is not None:
+        value, cos, sin, dims, more = partial
         rotary = (cos, sin)
         ops += more
-    found = _split_heads(value, [0, 2, 1, 3])
+    found = _split_heads(value, [0, 2, 1, 3]) or _interleaved_heads(value)
     if found is None and not ops and rotary is None:
         return _mha_heads(value)
     if found is None:
         return None
-    found.repeat, found.rotary, found.ops = repeat, rotary, [*ops, *found.ops]
+    found.repeat, found.rotary, found.rotary_dims = repeat, rotary, dims
+    found.ops = [*ops, *found.ops]
     return found
 
 
@@ -513,6 +568,8 @@ class _Weights:
     def part(self, proj: _Proj, bias: bool) -> SSAValue | None:
         """The projection's weight (Linear layout) or bias."""
         value = proj.bias if bias else proj.weight
+        if value is not None and proj.interleaved:
+            return self._interleaved(value, proj, "b" if bias else "w")
         if value is not None and proj.rows:  # stacked rows: split dim 0 into the parts
             rows = _shape(value)[0] // proj.rows
             kind = "b" if bias else "w"
@@ -527,6 +584,37 @@ class _Weights:
         names = [f"{kind}{part}" for part in "qkv"] if len(sizes) == 3 else [kind] * len(sizes)
         split = lambda: pcg.SplitOp.build_inferred([whole], dim=0, sizes=sizes)  # noqa: E731
         return self._parts(whole, kind, split, names)[proj.index]
+
+    def _interleaved(self, value: SSAValue, proj: _Proj, kind: str) -> SSAValue:
+        """Part i of GPT-NeoX's packed W [H·3·D, E] (or bias [H·3·D]): reshape to [H, 3·D, ...],
+        split dim 1 into the three parts, reshape each back to [H·D, ...]. Every view keeps the
+        heads on dim 0, so a head split of the part is a split of the stored tensor's rows
+        (`search.strategies`: the Megatron layout shards the packed weight on dim 0)."""
+        heads, shape = proj.interleaved, list(_shape(value))
+        width = shape[0] // heads // 3
+        names = [f"{kind}{part}" for part in "qkv"]
+
+        def split() -> Operation:
+            grouped = pcg.ReshapeOp.build_inferred([value], shape=[heads, 3 * width, *shape[1:]])
+            grouped.output.name_hint = f"{kind}qkv"
+            self.ops.append(grouped)
+            return pcg.SplitOp.build_inferred([grouped.output], dim=1, sizes=[width] * 3)
+
+        grouped = self._parts(value, f"{kind}3", split, [f"{n}_heads" for n in names])[proj.index]
+        build = lambda: pcg.ReshapeOp.build_inferred([grouped], shape=[heads * width, *shape[1:]])  # noqa: E731
+        return self._parts(grouped, kind, build, [names[proj.index]])[0]
+
+    def table(self, table: SSAValue, dims: int) -> SSAValue | None:
+        """A rotary table [B|1, 1, S, dims]: the table itself, or a folded table compact along
+        its last dim (one frequency: GPT-NeoX's 2 rotary dims) repeated to `dims` columns (the
+        op reads one column per rotated dim); None if neither."""
+        shape = _shape(table)
+        if shape[-1] == dims:
+            return table
+        constant = _owner(table, pcg.ConstantOp)
+        if constant is None or shape[-1] != 1:
+            return None
+        return self._parts(table, "wide", lambda: _widened(constant, dims), [table.name_hint or "cos"])[0]
 
     def _parts(self, value: SSAValue, kind: str, build: Any, names: list[str]) -> list[SSAValue]:
         key = (value, kind)
@@ -561,7 +649,7 @@ def _fuse(root: Operation) -> list[Operation] | None:
     for kv in (key, value):
         if kv.width != width or kv.heads * kv.repeat != heads or (kv.rotary is not None and kv is value):
             return None
-    if key.heads != value.heads or query.rotary != key.rotary:
+    if key.heads != value.heads or (query.rotary, query.rotary_dims) != (key.rotary, key.rotary_dims):
         return None
     norms = (query.norm, key.norm)
     if value.norm is not None or (None in norms and norms != (None, None)):
@@ -587,9 +675,12 @@ def _fuse(root: Operation) -> list[Operation] | None:
         inputs = [weights.batch_first(x) for x in inputs]
     operands = inputs + [weights.part(p, False) for p in projections] + [wo]
     operands += [weights.part(p, True) for p in projections] + [out.bias, mask]
-    operands += list(query.rotary or (None, None))
+    tables = [weights.table(t, query.rotary_dims) for t in query.rotary or ()]
+    if None in tables:
+        return None
+    operands += tables or [None, None]
     operands += [n[0] if n is not None else None for n in norms]
-    for table, name in zip(query.rotary or (), ("cos", "sin"), strict=False):
+    for table, name in zip(tables, ("cos", "sin"), strict=False):
         if isinstance(table.owner, pcg.ConstantOp):
             table.name_hint = name  # the folded rotary tables, shared by every layer
     attrs: dict[str, Any] = {"heads": heads, "dropout": probs[1] or None}
@@ -611,6 +702,17 @@ def _fuse(root: Operation) -> list[Operation] | None:
     if last[-1].results[0].type != root.results[0].type:
         return None
     return [*weights.ops, *new_ops, *last]
+
+
+def _widened(constant: pcg.ConstantOp, dims: int) -> pcg.ConstantOp:
+    """A constant [..., 1] repeated along its last dim to [..., dims] (the same values)."""
+    t = constant.results[0].type
+    assert isinstance(t, TensorType)
+    values = [v for v in constant.attrs()["value"].get_values() for _ in range(dims)]
+    shape = [*t.shape[:-1], dims]
+    literal = DenseIntOrFPElementsAttr.from_list(BuiltinTensorType(t.element_type, shape), values)
+    wide = TensorType(shape, t.element_type)
+    return pcg.ConstantOp.build(result_types=[wide], properties={"value": literal})
 
 
 def _mask(terms: list[SSAValue], new_ops: list[Operation]) -> SSAValue | None:
@@ -789,3 +891,4 @@ class FuseAttentionPass(ModulePass):
         PatternRewriteWalker(FuseAttention()).rewrite_module(op)
         region_dce(op.body)
         split_weights(op)
+        share_constants(op)  # rotary tables widened per layer (`_Weights.table`)

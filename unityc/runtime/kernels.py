@@ -71,7 +71,8 @@ def attention(
     """Multi-head attention over this task's `heads` (its shard of the projections). wk and wv
     hold this task's KV heads (as many as wq's heads or fewer: grouped-query attention, query
     head i reading KV head i // (heads / KV heads)); q_norm and k_norm RMS-normalize each
-    query and key head (Qwen3), before cos and sin rotate them (rotary). The scores are scaled
+    query and key head (Qwen3), before cos and sin rotate them (rotary, on the first
+    cos.shape[-1] dims of each head: all, or GPT-NeoX's partial rotary). The scores are scaled
     by `scale` (default 1/sqrt(head width)) and, with `softcap` c, capped to c·tanh(s / c)
     before the mask (Gemma-2)."""
     batch, sq, _ = q.shape
@@ -90,8 +91,11 @@ def attention(
     def rotate(x: torch.Tensor) -> torch.Tensor:
         if cos is None or sin is None:
             return x
-        half = x.shape[-1] // 2
-        return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+        dims = cos.shape[-1]  # the first `dims` of each head (GPT-NeoX's rotary_pct), else all
+        part, rest = x[..., :dims], x[..., dims:]
+        half = dims // 2
+        rotated = part * cos + torch.cat((-part[..., half:], part[..., :half]), dim=-1) * sin
+        return rotated if dims == x.shape[-1] else torch.cat((rotated, rest), dim=-1)
 
     def repeat(x: torch.Tensor) -> torch.Tensor:
         return x if groups == heads else x.repeat_interleave(heads // groups, dim=1)

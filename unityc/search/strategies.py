@@ -201,8 +201,8 @@ class _Megatron:
         """The ops at which a region would have been gathered (why starts stay replicated)."""
         self.at_loss: set[int] = set()
         """Starts whose region was stopped by the loss (e.g. a cross-entropy over the classes)."""
-        self.head_masks: frozenset[int] = frozenset()
-        """Ops computing a per-head attention mask from no batched value (`_head_masks`)."""
+        self.head_chains: frozenset[int] = frozenset()
+        """Ops computing an attention's per-head operand from weights (`_head_chains`)."""
 
     def act(self, o: Operand, extra: dict[int, int] | None = None, copy: int = 1) -> TensorType | None:
         """`o` data parallel d across the tensor-parallel groups, `extra` degrees within one."""
@@ -255,7 +255,7 @@ class _Megatron:
             return [proposal]
         if node.op == "pcg.attention":
             return _complete([self._heads(operands), *self.fallback(operands)], operands)
-        by_heads = self._by_heads(node, operands) if nid in self.head_masks else None
+        by_heads = self._by_heads(node, operands) if nid in self.head_chains else None
         if by_heads is not None:
             return [by_heads, *self.fallback(operands)]
         started = self._start(nid, node, operands)
@@ -400,10 +400,11 @@ class _Megatron:
         }
 
     def _by_heads(self, node: Node, operands: Sequence[Operand]) -> Proposal | None:
-        """An op of a per-head mask's computation sharded t ways on some dim (the heads): its
-        computed operands as they are, its weights sharded where that shards the result (the
-        bias table of T5's relative position embedding on its head dim), so that the attentions
-        reading the mask take their heads' slice of it without a collective."""
+        """An op of a per-head operand's computation (`_head_chains`) sharded t ways on some
+        dim (the heads): its computed operands as they are, its weights sharded where that
+        shards the result (the bias table of T5's relative position embedding on its head dim;
+        GPT-NeoX's packed query_key_value on its rows, which run head by head), so that the
+        attentions reading it take their heads' slice of it without a collective."""
 
         def sourced(o: Operand) -> list[TensorType | None]:
             if o.source == "pcg.weight":
@@ -460,20 +461,31 @@ class _Megatron:
         return _complete([tuple(replicated), *_batch_forms(operands, self.d * self.t)], operands)
 
 
-def _head_masks(graph: Graph) -> frozenset[int]:
-    """The ops computing a per-head attention mask ([1, H, Sq, Sk]: T5's relative position bias,
-    shared by a stack's layers) back to the weight it reads (the bias table), where every one of
-    them is read only by that computation or as an attention's mask: those the Megatron layout
-    splits by heads (`_Megatron._by_heads`)."""
+HEAD_OPERANDS = (3, 4, 5, 7, 8, 9)
+"""`pcg.attention`'s query, key and value projection weights and biases: split by heads."""
+
+
+def _head_chains(graph: Graph) -> frozenset[int]:
+    """The ops computing an attention's per-head operand from weights, which the Megatron layout
+    splits by heads (`_Megatron._by_heads`) so that the attention reads its heads' slice of it:
+    a per-head mask ([1, H, Sq, Sk]: T5's relative position bias, shared by a stack's layers)
+    back to the weight it reads (the bias table), and the views of a packed projection weight
+    that give the op its wq/wk/wv and biases (GPT-NeoX's interleaved query_key_value). An op
+    also read by anything but the chains and attentions stays out, and so do the ops computing
+    what it reads: that operand is read whole (the attention then runs unsplit, still exact)."""
     users = graph.users()
-    chain: set[int] = set()
-    masks: set[int] = set()
+    starts: set[int] = set()
     for node in graph.nodes.values():
-        ref = node.operands[11] if node.op == "pcg.attention" and len(node.operands) > 11 else None
-        if ref is None or graph.type_of(ref).rank != 4 or graph.type_of(ref).shape[1] == 1:
+        if node.op != "pcg.attention":
             continue
-        masks.add(ref[0])
-    stack = list(masks)
+        for i, ref in enumerate(node.operands):
+            if ref is None or graph.nodes[ref[0]].is_source:
+                continue
+            t = graph.type_of(ref)
+            if i in HEAD_OPERANDS or (i == 11 and t.rank == 4 and t.shape[1] > 1):
+                starts.add(ref[0])
+    chain: set[int] = set()
+    stack = list(starts)
     while stack:
         nid = stack.pop()
         node = graph.nodes[nid]
@@ -481,11 +493,11 @@ def _head_masks(graph: Graph) -> frozenset[int]:
             continue
         chain.add(nid)
         if any(graph.nodes[r[0]].op == "pcg.weight" for r in node.operand_refs()):
-            continue  # the table: its other operands (the buckets) stay as they are
+            continue  # reads the weight (T5's table): its other operands (the buckets) stay as they are
         stack.extend(r[0] for r in node.operand_refs())
     attention = {nid for nid, n in graph.nodes.items() if n.op == "pcg.attention"}
-    if any(not set(users[nid]) <= chain | attention for nid in chain):
-        return frozenset()
+    while escaping := {nid for nid in chain if not set(users[nid]) <= chain | attention}:
+        chain -= escaping  # (then what computes it, read by it, escapes in turn)
     return frozenset(chain)
 
 
@@ -549,10 +561,10 @@ def megatron_layouts(
     elsewhere: set[int] = set()
     unsequenced: set[int] = set()
     wanted: dict[int, int] = {}
-    head_masks = _head_masks(base)
+    head_chains = _head_chains(base)
     while True:
         layout = _Megatron(d, t, frozenset(replicated), loss, sequence, frozenset(unsequenced), wanted)
-        layout.head_masks = head_masks
+        layout.head_chains = head_chains
         out = rebuild(base, layout.propose, keep)
         stops += layout.stops
         broken = layout.broken
@@ -572,7 +584,7 @@ def megatron_layouts(
         again = _Megatron(
             d, t, frozenset(replicated - gatherable), loss, sequence, frozenset(unsequenced), wanted
         )
-        again.head_masks = head_masks
+        again.head_chains = head_chains
         layouts.append(MegatronLayout(rebuild(base, again.propose, keep), +stops, len(gatherable)))
     return layouts
 

@@ -2,7 +2,7 @@
 // comparisons and integer arithmetic on ids (RoBERTa's position ids), clamps
 // (ReLU6 / hardtanh), Conv1d and 1-D pooling, strided and empty slices,
 // as_strided, in-place copies into slices (T5), and attention written the way
-// Phi-3, OPT and Qwen3 write it. Each
+// Phi-3, OPT, Qwen3, Gemma-2, T5 and GPT-NeoX write it. Each
 // import runs --check (outputs, loss and every gradient against the module).
 
 //===----------------------------------------------------------------------===//
@@ -162,3 +162,26 @@
 // T5FUSED:     %attention_5 = pcg.attention {{.*}}_decoder_block_1_layer_1_EncDecAttention_q_weight,
 // T5FUSED-NOT: pcg.batch_matmul
 // T5FUSED-NOT: pcg.softmax
+
+//===----------------------------------------------------------------------===//
+// GPT-NeoX packs q, k and v in one query_key_value projection interleaved by
+// head (its weight [H·3·D, E] holds head 0's q, k, v rows, then head 1's, ...:
+// viewed as [H, 3·D, E], not Phi-3's [3, H·D, E]) and rotates only the first
+// rotary_pct of each head's dims (here 2 of 8: cat(rotary(x[..., :2]),
+// x[..., 2:])). Both fuse exactly: the op's wq/wk/wv and biases are views of
+// the packed tensor that keep the heads on dim 0 (so Megatron splits it by its
+// rows, head by head), and cos/sin are 2 wide (the op rotates the first r dims
+// of each head; the folded one-frequency table, [1, 1, 16, 1], is widened).
+//===----------------------------------------------------------------------===//
+
+// RUN: unityc-import hf:GPTNeoXConfig --check -o %t.neox.mlir | filecheck %s --check-prefix=MATCHES
+// RUN: filecheck %s --check-prefix=NEOX < %t.neox.mlir
+// NEOX:      %wqkv = pcg.reshape %model_gpt_neox_layers_0_attention_query_key_value_weight shape [4, 24, 32] : !pcg.tensor<96x32xf32> -> !pcg.tensor<4x24x32xf32>
+// NEOX-NEXT: %wq_heads, %wk_heads, %wv_heads = pcg.split %wqkv dim 1 sizes [8, 8, 8] : !pcg.tensor<4x24x32xf32> -> !pcg.tensor<4x8x32xf32>, !pcg.tensor<4x8x32xf32>, !pcg.tensor<4x8x32xf32>
+// NEOX-NEXT: %wq = pcg.reshape %wq_heads shape [32, 32] : !pcg.tensor<4x8x32xf32> -> !pcg.tensor<32x32xf32>
+// NEOX:      %bqkv = pcg.reshape %model_gpt_neox_layers_0_attention_query_key_value_bias shape [4, 24]
+// NEOX:      %cos = pcg.constant value dense<[{{\[\[}}[1.000000e+00, 1.000000e+00], [0.540302336, 0.540302336], {{.*}} : !pcg.tensor<1x1x16x2xf32>
+// NEOX:      %attention = pcg.attention %layer_norm, %layer_norm, %layer_norm, %wq, %wk, %wv, %model_gpt_neox_layers_0_attention_dense_weight bq %bq bk %bk bv %bv bo %model_gpt_neox_layers_0_attention_dense_bias mask %{{.*}} cos %cos sin %sin heads 4 :
+// NEOX:      %attention_1 = pcg.attention %layer_norm_2, {{.*}} cos %cos sin %sin heads 4 :
+// NEOX-NOT:  pcg.softmax
+// NEOX-NOT:  pcg.batch_matmul

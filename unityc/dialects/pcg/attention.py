@@ -36,8 +36,10 @@ class AttentionOp(PcgOp):
     additive mask [B|1, H|1, Sq|1, Sk] (per head: T5's relative position bias, split with
     the heads). `kv_heads` G (default: `heads`) is grouped-query
     attention: query head i reads key/value head i // (heads / G) (Llama's repeat_kv).
-    Optional `cos`, `sin` [B|1, 1, S, d] (self-attention, Sq = Sk = S) rotate q and k after
-    their projections (rotary embeddings, Llama's rotate_half: x·cos + [-x2, x1]·sin).
+    Optional `cos`, `sin` [B|1, 1, S, r] (self-attention, Sq = Sk = S) rotate q and k after
+    their projections (rotary embeddings, Llama's rotate_half: x·cos + [-x2, x1]·sin) on the
+    first r dims of each head, r even, r = d by default (GPT-NeoX's rotary_pct: r < d, the
+    other dims pass through).
     `scale` (default 1/sqrt(d)) multiplies the scores (Gemma-2: query_pre_attn_scalar^-1/2);
     `softcap` c caps them before the mask, c · tanh(scores / c) (Gemma-2's soft-capping).
     Optional `q_norm`, `k_norm` [d] (Qwen3) RMS-normalize each query and key head after its
@@ -124,9 +126,12 @@ class AttentionOp(PcgOp):
         rotary = [t for t in (cos, sin) if t is not None]
         if rotary and (len(rotary) != 2 or sq != sk):
             raise op_error(cls, "rotary embeddings need both cos and sin, and self-attention (Sq = Sk)")
+        dims = rotary[0].shape[-1] if rotary else width
         for t in rotary:
-            if t.rank != 4 or t.shape[0] not in (1, batch) or t.shape[1:] != (1, sq, width):
-                raise op_error(cls, f"cos/sin shape {list(t.shape)} should be [{batch}|1, 1, {sq}, {width}]")
+            if t.rank != 4 or t.shape[0] not in (1, batch) or t.shape[1:3] != (1, sq) or t.shape[3] != dims:
+                raise op_error(cls, f"cos/sin shape {list(t.shape)} should be [{batch}|1, 1, {sq}, r]")
+        if rotary and (dims % 2 or not 2 <= dims <= width):
+            raise op_error(cls, f"cos/sin rotate {dims} dims of each head: an even number in [2, {width}]")
         for name in ("scale", "softcap"):
             value = attrs.get(name)
             if value is not None and not (math.isfinite(value) and value > 0):
