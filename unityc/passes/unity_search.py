@@ -74,6 +74,11 @@ def load_rules(path: str) -> list[Any]:
 SEARCHES = ("sequential", "exhaustive")
 """Baselines that are searches of their own: run after the joint search, not beside it."""
 
+SEARCH_FIRST = ("data-parallel", "megatron-lm")
+"""Baselines the search's own worker prices before its other plans (megatron-lm where data
+parallelism does not fit): priced beside the search after the others, whose rows would be
+missing otherwise."""
+
 Priced = tuple[str, PlanSummary | None, PricedPlan | None, str]
 """A baseline priced: its name, its report row (None where it has no plan), its plan where it
 could be returned instead of the search's (it fits, or memory is not checked), why it has none."""
@@ -190,7 +195,7 @@ class UnitySearchPass(UnitySearchOptions):
         # the baselines that price one plan are priced beside the search from its start (a
         # forked worker, `background.py`), so that a search using its whole time limit does not
         # leave them unpriced (issue 25: zero, gpipe and pipedream at 70B)
-        beside = [n for n in names if n not in SEARCHES]
+        beside = sorted((n for n in names if n not in SEARCHES), key=lambda n: n in SEARCH_FIRST)
         early = (
             Background(lambda: priced_baselines(beside, graph, machine, rules, options, profile))
             if beside and can_fork() and _time_left(deadline)
