@@ -74,10 +74,23 @@ def load_rules(path: str) -> list[Any]:
 SEARCHES = ("sequential", "exhaustive")
 """Baselines that are searches of their own: run after the joint search, not beside it."""
 
+BESIDE_ORDER = ("zero", "gpipe", "megatron", "pipedream", "hetero-gpipe", "galvatron", "spatial")
+"""The order the baselines are priced in beside the search: cheapest first, as measured on
+Llama-2-70B at 128 and 4,096 GPUs (`benchmarks/llm_scale_results.md`: zero and gpipe 1-3 CPU s,
+pipedream 4-19, galvatron 8 and more), so that a loaded machine's short worker time still
+prices most of them. Then data-parallel and megatron-lm (`SEARCH_FIRST`)."""
+
 SEARCH_FIRST = ("data-parallel", "megatron-lm")
 """Baselines the search's own worker prices before its other plans (megatron-lm where data
 parallelism does not fit): priced beside the search after the others, whose rows would be
 missing otherwise."""
+
+
+def _beside_order(name: str) -> int:
+    if name in SEARCH_FIRST:
+        return len(BESIDE_ORDER) + 1
+    return BESIDE_ORDER.index(name) if name in BESIDE_ORDER else len(BESIDE_ORDER)
+
 
 Priced = tuple[str, PlanSummary | None, PricedPlan | None, str]
 """A baseline priced: its name, its report row (None where it has no plan), its plan where it
@@ -195,7 +208,7 @@ class UnitySearchPass(UnitySearchOptions):
         # the baselines that price one plan are priced beside the search from its start (a
         # forked worker, `background.py`), so that a search using its whole time limit does not
         # leave them unpriced (issue 25: zero, gpipe and pipedream at 70B)
-        beside = sorted((n for n in names if n not in SEARCHES), key=lambda n: n in SEARCH_FIRST)
+        beside = sorted((n for n in names if n not in SEARCHES), key=_beside_order)
         early = (
             Background(lambda: priced_baselines(beside, graph, machine, rules, options, profile))
             if beside and can_fork() and _time_left(deadline)
