@@ -74,16 +74,26 @@ def load_rules(path: str) -> list[Any]:
 SEARCHES = ("sequential", "exhaustive")
 """Baselines that are searches of their own: run after the joint search, not beside it."""
 
-BESIDE_ORDER = ("zero", "gpipe", "megatron", "pipedream", "hetero-gpipe", "galvatron", "spatial")
+BESIDE_ORDER = (
+    "zero",
+    "gpipe",
+    "megatron",
+    "megatron-lm",
+    "pipedream",
+    "hetero-gpipe",
+    "galvatron",
+    "spatial",
+)
 """The order the baselines are priced in beside the search: cheapest first, as measured on
 Llama-2-70B at 128 and 4,096 GPUs (`benchmarks/llm_scale_results.md`: zero and gpipe 1-3 CPU s,
-pipedream 4-19, galvatron 8 and more), so that a loaded machine's short worker time still
-prices most of them. Then data-parallel and megatron-lm (`SEARCH_FIRST`)."""
+megatron-lm 5-7, pipedream 4-19, galvatron 8 and more), so that a loaded machine's short worker
+time still prices most of them; megatron-lm, the plan most likely to fit a large model, before
+the dearer ones (GPT-3-175B at 1,024 GPUs under load had no fitting plan at the limit when it
+came last). Then data-parallel (`SEARCH_FIRST`)."""
 
-SEARCH_FIRST = ("data-parallel", "megatron-lm")
-"""Baselines the search's own worker prices before its other plans (megatron-lm where data
-parallelism does not fit): priced beside the search after the others, whose rows would be
-missing otherwise."""
+SEARCH_FIRST = ("data-parallel",)
+"""Baselines the search's own worker prices before its other plans: priced beside the search
+after the others, whose rows would be missing otherwise."""
 
 
 def _beside_order(name: str) -> int:
