@@ -190,10 +190,11 @@ def simulate_pipeline(
     G = S // virtual
     orders = [group_order(schedule, S, microbatches, virtual, g) for g in range(G)]
     events, _ = _run(costs, orders, G)
+    tasks = _task_events(events, G)
     groups = []
     end = 0.0
     for g in range(G):
-        last = max((e.end for e in events if e.group == g and e.what in "FB"), default=0.0)
+        last = max((e.end for e in tasks[g]), default=0.0)
         t = last
         for s in range(g, S, G):
             if costs[s].sync_s > 0:
@@ -204,7 +205,7 @@ def simulate_pipeline(
             events.append(Event("update", g, g, -1, t, t + update))
             t += update
         end = max(end, t)
-        groups.append(_group_row(g, orders[g], costs, events, last, G))
+        groups.append(_group_row(g, orders[g], costs, tasks[g], last, G))
     forward_s = max((e.end for e in events if e.what == "F"), default=0.0)
     backward_s = max((e.end for e in events if e.what == "B"), default=0.0)
     return PipelineRun(
@@ -212,10 +213,24 @@ def simulate_pipeline(
     )
 
 
+def _task_events(events: Sequence[Event], G: int) -> list[list[Event]]:
+    """Each group's forward and backward events, in the order of `events` (one pass, so that
+    the per-group sums cost what the events do, not groups x events)."""
+    out: list[list[Event]] = [[] for _ in range(G)]
+    for e in events:
+        if e.what in ("F", "B"):
+            out[e.group].append(e)
+    return out
+
+
 def _run(
     costs: Sequence[StageCost], orders: Sequence[Sequence[Task]], G: int
 ) -> tuple[list[Event], dict[tuple[str, int, int], float]]:
-    """Runs each group's tasks in order, always the one that can start earliest next."""
+    """Runs each group's tasks in order, always the one that can start earliest next. A task's
+    end makes ready at most the next task of its own group and the one its output goes to (the
+    group of the target stage): only those two are queued again, so the simulation costs about
+    its tasks x log, not tasks x groups (the heap's order is by (start, group) alone, so which
+    groups are re-queued does not change which task runs next)."""
     S = len(costs)
     arrive: dict[tuple[str, int, int], float] = {}
     """(kind, micro-batch, stage) -> when its input is on the stage's group."""
@@ -270,9 +285,8 @@ def _run(
                 if send > 0:
                     what = "send" if task.kind == "F" else "send_back"
                     events.append(Event(what, g, task.stage, task.microbatch, t0, t0 + send))
-            for h in range(G):
-                if h != g:
-                    push(h)
+            if target % G != g:
+                push(target % G)
         push(g)
     stuck = [g for g in range(G) if nxt[g] < len(orders[g])]
     if stuck:
@@ -283,9 +297,10 @@ def _run(
 
 
 def _group_row(
-    g: int, order: Sequence[Task], costs: Sequence[StageCost], events: Sequence[Event], last: float, G: int
+    g: int, order: Sequence[Task], costs: Sequence[StageCost], tasks: Sequence[Event], last: float, G: int
 ) -> GroupRow:
-    busy = sum(e.end - e.start for e in events if e.group == g and e.what in ("F", "B"))
+    """Group `g`'s row; `tasks`: its forward and backward events."""
+    busy = sum(e.end - e.start for e in tasks)
     inflight = peak = 0
     held = peak_bytes = 0.0
     for task in order:
@@ -318,8 +333,9 @@ def _two_buffered(costs: Sequence[StageCost], microbatches: int) -> PipelineRun:
         Event(e.what, e.group, e.stage, e.microbatch - M, e.start - shift, e.end - shift) for e in window
     )
     groups = []
+    tasks = _task_events(events, S)
     for g in range(S):
-        row = _group_row(g, group_order("1f1b", S, M, 1, g), costs, events, period, S)
+        row = _group_row(g, group_order("1f1b", S, M, 1, g), costs, tasks[g], period, S)
         busy = M * (costs[g].forward_s + costs[g].backward_s)
         groups.append(
             GroupRow(

@@ -22,7 +22,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,17 +30,23 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from unityc.cost.estimate import estimate_graph
+from unityc.cost.profile import ProfileCache
 from unityc.cost.units import format_bytes
 from unityc.dialects.container import training_function
 from unityc.dialects.source import output_problem
-from unityc.graph import from_module, to_module
+from unityc.graph import Graph, from_module, to_module
+from unityc.machine.spec import Machine
 from unityc.passes.adapter import budget_text, machine_reference, priced, replace_module
 from unityc.passes.options import DEFAULT_TIME_LIMIT, UnitySearchOptions
 from unityc.rewrites.match import compile_rules
 from unityc.rewrites.parser import load_library, load_rule_file
+from unityc.search.alternatives import better_estimate
+from unityc.search.background import Background, can_fork
 from unityc.search.baselines import BASELINES, run_baseline
 from unityc.search.deadline import Stopped, hard_deadline, tail_seconds
 from unityc.search.levers import next_lever
+from unityc.search.options import UnityResult
+from unityc.search.plans import PlanSummary, PricedPlan
 from unityc.search.report import BaselineRow, PlanReport, render, to_json
 from unityc.search.unity import UnityOptions, unity_search
 
@@ -65,6 +71,64 @@ def load_rules(path: str) -> list[Any]:
     return compile_rules(rules)
 
 
+SEARCHES = ("sequential", "exhaustive")
+"""Baselines that are searches of their own: run after the joint search, not beside it."""
+
+BESIDE_ORDER = (
+    "zero",
+    "gpipe",
+    "megatron",
+    "megatron-lm",
+    "pipedream",
+    "hetero-gpipe",
+    "galvatron",
+    "spatial",
+)
+"""The order the baselines are priced in beside the search: cheapest first, as measured on
+Llama-2-70B at 128 and 4,096 GPUs (`benchmarks/llm_scale_results.md`: zero and gpipe 1-3 CPU s,
+megatron-lm 5-7, pipedream 4-19, galvatron 8 and more), so that a loaded machine's short worker
+time still prices most of them; megatron-lm, the plan most likely to fit a large model, before
+the dearer ones (GPT-3-175B at 1,024 GPUs under load had no fitting plan at the limit when it
+came last). Then data-parallel (`SEARCH_FIRST`)."""
+
+SEARCH_FIRST = ("data-parallel",)
+"""Baselines the search's own worker prices before its other plans: priced beside the search
+after the others, whose rows would be missing otherwise."""
+
+
+def _beside_order(name: str) -> int:
+    if name in SEARCH_FIRST:
+        return len(BESIDE_ORDER) + 1
+    return BESIDE_ORDER.index(name) if name in BESIDE_ORDER else len(BESIDE_ORDER)
+
+
+Priced = tuple[str, PlanSummary | None, PricedPlan | None, str]
+"""A baseline priced: its name, its report row (None where it has no plan), its plan where it
+could be returned instead of the search's (it fits, or memory is not checked), why it has none."""
+
+
+def priced_baselines(
+    names: Sequence[str],
+    graph: Graph,
+    machine: Machine,
+    rules: Sequence[Any],
+    options: UnityOptions,
+    profile: ProfileCache | None,
+) -> Iterator[Priced]:
+    """Each baseline of `names` as it is priced (`search.baselines.run_baseline`); one that
+    cannot be had on this graph and machine (a ValueError: "does not tile", "no partition
+    fits") is a row saying why. A plan is megabytes to send back from a worker: only one that
+    could be returned comes with its row."""
+    for name in names:
+        try:
+            b = run_baseline(name, graph, machine, rules, options, profile)
+        except ValueError as e:
+            yield name, None, None, str(e)
+            continue
+        could = b.estimate.fits or not options.memory_check
+        yield name, b.summary(), PricedPlan(b.name, b.graph, b.estimate, None, b.note) if could else None, ""
+
+
 STARTUP_SECONDS = 60.0
 """A process older than this when the search starts is no one-shot command (a notebook, a test
 run calling `main`): its time limit counts from the search's start."""
@@ -84,6 +148,10 @@ def process_started() -> float:
         return now
     age = uptime - ticks / os.sysconf("SC_CLK_TCK")
     return now - age if 0 <= age < STARTUP_SECONDS else now
+
+
+def _time_left(deadline: float | None) -> bool:
+    return deadline is None or time.monotonic() < deadline
 
 
 def parse_degrees(text: str) -> tuple[int, ...] | None:
@@ -147,43 +215,31 @@ class UnitySearchPass(UnitySearchOptions):
             started + self.time_limit - tail_seconds(self.time_limit, graph) if self.time_limit else None
         )
         bar = _Bar(self.progress and sys.stderr.isatty())
+        # the baselines that price one plan are priced beside the search from its start (a
+        # forked worker, `background.py`), so that a search using its whole time limit does not
+        # leave them unpriced (issue 25: zero, gpipe and pipedream at 70B)
+        beside = sorted((n for n in names if n not in SEARCHES), key=_beside_order)
+        early = (
+            Background(lambda: priced_baselines(beside, graph, machine, rules, options, profile))
+            if beside and can_fork() and _time_left(deadline)
+            else None
+        )
         try:
-            result = unity_search(graph, machine, rules, options, profile, bar, started)
-        except KeyboardInterrupt:
-            raise ValueError("interrupted before any plan was complete; nothing written") from None
-        finally:
-            bar.close()
-        stopped = result.report.stopped_early
-        rows: list[BaselineRow] = []
-        plan, estimate, source = result.plan, result.estimate, result.source
-        known = {"data-parallel": [p for p in result.alternatives if p.name == "data-parallel"]}
-        for name in ("megatron", "megatron-lm", "galvatron", "gpipe", "pipedream", "hetero-gpipe"):
-            known[name] = [p for p in result.alternatives if p.name == name]
-        for name in names:
-            if known.get(name):
-                b = min(known[name], key=lambda p: p.estimate.iteration_s)
-                rows.append(BaselineRow(name, b.note, b.estimate))
-                fitting = [p for p in known[name] if p.estimate.fits]
-                if fitting and not b.estimate.fits:  # data parallelism made to fit by accumulation
-                    b = min(fitting, key=lambda p: p.estimate.iteration_s)
-                    rows.append(BaselineRow(name, b.note, b.estimate))
-                continue
-            if stopped:
-                rows.append(BaselineRow(name, "", None, f"not priced: the search stopped early ({stopped})"))
-                continue
             try:
-                with hard_deadline(deadline):
-                    b = run_baseline(name, graph, machine, rules, options, profile)
-            except ValueError as e:
-                rows.append(BaselineRow(name, "", None, str(e)))
-                continue
-            except Stopped:
-                stopped = "time limit"
-                rows.append(
-                    BaselineRow(name, "", None, f"not priced: the time limit ({self.time_limit:g} s) ran out")
-                )
-                continue
-            rows.append(BaselineRow(name, b.note, b.estimate))
+                result = unity_search(graph, machine, rules, options, profile, bar, started)
+            except KeyboardInterrupt:
+                raise ValueError("interrupted before any plan was complete; nothing written") from None
+            finally:
+                bar.close()
+            rows, better = self.baseline_rows(
+                names, result, early, graph, machine, rules, options, profile, deadline
+            )
+        finally:
+            if early is not None:
+                early.close()
+        plan, estimate, source = result.plan, result.estimate, result.source
+        if better is not None:  # a baseline's plan beats the search's: the search returns it
+            plan, estimate, source = better.graph, better.estimate, f"{better.name} baseline ({better.note})"
         # the joint search's own 3-D factorisations, each priced (the report shows why it picked)
         three_d = [p for p in result.alternatives if p.name == "3-d"]
         rows += [BaselineRow(f"3-d {k}", p.note, p.estimate) for k, p in enumerate(three_d, 1)]
@@ -213,6 +269,75 @@ class UnitySearchPass(UnitySearchOptions):
             )
         plan.module_attrs["unityc.machine"] = StringAttr(machine_reference(self.machine))
         replace_module(op, to_module(plan))
+
+    def baseline_rows(
+        self,
+        names: Sequence[str],
+        result: UnityResult,
+        early: Background[Priced] | None,
+        graph: Graph,
+        machine: Machine,
+        rules: Sequence[Any],
+        options: UnityOptions,
+        profile: ProfileCache | None,
+        deadline: float | None,
+    ) -> tuple[list[BaselineRow], PricedPlan | None]:
+        """The report's rows of the baselines `names`, and the fastest of their plans priced
+        here that beats the search's result (None if none does): a baseline the search priced
+        among its own plans is taken from `result`; the others from the worker pricing them
+        beside the search (`early`), or priced here where no worker ran (the searches among
+        them, `SEARCHES`, always here), each until `deadline`."""
+        stopped = result.report.stopped_early
+        known = {"data-parallel": [p for p in result.alternatives if p.name == "data-parallel"]}
+        for name in ("megatron", "megatron-lm", "galvatron", "gpipe", "pipedream", "hetero-gpipe"):
+            known[name] = [p for p in result.alternatives if p.name == name]
+        wanted = [n for n in names if not known.get(n)]
+        got: dict[str, Priced] = {}
+        if early is not None and any(n not in SEARCHES for n in wanted):
+            try:
+                with hard_deadline(deadline):
+                    for item in early.items():
+                        got[item[0]] = item
+                        if all(n in got for n in wanted if n not in SEARCHES):
+                            break
+            except Stopped:
+                got |= {item[0]: item for item in early.ready()}
+        here = [n for n in wanted if n not in got and (early is None or n in SEARCHES)]
+        if stopped != "interrupted" and _time_left(deadline):
+            try:
+                with hard_deadline(deadline):
+                    for item in priced_baselines(here, graph, machine, rules, options, profile):
+                        got[item[0]] = item
+            except Stopped:
+                pass
+        rows: list[BaselineRow] = []
+        better: PricedPlan | None = None
+        for name in names:
+            if known.get(name):
+                b = min(known[name], key=lambda p: p.estimate.iteration_s)
+                rows.append(BaselineRow(name, b.note, b.estimate))
+                fitting = [p for p in known[name] if p.estimate.fits]
+                if fitting and not b.estimate.fits:  # data parallelism made to fit by accumulation
+                    b = min(fitting, key=lambda p: p.estimate.iteration_s)
+                    rows.append(BaselineRow(name, b.note, b.estimate))
+                continue
+            if name not in got:
+                why = (
+                    f"the search stopped early ({stopped})"
+                    if stopped == "interrupted"
+                    else (f"the time limit ({self.time_limit:g} s) ran out")
+                )
+                rows.append(BaselineRow(name, "", None, f"not priced: {why}"))
+                continue
+            _, summary, plan, error = got[name]
+            if summary is None:
+                rows.append(BaselineRow(name, "", None, error))
+                continue
+            rows.append(BaselineRow(name, summary.note, summary.estimate))
+            rival = better.estimate if better is not None else result.estimate
+            if plan is not None and better_estimate(plan.estimate, rival, self.memory_check):
+                better = plan
+        return rows, better
 
     def options(self) -> Any:
         """The search's options (the cost options are `CostOptions.parse`'s, checked before)."""

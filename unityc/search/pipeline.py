@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from unityc.cost.estimate import (
     Estimate,
@@ -22,7 +23,7 @@ from unityc.cost.estimate import (
 from unityc.cost.pipeline import simulate_pipeline
 from unityc.cost.profile import ProfileCache
 from unityc.dialects.plan import GraphPlan, Pipeline
-from unityc.graph import Graph
+from unityc.graph import Graph, Ref
 from unityc.graph.simplify import fuse_collectives, simplify
 from unityc.machine.spec import Machine
 from unityc.search.layers import (
@@ -37,7 +38,7 @@ from unityc.search.layers import (
 from unityc.search.partition import StageModel, ladder_partitions, partition, partition_value, stage_costs
 from unityc.search.rebuild import rebuild
 from unityc.search.strategies import _batch_forms, megatron_layouts, sync_batch_norm, tensor_degrees
-from unityc.search.views import canonical_view, strip_views, task_degrees, to_attr
+from unityc.search.views import View, canonical_view, strip_views, task_degrees, to_attr
 
 # --- plans ------------------------------------------------------------------------------------
 
@@ -79,6 +80,7 @@ def materialize(
         return min((stage_of_layer[layer[u]] for u in users[nid] if u in layer), default=0)
 
     original_stage = {nid: stage_of(nid) for nid in graph.nodes}
+    source = graph
     if untied:
         graph = untie(graph, original_stage, groups)
     base = sync_batch_norm(graph)
@@ -100,18 +102,24 @@ def materialize(
         k = by_node.get(nid, 0)
         return _batch_forms(operands, width[k]) if width[k] > 1 else []
 
-    if tensor > 1:
-        if len(set(width)) != 1 or width[0] % tensor:
-            raise PipelineError(f"tensor-parallel stages need one width, a multiple of {tensor}: got {width}")
-        layout = megatron_layouts(graph, width[0] // tensor, tensor, sequence=sequence)[0].graph
-        plan = fuse_collectives(simplify(layout))
+    if tensor > 1 and (len(set(width)) != 1 or width[0] % tensor):
+        raise PipelineError(f"tensor-parallel stages need one width, a multiple of {tensor}: got {width}")
+
+    def lay_out() -> tuple[Graph, dict[int, View] | None]:
+        if tensor > 1:
+            layout = megatron_layouts(graph, width[0] // tensor, tensor, sequence=sequence)[0].graph
+            laid = fuse_collectives(simplify(layout))
+            return laid, block_views(laid, machine, width[0])
+        return fuse_collectives(simplify(rebuild(base, propose))), None
+
+    if len(set(width)) == 1:  # the layout does not depend on the stages: laid out once
+        plan, views = LAYOUTS.get(source, _ties(source, graph), machine, width[0], tensor, sequence, lay_out)
     else:
-        plan = fuse_collectives(simplify(rebuild(base, propose)))
+        plan, views = lay_out()
     # the loss stays in partial sums, one per pipeline (copies over a tensor-parallel group): each
     # pipeline's last stage seeds its own, no collective
     stage = carry_stages(plan, [base.nodes[n].op for n in order], stage_seq)
     _carry_names(plan, base, order)
-    views = block_views(plan, machine, width[0]) if tensor > 1 else None
     for nid, node in list(plan.nodes.items()):
         k = stage[nid]
         if views is not None:
@@ -122,6 +130,63 @@ def materialize(
     plan.function_attrs = plan.kept_function_attrs()
     plan.set_plan(GraphPlan(Pipeline(schedule, microbatches, virtual)))
     return plan
+
+
+class Layouts:
+    """The stage layouts `materialize` made last (a few), so that the plans of one graph at
+    one stage width that differ only in their stages (stage counts and chunks of the same data
+    degree, recomputation levels, micro-batch sizes: what `megatron_lm`'s 3-D scan tries) lay
+    the graph out once: the Megatron layout or data-parallel rebuild, simplified, collectives
+    fused, and its views on the first group by the mapping DP (a third of pricing a 70B plan).
+    Keyed by the graph (before `untie`) and machine objects themselves (held, so that their ids
+    stay theirs), what `untie` changed in the graph (`_ties`), the stage width, tensor degree and
+    sequence parallelism; each use gets its own copy."""
+
+    def __init__(self, size: int = 6):
+        self.size = size
+        self.made: dict[tuple[Any, ...], tuple[Graph, Machine, Graph, dict[int, View] | None]] = {}
+        self.laid_out = 0
+        """Layouts made (not reused): what tests count."""
+
+    def get(
+        self,
+        graph: Graph,
+        ties: tuple[tuple[int, tuple[Ref | None, ...]], ...],
+        machine: Machine,
+        width: int,
+        tensor: int,
+        sequence: bool,
+        lay_out: Callable[[], tuple[Graph, dict[int, View] | None]],
+    ) -> tuple[Graph, dict[int, View] | None]:
+        key = (id(graph), ties, id(machine), width, tensor, sequence)
+        hit = self.made.pop(key, None)
+        if hit is None or hit[0] is not graph or hit[1] is not machine:
+            self.laid_out += 1
+            plan, views = lay_out()
+            hit = (graph, machine, plan, views)
+        self.made[key] = hit  # the most recent last
+        while len(self.made) > self.size:
+            del self.made[next(iter(self.made))]
+        plan = hit[2]
+        return Graph(dict(plan.nodes), plan.outputs, dict(plan.module_attrs), plan.next_id,
+                     dict(plan.function_attrs)), hit[3]  # fmt: skip
+
+
+LAYOUTS = Layouts()
+
+
+def _ties(graph: Graph, untied: Graph) -> tuple[tuple[int, tuple[Ref | None, ...]], ...]:
+    """What `untie` changed in `graph`: the nodes it added (copies of weights or constants, each
+    read in place of the one at the same operand of its readers) and the readers it rewired, with
+    their operands; () where it changed nothing. With `graph`, this determines `untied`."""
+    if untied is graph:
+        return ()
+    old = graph.nodes
+    return tuple(
+        (nid, node.operands)
+        for nid, node in untied.nodes.items()
+        if nid not in old or old[nid].operands != node.operands
+    )
 
 
 def untie(graph: Graph, stage: Mapping[int, int], groups: int) -> Graph:

@@ -9,7 +9,7 @@
 // REPORT: {{^}}search: {{.*}}
 // REPORT-NEXT: stopped early (time limit): the plan is the best one completed by then
 // REPORT: plan (one device (device 0)): iteration time
-// REPORT: data-parallel {{.*}} not priced: the search stopped early (time limit)
+// REPORT: data-parallel {{.*}} not priced: the time limit (0.001 s) ran out
 // PLAN: builtin.module attributes {unityc.machine = "cpu:2"}
 // PLAN: pcg.linear {{.*}} {view = #pcg.view<start 0>}
 
