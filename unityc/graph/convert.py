@@ -28,7 +28,7 @@ def from_module(module: ModuleOp) -> Graph:
             continue
         if not isinstance(op, UnitycOp):
             raise ValueError(f"'{op.name}' is not a pcg or parallel op; the graph holds only those")
-        operands = tuple(None if v is None else refs[v] for v in _flat_operands(op))
+        operands = tuple(None if v is None else refs[v] for v in op.flat_operands())
         node = Node(
             op.name,
             operands,
@@ -40,19 +40,6 @@ def from_module(module: ModuleOp) -> Graph:
         for result, ref in zip(op.results, graph.add_node(node), strict=True):
             refs[result] = ref
     return graph
-
-
-def _flat_operands(op: UnitycOp) -> list[SSAValue | None]:
-    flat: list[SSAValue | None] = []
-    for name, definition in op.get_irdl_definition().operands:
-        value: Any = getattr(op, name)
-        if isinstance(definition, OptOperandDef):
-            flat.append(value)
-        elif isinstance(definition, VarOperandDef):
-            flat.extend(value)
-        else:
-            flat.append(value)
-    return flat
 
 
 def _grouped(cls: type[UnitycOp], flat: Sequence[SSAValue | None]) -> list[Any]:
