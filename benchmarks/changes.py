@@ -1,0 +1,151 @@
+"""Whole-zoo before/after comparison of two commits (run on demand, never in `make test`).
+
+    .venv/bin/python benchmarks/changes.py d4cdbcd HEAD          # main vs this branch
+    .venv/bin/python benchmarks/changes.py d4cdbcd HEAD --models mlp bert --machine cpu:2
+
+Each commit is checked out with `git worktree add --detach` into a temporary directory and run
+with PYTHONPATH pointing at it (the shared virtual environment's tools import that tree). For
+every zoo model at its small config: `unityc-import`, then `unityc-opt --unity-search` on a small
+machine at a small, deterministic budget (no time limit reached; the search's own budget and
+alpha stop it) with every baseline in the report (`--baselines`), pipelines on. The fingerprint
+of a model is the SHA-256 of the imported module, of the plan the search prints and of its JSON
+report (every estimate: the plan's and each baseline's iteration time, peak memory, plan text
+hash where the report has one), with the report's wall-clock fields removed. Printed as a
+Markdown table: one row per model, `same` where every fingerprint matches, else the fields that
+differ and both iteration times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+MODELS = ["mlp", "bert", "dlrm", "xdl", "candle_uno", "resnext50", "resnet50", "inception_v3", "unet"]
+BASELINES = "data-parallel,megatron,megatron-lm,gpipe,pipedream,zero,galvatron,spatial"
+WALL_CLOCK = {"search_s", "elapsed_s", "seconds", "wall_s", "time_s", "search_seconds"}
+"""JSON report fields that measure the run, not the plan (dropped before hashing)."""
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VENV = os.path.join(REPO, ".venv", "bin")
+
+
+def checkout(commit: str, into: str) -> str:
+    """`commit` in a detached worktree under `into` (the caller removes it)."""
+    path = os.path.join(into, commit.replace("/", "_"))
+    subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", "-f", path, commit], check=True,
+                   capture_output=True)
+    return path
+
+
+def run(tree: str, argv: list[str]) -> tuple[int, str, str, float]:
+    """A tool of the shared environment on `tree`'s sources: exit status, stdout, stderr, CPU s."""
+    env = dict(os.environ, PYTHONPATH=tree)
+    before = os.times()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=tree)
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return done.returncode, done.stdout, done.stderr, cpu
+
+
+def scrub(value: Any) -> Any:
+    """The report without its wall-clock fields."""
+    if isinstance(value, dict):
+        return {k: scrub(v) for k, v in value.items() if k not in WALL_CLOCK}
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    return value
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def fingerprint(tree: str, model: str, args: argparse.Namespace, work: str) -> dict[str, Any]:
+    """The model's import, plan and report hashes on `tree`, and its estimate."""
+    mlir = os.path.join(work, f"{model}.mlir")
+    plan = os.path.join(work, f"{model}_plan.mlir")
+    report = os.path.join(work, f"{model}.json")
+    rc, _, err, cpu = run(tree, [os.path.join(VENV, "unityc-import"), model, "-o", mlir])
+    if rc:
+        return {"error": f"import: {err.strip().splitlines()[-1] if err.strip() else rc}", "cpu_s": cpu}
+    search = [
+        os.path.join(VENV, "unityc-opt"), mlir, "--unity-search", "--machine", args.machine,
+        "--budget", str(args.budget), "--split-size", str(args.split_size), "--baselines", BASELINES,
+        "--pipelines", "on", "--report", report, "-o", plan,
+    ]  # fmt: skip
+    rc, _, err, search_cpu = run(tree, search)
+    cpu += search_cpu
+    if rc:
+        return {"error": f"search: {err.strip().splitlines()[-1] if err.strip() else rc}", "cpu_s": cpu}
+    with open(mlir) as f:
+        imported = f.read()
+    with open(plan) as f:
+        planned = f.read()
+    with open(report) as f:
+        data = scrub(json.load(f))
+    estimate = next((line.strip() for line in err.splitlines() if line.startswith("plan (")), "")
+    return {
+        "import": digest(imported),
+        "plan": digest(planned),
+        "report": digest(json.dumps(data, sort_keys=True)),
+        "estimate": estimate.split(": ", 1)[-1].split(" (")[0],
+        "cpu_s": cpu,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("before", help="base commit (e.g. d4cdbcd)")
+    parser.add_argument("after", help="changed commit (e.g. HEAD)")
+    parser.add_argument("--models", nargs="+", default=MODELS)
+    parser.add_argument("--machine", default="cpu:4")
+    parser.add_argument("--budget", type=int, default=4, help="expansions per segment search (default 4)")
+    parser.add_argument("--split-size", type=int, default=12)
+    parser.add_argument("--repeat", action="store_true", help="run `after` twice (is the run deterministic?)")
+    args = parser.parse_args()
+    rows: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="unityc_changes_") as tmp:
+        trees = {name: checkout(name, tmp) for name in dict.fromkeys([args.before, args.after])}
+        try:
+            runs = [args.before, args.after] + ([args.after] if args.repeat else [])
+            prints: list[dict[str, dict[str, Any]]] = []
+            for i, name in enumerate(runs):
+                work = os.path.join(tmp, f"out{i}")
+                os.makedirs(work)
+                prints.append({})
+                for model in args.models:
+                    prints[-1][model] = fingerprint(trees[name], model, args, work)
+                    print(f"{name} {model}: {prints[-1][model]}", file=sys.stderr, flush=True)
+            cpu = sum(p[m]["cpu_s"] for p in prints for m in p)
+            rows.append(f"| model | import | plan | report | estimate {args.before} | estimate {args.after} | result |")
+            rows.append("|---|---|---|---|---|---|---|")
+            for model in args.models:
+                a, b = prints[0][model], prints[1][model]
+                keys = ("import", "plan", "report", "error")
+                differ = [k for k in keys if a.get(k) != b.get(k)]
+                if args.repeat:
+                    differ += [f"{k} (rerun)" for k in keys if b.get(k) != prints[2][model].get(k)]
+                result = "same" if not differ else "differs: " + ", ".join(differ)
+                rows.append(
+                    f"| {model} | {b.get('import', '-')} | {b.get('plan', '-')} | {b.get('report', '-')} | "
+                    f"{a.get('estimate', a.get('error'))} | {b.get('estimate', b.get('error'))} | {result} |"
+                )
+        finally:
+            for path in trees.values():
+                subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", path], capture_output=True)
+    print(f"{args.before} vs {args.after}: zoo at small config, {args.machine}, --budget {args.budget}, "
+          f"--split-size {args.split_size}, baselines {BASELINES}, pipelines on "
+          f"({cpu:.0f} CPU s in the tools, {time.strftime('%Y-%m-%d')})\n")  # fmt: skip
+    print("\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
