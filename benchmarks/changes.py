@@ -39,8 +39,11 @@ VENV = os.path.join(REPO, ".venv", "bin")
 def checkout(commit: str, into: str) -> str:
     """`commit` in a detached worktree under `into` (the caller removes it)."""
     path = os.path.join(into, commit.replace("/", "_"))
-    subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", "-f", path, commit], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-C", REPO, "worktree", "add", "--detach", "-f", path, commit],
+        check=True,
+        capture_output=True,
+    )
     return path
 
 
@@ -100,8 +103,30 @@ def fingerprint(tree: str, model: str, args: argparse.Namespace, work: str) -> d
     }
 
 
+def table(args: argparse.Namespace, prints: list[dict[str, dict[str, Any]]]) -> list[str]:
+    """One row per model: the after commit's hashes, both estimates, and what differs."""
+    keys = ("import", "plan", "report", "error")
+    rows = [
+        f"| model | import | plan | report | estimate {args.before} | estimate {args.after} | result |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for model in args.models:
+        a, b = prints[0][model], prints[1][model]
+        differ = [k for k in keys if a.get(k) != b.get(k)]
+        if args.repeat:
+            differ += [f"{k} (rerun)" for k in keys if b.get(k) != prints[2][model].get(k)]
+        result = "same" if not differ else "differs: " + ", ".join(differ)
+        rows.append(
+            f"| {model} | {b.get('import', '-')} | {b.get('plan', '-')} | {b.get('report', '-')} | "
+            f"{a.get('estimate', a.get('error'))} | {b.get('estimate', b.get('error'))} | {result} |"
+        )
+    return rows
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("before", help="base commit (e.g. d4cdbcd)")
     parser.add_argument("after", help="changed commit (e.g. HEAD)")
     parser.add_argument("--models", nargs="+", default=MODELS)
@@ -110,12 +135,11 @@ def main() -> int:
     parser.add_argument("--split-size", type=int, default=12)
     parser.add_argument("--repeat", action="store_true", help="run `after` twice (is the run deterministic?)")
     args = parser.parse_args()
-    rows: list[str] = []
+    runs = [args.before, args.after] + ([args.after] if args.repeat else [])
+    prints: list[dict[str, dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="unityc_changes_") as tmp:
-        trees = {name: checkout(name, tmp) for name in dict.fromkeys([args.before, args.after])}
+        trees = {name: checkout(name, tmp) for name in dict.fromkeys(runs)}
         try:
-            runs = [args.before, args.after] + ([args.after] if args.repeat else [])
-            prints: list[dict[str, dict[str, Any]]] = []
             for i, name in enumerate(runs):
                 work = os.path.join(tmp, f"out{i}")
                 os.makedirs(work)
@@ -123,27 +147,18 @@ def main() -> int:
                 for model in args.models:
                     prints[-1][model] = fingerprint(trees[name], model, args, work)
                     print(f"{name} {model}: {prints[-1][model]}", file=sys.stderr, flush=True)
-            cpu = sum(p[m]["cpu_s"] for p in prints for m in p)
-            rows.append(f"| model | import | plan | report | estimate {args.before} | estimate {args.after} | result |")
-            rows.append("|---|---|---|---|---|---|---|")
-            for model in args.models:
-                a, b = prints[0][model], prints[1][model]
-                keys = ("import", "plan", "report", "error")
-                differ = [k for k in keys if a.get(k) != b.get(k)]
-                if args.repeat:
-                    differ += [f"{k} (rerun)" for k in keys if b.get(k) != prints[2][model].get(k)]
-                result = "same" if not differ else "differs: " + ", ".join(differ)
-                rows.append(
-                    f"| {model} | {b.get('import', '-')} | {b.get('plan', '-')} | {b.get('report', '-')} | "
-                    f"{a.get('estimate', a.get('error'))} | {b.get('estimate', b.get('error'))} | {result} |"
-                )
         finally:
             for path in trees.values():
-                subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", path], capture_output=True)
-    print(f"{args.before} vs {args.after}: zoo at small config, {args.machine}, --budget {args.budget}, "
-          f"--split-size {args.split_size}, baselines {BASELINES}, pipelines on "
-          f"({cpu:.0f} CPU s in the tools, {time.strftime('%Y-%m-%d')})\n")  # fmt: skip
-    print("\n".join(rows))
+                subprocess.run(
+                    ["git", "-C", REPO, "worktree", "remove", "--force", path], capture_output=True
+                )
+    cpu = sum(p[m]["cpu_s"] for p in prints for m in p)
+    print(
+        f"{args.before} vs {args.after}: zoo at small config, {args.machine}, --budget {args.budget}, "
+        f"--split-size {args.split_size}, baselines {BASELINES}, pipelines on "
+        f"({cpu:.0f} CPU s in the tools, {time.strftime('%Y-%m-%d')})\n"
+    )
+    print("\n".join(table(args, prints)))
     return 0
 
 
