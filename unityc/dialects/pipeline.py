@@ -21,8 +21,9 @@ func.func @main() -> !pcg.tensor<f32> attributes {unityc.schedule = "1f1b", unit
   times). A batch norm reading the batch is refused: each micro-batch would normalize by its own
   statistics, not the whole batch's. The cost model prices the same graph without the check
   (batch norm with micro-batch statistics, GPipe's semantics), for any plan it is given.
-* The rules are written once, over `PlanOp`s: a Graph's nodes (`graph/microbatch.py`) and the
-  xDSL ops of a module (`op_rows`; `check_pipeline`, `microbatch_module`) are read alike.
+* The rules are written once, over `Node`s (`dialects/node.py`): a Graph's own
+  (`graph/microbatch.py`) and those `op_rows` reads from a module's xDSL ops (`check_pipeline`,
+  `microbatch_module`).
 * Gradient accumulation, `unityc.accumulation = k : i64` (any plan, `dialects/plan.py`), cuts
   the batch the same way into k micro-batches run one after another (each a whole pipeline of M
   in a pipelined plan: k x M parts, part a*M + m of step a): the same checks, the same graph of
@@ -32,8 +33,7 @@ func.func @main() -> !pcg.tensor<f32> attributes {unityc.schedule = "1f1b", unit
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
@@ -44,11 +44,11 @@ from unityc.dialects import parallel, pcg
 from unityc.dialects.container import graph_function
 from unityc.dialects.diagnostics import LocatedError, located
 from unityc.dialects.forms import FormError
+from unityc.dialects.node import Node, Ref
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.plan import (
     SCHEDULE,
     GraphPlan,
-    OpPlan,
     Pipeline,
     PlanError,
     op_plan,
@@ -56,37 +56,6 @@ from unityc.dialects.plan import (
 from unityc.dialects.registry import canonical_attrs, full_attrs, infer_types, op_class
 from unityc.dialects.syntax import UnitycOp, to_attr
 from unityc.dialects.view import MachineViewAttr
-
-Ref = tuple[int, int]
-"""A value: (id of the op that makes it, result index)."""
-
-
-class PlanOp(Protocol):
-    """One op as the checks below read it, in either IR form: a Graph's `Node`, or the `OpRow`
-    of an xDSL op (`op_rows`). The checks are written once, over these."""
-
-    @property
-    def op(self) -> str: ...
-    @property
-    def operands(self) -> tuple[Ref | None, ...]: ...
-    @property
-    def attrs(self) -> tuple[tuple[str, Any], ...]: ...
-    @property
-    def types(self) -> tuple[TensorType, ...]: ...
-    @property
-    def plan(self) -> OpPlan: ...
-
-
-@dataclass(frozen=True, slots=True)
-class OpRow:
-    """An xDSL op as a `PlanOp`: its name, operands (as refs), hashable properties, types, plan."""
-
-    op: str
-    operands: tuple[Ref | None, ...]
-    attrs: tuple[tuple[str, Any], ...]
-    types: tuple[TensorType, ...]
-    plan: OpPlan
-
 
 FUNCTION = -1
 """`PlanProblem.at` for a problem of the graph function as a whole."""
@@ -117,20 +86,18 @@ def graph_ops(fn: func.FuncOp) -> list[UnitycOp]:
     return [op for op in fn.body.block.ops if isinstance(op, UnitycOp)]
 
 
-def op_rows(fn: func.FuncOp) -> tuple[dict[int, OpRow], tuple[Ref, ...], list[UnitycOp]]:
-    """The graph function's ops as `PlanOp`s keyed by position, its outputs as refs, and the ops
-    (by the same position: where a `PlanProblem` is located). Located errors for a bad plan."""
+def op_rows(fn: func.FuncOp) -> tuple[dict[int, Node], tuple[Ref, ...], list[UnitycOp]]:
+    """The graph function's ops as `Node`s keyed by position (what `graph.from_module` holds),
+    its outputs as refs, and the ops by the same position (where a `PlanProblem` is located).
+    PlanError for a malformed per-op plan (the verifier locates those first)."""
     ops = graph_ops(fn)
     refs: dict[SSAValue, Ref] = {}
-    rows: dict[int, OpRow] = {}
+    rows: dict[int, Node] = {}
     for i, op in enumerate(ops):
-        try:
-            plan = op_plan(op)
-        except PlanError as e:
-            raise located(op, str(e)) from None
         operands = tuple(None if v is None else refs[v] for v in op.flat_operands())
         types = tuple(r.type for r in op.results)
-        rows[i] = OpRow(op.name, operands, canonical_attrs(op.name, op.attrs()), types, plan)  # type: ignore[arg-type]
+        hint = op.results[0].name_hint if op.results else None
+        rows[i] = Node(op.name, operands, canonical_attrs(op.name, op.attrs()), types, op_plan(op), hint)  # type: ignore[arg-type]
         refs.update({r: (i, j) for j, r in enumerate(op.results)})
     ret = fn.body.block.last_op
     outputs = tuple(refs[v] for v in ret.operands) if isinstance(ret, func.ReturnOp) else ()
@@ -255,14 +222,14 @@ def view_devices(view: MachineViewAttr | None, t: TensorType | None) -> Iterable
     return devices
 
 
-def own_devices(ops: Mapping[int, PlanOp]) -> OpDevices:
+def own_devices(ops: Mapping[int, Node]) -> OpDevices:
     """Each op's devices from its view alone (`view_devices`)."""
     return lambda i: view_devices(ops[i].plan.view, ops[i].types[0] if ops[i].types else None)
 
 
 def check_stages(
     plan: GraphPlan,
-    ops: Mapping[int, PlanOp],
+    ops: Mapping[int, Node],
     devices: OpDevices | None = None,
     name: Callable[[Ref], str] = lambda ref: "a value",
 ) -> tuple[Pipeline, int] | None:
@@ -304,7 +271,7 @@ def check_stages(
     return pipeline, count
 
 
-def _check_order(ops: Mapping[int, PlanOp], staged: dict[int, int], name: Callable[[Ref], str]) -> None:
+def _check_order(ops: Mapping[int, Node], staged: dict[int, int], name: Callable[[Ref], str]) -> None:
     for i, row in ops.items():
         for ref in row.operands:
             if ref is not None and staged[ref[0]] > staged[i]:
@@ -315,14 +282,14 @@ def _check_order(ops: Mapping[int, PlanOp], staged: dict[int, int], name: Callab
                 )
 
 
-def _check_batch(ops: Mapping[int, PlanOp], microbatches: int) -> None:
+def _check_batch(ops: Mapping[int, Node], microbatches: int) -> None:
     """Every input splits into `microbatches` equal micro-batches along dim 0 of its pieces."""
     for i, row in ops.items():
         if row.op == pcg.InputOp.name:
             _input_rows(i, row, microbatches)
 
 
-def _input_rows(i: int, row: PlanOp, microbatches: int) -> int:
+def _input_rows(i: int, row: Node, microbatches: int) -> int:
     """The rows of one micro-batch of an input's pieces; PlanProblem where they do not split."""
     t = row.types[0]
     key = dict(row.attrs)["key"]
@@ -338,7 +305,7 @@ def _input_rows(i: int, row: PlanOp, microbatches: int) -> int:
     return rows // microbatches
 
 
-def _check_groups(ops: Mapping[int, PlanOp], staged: dict[int, int], groups: int, devices: OpDevices) -> None:
+def _check_groups(ops: Mapping[int, Node], staged: dict[int, int], groups: int, devices: OpDevices) -> None:
     owner: dict[int, tuple[int, int]] = {}
     for i, row in ops.items():
         group = staged[i] % groups
@@ -366,7 +333,7 @@ Micro = tuple[tuple[tuple[str, Any], ...], tuple[TensorType, ...]]
 
 
 def microbatch_types(
-    ops: Mapping[int, PlanOp], outputs: Sequence[Ref], microbatches: int, exact: bool
+    ops: Mapping[int, Node], outputs: Sequence[Ref], microbatches: int, exact: bool
 ) -> dict[int, Micro]:
     """The ops of one micro-batch whose properties or types change (`ops` in the graph's
     order): every input's dim 0 divided by `microbatches`, every type computed from the inputs
@@ -423,12 +390,12 @@ def microbatch_types(
     return micro
 
 
-def _type(ops: Mapping[int, PlanOp], micro: dict[int, Micro], ref: Ref) -> TensorType:
+def _type(ops: Mapping[int, Node], micro: dict[int, Micro], ref: Ref) -> TensorType:
     changed = micro.get(ref[0])
     return changed[1][ref[1]] if changed is not None else ops[ref[0]].types[ref[1]]
 
 
-def _micro_reshape(i: int, row: PlanOp, m: int) -> tuple[tuple[str, Any], ...]:
+def _micro_reshape(i: int, row: Node, m: int) -> tuple[tuple[str, Any], ...]:
     shape = list(dict(row.attrs).get("shape") or ())
     if not shape or shape[0] % m:
         raise _refuse(
@@ -439,7 +406,7 @@ def _micro_reshape(i: int, row: PlanOp, m: int) -> tuple[tuple[str, Any], ...]:
 
 
 def _check_mixing(
-    i: int, row: PlanOp, attrs: dict[str, Any], operand_types: tuple[TensorType | None, ...], kinds: set[str]
+    i: int, row: Node, attrs: dict[str, Any], operand_types: tuple[TensorType | None, ...], kinds: set[str]
 ) -> None:
     """Refuses an op whose micro-batch results are not its share of the whole batch's."""
     cls = op_class(row.op)
@@ -483,7 +450,7 @@ def _reduces_batch(attrs: dict[str, Any], first: TensorType) -> bool:
 
 def _result_kind(
     i: int,
-    row: PlanOp,
+    row: Node,
     attrs: dict[str, Any],
     first: TensorType | None,
     old: TensorType,
@@ -509,10 +476,10 @@ def _result_kind(
     return BATCH
 
 
-def _batch_shards(ops: Mapping[int, PlanOp]) -> int:
+def _batch_shards(ops: Mapping[int, Node]) -> int:
     """The shard degree of dim 0 that every input has: micro-batch m is chunk m of each piece, so
     inputs cut differently would pair different samples."""
-    first: tuple[int, PlanOp] | None = None
+    first: tuple[int, Node] | None = None
     for i, row in ops.items():
         if row.op != pcg.InputOp.name:
             continue
@@ -531,7 +498,7 @@ def _batch_shards(ops: Mapping[int, PlanOp]) -> int:
 
 
 def _check_outputs(
-    ops: Mapping[int, PlanOp],
+    ops: Mapping[int, Node],
     micro: dict[int, Micro],
     outputs: Sequence[Ref],
     kind: dict[Ref, str],
@@ -566,8 +533,6 @@ __all__ = [
     "LINEAR_ON_MEANS",
     "OUTPUTS",
     "MicrobatchError",
-    "OpRow",
-    "PlanOp",
     "PlanProblem",
     "check_pipeline",
     "check_stages",

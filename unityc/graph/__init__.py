@@ -15,17 +15,14 @@ from typing import Any
 
 from xdsl.ir import Attribute
 
+from unityc.dialects.node import SOURCE_OPS, Node, Ref
 from unityc.dialects.pcg_types import TensorType
-from unityc.dialects.plan import NO_PLAN, GraphPlan, OpPlan
+from unityc.dialects.plan import GraphPlan, OpPlan
 from unityc.dialects.precision import PRECISION
 from unityc.dialects.registry import canonical_attrs, full_attrs, infer_types, op_class, op_classes
 from unityc.dialects.syntax import Kind
 from unityc.dialects.view import MachineViewAttr
 
-Ref = tuple[int, int]
-"""A tensor: (node id, result index)."""
-
-SOURCE_OPS = ("pcg.input", "pcg.weight", "pcg.constant")
 KEPT_FUNCTION_ATTRS = (PRECISION,)
 """Graph-function attributes that say how the model trains, not how a plan runs it: rewrites,
 segments, rebuilt and pipelined plans keep them."""
@@ -33,55 +30,6 @@ segments, rebuilt and pipelined plans keep them."""
 
 def prop_kinds(name: str) -> dict[str, Kind]:
     return {p: kind for p, kind, _ in op_class(name).PROPS}
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    op: str
-    operands: tuple[Ref | None, ...]
-    """Flattened operands in definition order; None where an optional operand is absent."""
-    attrs: tuple[tuple[str, Any], ...]
-    types: tuple[TensorType, ...]
-    plan: OpPlan = NO_PLAN
-    """The op's plan: view, ZeRO stage, recomputation, pipeline stage (`dialects/plan.py`)."""
-    hint: str | None = field(default=None, compare=False)
-    """An SSA name for printing only (not part of equality or hashes)."""
-
-    def attr(self, name: str, default: Any = None) -> Any:
-        for key, value in self.attrs:
-            if key == name:
-                return value
-        return default
-
-    @property
-    def view(self) -> MachineViewAttr | None:
-        return self.plan.view
-
-    @property
-    def zero(self) -> int:
-        """ZeRO stage of a weight held in copies (1, 2, 3; 0: plain copies)."""
-        return self.plan.zero
-
-    @property
-    def recompute(self) -> bool:
-        """Activation checkpointing: the op's saved activations are recomputed in backward."""
-        return self.plan.recompute
-
-    @property
-    def stage(self) -> int | None:
-        """The pipeline stage, or None."""
-        return self.plan.stage
-
-    def with_plan(self, **changes: Any) -> Node:
-        """This node with some fields of its plan changed (`view=`, `zero=`, `recompute=`, `stage=`)."""
-        return replace(self, plan=self.plan.with_(**changes))
-
-    def operand_refs(self) -> Iterator[Ref]:
-        return (r for r in self.operands if r is not None)
-
-    @property
-    def is_source(self) -> bool:
-        return self.op in SOURCE_OPS
 
 
 def _producers(node: Node) -> list[int]:
@@ -288,6 +236,7 @@ def side_ops(graph: Graph) -> set[int]:
 from unityc.graph.convert import from_module, to_module  # noqa: E402
 
 __all__ = [
+    "SOURCE_OPS",
     "Graph",
     "Node",
     "Ref",
