@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 MODELS = ["mlp", "bert", "dlrm", "xdl", "candle_uno", "resnext50", "resnet50", "inception_v3", "unet"]
@@ -48,12 +49,14 @@ def checkout(commit: str, into: str) -> str:
 
 
 def run(tree: str, argv: list[str]) -> tuple[int, str, str, float]:
-    """A tool of the shared environment on `tree`'s sources: exit status, stdout, stderr, CPU s."""
+    """A tool of the shared environment on `tree`'s sources: exit status, stdout, stderr, CPU s
+    (user + system, by /usr/bin/time: runs side by side do not count each other's)."""
     env = dict(os.environ, PYTHONPATH=tree)
-    before = os.times()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=tree)
-    after = os.times()
-    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as times:
+        timed = ["/usr/bin/time", "-f", "%U %S", "-o", times.name, *argv]
+        done = subprocess.run(timed, env=env, capture_output=True, text=True, cwd=tree)
+        fields = times.read().split()
+    cpu = float(fields[-2]) + float(fields[-1]) if len(fields) >= 2 else 0.0
     return done.returncode, done.stdout, done.stderr, cpu
 
 
@@ -103,6 +106,17 @@ def fingerprint(tree: str, model: str, args: argparse.Namespace, work: str) -> d
     }
 
 
+def run_all(tree: str, name: str, args: argparse.Namespace, tmp: str, i: int) -> dict[str, dict[str, Any]]:
+    """Every model's fingerprint on one tree, in its own output folder."""
+    work = os.path.join(tmp, f"out{i}")
+    os.makedirs(work)
+    out: dict[str, dict[str, Any]] = {}
+    for model in args.models:
+        out[model] = fingerprint(tree, model, args, work)
+        print(f"{name} {model}: {out[model]}", file=sys.stderr, flush=True)
+    return out
+
+
 def table(args: argparse.Namespace, prints: list[dict[str, dict[str, Any]]]) -> list[str]:
     """One row per model: the after commit's hashes, both estimates, and what differs."""
     keys = ("import", "plan", "report", "error")
@@ -136,17 +150,13 @@ def main() -> int:
     parser.add_argument("--repeat", action="store_true", help="run `after` twice (is the run deterministic?)")
     args = parser.parse_args()
     runs = [args.before, args.after] + ([args.after] if args.repeat else [])
-    prints: list[dict[str, dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="unityc_changes_") as tmp:
         trees = {name: checkout(name, tmp) for name in dict.fromkeys(runs)}
         try:
-            for i, name in enumerate(runs):
-                work = os.path.join(tmp, f"out{i}")
-                os.makedirs(work)
-                prints.append({})
-                for model in args.models:
-                    prints[-1][model] = fingerprint(trees[name], model, args, work)
-                    print(f"{name} {model}: {prints[-1][model]}", file=sys.stderr, flush=True)
+            with ThreadPoolExecutor(len(runs)) as pool:  # each run in its own processes, side by side
+                prints = list(
+                    pool.map(lambda i: run_all(trees[runs[i]], runs[i], args, tmp, i), range(len(runs)))
+                )
         finally:
             for path in trees.values():
                 subprocess.run(
