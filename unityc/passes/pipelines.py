@@ -50,9 +50,13 @@ class _PipelinePass(PricingOptions):
 
 @dataclass(frozen=True)
 class PipedreamPass(_PipelinePass):
+    """PipeDream's partition DP and the flushed 1F1B schedule (`search.pipeline.pipedream_plan`)."""
+
     name = "pipedream"
 
 
 @dataclass(frozen=True)
 class HeteroGpipePass(_PipelinePass):
+    """The method of papers/002 on a machine of mixed devices (`search.pipeline.hetero_gpipe_plan`)."""
+
     name = "hetero-gpipe"
