@@ -73,6 +73,14 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def parts(report: dict[str, Any]) -> dict[str, str]:
+    """The report's sections hashed one by one (each baseline on its own): what a difference is in."""
+    out = {k: digest(json.dumps(v, sort_keys=True)) for k, v in report.items() if k != "baselines"}
+    for name, row in report.get("baselines", {}).items():
+        out[f"baseline {name}"] = digest(json.dumps(row, sort_keys=True))
+    return out
+
+
 def fingerprint(tree: str, model: str, args: argparse.Namespace, work: str) -> dict[str, Any]:
     """The model's import, plan and report hashes on `tree`, and its estimate."""
     mlir = os.path.join(work, f"{model}.mlir")
@@ -101,6 +109,7 @@ def fingerprint(tree: str, model: str, args: argparse.Namespace, work: str) -> d
         "import": digest(imported),
         "plan": digest(planned),
         "report": digest(json.dumps(data, sort_keys=True)),
+        "parts": parts(data),
         "estimate": estimate.split(": ", 1)[-1].split(" (")[0],
         "cpu_s": cpu,
     }
@@ -113,7 +122,8 @@ def run_all(tree: str, name: str, args: argparse.Namespace, tmp: str, i: int) ->
     out: dict[str, dict[str, Any]] = {}
     for model in args.models:
         out[model] = fingerprint(tree, model, args, work)
-        print(f"{name} {model}: {out[model]}", file=sys.stderr, flush=True)
+        shown = {k: v for k, v in out[model].items() if k != "parts"}
+        print(f"{name} {model}: {shown}", file=sys.stderr, flush=True)
     return out
 
 
@@ -127,6 +137,9 @@ def table(args: argparse.Namespace, prints: list[dict[str, dict[str, Any]]]) -> 
     for model in args.models:
         a, b = prints[0][model], prints[1][model]
         differ = [k for k in keys if a.get(k) != b.get(k)]
+        if "report" in differ:
+            before, after = a.get("parts", {}), b.get("parts", {})
+            differ += [k for k in sorted(before.keys() | after.keys()) if before.get(k) != after.get(k)]
         if args.repeat:
             differ += [f"{k} (rerun)" for k in keys if b.get(k) != prints[2][model].get(k)]
         result = "same" if not differ else "differs: " + ", ".join(differ)
