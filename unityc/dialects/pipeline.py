@@ -86,22 +86,32 @@ def graph_ops(fn: func.FuncOp) -> list[UnitycOp]:
     return [op for op in fn.body.block.ops if isinstance(op, UnitycOp)]
 
 
-def op_rows(fn: func.FuncOp) -> tuple[dict[int, Node], tuple[Ref, ...], list[UnitycOp]]:
+def op_rows(fn: func.FuncOp, strict: bool = True) -> tuple[dict[int, Node], tuple[Ref, ...], list[UnitycOp]]:
     """The graph function's ops as `Node`s keyed by position (what `graph.from_module` holds),
     its outputs as refs, and the ops by the same position (where a `PlanProblem` is located).
-    PlanError for a malformed per-op plan (the verifier locates those first)."""
+    A value no op of the function makes (a block argument) is a ValueError, or with `strict`
+    off is read as no operand (the verifier checks any function so). PlanError for a malformed
+    per-op plan (the verifier locates those first)."""
     ops = graph_ops(fn)
     refs: dict[SSAValue, Ref] = {}
+
+    def ref(v: SSAValue) -> Ref | None:
+        if v in refs or not strict:
+            return refs.get(v)
+        raise ValueError(
+            f"{fn.sym_name.data} reads a value no op of it makes: a graph function takes no arguments"
+        )
+
     rows: dict[int, Node] = {}
     for i, op in enumerate(ops):
-        operands = tuple(None if v is None else refs[v] for v in op.flat_operands())
+        operands = tuple(None if v is None else ref(v) for v in op.flat_operands())
         types = tuple(r.type for r in op.results)
         hint = op.results[0].name_hint if op.results else None
         rows[i] = Node(op.name, operands, canonical_attrs(op.name, op.attrs()), types, op_plan(op), hint)  # type: ignore[arg-type]
         refs.update({r: (i, j) for j, r in enumerate(op.results)})
     ret = fn.body.block.last_op
-    outputs = tuple(refs[v] for v in ret.operands) if isinstance(ret, func.ReturnOp) else ()
-    return rows, outputs, ops
+    made = [ref(v) for v in ret.operands] if isinstance(ret, func.ReturnOp) else []
+    return rows, tuple(r for r in made if r is not None), ops
 
 
 def _located(problem: PlanProblem, fn: func.FuncOp, ops: list[UnitycOp]) -> LocatedError:
@@ -146,7 +156,7 @@ def intra_devices(op: UnitycOp) -> Iterable[int] | None:
 def check_pipeline(fn: func.FuncOp, devices: Devices = intra_devices) -> tuple[Pipeline, int] | None:
     """`check_stages` on a graph function, errors located at the op at fault."""
     plan = graph_plan_of(fn)
-    rows, _, ops = op_rows(fn)
+    rows, _, ops = op_rows(fn, strict=False)
     try:
         return check_stages(
             plan, rows, lambda i: devices(ops[i]), lambda ref: _name(ops[ref[0]].results[ref[1]])
