@@ -47,10 +47,12 @@ def microbatchable(graph: Graph) -> bool:
     return True
 
 
-def check_plan(graph: Graph) -> tuple[Pipeline, int] | None:
-    """`check_stages` and, for a plan that cuts its batch, the exact micro-batch rules on a
-    plan Graph: its schedule and stage count (None: not pipelined). PlanProblem, naming the op
-    at fault, where its program could not run it."""
+def check_plan(graph: Graph, exact: bool = True) -> tuple[Pipeline, int] | None:
+    """`check_stages` and, for a plan that cuts its batch, the micro-batch rules on a plan
+    Graph: its schedule and stage count (None: not pipelined). PlanProblem, naming the op at
+    fault, where its program could not run it; without `exact`, a plan whose micro-batches
+    compute their own statistics (batch norm, GPipe's semantics) passes, as the cost model
+    prices it."""
     ops = _ops(graph, live=True)
     plan = graph.plan
     try:
@@ -58,7 +60,7 @@ def check_plan(graph: Graph) -> tuple[Pipeline, int] | None:
     except PlanProblem as e:
         raise PlanProblem(_text(graph, e), e.at) from None
     if plan.batch_parts > 1:
-        microbatch_graph(graph, plan.batch_parts, exact=True)
+        microbatch_graph(graph, plan.batch_parts, exact=exact)
     return checked
 
 
