@@ -347,7 +347,8 @@ def microbatch_types(
 ) -> dict[int, Micro]:
     """The ops of one micro-batch whose properties or types change (`ops` in the graph's
     order): every input's dim 0 divided by `microbatches`, every type computed from the inputs
-    inferred again (a reshape of a batched value has its leading size divided); weights,
+    inferred again (a reshape of a batched value has its leading size divided; without
+    `exact`, of any value computed from the inputs, as the cost model always priced); weights,
     constants and what only they feed stay as they are. Raises PlanProblem where an op has no
     micro-batch form; with `exact`, also where the micro-batches would not compute the whole
     batch's loss: an op mixing samples (batch norm, whose statistics would be each micro-batch's
@@ -374,8 +375,8 @@ def microbatch_types(
         if exact:
             _check_mixing(i, row, attrs, operand_types, operand_kinds)
         new_attrs = row.attrs
-        if row.op == pcg.ReshapeOp.name and BATCH in operand_kinds:
-            new_attrs = _micro_reshape(i, row, microbatches)
+        if row.op == pcg.ReshapeOp.name and (BATCH in operand_kinds or not exact):
+            new_attrs = _micro_reshape(i, row, microbatches)  # as priced: whatever reads the inputs
         try:
             types = infer_types(row.op, new_attrs, operand_types)
         except (FormError, ValueError, TypeError, KeyError, IndexError) as e:
