@@ -4,7 +4,7 @@ a rewrite pass keeps each surviving op's stage, ZeRO stage and recomputation (th
 plan_kept.mlir shows the ops each one builds), and the estimate after it prices the pipelined
 plan; a search or baseline pass plans the model anew, and its plan verifies and is priced. The
 pass list is the registry's (`unityc_passes` and xDSL's canonicalize), so a new pass fails here
-until it is given a row. All in one process on a 20-op graph (~6 CPU s)."""
+until it is given a row. All in one process on a 20-op graph (~4 CPU s with the other structure tests)."""
 
 from __future__ import annotations
 
