@@ -146,18 +146,21 @@ class UnitycOp(IRDLOperation):
             values[name] = ((kind is Kind.FLAG and False) or None) if attr is None else from_attr(kind, attr)
         return values
 
-    def typed_operands(self) -> list[Any]:
-        types: list[Any] = []
+    def flat_operands(self) -> list[SSAValue | None]:
+        """The operands in definition order, variadic ones spread, None for an absent optional."""
+        flat: list[SSAValue | None] = []
         for (_, definition), value in zip(
             self.get_irdl_definition().operands, self._operand_groups(), strict=True
         ):
-            if isinstance(definition, VarOperandDef) and not isinstance(definition, OptOperandDef):
-                types.extend(v.type for v in value)
-            elif isinstance(definition, OptOperandDef):
-                types.append(value[0].type if value else None)
+            if isinstance(definition, OptOperandDef):
+                flat.append(value[0] if value else None)
             else:
-                types.append(value[0].type)
-        return types
+                flat.extend(value)
+        return flat
+
+    def typed_operands(self) -> list[Any]:
+        """The operands' types as `infer` takes them (None for an absent optional operand)."""
+        return [None if v is None else v.type for v in self.flat_operands()]
 
     def _operand_groups(self) -> list[Sequence[SSAValue]]:
         groups: list[Sequence[SSAValue]] = []

@@ -11,130 +11,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache, lru_cache
 from typing import Any
 
 from xdsl.ir import Attribute
 
-from unityc.dialects import parallel, pcg
-from unityc.dialects.forms import FormError
-from unityc.dialects.pcg_types import PcgOp, TensorType
-from unityc.dialects.plan import NO_PLAN, GraphPlan, OpPlan
+from unityc.dialects.node import SOURCE_OPS, Node, Ref
+from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.plan import GraphPlan, OpPlan
 from unityc.dialects.precision import PRECISION
+from unityc.dialects.registry import canonical_attrs, full_attrs, infer_types, op_class, op_classes
 from unityc.dialects.syntax import Kind
 from unityc.dialects.view import MachineViewAttr
 
-Ref = tuple[int, int]
-"""A tensor: (node id, result index)."""
-
-SOURCE_OPS = ("pcg.input", "pcg.weight", "pcg.constant")
 KEPT_FUNCTION_ATTRS = (PRECISION,)
 """Graph-function attributes that say how the model trains, not how a plan runs it: rewrites,
 segments, rebuilt and pipelined plans keep them."""
 
 
-@cache
-def op_classes() -> dict[str, type[PcgOp]]:
-    return {cls.name: cls for cls in (*pcg.ALL_OPS, *parallel.ALL_OPS)}
-
-
-def op_class(name: str) -> type[PcgOp]:
-    cls = op_classes().get(name)
-    if cls is None:
-        raise KeyError(f"unknown op '{name}'")
-    return cls
-
-
 def prop_kinds(name: str) -> dict[str, Kind]:
     return {p: kind for p, kind, _ in op_class(name).PROPS}
-
-
-def canonical_attrs(name: str, attrs: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    """The properties that are set, in the op's declaration order, as hashable values."""
-    out: list[tuple[str, Any]] = []
-    for prop, kind, _ in op_class(name).PROPS:
-        value = attrs.get(prop)
-        if value is None or value is False:
-            continue
-        if kind is Kind.INTS:
-            value = tuple(int(v) for v in value)
-        elif kind is Kind.INT:
-            value = int(value)
-        elif kind is Kind.FLOAT:
-            value = float(value)
-        out.append((prop, value))
-    unknown = set(attrs) - {p for p, _, _ in op_class(name).PROPS}
-    if unknown:
-        raise KeyError(f"'{name}' has no propert{'y' if len(unknown) == 1 else 'ies'} {sorted(unknown)}")
-    return tuple(out)
-
-
-def full_attrs(name: str, attrs: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
-    """Every property of the op, None (False for flags) where unset: what `infer` expects."""
-    given = dict(attrs)
-    return {p: given.get(p, False if kind is Kind.FLAG else None) for p, kind, _ in op_class(name).PROPS}
-
-
-@lru_cache(maxsize=200_000)
-def infer_types(
-    name: str, attrs: tuple[tuple[str, Any], ...], operand_types: tuple[TensorType | None, ...]
-) -> tuple[TensorType, ...]:
-    """Result types of an op, by the dialect's inference. Raises FormError if it does not apply."""
-    cls = op_class(name)
-    try:
-        _, types = cls.infer(list(operand_types), full_attrs(name, attrs))
-    except (IndexError, TypeError, ValueError) as e:  # malformed properties for this operand rank
-        raise FormError(f"{name}: {e}") from e
-    return tuple(types)  # type: ignore[arg-type]
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    op: str
-    operands: tuple[Ref | None, ...]
-    """Flattened operands in definition order; None where an optional operand is absent."""
-    attrs: tuple[tuple[str, Any], ...]
-    types: tuple[TensorType, ...]
-    plan: OpPlan = NO_PLAN
-    """The op's plan: view, ZeRO stage, recomputation, pipeline stage (`dialects/plan.py`)."""
-    hint: str | None = field(default=None, compare=False)
-    """An SSA name for printing only (not part of equality or hashes)."""
-
-    def attr(self, name: str, default: Any = None) -> Any:
-        for key, value in self.attrs:
-            if key == name:
-                return value
-        return default
-
-    @property
-    def view(self) -> MachineViewAttr | None:
-        return self.plan.view
-
-    @property
-    def zero(self) -> int:
-        """ZeRO stage of a weight held in copies (1, 2, 3; 0: plain copies)."""
-        return self.plan.zero
-
-    @property
-    def recompute(self) -> bool:
-        """Activation checkpointing: the op's saved activations are recomputed in backward."""
-        return self.plan.recompute
-
-    @property
-    def stage(self) -> int | None:
-        """The pipeline stage, or None."""
-        return self.plan.stage
-
-    def with_plan(self, **changes: Any) -> Node:
-        """This node with some fields of its plan changed (`view=`, `zero=`, `recompute=`, `stage=`)."""
-        return replace(self, plan=self.plan.with_(**changes))
-
-    def operand_refs(self) -> Iterator[Ref]:
-        return (r for r in self.operands if r is not None)
-
-    @property
-    def is_source(self) -> bool:
-        return self.op in SOURCE_OPS
 
 
 def _producers(node: Node) -> list[int]:
@@ -341,6 +236,7 @@ def side_ops(graph: Graph) -> set[int]:
 from unityc.graph.convert import from_module, to_module  # noqa: E402
 
 __all__ = [
+    "SOURCE_OPS",
     "Graph",
     "Node",
     "Ref",
@@ -349,6 +245,7 @@ __all__ = [
     "full_attrs",
     "infer_types",
     "op_class",
+    "op_classes",
     "side_ops",
     "sources",
     "to_module",

@@ -11,48 +11,19 @@ from xdsl.ir import Block, Region, SSAValue
 from xdsl.irdl import OptOperandDef, VarOperandDef, VarResultDef
 
 from unityc.dialects.container import graph_function
-from unityc.dialects.plan import op_plan
+from unityc.dialects.pipeline import op_rows
 from unityc.dialects.syntax import Kind, UnitycOp, to_attr
-from unityc.graph import Graph, Node, Ref, canonical_attrs, op_class
+from unityc.graph import Graph, Ref, op_class
 
 
 def from_module(module: ModuleOp) -> Graph:
-    """The graph of the module's single graph function."""
+    """The graph of the module's single graph function: its ops as `op_rows` reads them."""
     fn = graph_function(module)
-    body = fn.body.block
-    graph = Graph(module_attrs=dict(module.attributes), function_attrs=dict(fn.attributes))
-    refs: dict[SSAValue, Ref] = {}
-    for op in body.ops:
-        if isinstance(op, func.ReturnOp):
-            graph.outputs = tuple(refs[v] for v in op.operands)
-            continue
-        if not isinstance(op, UnitycOp):
+    for op in fn.body.block.ops:
+        if not isinstance(op, UnitycOp | func.ReturnOp):
             raise ValueError(f"'{op.name}' is not a pcg or parallel op; the graph holds only those")
-        operands = tuple(None if v is None else refs[v] for v in _flat_operands(op))
-        node = Node(
-            op.name,
-            operands,
-            canonical_attrs(op.name, op.attrs()),
-            tuple(r.type for r in op.results),  # type: ignore[misc]
-            op_plan(op),
-            op.results[0].name_hint if op.results else None,
-        )
-        for result, ref in zip(op.results, graph.add_node(node), strict=True):
-            refs[result] = ref
-    return graph
-
-
-def _flat_operands(op: UnitycOp) -> list[SSAValue | None]:
-    flat: list[SSAValue | None] = []
-    for name, definition in op.get_irdl_definition().operands:
-        value: Any = getattr(op, name)
-        if isinstance(definition, OptOperandDef):
-            flat.append(value)
-        elif isinstance(definition, VarOperandDef):
-            flat.extend(value)
-        else:
-            flat.append(value)
-    return flat
+    nodes, outputs, _ = op_rows(fn)
+    return Graph(nodes, outputs, dict(module.attributes), len(nodes), dict(fn.attributes))
 
 
 def _grouped(cls: type[UnitycOp], flat: Sequence[SSAValue | None]) -> list[Any]:

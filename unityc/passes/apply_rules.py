@@ -108,6 +108,8 @@ def _program_order(old: Graph, new: Graph, roots: Sequence[Ref]) -> list[int]:
 
 @dataclass(frozen=True)
 class ApplyRulesPass(ModulePass):
+    """Rewrites with rules (the module docstring says what each option does)."""
+
     name = "apply-rules"
 
     file: str = ""

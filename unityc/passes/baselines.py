@@ -19,7 +19,7 @@ view, `unityc.machine` recorded) and prints a one-line estimate to stderr. `sequ
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -35,8 +35,6 @@ from unityc.search.baselines import megatron_lm, run_baseline, zero
 
 @dataclass(frozen=True)
 class _BaselinePass(SearchOptions):
-    BASELINE: ClassVar[str] = ""
-
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         training_function(op)  # one graph, its loss a scalar: located errors before any work
         cost, machine = priced(self)
@@ -47,19 +45,18 @@ class _BaselinePass(SearchOptions):
             budget=self.budget,
             alpha=self.alpha,
         ).options()
-        rules = load_rules(self.rules) if self.BASELINE in ("sequential", "exhaustive") else []
+        rules = load_rules(self.rules) if self.name in ("sequential", "exhaustive") else []
         plan = self.baseline(run_baseline, from_module(op), machine, rules, options, cost.profile)
-        install_plan(op, f"{self.BASELINE} ({plan.note})", self.machine, plan.graph, plan.estimate)
+        install_plan(op, f"{self.name} ({plan.note})", self.machine, plan.graph, plan.estimate)
 
     def baseline(self, run: Any, *args: Any) -> Any:
         """The plan (`search.baselines.run_baseline` with the pass's own options)."""
-        return run(self.BASELINE, *args)
+        return run(self.name, *args)
 
 
 @dataclass(frozen=True)
 class DataParallelPass(_BaselinePass):
     name = "data-parallel"
-    BASELINE: ClassVar[str] = "data-parallel"
 
 
 @dataclass(frozen=True)
@@ -69,7 +66,6 @@ class MegatronPass(_BaselinePass):
     reduce-scatter and all-gather in place of each all-reduce)."""
 
     name = "megatron"
-    BASELINE: ClassVar[str] = "megatron"
 
     sequence: bool = False
 
@@ -85,7 +81,6 @@ class ZeroPass(_BaselinePass):
     gradients, 3: + weights, FSDP); `recompute=true` also recomputes every op in backward."""
 
     name = "zero"
-    BASELINE: ClassVar[str] = "zero"
 
     stage: int = 3
     recompute: bool = False
@@ -102,7 +97,6 @@ class MegatronLmPass(_BaselinePass):
     `stages`, `virtual` fix those degrees (0: chosen as a user would)."""
 
     name = "megatron-lm"
-    BASELINE: ClassVar[str] = "megatron-lm"
 
     tensor: int = 0
     stages: int = 0
@@ -121,13 +115,11 @@ class MegatronLmPass(_BaselinePass):
 @dataclass(frozen=True)
 class SequentialPass(_BaselinePass):
     name = "sequential"
-    BASELINE: ClassVar[str] = "sequential"
 
 
 @dataclass(frozen=True)
 class ExhaustivePass(_BaselinePass):
     name = "exhaustive"
-    BASELINE: ClassVar[str] = "exhaustive"
 
 
 @dataclass(frozen=True)
@@ -136,7 +128,6 @@ class GalvatronPass(_BaselinePass):
     checkpointing by dynamic programming under the memory budget (`search/galvatron.py`)."""
 
     name = "galvatron"
-    BASELINE: ClassVar[str] = "galvatron"
 
 
 @dataclass(frozen=True)
@@ -144,7 +135,6 @@ class SpatialPass(_BaselinePass):
     """Every image op split over height x width on all devices, halos exchanged (Mesh-TensorFlow)."""
 
     name = "spatial"
-    BASELINE: ClassVar[str] = "spatial"
 
 
 BASELINE_PASSES: tuple[type[ModulePass], ...] = (

@@ -15,7 +15,6 @@ graph with the pipelined plan (`stage` on every op, the schedule on the graph fu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -31,33 +30,33 @@ from unityc.search.pipeline import hetero_gpipe_plan, pipedream_plan
 
 @dataclass(frozen=True)
 class _PipelinePass(PricingOptions):
-    KIND: ClassVar[str] = ""
-
     stages: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         training_function(op)  # one graph, its loss a scalar: located errors before any work
         if self.stages < 0:
-            raise LocatedError(f"error: -p {self.KIND}: stages must be >= 0, got {self.stages}")
+            raise LocatedError(f"error: -p {self.name}: stages must be >= 0, got {self.stages}")
         options, machine = pipeline_options(self)
         graph = from_module(op)
         try:
-            if self.KIND == "pipedream":
+            if self.name == "pipedream":
                 plan = pipedream_plan(graph, machine, options, self.stages or None)
             else:
                 plan = hetero_gpipe_plan(graph, machine, options)
         except PipelineError as e:
-            raise LocatedError(f"error: -p {self.KIND}: {e}") from None
-        install_plan(op, f"{self.KIND} ({plan.note})", self.machine, plan.graph, plan.estimate)
+            raise LocatedError(f"error: -p {self.name}: {e}") from None
+        install_plan(op, f"{self.name} ({plan.note})", self.machine, plan.graph, plan.estimate)
 
 
 @dataclass(frozen=True)
 class PipedreamPass(_PipelinePass):
+    """PipeDream's partition DP and the flushed 1F1B schedule (`search.pipeline.pipedream_plan`)."""
+
     name = "pipedream"
-    KIND: ClassVar[str] = "pipedream"
 
 
 @dataclass(frozen=True)
 class HeteroGpipePass(_PipelinePass):
+    """The method of papers/002 on a machine of mixed devices (`search.pipeline.hetero_gpipe_plan`)."""
+
     name = "hetero-gpipe"
-    KIND: ClassVar[str] = "hetero-gpipe"

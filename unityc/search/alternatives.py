@@ -11,11 +11,9 @@ import math
 from collections.abc import Callable, Iterator
 
 from unityc.cost.estimate import Estimate
-from unityc.dialects.container import graph_function
-from unityc.dialects.diagnostics import LocatedError
-from unityc.dialects.pipeline import check_pipeline, microbatch_module
 from unityc.dialects.plan import ZERO_STAGES
-from unityc.graph import Graph, to_module
+from unityc.graph import Graph
+from unityc.graph.microbatch import check_plan, microbatchable
 from unityc.machine.spec import Machine
 from unityc.search.bounds import levers_bound, pipeline_bound, three_d_bound
 from unityc.search.branches import branch_plan
@@ -258,35 +256,17 @@ def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[Pri
     return [PricedPlan(p.name, p.graph, p.estimate, None, p.note) for p in candidates]
 
 
-def microbatchable(graph: Graph) -> bool:
-    """Whether micro-batches of `graph` compute its loss (`microbatch_module` with one
-    micro-batch, which refuses what no count allows: ops mixing samples such as batch norm, a
-    summed loss, a reshape moving the batch out of dim 0). A plan of the graph computes the same
-    values, so where this fails no pipelined plan is runnable (`runnable_pipeline`): the
-    pipeline candidates are not built (Inception-v3's and ResNeXt's batch norms)."""
-    try:
-        microbatch_module(to_module(graph), 1)
-    except (LocatedError, ValueError):
-        return False
-    return True
-
-
 def runnable_pipeline(plan: PipelinePlan) -> bool:
     """Whether `-t torch` can run a pipelined plan, so that the search never returns one it
     cannot: stages of equal width (data or tensor parallel inside), and micro-batches that each
-    compute their share of the loss (`microbatch_module`)."""
+    compute their share of the loss: `graph.microbatch.check_plan`, the rules `-t torch` applies."""
     part = plan.partition
     if part is None or len({st.width for st in part.stages}) > 1:
         return False
     try:
-        module = to_module(plan.graph)
-        checked = check_pipeline(graph_function(module))
-        if checked is None:
-            return False
-        microbatch_module(module, checked[0].microbatches)
-    except (LocatedError, ValueError):
+        return check_plan(plan.graph) is not None
+    except ValueError:
         return False
-    return True
 
 
 def accumulation_plan(plan: PricedPlan, machine: Machine, pricing: Pricing) -> PricedPlan | None:
