@@ -148,12 +148,11 @@ def gradient_checks(module: ModuleOp, loaded: LoadedModel, run: Float64Run | Non
     """The loss and every weight's gradient, module (autograd) against interpreter (autograd
     through its torch kernels), both in float64 (`run`: the module's float64 run, made here if
     not given). Empty when nothing in the graph is trained."""
+    if not _trained(module, loaded.module):
+        return []
     reference, inputs, outputs = run or float64_run(loaded)
     params = dict(reference.named_parameters(remove_duplicate=False))
-    keys = sorted({stored_key(op.attrs()["key"]) for op in module.walk() if isinstance(op, pcg.WeightOp)})
-    trained = [k for k in keys if k in params and params[k].requires_grad]
-    if not trained:
-        return []
+    trained = _trained(module, reference)
     expected_loss = outputs[0]
     expected_loss.backward()
     state = {k: v.detach() for k, v in reference.state_dict(keep_vars=True).items()}
@@ -179,6 +178,13 @@ def gradient_checks(module: ModuleOp, loaded: LoadedModel, run: Float64Run | Non
     return checks
 
 
+def _trained(module: ModuleOp, model: torch.nn.Module) -> list[str]:
+    """The state_dict keys of the graph's weights that `model` trains."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    keys = sorted({stored_key(op.attrs()["key"]) for op in module.walk() if isinstance(op, pcg.WeightOp)})
+    return [k for k in keys if k in params and params[k].requires_grad]
+
+
 def check_import(spec: ModelSpec) -> tuple[ModuleOp, list[Check]]:
     """Imports `spec` (built with real weights) and compares every output with the module's,
     then the loss and every weight's gradient (see the module docstring)."""
@@ -187,6 +193,15 @@ def check_import(spec: ModelSpec) -> tuple[ModuleOp, list[Check]]:
     expected = reference_outputs(loaded)
     state = loaded.module.state_dict(keep_vars=False)
     actual = interpreter_outputs(module, state, loaded.inputs)
-    run = float64_run(loaded)
-    checks = _compare_outputs(actual, expected, [o.detach() for o in run[2]])
+    try:
+        run: Float64Run | None = float64_run(loaded)
+    except RuntimeError:
+        # Some modules do not run in float64 (`where(mask, 0.0, finfo(x.dtype).min)` overflows
+        # its float32 scalar): their outputs keep the fixed tolerance; one that trains a weight
+        # of the graph still needs the float64 gradient check, which then fails with the cause.
+        if _trained(module, loaded.module):
+            raise
+        run = None
+    exact = None if run is None else [o.detach() for o in run[2]]
+    checks = _compare_outputs(actual, expected, exact)
     return module, [*checks, *gradient_checks(module, loaded, run)]
