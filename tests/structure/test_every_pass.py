@@ -37,20 +37,9 @@ REPLANS = {
     "hetero-gpipe": f'hetero-gpipe{{machine="{HETERO}"}}',
     "zero": 'zero{machine="cpu:4" stage=3 recompute=true}',
     "galvatron": 'galvatron{machine="cpu:4"}',
+    "pipedream": 'pipedream{machine="cpu:4"}',
 }
 """Search and baseline passes: a new plan of the model the input's plan runs."""
-
-BROKEN = {
-    "pipedream": (
-        'pipedream{machine="cpu:4"}',
-        "PipeDream's DP ranks 1F1B partitions with fewer micro-batches than stages (here 4 stages, 1 "
-        "micro-batch), which the verifier refuses when the plan is read back. Skipping them in "
-        "search/pipeline.pipedream_plan broke issue 25's more-memory-never-slower test "
-        "(tests/search/test_pipeline_partition.py), so the fix is left to the pipeline search.",
-    )
-}
-"""Passes known to write a plan that does not verify on this input (strict xfail: a fix makes
-this fail, so that the pass moves to REPLANS)."""
 
 REFUSES = {"spatial": ('spatial{machine="cpu:4"}', "no convolution to split")}
 """Passes that do not apply to this model: a clear error, exit status 1."""
@@ -58,7 +47,7 @@ REFUSES = {"spatial": ('spatial{machine="cpu:4"}', "no convolution to split")}
 
 def test_every_registered_pass_has_a_row() -> None:
     registered = set(unityc_passes()) | {"canonicalize"}
-    assert registered == set(KEEPS) | set(REPLANS) | set(REFUSES) | set(BROKEN)
+    assert registered == set(KEEPS) | set(REPLANS) | set(REFUSES)
 
 
 def opt(tmp_path, capsys, pipeline: str) -> tuple[int, str, str]:
@@ -113,8 +102,9 @@ def test_a_pass_that_does_not_apply_says_so(tmp_path, capsys) -> None:
         assert rc == 1 and words in err and "Traceback" not in err and not text, err
 
 
-@pytest.mark.xfail(strict=True, reason=BROKEN["pipedream"][1])
 def test_pipedream_writes_a_plan_that_verifies(tmp_path, capsys) -> None:
-    rc, _, err = opt(tmp_path, capsys, BROKEN["pipedream"][0])
+    """Its DP ranks partitions with fewer micro-batches than stages (here 4 stages, 1 micro-batch):
+    those run GPipe's schedule, which 1F1B's warm-up is then, as torch's 1F1B refuses them."""
+    rc, _, err = opt(tmp_path, capsys, REPLANS["pipedream"])
     assert rc == 0, err
     check_pipeline(graph_function(read_module(str(tmp_path / "out.mlir"))))

@@ -370,7 +370,10 @@ def pipedream_plan(
         raise PipelineError("pipedream: no partition fits the machine's memory")
     smallest: PipelinePlan | None = None
     for _, part, M in ranked:
-        plan = _finish("pipedream", graph, machine, part, "1f1b", M, options, describe(part, "1f1b", M))
+        # With fewer micro-batches than stages, 1F1B's warm-up is every forward: GPipe's schedule,
+        # which torch runs for any count (its 1F1B refuses M < stages, and so does the verifier).
+        schedule = "1f1b" if len(part.stages) <= M else "gpipe"
+        plan = _finish("pipedream", graph, machine, part, schedule, M, options, describe(part, schedule, M))
         if plan.estimate.fits:
             return plan
         if smallest is None or plan.estimate.peak_memory < smallest.estimate.peak_memory:
