@@ -3,10 +3,12 @@
 
 // RUN: unityc-opt %examples/mlp.mlir -p 'pipedream{machine="summit:1" stages=2}' 2>%t.err | filecheck %s --check-prefix=PD
 // RUN: filecheck %s --check-prefix=PD-ERR < %t.err
-// PipeDream's DP with exactly 2 stages: the first linear and relu on device 0, the rest on 1.
-// PD-ERR: pipedream (2 stages (layers 0-1 on 0; layers 2-3 on 1), 1f1b, {{[0-9]+}} micro-batches) on summit:1: iteration time
+// PipeDream's DP with exactly 2 stages: the first linear and relu on device 0, the rest on 1. On
+// this tiny MLP its fastest partition runs 1 micro-batch: fewer than the stages, so GPipe's
+// schedule (1F1B's warm-up is then every forward; torch's 1F1B and the verifier refuse it).
+// PD-ERR: pipedream (2 stages (layers 0-1 on 0; layers 2-3 on 1), gpipe, 1 micro-batches) on summit:1: iteration time
 // PD:     unityc.machine = "summit:1"
-// PD:     attributes {unityc.schedule = "1f1b", unityc.microbatches = {{[0-9]+}} : i64}
+// PD:     attributes {unityc.schedule = "gpipe", unityc.microbatches = 1 : i64}
 // PD:     pcg.linear {{.*}}{view = #pcg.view<start 0>, stage = 0 : i64}
 // PD:     pcg.relu {{.*}}{view = #pcg.view<start 0>, stage = 0 : i64}
 // PD:     pcg.linear {{.*}}{view = #pcg.view<start 1>, stage = 1 : i64}
