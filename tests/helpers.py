@@ -311,3 +311,17 @@ MLP_FEEDS = {
 
 DEEP_MLP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pipeline", "deep_mlp.py") + ":make"
 """The pipeline tests' deep MLP factory (`unityc-import` model spec)."""
+
+
+BATCH_NORM = """
+func.func @main() -> !pcg.tensor<f32> {
+  %x = pcg.input key "x" : !pcg.tensor<8x4x2x2xf32>
+  %w = pcg.weight key "w" : !pcg.tensor<4x4x1x1xf32>
+  %c = pcg.conv2d %x, %w : !pcg.tensor<8x4x2x2xf32>, !pcg.tensor<4x4x1x1xf32> -> !pcg.tensor<8x4x2x2xf32>
+  %n = pcg.batch_norm %c eps 1.0e-05 : !pcg.tensor<8x4x2x2xf32> -> !pcg.tensor<8x4x2x2xf32>
+  %l = pcg.reduce %n kind "mean" dims [0, 1, 2, 3] : !pcg.tensor<8x4x2x2xf32> -> !pcg.tensor<f32>
+  func.return %l : !pcg.tensor<f32>
+}
+"""
+"""A conv2d, a training-mode batch norm over the batch, and a mean: a graph no pipeline may
+micro-batch (each micro-batch would use its own statistics)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import cache
 
 import pytest
-from helpers import DEEP_MLP
+from helpers import BATCH_NORM, DEEP_MLP
 
 from unityc.dialects.source import make_context, parse_source
 from unityc.frontend import ModelSpec, import_model
@@ -95,18 +95,6 @@ def test_the_search_skips_pipelines_that_cannot_win() -> None:
     at_hand = _result(one_device_plan(graph, m, Pricing()), one.report, "one device", [])
     assert pipelines_pruned(graph, m, Pricing(), at_hand, at_hand.estimate.iteration_s)
     assert one.estimate.pipeline is None
-
-
-BATCH_NORM = """
-func.func @main() -> !pcg.tensor<f32> {
-  %x = pcg.input key "x" : !pcg.tensor<8x4x2x2xf32>
-  %w = pcg.weight key "w" : !pcg.tensor<4x4x1x1xf32>
-  %c = pcg.conv2d %x, %w : !pcg.tensor<8x4x2x2xf32>, !pcg.tensor<4x4x1x1xf32> -> !pcg.tensor<8x4x2x2xf32>
-  %n = pcg.batch_norm %c eps 1.0e-05 : !pcg.tensor<8x4x2x2xf32> -> !pcg.tensor<8x4x2x2xf32>
-  %l = pcg.reduce %n kind "mean" dims [0, 1, 2, 3] : !pcg.tensor<8x4x2x2xf32> -> !pcg.tensor<f32>
-  func.return %l : !pcg.tensor<f32>
-}
-"""
 
 
 def test_no_pipeline_candidates_for_a_graph_mixing_samples() -> None:

@@ -11,6 +11,7 @@ import re
 from dataclasses import replace
 
 import pytest
+from helpers import BATCH_NORM
 
 from unityc.dialects.container import graph_function
 from unityc.dialects.diagnostics import LocatedError
@@ -23,17 +24,6 @@ from unityc.machine import load_machine
 from unityc.search.gpipe import gpipe_plan
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
-
-BATCH_NORM = """
-func.func @main() -> !pcg.tensor<f32> {
-  %x = pcg.input key "x" : !pcg.tensor<8x4x2x2xf32>
-  %w = pcg.weight key "w" : !pcg.tensor<4x4x1x1xf32>
-  %c = pcg.conv2d %x, %w : !pcg.tensor<8x4x2x2xf32>, !pcg.tensor<4x4x1x1xf32> -> !pcg.tensor<8x4x2x2xf32>
-  %n = pcg.batch_norm %c eps 1.0e-05 : !pcg.tensor<8x4x2x2xf32> -> !pcg.tensor<8x4x2x2xf32>
-  %l = pcg.reduce %n kind "mean" dims [0, 1, 2, 3] : !pcg.tensor<8x4x2x2xf32> -> !pcg.tensor<f32>
-  func.return %l : !pcg.tensor<f32>
-}
-"""
 
 
 def gpipe_mlp(source: str | None = None) -> Graph:
