@@ -148,11 +148,11 @@ def gradient_checks(module: ModuleOp, loaded: LoadedModel, run: Float64Run | Non
     """The loss and every weight's gradient, module (autograd) against interpreter (autograd
     through its torch kernels), both in float64 (`run`: the module's float64 run, made here if
     not given). Empty when nothing in the graph is trained."""
-    if not _trained(module, loaded.module):
+    trained = _trained(module, loaded.module)  # the float64 copy has the same names and flags
+    if not trained:
         return []
     reference, inputs, outputs = run or float64_run(loaded)
     params = dict(reference.named_parameters(remove_duplicate=False))
-    trained = _trained(module, reference)
     expected_loss = outputs[0]
     expected_loss.backward()
     state = {k: v.detach() for k, v in reference.state_dict(keep_vars=True).items()}
