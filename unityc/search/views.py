@@ -19,6 +19,8 @@ import math
 from functools import lru_cache
 from typing import NamedTuple
 
+import numpy as np
+
 from unityc.cost.communication import Coord
 from unityc.cost.pricing import type_info
 from unityc.dialects.pcg_types import TensorType
@@ -90,6 +92,20 @@ def view_placement(degrees: tuple[int, ...], view: View) -> dict[Coord, int]:
     for c in itertools.product(*(range(d) for d in degrees)):
         where[c] = view.start + sum(c[i] * s for i, s in zip(big, view.strides, strict=True))
     return where
+
+
+@lru_cache(maxsize=20_000)
+def view_array(degrees: tuple[int, ...], view: View) -> np.ndarray:
+    """`view_placement` as an array shaped by `degrees` (read-only): the device of every piece,
+    built over arrays, not piece by piece."""
+    big = [i for i, d in enumerate(degrees) if d > 1]
+    out = np.full(degrees, view.start, dtype=np.int64)
+    for i, stride in zip(big, view.strides, strict=True):
+        shape = [1] * len(degrees)
+        shape[i] = degrees[i]
+        out = out + np.arange(degrees[i], dtype=np.int64).reshape(shape) * stride
+    out.setflags(write=False)
+    return out
 
 
 def as_view(degrees: tuple[int, ...], where: dict[Coord, int]) -> View | None:
