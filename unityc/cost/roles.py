@@ -330,9 +330,12 @@ def _node_groups(groups: _Groups, nid: int, node: Node, graph: Graph, arrays: di
     groups.lines(task_devices)
 
 
-def _parallel_groups(groups: _Groups, node: Node, source: np.ndarray, own: np.ndarray) -> None:
+def _parallel_groups(
+    groups: _Groups, node: Node, source: np.ndarray, own: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """A parallel op's groups (`communication.parallel_groups`): input pieces merged along the
-    axis it shrinks and output pieces split along the axis it grows meet at one base piece."""
+    axis it shrinks and output pieces split along the axis it grows meet at one base piece.
+    Returns them (members, group ids)."""
     attrs = dict(node.attrs)
     rank = source.ndim - 2
     shrink, grow = parallel_axes(node.op, attrs, rank)
@@ -348,9 +351,10 @@ def _parallel_groups(groups: _Groups, node: Node, source: np.ndarray, own: np.nd
         out_base[grow] = out_base[grow] // n
     in_ids = np.ravel_multi_index(tuple(np.broadcast_arrays(*in_base)), base_shape)  # type: ignore[arg-type]
     out_ids = np.ravel_multi_index(tuple(np.broadcast_arrays(*out_base)), base_shape)  # type: ignore[arg-type]
-    groups.add(
-        np.concatenate([source.ravel(), own.ravel()]), np.concatenate([in_ids.ravel(), out_ids.ravel()])
-    )
+    members = np.concatenate([source.ravel(), own.ravel()])
+    gids = np.concatenate([in_ids.ravel(), out_ids.ravel()])
+    groups.add(members, gids)
+    return members, gids
 
 
 def tied_keys(graph: Graph) -> dict[str, list[int]]:
@@ -407,7 +411,11 @@ def placement_reps(
         groups.add(array, np.zeros(array.shape, dtype=np.int64))
         groups.lines(array)
     if parallel is not None:
-        _parallel_groups(groups, *parallel)
+        members, gids = _parallel_groups(groups, *parallel)
+        # each device's pieces in each group, as a group: a device holding an input and an output
+        # piece of one group (nothing leaves it) differs from one holding them in two groups
+        incidence = np.unique(gids * n + members, return_inverse=True)[1].ravel()
+        groups.add(members, incidence)
     colour = _stable(colour, groups, n)
     mask = np.zeros(n, dtype=bool)
     mask[np.unique(colour, return_index=True)[1]] = True
