@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from unityc.cost.estimate import roofline_model
@@ -17,7 +18,9 @@ from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module
 from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine import load_machine
+from unityc.search import galvatron
 from unityc.search.opcost import Prices
+from unityc.search.plans import Pricing, data_parallel_plan
 from unityc.search.strategies import data_parallel_graph, megatron_graph
 from unityc.search.views import Block, View, view_array
 
@@ -95,3 +98,15 @@ def test_representatives_do_not_grow_with_the_devices() -> None:
         tp = view_array((n // 8, 8, 1), View(0, (8, 1)))  # tensor 8 in a node x data over nodes
         assert placement_reps(m, [dp, weight]).sum() == 1
         assert placement_reps(m, [tp]).sum() == 1
+
+
+def test_galvatron_gathers_by_roles_are_the_per_device_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Galvatron's per-layer costs price each sharded weight's all-gather over the copy groups
+    of its representatives: the same seconds as over every device's."""
+    m = load_machine("dgx-a100:16")
+    graph = from_module(import_model(ModelSpec("bert", "small", batch=m.num_devices)))
+    plan = data_parallel_plan(graph, m, Pricing(optimizer="adam"))
+    by_roles = galvatron.layer_costs(plan, m, "adam")
+    monkeypatch.setattr(galvatron, "placement_reps", lambda machine, _: np.ones(machine.num_devices, bool))
+    every = galvatron.layer_costs(plan, m, "adam")
+    assert by_roles == every and any(c.gather > 0 for c in every.values())

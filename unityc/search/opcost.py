@@ -20,7 +20,6 @@ functions `estimate` uses, and cached across candidates by what it depends on.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -76,9 +75,10 @@ syncs after the backward (below 1 would model a runtime that overlaps the two)."
 
 def reader_placement(
     form: Form, i: int, where: Mapping[Coord, int] | np.ndarray, degrees: tuple[int, ...]
-) -> dict[Coord, int] | None:
+) -> np.ndarray | None:
     """Each piece of operand `i` on the device of the first task reading it (tasks in order),
-    if every piece is read; over all tasks at once. `where`: the op's placement, or its array."""
+    if every piece is read, as an array shaped by `degrees`; over all tasks at once. `where`:
+    the op's placement, or its array."""
     grid = form_grid(form)
     own = where if isinstance(where, np.ndarray) else as_array(where, form.degrees_of_result())
     readers = own[form_coords(form, form.results[0], grid)].ravel()
@@ -86,9 +86,7 @@ def reader_placement(
     read, first = np.unique(pieces, return_index=True)
     if len(read) != math.prod(degrees):
         return None
-    devices = readers[first]
-    coords = itertools.product(*(range(d) for d in degrees))
-    return dict(zip(coords, (int(d) for d in devices), strict=True))
+    return readers[first].reshape(degrees)
 
 
 @dataclass(frozen=True)
