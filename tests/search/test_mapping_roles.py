@@ -1,5 +1,5 @@
 """The mapping DP prices an op at a view, and a parallel op's move, on one device per role of
-their own pieces above `ROLE_THRESHOLD` devices (`opcost.Prices._by_roles`,
+their own pieces above `DP_ROLE_THRESHOLD` devices (`opcost.Prices._by_roles`,
 `roles.placement_reps`): every node and edge cost of BERT's data-parallel and Megatron plans, at
 every candidate view, is the per-device one to the last bit, on a homogeneous machine of 16
 nodes and on a mixed one; and the representatives are few whatever the machine's size."""
@@ -67,11 +67,9 @@ def test_node_and_edge_costs_by_roles_are_the_per_device_ones(machine_name: str,
         (tmp_path / "mixed.toml").write_text(MIXED)
         machine_name = str(tmp_path / "mixed.toml")
     m = load_machine(machine_name)
-    assert m.num_devices > 64  # priced by roles
     for name, graph in plans(m.num_devices).items():
         by_roles, every = Prices(m, roofline_model(), "adam"), Prices(m, roofline_model(), "adam")
-        every.by_roles = False
-        assert by_roles.by_roles
+        by_roles.by_roles, every.by_roles = True, False  # (by roles by default above 512 devices)
         p, q = by_roles._problem(graph, {}, (), None), every._problem(graph, {}, (), None)
         block = Block(0, m.num_devices)
         views = {nid: by_roles._views(p, nid, block) for nid in p.ops}

@@ -46,7 +46,7 @@ from unityc.cost.pricing import (
     type_info,
     weight_parts,
 )
-from unityc.cost.roles import ROLE_THRESHOLD, placement_reps
+from unityc.cost.roles import placement_reps
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref, full_attrs, side_ops
@@ -66,6 +66,13 @@ from unityc.search.views import (
 INF = float("inf")
 OVERFLOW_SECONDS = 1e3
 """Charged per capacity's worth of memory an op alone needs beyond its device's capacity."""
+
+
+DP_ROLE_THRESHOLD = 512
+"""The DP prices ops and edges by roles (`Prices._by_roles`) on machines of more devices than
+this: finding an op's roles costs about a millisecond of array work, more than pricing its
+tasks one by one below a few hundred devices (zoo BERT's search at 128 GPUs: 1.6 CPU s per
+device, 2.3 by roles; at 2,048: 4.0 and 3.1)."""
 
 
 SYNC_WEIGHT = 1.0
@@ -157,7 +164,7 @@ class Prices:
         self.compute = compute
         self.optimizer = optimizer
         self.options = options or MappingOptions()
-        self.by_roles = machine.num_devices > ROLE_THRESHOLD
+        self.by_roles = machine.num_devices > DP_ROLE_THRESHOLD
         """Whether ops and edges are priced on one device per role (`_by_roles`)."""
         self._node: dict[Any, tuple[Cost, tuple[View | None, ...]]] = {}
         self._edge: dict[Any, float] = {}
@@ -225,7 +232,7 @@ class Prices:
 
     def _node_cost(self, p: Problem, nid: int, view: View) -> tuple[Cost, tuple[View | None, ...]]:
         """An op's own cost at `view` (compute, what it keeps, the sources it places) and the
-        views of its attached sources. On a machine of more than `ROLE_THRESHOLD` devices the
+        views of its attached sources. On a machine of more than `DP_ROLE_THRESHOLD` devices the
         op and the weights it places are priced on one device per role (`_by_roles`): the same
         cost, at a price that does not grow with the devices."""
         key = (p.sig[nid], view)
