@@ -21,7 +21,7 @@ functions `estimate` uses, and cached across candidates by what it depends on.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -242,24 +242,19 @@ class Prices:
         node = p.graph.nodes[nid]
         _, _, operand_types, _, grads, backward, kept, _, _ = p.signature[nid]
         degrees = task_degrees(node.types[0])
-        where: Placement = view_array(degrees, view) if self.by_roles else view_placement(degrees, view)
         form = None if node.op.startswith("parallel.") else node_form_of(node, operand_types)
-        source_views: list[View] = []
-        moved: list[float] = []
-        for i, _ in p.attached[nid]:
-            t = operand_types[i]
-            assert t is not None
-            sview, extra = self._source_view(p, nid, node, form, where, view, i, t)
-            source_views.append(sview)
-            moved.append(extra)
-        weights = [
-            view_array(task_degrees(operand_types[i]), sview)  # type: ignore[arg-type]
-            if self.by_roles
-            else view_placement(task_degrees(operand_types[i]), sview)  # type: ignore[arg-type]
-            for (i, _), sview in zip(p.attached[nid], source_views, strict=True)
-        ]
+        where: Placement
+        weights: Sequence[Placement]
+        types = self._attached_types(p, nid)
         if self.by_roles:
-            where, weights = self._by_roles(form, where, weights)  # type: ignore[arg-type]
+            array = view_array(degrees, view)
+            source_views, moved = self._source_views(p, nid, node, form, array, view)
+            arrays = [view_array(task_degrees(t), v) for t, v in zip(types, source_views, strict=True)]
+            where, weights = self._by_roles(form, array, arrays)
+        else:
+            where = view_placement(degrees, view)
+            source_views, moved = self._source_views(p, nid, node, form, where, view)
+            weights = [view_placement(task_degrees(t), v) for t, v in zip(types, source_views, strict=True)]
         memory: dict[int, float] = {}
         time = 0.0
         if form is not None:
@@ -301,6 +296,24 @@ class Prices:
         result = (cost, tuple(source_views))
         self._node[key] = result
         return result
+
+    def _attached_types(self, p: Problem, nid: int) -> list[TensorType]:
+        """The types of the sources op `nid` places, in `p.attached` order."""
+        types = p.signature[nid][2]
+        return [types[i] for i, _ in p.attached[nid]]
+
+    def _source_views(
+        self, p: Problem, nid: int, node: Node, form: Form | None, where: Placement | np.ndarray, view: View
+    ) -> tuple[list[View], list[float]]:
+        """The views of the sources op `nid` places (at `view`, its pieces at `where`) and the
+        seconds of moving each (`_source_view`)."""
+        views: list[View] = []
+        moved: list[float] = []
+        for (i, _), t in zip(p.attached[nid], self._attached_types(p, nid), strict=True):
+            sview, extra = self._source_view(p, nid, node, form, where, view, i, t)
+            views.append(sview)
+            moved.append(extra)
+        return views, moved
 
     def _by_roles(
         self, form: Form | None, own: np.ndarray, weights: list[np.ndarray]
