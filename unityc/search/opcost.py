@@ -166,6 +166,8 @@ class Prices:
         self.options = options or MappingOptions()
         self.by_roles = machine.num_devices > DP_ROLE_THRESHOLD
         """Whether ops and edges are priced on one device per role (`_by_roles`)."""
+        self._reps: dict[Any, np.ndarray] = {}
+        """Representative masks (`placement_reps`) by what they depend on: forms, shapes, views."""
         self._node: dict[Any, tuple[Cost, tuple[View | None, ...]]] = {}
         self._edge: dict[Any, float] = {}
 
@@ -247,10 +249,9 @@ class Prices:
         weights: Sequence[Placement]
         types = self._attached_types(p, nid)
         if self.by_roles:
-            array = view_array(degrees, view)
-            source_views, moved = self._source_views(p, nid, node, form, array, view)
-            arrays = [view_array(task_degrees(t), v) for t, v in zip(types, source_views, strict=True)]
-            where, weights = self._by_roles(form, array, arrays)
+            source_views, moved = self._source_views(p, nid, node, form, view_array(degrees, view), view)
+            placed = [(task_degrees(t), v) for t, v in zip(types, source_views, strict=True)]
+            where, weights = self._by_roles(form, degrees, view, placed)
         else:
             where = view_placement(degrees, view)
             source_views, moved = self._source_views(p, nid, node, form, where, view)
@@ -316,16 +317,24 @@ class Prices:
         return views, moved
 
     def _by_roles(
-        self, form: Form | None, own: np.ndarray, weights: list[np.ndarray]
+        self,
+        form: Form | None,
+        degrees: tuple[int, ...],
+        view: View,
+        sources: list[tuple[tuple[int, ...], View]],
     ) -> tuple[Placed, list[Placed]]:
-        """The op's placement `own` and its sources' as `Placed` on the representatives of the
-        roles of their devices (`roles.placement_reps`: the op's pieces and its tasks along each
-        factor, the sources' pieces and copy groups)."""
-        arrays = [own, *weights]
-        if form is not None:
-            arrays.append(own[form_coords(form, form.results[0], form_grid(form))])
-        mask = placement_reps(self.machine, arrays)
-        return Placed(own, mask), [Placed(w, mask) for w in weights]
+        """The op's placement (`degrees` at `view`) and its sources' (degrees, view) as `Placed`
+        on the representatives of the roles of their devices (`roles.placement_reps`: the op's
+        pieces and its tasks along each factor, the sources' pieces and copy groups; found once
+        per form and views, which ops of one kind share)."""
+        own = view_array(degrees, view)
+        arrays = [view_array(d, v) for d, v in sources]
+        key = (form, degrees, view, tuple(sources))
+        mask = self._reps.get(key)
+        if mask is None:
+            grid = [] if form is None else [own[form_coords(form, form.results[0], form_grid(form))]]
+            mask = self._reps[key] = placement_reps(self.machine, [own, *arrays, *grid])
+        return Placed(own, mask), [Placed(a, mask) for a in arrays]
 
     def _source_view(
         self, p: Problem, nid: int, node: Node, form: Any, where: Mapping[Any, int] | np.ndarray,
@@ -358,7 +367,10 @@ class Prices:
         where: Placement
         if self.by_roles and node.op.startswith("parallel.") and node.op != "parallel.sum_concat":
             source, own = view_array(task_degrees(t), pview), view_array(task_degrees(node.types[0]), view)
-            mask = placement_reps(self.machine, [source, own], (node, source, own))
+            reps_key = (node.op, node.attrs, source.shape, pview, own.shape, view)
+            mask = self._reps.get(reps_key)
+            if mask is None:
+                mask = self._reps[reps_key] = placement_reps(self.machine, [source, own], (node, source, own))
             source_where, where = Placed(source, mask), Placed(own, mask)
         else:
             source_where = view_placement(task_degrees(t), pview)
