@@ -178,11 +178,11 @@ def input_batch(graph: Graph) -> int | None:
 def replica_degrees(degrees: Sequence[int], devices: int, batch: int | None) -> list[int]:
     """The tensor degrees of `degrees` whose data degree (`devices` / degree) is at most the
     batch, as Megatron-LM requires (each replica gets a sample); all of them where none is, or
-    the batch is unknown. More replicas than samples leaves the layout nothing to split the
-    batch by: it splits what it can and replicates the rest, a plan far slower than a
-    tensor-parallel one whose devices fall into as many roles as there are devices (on
-    Llama-2-70B at 4,096 GPUs, tensor 2 x data 2,048 over a batch of 1,024: 4,096 roles, so
-    pricing it costs what pricing per device does, minutes at 80 layers), `cost/roles.py`."""
+    the batch is unknown. More replicas than samples leave the layout nothing to split the
+    batch by: it splits what it can (the sequence) and replicates the rest, a plan far slower
+    than the others whose devices can each fall into a role of their own, so that pricing it
+    costs what pricing per device does (`cost/roles.py`; Llama-2-70B at 4,096 GPUs, tensor 2 x
+    data 2,048 over 1,024 sequences: 4,096 roles, about 90 CPU s a plan)."""
     kept = [t for t in degrees if batch is None or devices // t <= batch]
     return kept or list(degrees)
 
