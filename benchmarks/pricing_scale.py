@@ -16,13 +16,20 @@ size, CPU seconds (`time.process_time`, this process alone) of:
   every plan it compares this way): with roles (`cost/roles.py`), one device per role; the
   median of `--repeat` (3) pricings, what lived before frozen out of garbage collection;
 * **map**: building the plan as its baseline does (`plans.finish`: simplify, the machine-mapping
-  DP choosing views, then the estimate), for reference: the DP still prices each op's candidate
-  views over all of their tasks;
+  DP choosing views, then the estimate), for reference: above 64 devices the DP prices each op's
+  candidate views on one device per role of its own pieces (`roles.placement_reps`);
 
 and the estimate's iteration time, peak memory and number of roles. `--check` also prices the
 plan per device (`roles=False`, the slow path) and prints the largest relative difference of
 iteration time and peak memory. `--skip-over S`: sizes after one whose price took more than S
 seconds are skipped (an older tree's per-device pricing grows with the devices).
+
+`--search` adds a second table (`--search-only`: only it): a whole joint search
+(`unity_search`, `budget=2`, `pipelines=False`, Adam) of the zoo BERT (`small`, 80 ops) with one
+sample per GPU on `dgx-a100:N/8` (8 GPUs: `dgx-a100:1`) for N in `--search-devices` (8, 128,
+2,048, 8,192), all in this process (`UNITYC_SEARCH_WORKERS=1`): its CPU seconds, the plan and its
+iteration time (issue 25: "the search at any device count spends its time on candidates, not on
+counting devices").
 """
 
 from __future__ import annotations
@@ -33,17 +40,24 @@ import inspect
 import os
 import sys
 import time
+from collections.abc import Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from transformer_shapes import bert_large
 
 from unityc.cost.estimate import Estimate, estimate_graph
+from unityc.frontend import ModelSpec, import_model
+from unityc.graph import from_module
 from unityc.machine.presets import preset
 from unityc.machine.spec import Machine
+from unityc.rewrites.match import compile_rules
+from unityc.rewrites.parser import load_library
+from unityc.search.background import WORKERS_ENV
 from unityc.search.megatron_lm import SELECTIVE, Config, build
 from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, finish
 from unityc.search.strategies import megatron_layouts
+from unityc.search.unity import UnityOptions, unity_search
 
 GIB = 2**30
 SIZES = (8, 128, 2048, 65536)
@@ -86,6 +100,30 @@ def price(
     return e, sorted(took)[len(took) // 2]
 
 
+SEARCH_SIZES = (8, 128, 2048, 8192)
+
+
+def search_table(sizes: Sequence[int]) -> None:
+    """The zoo BERT's joint search at each size (see the module docstring)."""
+    os.environ[WORKERS_ENV] = "1"  # the search and the plans beside it in this process: its CPU s
+    rules = compile_rules(load_library())
+    print("\nzoo BERT (small), one sample per GPU, unity_search(budget=2, pipelines=False), adam")
+    print("| GPUs | machine | search (CPU s) | plan | iteration |")
+    print("|---|---|---|---|---|")
+    for n in sizes:
+        graph = from_module(import_model(ModelSpec("bert", "small", batch=n)))
+        name = f"dgx-a100:{max(n // 8, 1)}"
+        options = UnityOptions(budget=2, pipelines=False, optimizer="adam")
+        gc.collect()
+        began = time.process_time()
+        result = unity_search(graph, preset(name), rules, options)
+        took = time.process_time() - began
+        print(
+            f"| {n:,} | {name} | {took:.2f} | {result.source} | {result.estimate.iteration_s * 1e3:.4f} ms |",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--devices", default=",".join(map(str, SIZES)), help="GPU counts (multiples of 8)")
@@ -94,7 +132,13 @@ def main() -> None:
     parser.add_argument("--skip-over", type=float, default=0.0, help="skip larger sizes past this price")
     parser.add_argument("--plans", default=",".join(PLANS), help="which plans")
     parser.add_argument("--repeat", type=int, default=3, help="price each plan this many times (median)")
+    parser.add_argument("--search", action="store_true", help="also time whole searches (zoo BERT)")
+    parser.add_argument("--search-only", action="store_true", help="only the search table")
+    parser.add_argument("--search-devices", default=",".join(map(str, SEARCH_SIZES)), help="GPU counts")
     args = parser.parse_args()
+    if args.search_only:
+        search_table([int(s) for s in args.search_devices.split(",")])
+        return
     sizes = [int(s) for s in args.devices.split(",")]
     has_roles = "roles" in inspect.signature(estimate_graph).parameters
     pricing = Pricing(optimizer=args.optimizer)
@@ -126,6 +170,8 @@ def main() -> None:
                 row += [f"{every_s:.2f}", f"{diff:.1e}"]
             print("| " + " | ".join(row) + " |", flush=True)
             skipping = args.skip_over > 0 and priced_s > args.skip_over
+    if args.search:
+        search_table([int(s) for s in args.search_devices.split(",")])
 
 
 def _tree() -> str:

@@ -330,9 +330,12 @@ def _node_groups(groups: _Groups, nid: int, node: Node, graph: Graph, arrays: di
     groups.lines(task_devices)
 
 
-def _parallel_groups(groups: _Groups, node: Node, source: np.ndarray, own: np.ndarray) -> None:
+def _parallel_groups(
+    groups: _Groups, node: Node, source: np.ndarray, own: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """A parallel op's groups (`communication.parallel_groups`): input pieces merged along the
-    axis it shrinks and output pieces split along the axis it grows meet at one base piece."""
+    axis it shrinks and output pieces split along the axis it grows meet at one base piece.
+    Returns them (members, group ids)."""
     attrs = dict(node.attrs)
     rank = source.ndim - 2
     shrink, grow = parallel_axes(node.op, attrs, rank)
@@ -348,9 +351,10 @@ def _parallel_groups(groups: _Groups, node: Node, source: np.ndarray, own: np.nd
         out_base[grow] = out_base[grow] // n
     in_ids = np.ravel_multi_index(tuple(np.broadcast_arrays(*in_base)), base_shape)  # type: ignore[arg-type]
     out_ids = np.ravel_multi_index(tuple(np.broadcast_arrays(*out_base)), base_shape)  # type: ignore[arg-type]
-    groups.add(
-        np.concatenate([source.ravel(), own.ravel()]), np.concatenate([in_ids.ravel(), out_ids.ravel()])
-    )
+    members = np.concatenate([source.ravel(), own.ravel()])
+    gids = np.concatenate([in_ids.ravel(), out_ids.ravel()])
+    groups.add(members, gids)
+    return members, gids
 
 
 def tied_keys(graph: Graph) -> dict[str, list[int]]:
@@ -374,13 +378,7 @@ def find_roles(graph: Graph, machine: Machine, arrays: dict[int, np.ndarray]) ->
         _node_groups(groups, nid, graph.nodes[nid], graph, arrays)
     for nodes in tied_keys(graph).values():  # one weight held on several stages: its copies together
         groups.lines(np.concatenate([arrays[n] for n in nodes], axis=-1))
-    members, gids, tags = groups.packed()
-    colour = _relabel(colour)
-    for _ in range(_MAX_ROUNDS):
-        refined = _refine(colour, members, gids, tags, n)
-        if refined.max() == colour.max():
-            break
-        colour = refined
+    colour = _stable(colour, groups, n)
     _, reps, counts = np.unique(colour, return_index=True, return_counts=True)
     order = np.argsort(reps)
     index = np.empty(len(reps), dtype=np.int64)
@@ -390,6 +388,50 @@ def find_roles(graph: Graph, machine: Machine, arrays: dict[int, np.ndarray]) ->
         tuple(int(c) for c in counts[order]),
         index[colour].astype(np.int64).tobytes(),
     )
+
+
+def placement_reps(
+    machine: Machine,
+    placed: Sequence[np.ndarray],
+    parallel: tuple[Node, np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """A mask of representative devices for pricing one op alone (the mapping DP's cost of an
+    op at a view with the weights it places, or of a parallel op's move between two views):
+    the roles under the groups of the device arrays `placed` (each array's devices, a device
+    counted once per piece it holds, and its lines along every axis: an op's tasks along each
+    factor, a weight's copy groups) and, for a parallel op `(node, source, own)`, its groups
+    (`_parallel_groups`). Devices of one role run as many tasks, hold as many pieces and take
+    part in the same collectives over the same link classes, so the largest time or memory over
+    the representatives, and over the collectives touching them (`pricing.Placed`), is the
+    largest over every device."""
+    n = machine.num_devices
+    node_of, socket_of, colour = _device_classes(machine)
+    groups = _Groups(node_of, socket_of)
+    for array in placed:
+        groups.add(array, np.zeros(array.shape, dtype=np.int64))
+        groups.lines(array)
+    if parallel is not None:
+        members, gids = _parallel_groups(groups, *parallel)
+        # each device's pieces in each group, as a group: a device holding an input and an output
+        # piece of one group (nothing leaves it) differs from one holding them in two groups
+        incidence = np.unique(gids * n + members, return_inverse=True)[1].ravel()
+        groups.add(members, incidence)
+    colour = _stable(colour, groups, n)
+    mask = np.zeros(n, dtype=bool)
+    mask[np.unique(colour, return_index=True)[1]] = True
+    return mask
+
+
+def _stable(colour: np.ndarray, groups: _Groups, n: int) -> np.ndarray:
+    """The stable colouring (colour refinement from `colour`) under `groups`."""
+    members, gids, tags = groups.packed()
+    colour = _relabel(colour)
+    for _ in range(_MAX_ROUNDS):
+        refined = _refine(colour, members, gids, tags, n)
+        if refined.max() == colour.max():
+            break
+        colour = refined
+    return colour
 
 
 @lru_cache(maxsize=16)
@@ -453,4 +495,13 @@ def _rank_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["ROLE_THRESHOLD", "Placed", "Roles", "device_array", "device_arrays", "find_roles", "tied_keys"]
+__all__ = [
+    "ROLE_THRESHOLD",
+    "Placed",
+    "Roles",
+    "device_array",
+    "device_arrays",
+    "find_roles",
+    "placement_reps",
+    "tied_keys",
+]

@@ -45,7 +45,7 @@ import numpy as np
 from unityc.cost.estimate import Estimate
 from unityc.cost.memory import persistent_bytes
 from unityc.cost.pricing import Placed, copy_collectives, phase, piece
-from unityc.cost.roles import device_array
+from unityc.cost.roles import device_array, placement_reps
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.view import MachineViewAttr
 from unityc.graph import Graph, Ref
@@ -107,8 +107,8 @@ def layer_costs(plan: PricedPlan, machine: Machine, optimizer: str) -> dict[int,
     read: set[tuple[int, Ref]] = set()  # (layer, value from another layer): kept once however often read
     gathers: dict[tuple[TensorType, MachineViewAttr | None], float] = {}
     """A ZeRO-3 all-gather's seconds per weight type and view: layers repeat them, and each is
-    priced from its device array (`roles.device_array`), not a dict built device by device."""
-    every = np.ones(machine.num_devices, dtype=bool)
+    priced from its device array (`roles.device_array`) over the copy groups of one device per
+    role of its pieces (`roles.placement_reps`), not a dict built device by device."""
     for nid, row in zip(graph.topological(), e.rows, strict=True):
         if nid not in layer:
             continue
@@ -126,7 +126,8 @@ def layer_costs(plan: PricedPlan, machine: Machine, optimizer: str) -> dict[int,
                 kept = persistent_bytes(p.numel, size, t.copy_degree, 3, optimizer)
                 c.sharded_weights += kept.weights + kept.gradients + kept.optimizer
                 if (t, node.view) not in gathers:
-                    where = Placed(device_array(t, node.view, machine), every)
+                    array = device_array(t, node.view, machine)
+                    where = Placed(array, placement_reps(machine, [array]))
                     gathers[t, node.view] = phase(copy_collectives(machine, "all_gather", where, p.nbytes))
                 c.gather += gathers[t, node.view]
             else:

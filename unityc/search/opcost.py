@@ -20,9 +20,8 @@ functions `estimate` uses, and cached across candidates by what it depends on.
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +32,8 @@ from unityc.cost.compute import SOURCES
 from unityc.cost.estimate import attention_task_bytes, gradient_flags, node_attrs, node_form_of, saved_values
 from unityc.cost.pricing import (
     ComputeModel,
+    Placed,
+    Placement,
     as_array,
     compute_parts,
     form_coords,
@@ -45,16 +46,33 @@ from unityc.cost.pricing import (
     type_info,
     weight_parts,
 )
+from unityc.cost.roles import placement_reps
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref, full_attrs, side_ops
 from unityc.graph.precision import priced_graph
 from unityc.machine.spec import Machine
-from unityc.search.views import Block, View, as_view, canonical_view, task_degrees, view_placement, views_in
+from unityc.search.views import (
+    Block,
+    View,
+    as_view,
+    canonical_view,
+    task_degrees,
+    view_array,
+    view_placement,
+    views_in,
+)
 
 INF = float("inf")
 OVERFLOW_SECONDS = 1e3
 """Charged per capacity's worth of memory an op alone needs beyond its device's capacity."""
+
+
+DP_ROLE_THRESHOLD = 512
+"""The DP prices ops and edges by roles (`Prices._by_roles`) on machines of more devices than
+this: finding an op's roles costs about a millisecond of array work, more than pricing its
+tasks one by one below a few hundred devices (zoo BERT's search at 128 GPUs: 1.6 CPU s per
+device, 2.3 by roles; at 2,048: 4.0 and 3.1)."""
 
 
 SYNC_WEIGHT = 1.0
@@ -63,19 +81,19 @@ syncs after the backward (below 1 would model a runtime that overlaps the two)."
 
 
 def reader_placement(
-    form: Form, i: int, where: Mapping[Coord, int], degrees: tuple[int, ...]
-) -> dict[Coord, int] | None:
+    form: Form, i: int, where: Mapping[Coord, int] | np.ndarray, degrees: tuple[int, ...]
+) -> np.ndarray | None:
     """Each piece of operand `i` on the device of the first task reading it (tasks in order),
-    if every piece is read; over all tasks at once."""
+    if every piece is read, as an array shaped by `degrees`; over all tasks at once. `where`:
+    the op's placement, or its array."""
     grid = form_grid(form)
-    readers = as_array(where, form.degrees_of_result())[form_coords(form, form.results[0], grid)].ravel()
+    own = where if isinstance(where, np.ndarray) else as_array(where, form.degrees_of_result())
+    readers = own[form_coords(form, form.results[0], grid)].ravel()
     pieces = np.ravel_multi_index(form_coords(form, form.operands[i], grid), degrees).ravel()  # type: ignore[arg-type]
     read, first = np.unique(pieces, return_index=True)
     if len(read) != math.prod(degrees):
         return None
-    devices = readers[first]
-    coords = itertools.product(*(range(d) for d in degrees))
-    return dict(zip(coords, (int(d) for d in devices), strict=True))
+    return readers[first].reshape(degrees)
 
 
 @dataclass(frozen=True)
@@ -146,6 +164,10 @@ class Prices:
         self.compute = compute
         self.optimizer = optimizer
         self.options = options or MappingOptions()
+        self.by_roles = machine.num_devices > DP_ROLE_THRESHOLD
+        """Whether ops and edges are priced on one device per role (`_by_roles`)."""
+        self._reps: dict[Any, np.ndarray] = {}
+        """Representative masks (`placement_reps`) by what they depend on: forms, shapes, views."""
         self._node: dict[Any, tuple[Cost, tuple[View | None, ...]]] = {}
         self._edge: dict[Any, float] = {}
 
@@ -212,7 +234,9 @@ class Prices:
 
     def _node_cost(self, p: Problem, nid: int, view: View) -> tuple[Cost, tuple[View | None, ...]]:
         """An op's own cost at `view` (compute, what it keeps, the sources it places) and the
-        views of its attached sources."""
+        views of its attached sources. On a machine of more than `DP_ROLE_THRESHOLD` devices the
+        op and the weights it places are priced on one device per role (`_by_roles`): the same
+        cost, at a price that does not grow with the devices."""
         key = (p.sig[nid], view)
         hit = self._node.get(key)
         if hit is not None:
@@ -220,12 +244,21 @@ class Prices:
         node = p.graph.nodes[nid]
         _, _, operand_types, _, grads, backward, kept, _, _ = p.signature[nid]
         degrees = task_degrees(node.types[0])
-        where = view_placement(degrees, view)
+        form = None if node.op.startswith("parallel.") else node_form_of(node, operand_types)
+        where: Placement
+        weights: Sequence[Placement]
+        types = self._attached_types(p, nid)
+        if self.by_roles:
+            source_views, moved = self._source_views(p, nid, node, form, view_array(degrees, view), view)
+            placed = [(task_degrees(t), v) for t, v in zip(types, source_views, strict=True)]
+            where, weights = self._by_roles(form, degrees, view, placed)
+        else:
+            where = view_placement(degrees, view)
+            source_views, moved = self._source_views(p, nid, node, form, where, view)
+            weights = [view_placement(task_degrees(t), v) for t, v in zip(types, source_views, strict=True)]
         memory: dict[int, float] = {}
         time = 0.0
-        form = None
-        if not node.op.startswith("parallel."):
-            form = node_form_of(node, operand_types)
+        if form is not None:
             attrs = node_attrs(node)
             none = [None] * len(operand_types)
             parts = compute_parts(
@@ -242,23 +275,14 @@ class Prices:
                 nbytes = piece(t).nbytes  # type: ignore[union-attr]
                 for device in where.values():
                     memory[device] = memory.get(device, 0.0) + nbytes
-        source_views: list[View | None] = []
-        for i, source in p.attached[nid]:
-            t = operand_types[i]
-            assert t is not None
-            sview, extra = self._source_view(p, nid, node, form, where, view, i, t)
-            source_views.append(sview)
+        for (i, source), source_where, extra in zip(p.attached[nid], weights, moved, strict=True):
             time += extra
             src = p.graph.nodes[source]
             if src.op != "pcg.weight":
                 continue
-            wparts = weight_parts(
-                self.machine,
-                self.optimizer,
-                t,
-                view_placement(task_degrees(t), sview),
-                (source, 0) in p.gets_grad,
-            )
+            t = operand_types[i]
+            assert t is not None
+            wparts = weight_parts(self.machine, self.optimizer, t, source_where, (source, 0) in p.gets_grad)
             time += self.options.sync_weight * phase(wparts.after_backward) + max(
                 (s for _, s in wparts.update), default=0.0
             )
@@ -274,9 +298,47 @@ class Prices:
         self._node[key] = result
         return result
 
+    def _attached_types(self, p: Problem, nid: int) -> list[TensorType]:
+        """The types of the sources op `nid` places, in `p.attached` order."""
+        types = p.signature[nid][2]
+        return [types[i] for i, _ in p.attached[nid]]
+
+    def _source_views(
+        self, p: Problem, nid: int, node: Node, form: Form | None, where: Placement | np.ndarray, view: View
+    ) -> tuple[list[View], list[float]]:
+        """The views of the sources op `nid` places (at `view`, its pieces at `where`) and the
+        seconds of moving each (`_source_view`)."""
+        views: list[View] = []
+        moved: list[float] = []
+        for (i, _), t in zip(p.attached[nid], self._attached_types(p, nid), strict=True):
+            sview, extra = self._source_view(p, nid, node, form, where, view, i, t)
+            views.append(sview)
+            moved.append(extra)
+        return views, moved
+
+    def _by_roles(
+        self,
+        form: Form | None,
+        degrees: tuple[int, ...],
+        view: View,
+        sources: list[tuple[tuple[int, ...], View]],
+    ) -> tuple[Placed, list[Placed]]:
+        """The op's placement (`degrees` at `view`) and its sources' (degrees, view) as `Placed`
+        on the representatives of the roles of their devices (`roles.placement_reps`: the op's
+        pieces and its tasks along each factor, the sources' pieces and copy groups; found once
+        per form and views, which ops of one kind share)."""
+        own = view_array(degrees, view)
+        arrays = [view_array(d, v) for d, v in sources]
+        key = (form, degrees, view, tuple(sources))
+        mask = self._reps.get(key)
+        if mask is None:
+            grid = [] if form is None else [own[form_coords(form, form.results[0], form_grid(form))]]
+            mask = self._reps[key] = placement_reps(self.machine, [own, *arrays, *grid])
+        return Placed(own, mask), [Placed(a, mask) for a in arrays]
+
     def _source_view(
-        self, p: Problem, nid: int, node: Node, form: Any, where: Mapping[Any, int], view: View, i: int,
-        t: TensorType,
+        self, p: Problem, nid: int, node: Node, form: Any, where: Mapping[Any, int] | np.ndarray,
+        view: View, i: int, t: TensorType,
     ) -> tuple[View, float]:  # fmt: skip
         """Where a source read by operand `i` goes: each piece on the device of the task reading
         it when a view can say so (no transfer), else row-major from the reader's start (its
@@ -301,8 +363,18 @@ class Prices:
             return hit
         node = p.graph.nodes[nid]
         _, _, operand_types, _, grads, _, _, _, _ = p.signature[nid]
-        source_where = view_placement(task_degrees(t), pview)
-        where = view_placement(task_degrees(node.types[0]), view)
+        source_where: Placement
+        where: Placement
+        if self.by_roles and node.op.startswith("parallel.") and node.op != "parallel.sum_concat":
+            source, own = view_array(task_degrees(t), pview), view_array(task_degrees(node.types[0]), view)
+            reps_key = (node.op, node.attrs, source.shape, pview, own.shape, view)
+            mask = self._reps.get(reps_key)
+            if mask is None:
+                mask = self._reps[reps_key] = placement_reps(self.machine, [source, own], (node, source, own))
+            source_where, where = Placed(source, mask), Placed(own, mask)
+        else:
+            source_where = view_placement(task_degrees(t), pview)
+            where = view_placement(task_degrees(node.types[0]), view)
         if node.op == "parallel.sum_concat":
             only: list[Any] = [source_where if j == i else None for j in range(len(operand_types))]
             fwd, bwd = sum_concat_parts(self.machine, operand_types, only, node.types[0], where, grads)

@@ -168,15 +168,35 @@ def zero_version(
     return PricedPlan("zero", levered, pricing.estimate(levered, machine), plan.mapped, note)
 
 
+def input_batch(graph: Graph) -> int | None:
+    """The batch of `graph`: the greatest common divisor of its batched inputs' first dims
+    (None: it has none)."""
+    sizes = {n.types[0].shape[0] for n in graph.nodes.values() if n.op == "pcg.input" and n.types[0].rank}
+    return math.gcd(*sizes) if sizes else None
+
+
+def replica_degrees(degrees: Sequence[int], devices: int, batch: int | None) -> list[int]:
+    """The tensor degrees of `degrees` whose data degree (`devices` / degree) is at most the
+    batch, as Megatron-LM requires (each replica gets a sample); all of them where none is, or
+    the batch is unknown. More replicas than samples leave the layout nothing to split the
+    batch by: it splits what it can (the sequence) and replicates the rest, a plan far slower
+    than the others whose devices can each fall into a role of their own, so that pricing it
+    costs what pricing per device does (`cost/roles.py`; Llama-2-70B at 4,096 GPUs, tensor 2 x
+    data 2,048 over 1,024 sequences: 4,096 roles, about 90 CPU s a plan)."""
+    kept = [t for t in degrees if batch is None or devices // t <= batch]
+    return kept or list(degrees)
+
+
 def megatron_plans(
     graph: Graph, machine: Machine, pricing: Pricing, sequence: Sequence[bool] = (False,)
 ) -> list[PricedPlan]:
     """The Megatron plans (`megatron_layouts`) of each tensor-parallel degree dividing a node,
     without and/or with Megatron's sequence parallelism (`sequence`: the variants to build;
-    at tensor degree 1 there is nothing to shard, so one plan)."""
+    at tensor degree 1 there is nothing to shard, so one plan), whose data degree has a sample
+    for every replica where some degree has (`replica_degrees`)."""
     n = machine.num_devices
     plans = []
-    degrees = tensor_degrees(machine) or [1]
+    degrees = replica_degrees(tensor_degrees(machine) or [1], n, input_batch(graph))
     for t, along in ((k, a) for k in degrees for a in (dict.fromkeys(sequence) if k > 1 else [False])):
         for layout in megatron_layouts(graph, n // t, t, sequence=along):
             kept = ", ".join(f"{op} x{k}" for op, k in sorted(layout.stops.items()))

@@ -19,6 +19,8 @@ import math
 from functools import lru_cache
 from typing import NamedTuple
 
+import numpy as np
+
 from unityc.cost.communication import Coord
 from unityc.cost.pricing import type_info
 from unityc.dialects.pcg_types import TensorType
@@ -92,21 +94,39 @@ def view_placement(degrees: tuple[int, ...], view: View) -> dict[Coord, int]:
     return where
 
 
-def as_view(degrees: tuple[int, ...], where: dict[Coord, int]) -> View | None:
-    """The view placing the pieces of a task space exactly as `where` does, if one exists."""
+@lru_cache(maxsize=20_000)
+def view_array(degrees: tuple[int, ...], view: View) -> np.ndarray:
+    """`view_placement` as an array shaped by `degrees` (read-only): the device of every piece,
+    built over arrays, not piece by piece."""
+    big = [i for i, d in enumerate(degrees) if d > 1]
+    out = np.full(degrees, view.start, dtype=np.int64)
+    for i, stride in zip(big, view.strides, strict=True):
+        shape = [1] * len(degrees)
+        shape[i] = degrees[i]
+        out = out + np.arange(degrees[i], dtype=np.int64).reshape(shape) * stride
+    out.setflags(write=False)
+    return out
+
+
+def as_view(degrees: tuple[int, ...], where: dict[Coord, int] | np.ndarray) -> View | None:
+    """The view placing the pieces of a task space exactly as `where` does (a placement, or its
+    array shaped by `degrees`), if one exists."""
+    if not isinstance(where, np.ndarray):
+        coords = itertools.product(*(range(d) for d in degrees))
+        where = np.array([where[c] for c in coords], dtype=np.int64).reshape(degrees)
     big = [i for i, d in enumerate(degrees) if d > 1]
     zero = tuple(0 for _ in degrees)
-    start = where[zero]
+    start = int(where[zero])
     strides: list[int] = []
     for i in big:
         unit = tuple(1 if j == i else 0 for j in range(len(degrees)))
-        strides.append(where[unit] - start)
+        strides.append(int(where[unit]) - start)
     if any(s < 1 for s in strides):
         return None
     view = View(start, tuple(strides))
-    if view_placement(degrees, view) != where:
+    if not np.array_equal(view_array(degrees, view), where):
         return None
-    if len(set(where.values())) < len(where):
+    if len(np.unique(where)) < where.size:
         return None
     return view
 
