@@ -98,10 +98,20 @@ def _spatial_forms(operands: Sequence[Operand], n: int, batch: int) -> list[Prop
             elif o.batched:
                 proposal.append(with_degrees(o.logical, {0: batch}, copy=n // batch))
             else:
-                proposal.append(with_degrees(o.logical, copy=n))
+                proposal.append(_row_mask_form(o.logical, h, w, n) or with_degrees(o.logical, copy=n))
         if all(p is not None or o.logical is None for p, o in zip(proposal, operands, strict=True)):
             proposals.append(tuple(proposal))
     return proposals + _batch_forms(operands, n)
+
+
+def _row_mask_form(t: TensorType, h: int, w: int, n: int) -> TensorType | None:
+    """A [1, 1, H, W] constant (a padded image's 0/1 mask, `padding.pad_images`; H or W may be
+    1, broadcast) cut like the images over height x width, with copies for the rest of the n
+    devices; None for any other operand, or where the cut does not divide it."""
+    if t.rank != 4 or t.shape[:2] != (1, 1) or max(t.shape[2:]) == 1:
+        return None
+    shard = {d: k for d, k in ((2, h), (3, w)) if t.shape[d] > 1}
+    return with_degrees(t, shard, copy=n // math.prod(shard.values()))
 
 
 def spatial_graph(graph: Graph, n: int, batch: int = 1, keep: Collection[int] = ()) -> Graph:
@@ -603,13 +613,7 @@ def tensor_degrees(machine: Machine) -> list[int]:
 
 def sync_batch_norm(graph: Graph) -> Graph:
     """A copy where every training batch norm is spelled out in ops that may shard the batch
-    (PyTorch's SyncBatchNorm): mean = reduce_mean(x), d = x - mean,
-    var = reduce_mean(d * d), y = d / sqrt(var + eps) * weight + bias, means over every dim but
-    the channels (dim 1). A batch-sharded mean is a partial sum; its all-reduce moves only C
-    values, where sharding the channels instead would move every activation twice. Under
-    bf16-mixed x is cast to fp32 first, as torch's batch norm computes in fp32 under autocast:
-    spelled out in bf16 (every statistic, difference and quotient rounded) the backward's
-    cancellation left a U-Net's gradients 50 % off the autocast reference."""
+    (PyTorch's SyncBatchNorm, `spelled_batch_norm`)."""
     out = graph.copy()
     mixed = graph_precision(graph) == BF16_MIXED
     for nid in graph.topological():
@@ -618,23 +622,58 @@ def sync_batch_norm(graph: Graph) -> Graph:
             continue
         x, w, b = node.operands
         assert x is not None
-        t = out.type_of(x)
-        dims = [d for d in range(t.rank) if d != 1]
-        stat_shape = [1 if d != 1 else t.shape[1] for d in range(t.rank)]
-        if mixed:
-            (x,) = out.add("pcg.cast", [x], dtype=t.element_type)
+        out.redirect({(nid, 0): spelled_batch_norm(out, x, w, b, node.attr("eps"), mixed)})
+    return out.prune()
+
+
+def spelled_batch_norm(
+    out: Graph,
+    x: Ref,
+    w: Ref | None,
+    b: Ref | None,
+    eps: float,
+    mixed: bool,
+    valid: tuple[Ref, int] | None = None,
+) -> Ref:
+    """A training batch norm of `x` added to `out` as ops that may shard the batch (PyTorch's
+    SyncBatchNorm): mean = reduce_mean(x), d = x - mean, var = reduce_mean(d * d),
+    y = d / sqrt(var + eps) * weight + bias, means over every dim but the channels (dim 1). A
+    batch-sharded mean is a partial sum; its all-reduce moves only C values, where sharding the
+    channels instead would move every activation twice. Under bf16-mixed (`mixed`) x is cast to
+    fp32 first, as torch's batch norm computes in fp32 under autocast: spelled out in bf16
+    (every statistic, difference and quotient rounded) the backward's cancellation left a
+    U-Net's gradients 50 % off the autocast reference.
+
+    `valid`: (a 0/1 mask broadcasting over x, the count of its ones per channel) for an image
+    padded with zero rows (`padding.pad_images`): x is zero where the mask is, the sums divide
+    by the real count and d is masked before it is squared, so the statistics are the unpadded
+    image's."""
+    t = out.type_of(x)
+    dims = [d for d in range(t.rank) if d != 1]
+    stat_shape = [1 if d != 1 else t.shape[1] for d in range(t.rank)]
+    if mixed:
+        (x,) = out.add("pcg.cast", [x], dtype=t.element_type)
+    if valid is None:
         (mean,) = out.add("pcg.reduce", [x], kind="mean", dims=dims, keepdim=True)
         (d,) = out.add("pcg.sub", [x, mean])
         (sq,) = out.add("pcg.mul", [d, d])
         (var,) = out.add("pcg.reduce", [sq], kind="mean", dims=dims, keepdim=True)
-        (shifted,) = out.add("pcg.scalar_add", [var], value=node.attr("eps"))
-        (std,) = out.add("pcg.sqrt", [shifted])
-        (y,) = out.add("pcg.div", [d, std])
-        if w is not None:
-            (scale,) = out.add("pcg.reshape", [w], shape=stat_shape)
-            (y,) = out.add("pcg.mul", [y, scale])
-        if b is not None:
-            (shift,) = out.add("pcg.reshape", [b], shape=stat_shape)
-            (y,) = out.add("pcg.add", [y, shift])
-        out.redirect({(nid, 0): y})
-    return out.prune()
+    else:
+        mask, count = valid
+        (total,) = out.add("pcg.reduce", [x], kind="sum", dims=dims, keepdim=True)
+        (mean,) = out.add("pcg.scalar_mul", [total], scale=1.0 / count)
+        (shifted_x,) = out.add("pcg.sub", [x, mean])
+        (d,) = out.add("pcg.mul", [shifted_x, mask])
+        (sq,) = out.add("pcg.mul", [d, d])
+        (squares,) = out.add("pcg.reduce", [sq], kind="sum", dims=dims, keepdim=True)
+        (var,) = out.add("pcg.scalar_mul", [squares], scale=1.0 / count)
+    (shifted,) = out.add("pcg.scalar_add", [var], value=eps)
+    (std,) = out.add("pcg.sqrt", [shifted])
+    (y,) = out.add("pcg.div", [d, std])
+    if w is not None:
+        (scale,) = out.add("pcg.reshape", [w], shape=stat_shape)
+        (y,) = out.add("pcg.mul", [y, scale])
+    if b is not None:
+        (shift,) = out.add("pcg.reshape", [b], shape=stat_shape)
+        (y,) = out.add("pcg.add", [y, shift])
+    return y
