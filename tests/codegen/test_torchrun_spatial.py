@@ -10,7 +10,10 @@ autocast. And a plan made by the CNN rules alone (`rewrites/library/spatial.rule
 form per op: a pool on height shards, a convolution on width shards, a conv -> batch norm -> ReLU
 chain on channel shards. And the Inception-style graph with each block's four branches on their
 own rank (`search/branches.py`: inter-op placement), the stem and classifier data parallel over
-all four. One torchrun per rank count runs every program (`unityc.runtime.batch`)."""
+all four. And the U-Net on 3 ranks, whose rows (16, 8, 4) no 3-way split divides: its image
+padded to 24 rows (`search/padding.py`: zero rows, row masks, batch norms over the real count,
+the real rows sliced off before the loss), every window split 3 ways over height, in fp32 and
+bf16-mixed. One torchrun per rank count runs every program (`unityc.runtime.batch`)."""
 
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from unityc.machine.presets import preset
 from unityc.rewrites.match import compile_rules, rewrites
 from unityc.rewrites.parser import load_library
 from unityc.search.branches import branch_plan
+from unityc.search.padding import pad_images, padded_rows
 from unityc.search.plans import Pricing, finish
 from unityc.search.strategies import spatial_graph
 
@@ -58,6 +62,7 @@ RULES_1D = ("conv2d_width_parallel", "conv2d_bias_width_parallel", "pool2d_width
 (frontend/aten.py), so the width rules split its length."""
 RULES_1D_PLAN = "rules-conv1d-2"
 BRANCHES_PLAN = "branches-inception-4"
+PADDED_PLANS = {"padded-unet-3": "fp32", "padded-unet-3-bf16": BF16_MIXED}
 BATCH_TIMEOUT_S = 1200
 
 
@@ -137,6 +142,21 @@ def _branches_plan() -> Graph:
     return plan
 
 
+def _padded_plan(precision: str) -> Graph:
+    """unet small (16 rows, down-sampled 4x) on 3 ranks: padded to 24 rows, split 3 ways over height."""
+    base = base_graph("unet")
+    if precision == BF16_MIXED:
+        base = base.copy()  # base_graph's is shared
+        base.function_attrs.update(precision_attrs(BF16_MIXED))
+    assert padded_rows(base, 3) == 24
+    plan = finish("spatial", spatial_graph(pad_images(base, 24), 3), preset("cpu:3"), Pricing()).graph
+    windows = [node for node in plan.nodes.values() if node.op in ("pcg.conv2d", "pcg.pool2d")]
+    assert len(windows) == 15 and all(plan.type_of(w.operands[0]).shard == (1, 1, 3, 1) for w in windows)
+    interpret_equal(base, plan)
+    plan.module_attrs["unityc.machine"] = StringAttr("cpu:3")
+    return plan
+
+
 def _sections(output: str) -> dict[str, str]:
     found = re.finditer(r"^=== (\S+)\n(.*?)^=== \1: exit (\d+)$", output, re.M | re.S)
     return {m.group(1): m.group(2) + f"exit {m.group(3)}" for m in found}
@@ -145,7 +165,7 @@ def _sections(output: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], dict[int, Run]]:
     directory = tmp_path_factory.mktemp("spatial")
-    entries: dict[int, list[dict[str, object]]] = {2: [], 4: []}
+    entries: dict[int, list[dict[str, object]]] = {2: [], 3: [], 4: []}
     for plan in PLANS:
         name = _name(*plan)
         program = write_program(to_module(_plan(*plan)), directory, name)
@@ -157,6 +177,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], dict
     entries[2].append({"name": RULES_1D_PLAN, "program": str(program), "args": ["--check", "--steps", "2"]})
     program = write_program(to_module(_branches_plan()), directory, BRANCHES_PLAN)
     entries[4].append({"name": BRANCHES_PLAN, "program": str(program), "args": ["--check", "--steps", "2"]})
+    for name, precision in PADDED_PLANS.items():
+        program = write_program(to_module(_padded_plan(precision)), directory, name)
+        entries[3].append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
     sections: dict[str, str] = {}
     results: dict[int, Run] = {}
     for n, batch_entries in entries.items():
@@ -199,3 +222,12 @@ def test_inception_branches_on_disjoint_ranks_train_like_the_reference(runs) -> 
     assert BRANCHES_PLAN in sections, results[4].report()
     section = sections[BRANCHES_PLAN]
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+
+
+@pytest.mark.parametrize("name", sorted(PADDED_PLANS))
+def test_an_image_padded_to_a_3_way_split_trains_like_the_reference(runs, name: str) -> None:
+    sections, results = runs
+    assert name in sections, results[3].report()
+    section = sections[name]
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    assert (f"{BF16_MIXED} (autocast)" in section) == (PADDED_PLANS[name] == BF16_MIXED), section
