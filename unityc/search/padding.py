@@ -15,11 +15,13 @@ graph would read there:
   padding is untouched). A max pool reading past the real rows would take the zeros for
   values: it is refused (the rows are sliced off before it);
 * an op that makes the padded rows non-zero (a convolution's bias or its windows straddling
-  the edge, a batch norm's shift) leaves them `dirty`; they are multiplied by a 0/1 row mask
-  (a [1, 1, H, 1] constant, cut like the images) only before an op that would read them: a
-  window reaching past the real rows, a batch norm;
+  the edge) leaves them `dirty`; they are multiplied by a 0/1 row mask (a [1, 1, H, 1]
+  constant, cut like the images) only before an op that would read them: a window reaching
+  past the real rows, a batch norm;
 * a batch norm is spelled out (`strategies.spelled_batch_norm`) with its sums divided by the
-  real count, so its statistics are the unpadded image's;
+  real count, so its statistics are the unpadded image's, and its mean and shift masked (small
+  [1, C, H, 1] products), so its padded rows stay zero: a conv -> batch norm -> ReLU chain
+  costs one full-size mask, before the batch norm;
 * element-wise ops, channel concats, reshapes and transposes that keep the padded dim whole
   (a pixel shuffle) carry the padding along; any other reader of a padded tensor gets the real
   rows (a `pcg.split`), so what follows runs as before.
@@ -225,7 +227,7 @@ class _Padder:
         t = self.out.type_of(x)
         count = math.prod(t.shape[d] for d in range(t.rank) if d != 1) // t.shape[p.dim] * p.real
         y = spelled_batch_norm(self.out, x, w, b, node.attr("eps"), self.mixed, (self._mask(x), count))
-        self.padded[y] = Padded(p.dim, p.real, clean=False)
+        self.padded[y] = Padded(p.dim, p.real, clean=True)
         return (y,)
 
     def _binary(
@@ -359,7 +361,7 @@ def _literal(values: np.ndarray, t: TensorType) -> DenseIntOrFPElementsAttr:
     return DenseIntOrFPElementsAttr(BuiltinTensorType(t.element_type, list(values.shape)), BytesAttr(raw))
 
 
-def padded_layout(graph: Graph, n: int, batch: int, limit: float = 0.125) -> int | None:
+def padded_layout(graph: Graph, n: int, batch: int, limit: float = 0.5) -> int | None:
     """The rows to pad the image to so that n devices, `batch` of them data parallel, split
     every image n / batch ways over height x width: for each grid whose width divides the
     columns at every down-sampling, the fewest rows its height survives, the least padding
