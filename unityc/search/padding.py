@@ -132,7 +132,7 @@ class _Padder:
                 continue
             results = self._op(node)
             self.map.update({(nid, i): r for i, r in enumerate(results)})
-        self.out.outputs = tuple(self._real(self.map[r]) for r in self.graph.outputs)
+        self.out.outputs = tuple(self._real_rows(self.map[r]) for r in self.graph.outputs)
         return self.out.prune()
 
     # --- the image ------------------------------------------------------------------------
@@ -335,8 +335,12 @@ class _Padder:
         return self.masked[ref]
 
     def _real(self, ref: Ref | None) -> Ref | None:
+        """`_real_rows` of an optional operand."""
+        return None if ref is None else self._real_rows(ref)
+
+    def _real_rows(self, ref: Ref) -> Ref:
         """`ref`'s real entries (the padding split off), or `ref` where it is not padded."""
-        if ref is None or ref not in self.padded:
+        if ref not in self.padded:
             return ref
         if ref not in self.sliced:
             p, t = self.padded[ref], self.out.type_of(ref)
@@ -354,11 +358,12 @@ def _pair(value: object, axis: int, default: int) -> int:
 
 def _literal(values: np.ndarray, t: TensorType) -> DenseIntOrFPElementsAttr:
     """`values` as a dense literal of `t`'s element type (f32 or f64)."""
-    dtype = {Float32Type: np.float32, Float64Type: np.float64}.get(type(t.element_type))
-    if dtype is None:
-        raise PaddingError(f"cannot pad an image of element type {t.element_type}")
-    raw = values.astype(np.dtype(dtype).newbyteorder("<")).tobytes()
-    return DenseIntOrFPElementsAttr(BuiltinTensorType(t.element_type, list(values.shape)), BytesAttr(raw))
+    element = t.element_type
+    if not isinstance(element, Float32Type | Float64Type):
+        raise PaddingError(f"cannot pad an image of element type {element}")
+    dtype = np.dtype(np.float32 if isinstance(element, Float32Type) else np.float64).newbyteorder("<")
+    raw = values.astype(dtype).tobytes()
+    return DenseIntOrFPElementsAttr(BuiltinTensorType(element, list(values.shape)), BytesAttr(raw))
 
 
 def padded_layout(graph: Graph, n: int, batch: int, limit: float = 0.5) -> int | None:
