@@ -212,7 +212,9 @@ class _Padder:
         if reach >= p.real:
             x = self._clean(x)
         (y,) = self.out.add(node.op, [x, *operands[1:]], **dict(node.attrs))
-        clean = node.op == "pcg.pool2d" and self.padded[x].clean
+        # the first padded output row's window starts `pad` rows above the padding: with any
+        # padding it reads real rows, so only an unpadded pool of zeros gives zeros
+        clean = node.op == "pcg.pool2d" and self.padded[x].clean and pad == 0
         self.padded[y] = Padded(p.dim, p.real // stride, clean)
         return (y,)
 
