@@ -28,6 +28,12 @@
 // EIGHT: pcg.concat %x, %{{.*}} dim 2 {{.*}} -> !pcg.tensor<2x1x8x4xf32>
 // EIGHT: pcg.split %{{.*}} dim 2 sizes [2, 2]
 
+// 5 rows: the 2x2/2 max pool cannot halve them (2 x 2 != 5), so the real rows are split off
+// before it and it runs unpadded.
+// RUN: unityc-opt %s -p 'pad-images{rows=5}' | filecheck %s --check-prefix=FIVE
+// FIVE:      %[[REAL:.*]], %{{.*}} = pcg.split %{{.*}} dim 2 sizes [4, 1] : !pcg.tensor<2x2x5x4xf32>
+// FIVE-NEXT: pcg.pool2d %[[REAL]] {{.*}} : !pcg.tensor<2x2x4x4xf32> -> !pcg.tensor<2x2x2x2xf32>
+
 // RUN: not unityc-opt %s -p 'pad-images{degree=2}' 2>&1 | filecheck %s --check-prefix=DIVIDES
 // DIVIDES-NOT: Traceback
 // DIVIDES: error: pad-images: 2 ways already divide the 4 rows at every down-sampling
