@@ -5,15 +5,16 @@ exchanged between neighbouring ranks, batch norms synchronized. Plans of a ResNe
 baseline's strategy (`strategies.spatial_graph`) alone and with data parallelism, are checked
 by the interpreter (outputs) and under torchrun on 2 and 4 gloo ranks (`--check`: loss, every
 gradient, every updated weight). Under bf16-mixed too: the U-Net's data-parallel plan (2 ranks)
-and 4-way spatial plan, whose synchronized batch norms compute in fp32 as torch's does under
-autocast. And a plan made by the CNN rules alone (`rewrites/library/spatial.rules`), a different
-form per op: a pool on height shards, a convolution on width shards, a conv -> batch norm -> ReLU
-chain on channel shards. And the Inception-style graph with each block's four branches on their
-own rank (`search/branches.py`: inter-op placement), the stem and classifier data parallel over
-all four. And the U-Net on 3 ranks, whose rows (16, 8, 4) no 3-way split divides: its image
-padded to 24 rows (`search/padding.py`: zero rows, row masks, batch norms over the real count,
-the real rows sliced off before the loss), every window split 3 ways over height, in fp32 and
-bf16-mixed. One torchrun per rank count runs every program (`unityc.runtime.batch`)."""
+and its padded 3-way spatial plan (below; 3 ranks), whose synchronized batch norms compute in
+fp32 as torch's does under autocast. And a plan made by the CNN rules alone
+(`rewrites/library/spatial.rules`), a different form per op: a pool on height shards, a
+convolution on width shards, a conv -> batch norm -> ReLU chain on channel shards. And the
+Inception-style graph with each block's four branches on their own rank (`search/branches.py`:
+inter-op placement), the stem and classifier data parallel over all four. And the U-Net on 3
+ranks, whose rows (16, 8, 4) no 3-way split divides: its image padded to 24 rows
+(`search/padding.py`: zero rows, row masks, batch norms over the real count, the real rows
+sliced off before the loss), every window split 3 ways over height, in fp32 and bf16-mixed.
+One torchrun per rank count runs every program (`unityc.runtime.batch`)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,6 @@ PLANS = [
     ("resnet", 4, 1, "fp32"),
     ("inception", 4, 2, "fp32"),
     ("unet", 4, 1, "fp32"),
-    ("unet", 4, 1, BF16_MIXED),
 ]
 RULES = ("pool2d_height_parallel", "conv2d_width_parallel", "conv_bn_relu_channel_parallel")
 """The rules the rule-made plan applies, each at its first match, in this order."""
