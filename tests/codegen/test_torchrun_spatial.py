@@ -13,7 +13,8 @@ Inception-style graph with each block's four branches on their own rank (`search
 inter-op placement), the stem and classifier data parallel over all four. And the U-Net on 3
 ranks, whose rows (16, 8, 4) no 3-way split divides: its image padded to 24 rows
 (`search/padding.py`: zero rows, row masks, batch norms over the real count, the real rows
-sliced off before the loss), every window split 3 ways over height, in fp32 and bf16-mixed.
+sliced off before the loss), every window split 3 ways over height, in fp32 and bf16-mixed; the
+fp32 one saves a checkpoint that the unpadded 4-way plan resumes (steps 3 and 4, checked).
 One torchrun per rank count runs every program (`unityc.runtime.batch`)."""
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ RULES_1D = ("conv2d_width_parallel", "conv2d_bias_width_parallel", "pool2d_width
 RULES_1D_PLAN = "rules-conv1d-2"
 BRANCHES_PLAN = "branches-inception-4"
 PADDED_PLANS = {"padded-unet-3": "fp32", "padded-unet-3-bf16": BF16_MIXED}
+RESUMES = "spatial-unet-4"
+"""The plan that resumes the fp32 padded plan's checkpoint (same weights: padding adds none)."""
 BATCH_TIMEOUT_S = 1200
 
 
@@ -166,11 +169,14 @@ def _sections(output: str) -> dict[str, str]:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], dict[int, Run]]:
     directory = tmp_path_factory.mktemp("spatial")
     entries: dict[int, list[dict[str, object]]] = {2: [], 3: [], 4: []}
+    checkpoint = str(directory / "padded-checkpoint")
     for plan in PLANS:
         name = _name(*plan)
         program = write_program(to_module(_plan(*plan)), directory, name)
         n = plan[1]
-        entries[n].append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
+        # the unpadded 4-way U-Net resumes the padded 3-way plan's checkpoint: steps 3 and 4
+        args = ["--steps", "4", "--resume", checkpoint] if name == RESUMES else ["--steps", "2"]
+        entries[n].append({"name": name, "program": str(program), "args": ["--check", *args]})
     program = write_program(to_module(_rules_plan()), directory, RULES_PLAN)
     entries[2].append({"name": RULES_PLAN, "program": str(program), "args": ["--check", "--steps", "2"]})
     program = write_program(to_module(_rules_1d_plan()), directory, RULES_1D_PLAN)
@@ -179,7 +185,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], dict
     entries[4].append({"name": BRANCHES_PLAN, "program": str(program), "args": ["--check", "--steps", "2"]})
     for name, precision in PADDED_PLANS.items():
         program = write_program(to_module(_padded_plan(precision)), directory, name)
-        entries[3].append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
+        saves = ["--save", checkpoint] if precision == "fp32" else []
+        entries[3].append(
+            {"name": name, "program": str(program), "args": ["--check", "--steps", "2", *saves]}
+        )
     sections: dict[str, str] = {}
     results: dict[int, Run] = {}
     for n, batch_entries in entries.items():
@@ -231,3 +240,10 @@ def test_an_image_padded_to_a_3_way_split_trains_like_the_reference(runs, name: 
     section = sections[name]
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
     assert (f"{BF16_MIXED} (autocast)" in section) == (PADDED_PLANS[name] == BF16_MIXED), section
+
+
+def test_an_unpadded_plan_resumes_the_padded_plans_checkpoint(runs) -> None:
+    sections, _ = runs
+    assert "saved " in sections["padded-unet-3"] and "padded-checkpoint/step-2" in sections["padded-unet-3"]
+    section = sections[RESUMES]
+    assert "resumed at step 2" in section and "step 4: loss" in section, section
