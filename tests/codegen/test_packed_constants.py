@@ -9,9 +9,10 @@ import re
 import pytest
 import torch
 from helpers import Graph
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, StringAttr, TensorType, f32
 
 from unityc.codegen import emit_program
+from unityc.codegen.emit import packed_splat
 from unityc.dialects import pcg
 from unityc.dialects.pcg_types import PcgOp
 from unityc.dialects.syntax import packed_text
@@ -44,6 +45,17 @@ def test_packed_booleans_are_dense_i1_bytes() -> None:
     raw = bytes([0xFF, 0x00, 0xFF, 0xFF])  # how a dense i1 literal holds true and false
     got = Constant((), _layout((4,), "bool"), packed=pack(raw)).tensor()
     assert got.tolist() == [True, False, True, True]
+
+
+def test_a_large_splat_travels_packed() -> None:
+    """A splat prints as one value in the IR; the program packs its bytes (a padded image's
+    zero rows were megabytes of literal values), a small one stays a literal."""
+    big = DenseIntOrFPElementsAttr.from_list(TensorType(f32, [4, 300]), [0.5])
+    text = packed_splat(big)
+    assert text is not None and len(text) < 100
+    got = Constant((), _layout((4, 300), "float32"), packed=text).tensor()
+    assert torch.equal(got, torch.full((4, 300), 0.5))
+    assert packed_splat(DenseIntOrFPElementsAttr.from_list(TensorType(f32, [4, 4]), [0.5])) is None
 
 
 def test_bad_constants_are_refused() -> None:

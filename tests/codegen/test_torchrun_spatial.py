@@ -5,12 +5,17 @@ exchanged between neighbouring ranks, batch norms synchronized. Plans of a ResNe
 baseline's strategy (`strategies.spatial_graph`) alone and with data parallelism, are checked
 by the interpreter (outputs) and under torchrun on 2 and 4 gloo ranks (`--check`: loss, every
 gradient, every updated weight). Under bf16-mixed too: the U-Net's data-parallel plan (2 ranks)
-and 4-way spatial plan, whose synchronized batch norms compute in fp32 as torch's does under
-autocast. And a plan made by the CNN rules alone (`rewrites/library/spatial.rules`), a different
-form per op: a pool on height shards, a convolution on width shards, a conv -> batch norm -> ReLU
-chain on channel shards. And the Inception-style graph with each block's four branches on their
-own rank (`search/branches.py`: inter-op placement), the stem and classifier data parallel over
-all four. One torchrun per rank count runs every program (`unityc.runtime.batch`)."""
+and its padded 3-way spatial plan (below; 3 ranks), whose synchronized batch norms compute in
+fp32 as torch's does under autocast. And a plan made by the CNN rules alone
+(`rewrites/library/spatial.rules`), a different form per op: a pool on height shards, a
+convolution on width shards, a conv -> batch norm -> ReLU chain on channel shards. And the
+Inception-style graph with each block's four branches on their own rank (`search/branches.py`:
+inter-op placement), the stem and classifier data parallel over all four. And the U-Net on 3
+ranks, whose rows (16, 8, 4) no 3-way split divides: its image padded to 24 rows
+(`search/padding.py`: zero rows, row masks, batch norms over the real count, the real rows
+sliced off before the loss), every window split 3 ways over height, in fp32 and bf16-mixed; the
+fp32 one saves a checkpoint that the unpadded 4-way plan resumes (steps 3 and 4, checked).
+One torchrun per rank count runs every program (`unityc.runtime.batch`)."""
 
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from unityc.machine.presets import preset
 from unityc.rewrites.match import compile_rules, rewrites
 from unityc.rewrites.parser import load_library
 from unityc.search.branches import branch_plan
+from unityc.search.padding import pad_images, padded_rows
 from unityc.search.plans import Pricing, finish
 from unityc.search.strategies import spatial_graph
 
@@ -47,7 +53,6 @@ PLANS = [
     ("resnet", 4, 1, "fp32"),
     ("inception", 4, 2, "fp32"),
     ("unet", 4, 1, "fp32"),
-    ("unet", 4, 1, BF16_MIXED),
 ]
 RULES = ("pool2d_height_parallel", "conv2d_width_parallel", "conv_bn_relu_channel_parallel")
 """The rules the rule-made plan applies, each at its first match, in this order."""
@@ -58,6 +63,9 @@ RULES_1D = ("conv2d_width_parallel", "conv2d_bias_width_parallel", "pool2d_width
 (frontend/aten.py), so the width rules split its length."""
 RULES_1D_PLAN = "rules-conv1d-2"
 BRANCHES_PLAN = "branches-inception-4"
+PADDED_PLANS = {"padded-unet-3": "fp32", "padded-unet-3-bf16": BF16_MIXED}
+RESUMES = "spatial-unet-4"
+"""The plan that resumes the fp32 padded plan's checkpoint (same weights: padding adds none)."""
 BATCH_TIMEOUT_S = 1200
 
 
@@ -137,6 +145,21 @@ def _branches_plan() -> Graph:
     return plan
 
 
+def _padded_plan(precision: str) -> Graph:
+    """unet small (16 rows, down-sampled 4x) on 3 ranks: padded to 24 rows, split 3 ways over height."""
+    base = base_graph("unet")
+    if precision == BF16_MIXED:
+        base = base.copy()  # base_graph's is shared
+        base.function_attrs.update(precision_attrs(BF16_MIXED))
+    assert padded_rows(base, 3) == 24
+    plan = finish("spatial", spatial_graph(pad_images(base, 24), 3), preset("cpu:3"), Pricing()).graph
+    windows = [node for node in plan.nodes.values() if node.op in ("pcg.conv2d", "pcg.pool2d")]
+    assert len(windows) == 15 and all(plan.type_of(w.operands[0]).shard == (1, 1, 3, 1) for w in windows)
+    interpret_equal(base, plan)
+    plan.module_attrs["unityc.machine"] = StringAttr("cpu:3")
+    return plan
+
+
 def _sections(output: str) -> dict[str, str]:
     found = re.finditer(r"^=== (\S+)\n(.*?)^=== \1: exit (\d+)$", output, re.M | re.S)
     return {m.group(1): m.group(2) + f"exit {m.group(3)}" for m in found}
@@ -145,18 +168,27 @@ def _sections(output: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], dict[int, Run]]:
     directory = tmp_path_factory.mktemp("spatial")
-    entries: dict[int, list[dict[str, object]]] = {2: [], 4: []}
+    entries: dict[int, list[dict[str, object]]] = {2: [], 3: [], 4: []}
+    checkpoint = str(directory / "padded-checkpoint")
     for plan in PLANS:
         name = _name(*plan)
         program = write_program(to_module(_plan(*plan)), directory, name)
         n = plan[1]
-        entries[n].append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
+        # the unpadded 4-way U-Net resumes the padded 3-way plan's checkpoint: steps 3 and 4
+        args = ["--steps", "4", "--resume", checkpoint] if name == RESUMES else ["--steps", "2"]
+        entries[n].append({"name": name, "program": str(program), "args": ["--check", *args]})
     program = write_program(to_module(_rules_plan()), directory, RULES_PLAN)
     entries[2].append({"name": RULES_PLAN, "program": str(program), "args": ["--check", "--steps", "2"]})
     program = write_program(to_module(_rules_1d_plan()), directory, RULES_1D_PLAN)
     entries[2].append({"name": RULES_1D_PLAN, "program": str(program), "args": ["--check", "--steps", "2"]})
     program = write_program(to_module(_branches_plan()), directory, BRANCHES_PLAN)
     entries[4].append({"name": BRANCHES_PLAN, "program": str(program), "args": ["--check", "--steps", "2"]})
+    for name, precision in PADDED_PLANS.items():
+        program = write_program(to_module(_padded_plan(precision)), directory, name)
+        saves = ["--save", checkpoint] if precision == "fp32" else []
+        entries[3].append(
+            {"name": name, "program": str(program), "args": ["--check", "--steps", "2", *saves]}
+        )
     sections: dict[str, str] = {}
     results: dict[int, Run] = {}
     for n, batch_entries in entries.items():
@@ -199,3 +231,19 @@ def test_inception_branches_on_disjoint_ranks_train_like_the_reference(runs) -> 
     assert BRANCHES_PLAN in sections, results[4].report()
     section = sections[BRANCHES_PLAN]
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+
+
+@pytest.mark.parametrize("name", sorted(PADDED_PLANS))
+def test_an_image_padded_to_a_3_way_split_trains_like_the_reference(runs, name: str) -> None:
+    sections, results = runs
+    assert name in sections, results[3].report()
+    section = sections[name]
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    assert (f"{BF16_MIXED} (autocast)" in section) == (PADDED_PLANS[name] == BF16_MIXED), section
+
+
+def test_an_unpadded_plan_resumes_the_padded_plans_checkpoint(runs) -> None:
+    sections, _ = runs
+    assert "saved " in sections["padded-unet-3"] and "padded-checkpoint/step-2" in sections["padded-unet-3"]
+    section = sections[RESUMES]
+    assert "resumed at step 2" in section and "step 4: loss" in section, section

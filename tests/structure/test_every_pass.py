@@ -41,7 +41,10 @@ REPLANS = {
 }
 """Search and baseline passes: a new plan of the model the input's plan runs."""
 
-REFUSES = {"spatial": ('spatial{machine="cpu:4"}', "no convolution to split")}
+REFUSES = {
+    "spatial": ('spatial{machine="cpu:4"}', "no convolution to split"),
+    "pad-images": ("pad-images{degree=3}", "no image input"),
+}
 """Passes that do not apply to this model: a clear error, exit status 1."""
 
 

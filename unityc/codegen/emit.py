@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -12,7 +13,8 @@ from unityc.codegen.collectives import parallel_stages
 from unityc.codegen.kernels import KERNELS, Call, Tasks, literal, rank_test, torch_dtype_name
 from unityc.codegen.memory import SOURCES, Region, last_readers, regions
 from unityc.dialects.pcg_types import PcgOp, TensorType
-from unityc.dialects.syntax import packed_text
+from unityc.dialects.syntax import PACK_BYTES, packed_text
+from unityc.runtime.packing import pack
 from unityc.runtime.plan import Collective
 
 INDENT = "    "
@@ -109,7 +111,7 @@ class Writer:
         v = self.a.value(op.results[0])
         if op.name == "pcg.constant":
             value = op.properties["value"]
-            text = packed_text(value)
+            text = packed_text(value) or packed_splat(value)
             if text is None:
                 values = tuple(value.get_values())  # type: ignore[attr-defined]
                 self.constants[v.var] = f"Constant({literal(values)}, {layout_text(v)})"
@@ -329,3 +331,16 @@ class Writer:
             *self.lines,
             f"{INDENT}return ({outputs})",
         ]
+
+
+def packed_splat(value: Any) -> str | None:
+    """A large splat constant's bytes packed (the IR prints it as one value, `packed_text` leaves
+    it so): a padded image's zero rows (`search/padding.py`, 8 x 3 x 32 x 1024 for the paper
+    U-Net) were 3.9 MB of program text as a tuple of values, and are a few hundred bytes packed."""
+    shape = value.type.get_shape()
+    step = value.get_element_type().compile_time_size
+    count = math.prod(shape)
+    raw = value.data.data
+    if count * step <= PACK_BYTES or len(raw) not in (step, count * step):
+        return None
+    return pack(raw if len(raw) == count * step else raw * count)

@@ -18,6 +18,7 @@ from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
+from unityc.search.padding import image_input, pad_images, padded_layout
 from unityc.search.strategies import (
     data_parallel_graph,
     megatron_layouts,
@@ -118,16 +119,26 @@ def spatial_plans(graph: Graph, machine: Machine, pricing: Pricing, hybrid: bool
     """Spatial plans (`strategies.spatial_graph`) of a graph with convolutions, fastest first:
     images over height x width alone, then (`hybrid`) with each data-parallel degree dividing
     the batch, each on the most devices its images split over (`strategies.spatial_layouts`).
-    [] for a graph without a convolution or on one device."""
+    Where that leaves devices idle (48 devices, 8 images of 1024 rows: 6 pieces per image, and
+    no dim divides by 3), the same on every device with the image padded to rows that do divide
+    (`padding.padded_layout`, `padding.pad_images`: 1056 rows), an algebraic alternative whose
+    extra rows and masks are priced like any op. [] for a graph without a convolution or on
+    one device."""
     n = machine.num_devices
     plans: list[PricedPlan] = []
     for m, batch in spatial_layouts(graph, n)[: None if hybrid else 1]:
         note = f"{m // batch}-way over height x width" + (f" x {batch}-way data" if batch > 1 else "")
-        note += f" ({m} of {n} devices)" if m < n else ""
-        try:
-            plans.append(finish("spatial", spatial_graph(graph, m, batch), machine, pricing, note))
-        except ValueError:  # no feasible mapping
-            continue
+        layouts = [(graph, m, note + (f" ({m} of {n} devices)" if m < n else ""))]
+        rows = padded_layout(graph, n, batch) if m < n else None
+        if rows is not None:
+            real = graph.nodes[image_input(graph)].types[0].shape[2]
+            note = f"{n // batch}-way over height x width" + (f" x {batch}-way data" if batch > 1 else "")
+            layouts.append((pad_images(graph, rows), n, f"{note}, images padded from {real} to {rows} rows"))
+        for source, devices, text in layouts:
+            try:
+                plans.append(finish("spatial", spatial_graph(source, devices, batch), machine, pricing, text))
+            except ValueError:  # no feasible mapping
+                continue
     return sorted(plans, key=lambda p: p.estimate.iteration_s)
 
 

@@ -79,14 +79,23 @@ def spatial_grids(n: int) -> list[tuple[int, int]]:
     return sorted(grids, key=lambda g: (abs(math.log(g[0] / g[1])), -g[0]))
 
 
-def _spatial_forms(operands: Sequence[Operand], n: int, batch: int) -> list[Proposal]:
+def _spatial_forms(
+    operands: Sequence[Operand], n: int, batch: int, image_grid: tuple[int, int] | None = None
+) -> list[Proposal]:
     """Images (batch-dim 4-D activations) sharded `batch` ways on the batch and n / batch ways
     over height x width (each grid, squarest first); other batch-dim activations as they are
     (a pixel shuffle's reshapes and transpose carry the split along) where they hold no copies,
-    else on the batch with copies for the rest; weights and constants replicated. Then the
-    data-parallel forms."""
+    else on the batch with copies for the rest; a padded image's row masks and masked
+    statistics cut like the images (`_row_mask_form`); weights and constants replicated. Then
+    the data-parallel forms. An op reading no image (a mean times a row mask) tries the grid
+    the images take (`image_grid`) first: the squarest grid may divide its rows but not the
+    images' columns, and would move every image to meet it."""
     proposals: list[Proposal] = []
-    for h, w in spatial_grids(n // batch):
+    grids = spatial_grids(n // batch)
+    images = any(o.batched and o.logical is not None and o.logical.rank == 4 for o in operands)
+    if image_grid in grids and not images:
+        grids = [image_grid, *(g for g in grids if g != image_grid)]
+    for h, w in grids:
         proposal: list[TensorType | None] = []
         for o in operands:
             if o.logical is None:
@@ -98,10 +107,24 @@ def _spatial_forms(operands: Sequence[Operand], n: int, batch: int) -> list[Prop
             elif o.batched:
                 proposal.append(with_degrees(o.logical, {0: batch}, copy=n // batch))
             else:
-                proposal.append(with_degrees(o.logical, copy=n))
+                proposal.append(_row_mask_form(o, h, w, n) or with_degrees(o.logical, copy=n))
         if all(p is not None or o.logical is None for p, o in zip(proposal, operands, strict=True)):
             proposals.append(tuple(proposal))
     return proposals + _batch_forms(operands, n)
+
+
+def _row_mask_form(o: Operand, h: int, w: int, n: int) -> TensorType | None:
+    """A padded image's row mask or masked statistics (`padding.pad_images`: a [1, 1, H, 1]
+    constant, a [1, C, H, 1] product of it; H or W may be 1, broadcast) cut like the images
+    over height x width, with copies for the rest of the n devices; None for a weight or any
+    other operand, or where the cut does not divide it."""
+    t = o.logical
+    if o.source not in (None, "pcg.constant") or t is None or t.rank != 4 or t.shape[0] != 1:
+        return None
+    if max(t.shape[2:]) == 1:
+        return None
+    shard = {d: k for d, k in ((2, h), (3, w)) if t.shape[d] > 1}
+    return with_degrees(t, shard, copy=n // math.prod(shard.values()))
 
 
 def spatial_graph(graph: Graph, n: int, batch: int = 1, keep: Collection[int] = ()) -> Graph:
@@ -111,30 +134,56 @@ def spatial_graph(graph: Graph, n: int, batch: int = 1, keep: Collection[int] = 
     partial sums over the shards, all-reduced); an op that cannot split so runs data parallel."""
     if n % batch:
         raise ValueError(f"spatial: {batch}-way data parallelism does not divide {n} devices")
+    grid = _image_grid(graph, n, batch)
     return rebuild(
-        sync_batch_norm(graph), lambda nid, node, operands: _spatial_forms(operands, n, batch), keep
+        sync_batch_norm(graph), lambda nid, node, operands: _spatial_forms(operands, n, batch, grid), keep
     )
+
+
+def _first_convolution(graph: Graph) -> tuple[Node, TensorType, list[TensorType | None]] | None:
+    """A graph's first convolution, its unsharded input and its other operands' types."""
+    convs = [nid for nid in graph.topological() if graph.nodes[nid].op == "pcg.conv2d"]
+    if not convs:
+        return None
+    first = graph.nodes[convs[0]]
+    x, *rest = (None if r is None else unsharded(graph.type_of(r)) for r in first.operands)
+    assert x is not None
+    return first, x, rest
+
+
+def _splits(
+    first: Node, x: TensorType, rest: list[TensorType | None], m: int, b: int
+) -> Iterator[tuple[int, int]]:
+    """The grids (squarest first) over which m devices, b of them data parallel, split the
+    first convolution's images."""
+    weights = [None if t is None else with_degrees(t, copy=m) for t in rest]
+    for h, w in spatial_grids(m // b):
+        images = with_degrees(x, {0: b, 2: h, 3: w})
+        if images is not None and accepts(first, (images, *weights)):
+            yield h, w
+
+
+def _image_grid(graph: Graph, n: int, batch: int) -> tuple[int, int] | None:
+    """The height x width grid a spatial plan's first convolution takes, None if none."""
+    found = _first_convolution(graph)
+    return None if found is None else next(_splits(*found, n, batch), None)
 
 
 def spatial_layouts(graph: Graph, n: int, every_device: bool = False) -> list[tuple[int, int]]:
     """(devices m, data-parallel degree b) of the spatial plans of a graph with convolutions on
     n devices: for each b dividing the images, the most devices m (a multiple of b, m / b >= 2)
     whose m / b ways over height x width split its first convolution (an image of 2^k rows
-    cannot be cut 3 ways: on 48 devices a 1024-row U-Net uses 32);
-    `every_device`: m = n only. [] for a graph without a convolution."""
-    convs = [nid for nid in graph.topological() if graph.nodes[nid].op == "pcg.conv2d"]
-    if not convs or n < 2:
+    cannot be cut 3 ways: on 48 devices a 1024-row U-Net uses 32; `padding.pad_images` pads
+    it to rows that can); `every_device`: m = n only. [] for a graph without a convolution."""
+    found = _first_convolution(graph)
+    if found is None or n < 2:
         return []
-    first = graph.nodes[convs[0]]
-    x, *rest = (None if r is None else unsharded(graph.type_of(r)) for r in first.operands)
-    assert x is not None
+    first, x, rest = found
     layouts: list[tuple[int, int]] = []
     for b in (b for b in range(1, n) if x.shape[0] % b == 0):
         counts = [n] if every_device else range(n - n % b, 2 * b - 1, -b)
         for m in counts:
-            weights = [None if t is None else with_degrees(t, copy=m) for t in rest]
-            images = (with_degrees(x, {0: b, 2: h, 3: w}) for h, w in spatial_grids(m // b))
-            if m % b == 0 and any(t is not None and accepts(first, (t, *weights)) for t in images):
+            if m % b == 0 and next(_splits(first, x, rest, m, b), None) is not None:
                 layouts.append((m, b))
                 break
     return layouts
@@ -603,13 +652,7 @@ def tensor_degrees(machine: Machine) -> list[int]:
 
 def sync_batch_norm(graph: Graph) -> Graph:
     """A copy where every training batch norm is spelled out in ops that may shard the batch
-    (PyTorch's SyncBatchNorm): mean = reduce_mean(x), d = x - mean,
-    var = reduce_mean(d * d), y = d / sqrt(var + eps) * weight + bias, means over every dim but
-    the channels (dim 1). A batch-sharded mean is a partial sum; its all-reduce moves only C
-    values, where sharding the channels instead would move every activation twice. Under
-    bf16-mixed x is cast to fp32 first, as torch's batch norm computes in fp32 under autocast:
-    spelled out in bf16 (every statistic, difference and quotient rounded) the backward's
-    cancellation left a U-Net's gradients 50 % off the autocast reference."""
+    (PyTorch's SyncBatchNorm, `spelled_batch_norm`)."""
     out = graph.copy()
     mixed = graph_precision(graph) == BF16_MIXED
     for nid in graph.topological():
@@ -618,23 +661,60 @@ def sync_batch_norm(graph: Graph) -> Graph:
             continue
         x, w, b = node.operands
         assert x is not None
-        t = out.type_of(x)
-        dims = [d for d in range(t.rank) if d != 1]
-        stat_shape = [1 if d != 1 else t.shape[1] for d in range(t.rank)]
-        if mixed:
-            (x,) = out.add("pcg.cast", [x], dtype=t.element_type)
+        out.redirect({(nid, 0): spelled_batch_norm(out, x, w, b, node.attr("eps"), mixed)})
+    return out.prune()
+
+
+def spelled_batch_norm(
+    out: Graph,
+    x: Ref,
+    w: Ref | None,
+    b: Ref | None,
+    eps: float,
+    mixed: bool,
+    valid: tuple[Ref, int] | None = None,
+) -> Ref:
+    """A training batch norm of `x` added to `out` as ops that may shard the batch (PyTorch's
+    SyncBatchNorm): mean = reduce_mean(x), d = x - mean, var = reduce_mean(d * d),
+    y = d / sqrt(var + eps) * weight + bias, means over every dim but the channels (dim 1). A
+    batch-sharded mean is a partial sum; its all-reduce moves only C values, where sharding the
+    channels instead would move every activation twice. Under bf16-mixed (`mixed`) x is cast to
+    fp32 first, as torch's batch norm computes in fp32 under autocast: spelled out in bf16
+    (every statistic, difference and quotient rounded) the backward's cancellation left a
+    U-Net's gradients 50 % off the autocast reference.
+
+    `valid`: (a 0/1 mask broadcasting over x, the count of its ones per channel) for an image
+    padded with zero rows (`padding.pad_images`): x is zero where the mask is, the sums divide
+    by the real count, and the mean and the bias are masked (small [1, C, H, 1] products) before
+    they meet x, so the statistics are the unpadded image's and y is zero where x is."""
+    t = out.type_of(x)
+    dims = [d for d in range(t.rank) if d != 1]
+    stat_shape = [1 if d != 1 else t.shape[1] for d in range(t.rank)]
+    if mixed:
+        (x,) = out.add("pcg.cast", [x], dtype=t.element_type)
+    if valid is None:
         (mean,) = out.add("pcg.reduce", [x], kind="mean", dims=dims, keepdim=True)
         (d,) = out.add("pcg.sub", [x, mean])
         (sq,) = out.add("pcg.mul", [d, d])
         (var,) = out.add("pcg.reduce", [sq], kind="mean", dims=dims, keepdim=True)
-        (shifted,) = out.add("pcg.scalar_add", [var], value=node.attr("eps"))
-        (std,) = out.add("pcg.sqrt", [shifted])
-        (y,) = out.add("pcg.div", [d, std])
-        if w is not None:
-            (scale,) = out.add("pcg.reshape", [w], shape=stat_shape)
-            (y,) = out.add("pcg.mul", [y, scale])
-        if b is not None:
-            (shift,) = out.add("pcg.reshape", [b], shape=stat_shape)
-            (y,) = out.add("pcg.add", [y, shift])
-        out.redirect({(nid, 0): y})
-    return out.prune()
+    else:  # x is zero where the mask is, and so are d and y: the mask broadcasts the statistics
+        mask, count = valid
+        (total,) = out.add("pcg.reduce", [x], kind="sum", dims=dims, keepdim=True)
+        (mean,) = out.add("pcg.scalar_mul", [total], scale=1.0 / count)
+        (mean,) = out.add("pcg.mul", [mean, mask])
+        (d,) = out.add("pcg.sub", [x, mean])
+        (sq,) = out.add("pcg.mul", [d, d])
+        (squares,) = out.add("pcg.reduce", [sq], kind="sum", dims=dims, keepdim=True)
+        (var,) = out.add("pcg.scalar_mul", [squares], scale=1.0 / count)
+    (shifted,) = out.add("pcg.scalar_add", [var], value=eps)
+    (std,) = out.add("pcg.sqrt", [shifted])
+    (y,) = out.add("pcg.div", [d, std])
+    if w is not None:
+        (scale,) = out.add("pcg.reshape", [w], shape=stat_shape)
+        (y,) = out.add("pcg.mul", [y, scale])
+    if b is not None:
+        (shift,) = out.add("pcg.reshape", [b], shape=stat_shape)
+        if valid is not None:
+            (shift,) = out.add("pcg.mul", [shift, valid[0]])
+        (y,) = out.add("pcg.add", [y, shift])
+    return y

@@ -36,6 +36,7 @@ from unityc.passes.estimate import EstimatePass
 from unityc.passes.fold_scalar_mul import FoldScalarMulPass
 from unityc.passes.fuse_attention import FuseAttentionPass
 from unityc.passes.fuse_collectives import FuseCollectivesPass
+from unityc.passes.pad_images import PadImagesPass
 from unityc.tools.search_cli import add_search_arguments, search_passes, search_pipeline, search_targets
 
 
@@ -46,6 +47,7 @@ def unityc_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "estimate": lambda: EstimatePass,
         "apply-rules": lambda: ApplyRulesPass,
         "fold-scalar-mul": lambda: FoldScalarMulPass,
+        "pad-images": lambda: PadImagesPass,
         **search_passes(),
     }
 
