@@ -19,7 +19,6 @@ gradient all-reduced over all its holders once per iteration (`TiedWeight`), as 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -38,7 +37,7 @@ from unityc.graph import Graph
 from unityc.graph.microbatch import microbatch_graph
 from unityc.graph.simplify import fuse_collectives, simplify
 from unityc.machine.spec import Machine
-from unityc.search.plans import Pricing
+from unityc.search.plans import Pricing, batch_rows
 from unityc.search.strategies import megatron_layouts, sync_batch_norm
 from unityc.search.views import Block, View, canonical_view, task_degrees, to_attr
 
@@ -148,10 +147,10 @@ def _even(graph: Graph, cuts: list[int], layers: int) -> list[int]:
 
 
 def batch_size(graph: Graph) -> int:
-    sizes = {n.types[0].shape[0] for n in graph.nodes.values() if n.op == "pcg.input" and n.types[0].rank}
-    if not sizes:
+    rows = batch_rows(graph)
+    if rows is None:
         raise PipelineError("the graph has no batched input: nothing to pipeline")
-    return math.gcd(*sizes)
+    return rows
 
 
 @dataclass(frozen=True)

@@ -109,9 +109,32 @@ def one_device_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedP
     return PricedPlan("one device", plan, pricing.estimate(plan, machine), mapped, "device 0")
 
 
+def batch_rows(graph: Graph) -> int | None:
+    """The global batch: the rows every batched input has (the gcd of their dim 0), None where
+    the graph has no batched input."""
+    sizes = {n.types[0].shape[0] for n in graph.nodes.values() if n.op == "pcg.input" and n.types[0].rank}
+    return math.gcd(*sizes) if sizes else None
+
+
+def data_degree(graph: Graph, n: int) -> tuple[int, str]:
+    """The data-parallel degree a plan over `n` devices runs and what its report row says of it:
+    n where the batch splits n ways (or the graph has no batch), else the largest degree
+    dividing the batch, the other devices idle (as practitioners run a batch smaller than the
+    machine, or one it does not divide: each replica needs whole samples of its own). Every
+    baseline's data-parallel degree passes here (`megatron_plans` skips a tensor degree whose
+    data degree this reduces)."""
+    batch = batch_rows(graph)
+    if batch is None or batch % n == 0:
+        return n, f"{n}-way"
+    d = max(k for k in range(1, min(n, batch) + 1) if batch % k == 0)
+    return d, f"{d:,}-way (the batch of {batch:,} does not split {n:,} ways; {n - d:,} devices idle)"
+
+
 def data_parallel_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedPlan:
-    n = machine.num_devices
-    return finish("data-parallel", data_parallel_graph(graph, n), machine, pricing, f"{n}-way")
+    """Data parallelism over every device, or over the most whose number divides the batch
+    (`data_degree`)."""
+    d, note = data_degree(graph, machine.num_devices)
+    return finish("data-parallel", data_parallel_graph(graph, d), machine, pricing, note)
 
 
 def spatial_plans(graph: Graph, machine: Machine, pricing: Pricing, hybrid: bool = True) -> list[PricedPlan]:
@@ -164,7 +187,7 @@ def zero_version(
     """A data-parallel `plan` with its weights' copies sharded ZeRO-`stage` and optionally every
     op recomputed: the `zero` baseline (the mapping stays: the levers change no view)."""
     levered = with_levers(plan.graph, stage, recompute)
-    note = f"{machine.num_devices}-way, ZeRO-{stage}" + (", recomputed" if recompute else "")
+    note = f"{plan.note}, ZeRO-{stage}" + (", recomputed" if recompute else "")
     return PricedPlan("zero", levered, pricing.estimate(levered, machine), plan.mapped, note)
 
 
@@ -176,8 +199,13 @@ def megatron_plans(
     at tensor degree 1 there is nothing to shard, so one plan)."""
     n = machine.num_devices
     plans = []
+    refused: list[str] = []
     degrees = tensor_degrees(machine) or [1]
     for t, along in ((k, a) for k in degrees for a in (dict.fromkeys(sequence) if k > 1 else [False])):
+        d, why = data_degree(graph, n // t)
+        if d != n // t:  # the layout needs every device: another tensor degree may fit the batch
+            refused.append(f"tensor {t}: data {why}")
+            continue
         for layout in megatron_layouts(graph, n // t, t, sequence=along):
             kept = ", ".join(f"{op} x{k}" for op, k in sorted(layout.stops.items()))
             note = (
@@ -188,4 +216,6 @@ def megatron_plans(
             if layout.gathered:
                 note += f"; {layout.gathered} gathered for the loss instead"
             plans.append(finish("megatron", layout.graph, machine, pricing, note))
+    if not plans and refused:
+        raise ValueError(f"no tensor degree leaves a data degree dividing the batch ({'; '.join(refused)})")
     return plans
