@@ -27,7 +27,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from xdsl.dialects.builtin import f32, i64
 
+from unityc.cost.estimate import estimate_graph
+from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.precision import precision_attrs
+from unityc.graph import Graph
 from unityc.machine.presets import preset
 from unityc.search.megatron_lm import Config, build
 from unityc.search.plans import Pricing
@@ -74,7 +79,9 @@ def test_first_stage_memory_is_the_analytic_formula(recompute: str) -> None:
     per_microbatch = 8 * B * S + 4 * ((LAYERS // P) * layer_elements(recompute) + S * B * H // T)
     assert e.pipeline is not None and e.pipeline.groups[0].inflight == P
     assert first.activations == P * per_microbatch  # 1F1B: P in flight on the first stage, not M
-    assert first.total == first.weights + first.gradients + first.optimizer + first.activations + first.buffers
+    assert (
+        first.total == first.weights + first.gradients + first.optimizer + first.activations + first.buffers
+    )
 
 
 def test_interleaving_holds_megatrons_in_flight_count() -> None:
@@ -85,3 +92,22 @@ def test_interleaving_holds_megatrons_in_flight_count() -> None:
     plan = build(graph, preset("cpu:8"), Config(T, P, D, v, M, "selective", True), Pricing(optimizer="adam"))
     assert plan.estimate.pipeline is not None
     assert plan.estimate.pipeline.groups[0].inflight == v * P + P - 1
+
+
+def test_bf16_mixed_keeps_autocast_copies_not_fp32_views() -> None:
+    """Under bf16-mixed a matmul reading a transposed fp32 weight (GPT-2's Conv1D) keeps
+    autocast's bf16 copy of it (2 bytes an element), not the fp32 view (no bytes beyond the
+    weight), and an fp32 activation a matmul reads is kept as its bf16 copy."""
+    g = Graph()
+    x = g.add_source("pcg.input", "x", TensorType((8, 16), f32))
+    labels = g.add_source("pcg.input", "labels", TensorType((8,), i64))
+    w = g.add_source("pcg.weight", "w", TensorType((32, 16), f32))
+    (wt,) = g.add("pcg.transpose", [w], perm=(1, 0))
+    (y,) = g.add("pcg.matmul", [x, wt])
+    (loss,) = g.add("pcg.cross_entropy", [y, labels], reduction="mean")
+    g.outputs = (loss,)
+    g.function_attrs.update(precision_attrs("bf16-mixed"))
+    memory = estimate_graph(g, preset("cpu:1"), optimizer="adam").devices[0].memory
+    copies = 2 * 16 * 32 + 2 * 8 * 16  # the weight's and the input's bf16 copies
+    loss_inputs = 2 * 8 * 32 + 8 * 8  # the loss keeps the bf16 logits and the int64 labels
+    assert memory.activations == copies + loss_inputs  # not the fp32 view, not the fp32 input
