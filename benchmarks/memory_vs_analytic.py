@@ -165,17 +165,18 @@ def run(key: str, work: Path, timeout: float) -> list[list[str]]:
         got = getattr(first, term)
         note = f"this program's formula (fp32 parameters, Adam under ZeRO-1) {_gib(program[term])}"
         out.append([term, _gib(got), _gib(megatron[term]), note])
-    act_micro = first.activations / max(inflight, 1)
+    worth = first.activations / max(sum(parts.values()), 1.0)  # micro-batches' worth in flight
+    analytic_worth = c.stages * factor
     out.append(
         [
-            f"stored activations ({inflight} micro-batch(es) in flight)",
+            f"stored activations ({worth:.2f} micro-batches' worth in flight; {inflight} chunk forwards)",
             _gib(first.activations),
             _gib(analytic_act),
-            f"{first.activations / analytic_act:.1f}x; per micro-batch {_gib(act_micro)}",
+            f"{first.activations / analytic_act:.1f}x; Megatron's in-flight {analytic_worth:.2f} micro-batches",
         ]
     )
     for kind, nbytes in sorted(parts.items(), key=lambda kv: -kv[1]):
-        out.append([f"  {kind} (per micro-batch)", _gib(nbytes), "", f"x {inflight} in flight"])
+        out.append([f"  {kind}, one micro-batch", _gib(nbytes), "", ""])
     out.append(["recomputation working set", _gib(first.transient), "-", "not in a pipelined estimate"])
     out.append(["communication buffers", _gib(first.buffers), "-", "the largest collective"])
     out.append(["reserved", _gib(first.reserved), "-", "CUDA context, NCCL, workspaces"])
