@@ -172,7 +172,7 @@ def run(key: str, work: Path, timeout: float) -> list[list[str]]:
             f"stored activations ({worth:.2f} micro-batches' worth in flight; {inflight} chunk forwards)",
             _gib(first.activations),
             _gib(analytic_act),
-            f"{first.activations / analytic_act:.1f}x; Megatron's in-flight {analytic_worth:.2f} micro-batches",
+            f"{first.activations / analytic_act:.1f}x; Megatron: {analytic_worth:.2f} in flight",
         ]
     )
     for kind, nbytes in sorted(parts.items(), key=lambda kv: -kv[1]):
