@@ -83,7 +83,8 @@ def test_roles_price_as_every_device(name: str, machine_name: str) -> None:
 def test_a_data_parallel_plan_has_as_many_roles_at_any_size(nodes: int) -> None:
     """The device holding the loss, and every other: two roles on 16 devices as on 256."""
     m = load_machine(f"dgx-a100:{nodes}")
-    plan = data_parallel(model("mlp"), m).graph
+    graph = from_module(import_model(ModelSpec("mlp", "small", batch=256)))  # a batch every size splits
+    plan = data_parallel(graph, m).graph
     arrays = {nid: device_array(n.types[0], n.view, m) for nid, n in plan.nodes.items()}
     roles = find_roles(plan, m, arrays)
     assert sum(roles.counts) == m.num_devices

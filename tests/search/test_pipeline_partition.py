@@ -10,6 +10,7 @@ import pytest
 from xdsl.dialects.builtin import StringAttr
 
 from unityc.cost.estimate import estimate_graph
+from unityc.cost.units import format_bytes
 from unityc.dialects.container import graph_function
 from unityc.dialects.pipeline import check_pipeline
 from unityc.frontend import ModelSpec, import_model
@@ -137,3 +138,20 @@ def test_pipedream_fits_by_estimate_and_more_memory_is_never_slower() -> None:
         times.append(plan.estimate.iteration_s)
     assert times == sorted(times, reverse=True)
     assert times[0] > times[-1]  # the memory matters in this range
+
+
+def test_pipedream_says_in_numbers_why_no_partition_fits() -> None:
+    """Issue 25 item 5: where no partition fits, the refusal says why in numbers: the stages the
+    weights, gradients and optimizer state alone need (here more than the devices), else the
+    first stage's least memory (70B on 128 x 80 GB: "the first of 17 stages holds at least 10
+    samples in flight: its smallest stage, 1 layer of the DP's 24, needs 44.41 GiB + 10 x
+    24.71 GiB = 291.44 GiB of 80.00 GiB")."""
+    g = deep_mlp(8, 64)
+    costs = PipelineOptions(optimizer="adam").layer_costs(g, load_machine("cpu:4"))
+    state = [costs.state_bytes(w) for w in costs.of(0, 1)["weights"]]
+    machine = load_machine("cpu:4").with_memory(max(state) * 1.01)  # about one layer a device
+    with pytest.raises(ValueError, match=r"^pipedream: no partition fits the machine's memory: ") as e:
+        pipedream_plan(g, machine, PipelineOptions(optimizer="adam"))
+    total, capacity = format_bytes(sum(state)), format_bytes(max(state) * 1.01)
+    wanted = f"optimizer state ({total}) need 8 stages of {capacity} by themselves, more than the 4 devices"
+    assert str(e.value).endswith(wanted), str(e.value)

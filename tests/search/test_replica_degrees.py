@@ -1,8 +1,9 @@
 """The Megatron plans (`plans.megatron_plans`, read by the `megatron` and `galvatron` baselines
 and the joint search's whole-graph plans) give every data-parallel replica a sample, as
-Megatron-LM requires, where some tensor degree can: more replicas than samples left the layout
-a sequence split and the rest replicated, a plan of as many roles as devices (priced per device:
-minutes for Llama-2-70B at 4,096 GPUs, `benchmarks/llm_scale_results.md`)."""
+Megatron-LM requires (none where no tensor degree can: the baseline is refused by name); more
+replicas than samples left the layout a sequence split and the rest replicated, a plan of as
+many roles as devices (priced per device: minutes for Llama-2-70B at 4,096 GPUs,
+`benchmarks/llm_scale_results.md`)."""
 
 from __future__ import annotations
 
@@ -11,20 +12,12 @@ from functools import cache
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module
 from unityc.machine import load_machine
-from unityc.search.plans import Pricing, input_batch, megatron_plans, replica_degrees
+from unityc.search.plans import Pricing, input_batch, megatron_plans
 
 
 @cache
 def bert(batch: int) -> Graph:
     return from_module(import_model(ModelSpec("bert", "small", batch=batch)))
-
-
-def test_replica_degrees_keep_those_with_a_sample_per_replica() -> None:
-    assert replica_degrees([8, 4, 2], 4096, 1024) == [8, 4]  # data 512, 1,024; not 2,048
-    assert replica_degrees([8, 4, 2], 8, 2) == [8, 4]
-    assert replica_degrees([8, 4, 2], 8, 4) == [8, 4, 2]
-    assert replica_degrees([8, 4, 2], 64, 2) == [8, 4, 2]  # none can: all, as before
-    assert replica_degrees([8, 4, 2], 64, None) == [8, 4, 2]
 
 
 def test_megatron_plans_skip_degrees_with_more_replicas_than_samples() -> None:

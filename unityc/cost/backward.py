@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from unityc.cost.compute import SOURCES
-from unityc.cost.memory import saves
+from unityc.cost.memory import cast_operand, saves, weight_view
 from unityc.cost.pricing import type_info
 from unityc.graph import Graph, Ref
 from unityc.runtime.patterns import block_cuts, layer_of
@@ -103,7 +103,7 @@ def saved_by(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> dict[in
             out[nid] = tuple(
                 o
                 for o in node.operand_refs()
-                if graph.nodes[o[0]].op != "pcg.weight" and region.get(o[0]) != region[nid]
+                if not weight_view(graph, o) and region.get(o[0]) != region[nid]
             )
     return out
 
@@ -114,13 +114,17 @@ def has_backward(graph: Graph, nid: int, gets_grad: set[Ref]) -> bool:
 
 
 def would_save(graph: Graph, nid: int, gets_grad: set[Ref]) -> tuple[Ref, ...]:
-    """What op `nid`'s backward keeps from forward without recomputation (weights excluded)."""
+    """What op `nid`'s backward keeps from forward without recomputation: weights and their views
+    excluded (`memory.weight_view`), and what it reads through autocast's bf16 cast
+    (`memory.cast_operand`: it keeps the copy, `steps.autocast_copies`)."""
     if not has_backward(graph, nid, gets_grad):
         return ()
     node = graph.nodes[nid]
     rule = saves(node.op)
     if rule == "operands":
-        return tuple(o for o in node.operand_refs() if graph.nodes[o[0]].op != "pcg.weight")
+        return tuple(
+            o for o in node.operand_refs() if not weight_view(graph, o) and not cast_operand(graph, nid, o)
+        )
     if rule == "result":
         return tuple((nid, i) for i in range(len(node.types)))
     return ()

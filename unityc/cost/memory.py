@@ -32,7 +32,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from xdsl.dialects.builtin import AnyFloat, bf16
+
 from unityc.cost.compute import Work
+from unityc.graph import Graph, Ref, op_class
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -60,6 +63,36 @@ SAVES_NOTHING = (
     "pcg.gather",
     "pcg.reduce",
 )
+
+
+WEIGHT_VIEWS = ("pcg.transpose", "pcg.reshape")
+"""Ops the program runs as views (`permute`, `reshape` of a contiguous tensor): of a weight, no
+bytes of their own."""
+
+
+def weight_view(graph: Graph, r: Ref) -> bool:
+    """Whether value `r` is a weight or a view of one (`WEIGHT_VIEWS` of a weight, such as GPT-2's
+    transposed Conv1D weights): a backward keeping it keeps the persistent weight, no activation
+    (under bf16-mixed, autocast's bf16 copy of it, `steps.autocast_copies`)."""
+    node = graph.nodes[r[0]]
+    while node.op in WEIGHT_VIEWS:
+        source = node.operands[0]
+        if source is None:
+            return False
+        node = graph.nodes[source[0]]
+    return node.op == "pcg.weight"
+
+
+def cast_operand(graph: Graph, nid: int, r: Ref) -> bool:
+    """Whether op `nid` of a priced graph (`graph.precision.priced_graph`) reads value `r` through
+    autocast's cast to bf16 (a bf16 op, such as a matmul, reading an fp32 tensor): its backward
+    keeps that bf16 copy, 2 bytes an element, one per reading op (`steps.autocast_copies`), not
+    the fp32 tensor (which stays only if another op keeps it)."""
+    node = graph.nodes[nid]
+    if node.types[0].element_type != bf16 or op_class(node.op).AUTOCAST != "bf16":
+        return False
+    t = graph.type_of(r)
+    return t.element_type != bf16 and isinstance(t.element_type, AnyFloat)
 
 
 def saves(kind: str) -> str:

@@ -24,7 +24,7 @@ from unityc.cost.compute import (
     forward_work,
     recompute_overhead,
 )
-from unityc.cost.memory import attention_saved_bytes, saves
+from unityc.cost.memory import attention_saved_bytes, cast_operand, saves
 from unityc.cost.pricing import (
     ComputeModel,
     Placed,
@@ -288,17 +288,19 @@ class StepBuilder:
     def autocast_copies(
         self, nid: int, node: Node, types: Sequence[TensorType | None], tasks: Mapping[int, int]
     ) -> float:
-        """bf16-mixed: autocast casts each fp32 weight a bf16 op reads to a bf16 copy that the op
-        saves for its backward; held like attention's internal tensors (from forward to the op's
-        backward, only then if it is recomputed). Returns the bytes kept from forward."""
+        """bf16-mixed: autocast casts each fp32 tensor a bf16 op (a matmul) reads to a bf16 copy
+        that the op saves for its backward (`memory.cast_operand`): a weight or a view of one
+        (`memory.weight_view`) once per forward (a leaf's cast is cached only inside one
+        autocast region: one micro-batch's forward), an activation once per reading op. Held
+        like attention's internal tensors (from forward to the op's backward, only then if it
+        is recomputed). Returns the bytes kept from forward."""
         if node.types[0].element_type != bf16 or op_class(node.op).AUTOCAST != "bf16":
             return 0.0
         per_task = sum(
             2 * type_info(t).piece.numel
             for r, t in zip(node.operands, types, strict=True)
-            if r is not None and t is not None and self.graph.nodes[r[0]].op == "pcg.weight"
-            and t.element_type != bf16
-        )  # fmt: skip
+            if r is not None and t is not None and cast_operand(self.graph, nid, r)
+        )
         if not per_task:
             return 0.0
         held = self.internal.setdefault(nid, {})

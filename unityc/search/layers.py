@@ -268,6 +268,8 @@ class LayerCosts:
         for v in saved_values(micro, order, b.gets_grad):
             k = layer.get(v[0], 0)
             out["saved"][k] += piece(micro.type_of(v)).nbytes  # type: ignore[union-attr]
+        for nid, held in _kept_internals(micro, b.internal):  # as `estimate` counts them
+            out["saved"][layer.get(nid, 0)] += held.get(device, 0.0)
         for i, c in enumerate(cuts):
             out["out"][i] = piece(micro.nodes[c].types[0]).nbytes  # type: ignore[union-attr]
         for name in ("fwd", "bwd", "saved", "weights", "update"):
@@ -335,6 +337,8 @@ class LayerCosts:
         self._tied[key] = tuple(tied)
         for v in saved_values(plan, steps_order, b.gets_grad):
             out["saved"][where[v[0]]] += piece(plan.type_of(v)).nbytes  # type: ignore[union-attr]
+        for nid, held in _kept_internals(plan, b.internal):
+            out["saved"][where[nid]] += max(held.values(), default=0.0)
         for i, c in enumerate(cuts):
             out["out"][i] = piece(micro.nodes[c].types[0]).nbytes  # type: ignore[union-attr]
         for name in ("fwd", "bwd", "saved", "weights", "update", "sync"):
@@ -366,6 +370,16 @@ class LayerCosts:
     def state_bytes(self, weights: float) -> float:
         """Weights + gradients + optimizer state for `weights` bytes of weights."""
         return weights * (2 + (2 if self.optimizer == "adam" else 0))
+
+
+def _kept_internals(
+    graph: Graph, internal: Mapping[int, Mapping[int, float]]
+) -> list[tuple[int, Mapping[int, float]]]:
+    """The tensors ops keep from forward besides their saved values (`steps.StepBuilder.internal`:
+    attention's q, k, v, probabilities and context, autocast's bf16 copies), per op not
+    recomputed, per device: what `estimate` adds to a device's activations, so the DP's stage
+    memory is the estimate's."""
+    return [(nid, held) for nid, held in internal.items() if not graph.nodes[nid].recompute]
 
 
 def carry_stages(plan: Graph, ops: Sequence[str], stages: Sequence[int]) -> dict[int, int]:

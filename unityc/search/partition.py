@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 
 from unityc.cost.communication import collective_time
 from unityc.cost.pipeline import StageCost
+from unityc.cost.units import format_bytes
 from unityc.machine.spec import Machine
 from unityc.search.layers import LayerCosts, Partition, PipelineError, Stage, TiedWeight
 
@@ -331,3 +332,43 @@ def stage_costs(model: StageModel, stages: Sequence[Stage]) -> list[StageCost]:
             StageCost(c.forward_s, c.backward_s, c.send_s, back, c.sync_s, c.update_s, c.activation_bytes)
         )
     return out
+
+
+def why_nothing_fits(costs: LayerCosts) -> str:
+    """Why no partition fits, in numbers (a lower bound on the first stage's memory): its
+    layers' weights, gradients and optimizer state on each device of its stage (PipeDream
+    replicates a stage: no ZeRO, no tensor parallelism, no recomputation), so a pipeline needs
+    at least S stages by that state alone (consecutive layers packed up to a device's memory);
+    the first of S stages on at most D - S + 1 devices holds at least min(S, B / (D - S + 1))
+    samples in flight under 1F1B (micro-batches of one sample at the fewest: larger ones only
+    hold more), each keeping what its layers save (`LayerCosts.of`: `estimate`'s model). Even
+    the smallest first stage, its first layer alone, then needs more than a device has."""
+    machine = costs.machine
+    capacity = min(d.kind.memory for d in machine.devices)
+    try:
+        one = costs.of(0, 1)
+    except PipelineError as e:
+        return f"(a micro-batch of one sample cannot be had: {e})"
+    state = [costs.state_bytes(w) for w in one["weights"]]
+    stages, held = 1, 0.0
+    for s in state:
+        if held + s > capacity:
+            stages, held = stages + 1, 0.0
+        held += s
+    D, B = machine.num_devices, costs.batch
+    total, cap = format_bytes(sum(state)), format_bytes(capacity)
+    if stages > D:
+        return (
+            f"the weights, gradients and optimizer state ({total}) need {stages} stages of {cap} "
+            f"by themselves, more than the {D} devices"
+        )
+    inflight = min(stages, math.ceil(B / (D - stages + 1)))
+    need = state[0] + inflight * one["saved"][0]
+    fits = "" if need > capacity else " (the bound does not rule every partition out: the DP found none)"
+    first, sample = format_bytes(state[0]), format_bytes(one["saved"][0])
+    return (
+        f"the state alone needs at least {stages} stages ({total} of weights, gradients and optimizer "
+        f"state, replicated on each device of a stage), and the first of {stages} stages holds at "
+        f"least {inflight} samples in flight: its smallest stage, 1 layer of the DP's {costs.count}, "
+        f"needs {first} + {inflight} x {sample} = {format_bytes(need)} of {cap}{fits}"
+    )

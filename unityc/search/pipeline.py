@@ -35,7 +35,14 @@ from unityc.search.layers import (
     carry_stages,
     layer_of,
 )
-from unityc.search.partition import StageModel, ladder_partitions, partition, partition_value, stage_costs
+from unityc.search.partition import (
+    StageModel,
+    ladder_partitions,
+    partition,
+    partition_value,
+    stage_costs,
+    why_nothing_fits,
+)
 from unityc.search.rebuild import rebuild
 from unityc.search.strategies import _batch_forms, megatron_layouts, sync_batch_norm, tensor_degrees
 from unityc.search.views import View, canonical_view, strip_views, task_degrees, to_attr
@@ -365,9 +372,10 @@ def pipedream_plan(
     plans of the same graph and machine)."""
     options = options or PipelineOptions()
     graph = plain_graph(graph)
+    costs = costs or options.layer_costs(graph, machine)
     ranked = ranked_partitions(graph, machine, options, stages, costs)
     if not ranked:
-        raise PipelineError("pipedream: no partition fits the machine's memory")
+        raise PipelineError(f"pipedream: no partition fits the machine's memory: {why_nothing_fits(costs)}")
     smallest: PipelinePlan | None = None
     for _, part, M in ranked:
         # With fewer micro-batches than stages, 1F1B's warm-up is every forward: GPipe's schedule,

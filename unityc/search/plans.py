@@ -110,9 +110,32 @@ def one_device_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedP
     return PricedPlan("one device", plan, pricing.estimate(plan, machine), mapped, "device 0")
 
 
+def input_batch(graph: Graph) -> int | None:
+    """The batch of `graph`: the greatest common divisor of its batched inputs' first dims
+    (None: it has none)."""
+    sizes = {n.types[0].shape[0] for n in graph.nodes.values() if n.op == "pcg.input" and n.types[0].rank}
+    return math.gcd(*sizes) if sizes else None
+
+
+def data_degree(graph: Graph, n: int) -> tuple[int, str]:
+    """The data-parallel degree a plan over `n` devices runs and what its report row says of it:
+    n where the batch splits n ways (or the graph has no batch), else the largest degree
+    dividing the batch, the other devices idle (as practitioners run a batch smaller than the
+    machine, or one it does not divide: each replica needs whole samples of its own). Every
+    baseline's data-parallel degree passes here (`megatron_plans` skips a tensor degree whose
+    data degree this reduces)."""
+    batch = input_batch(graph)
+    if batch is None or batch % n == 0:
+        return n, f"{n}-way"
+    d = max(k for k in range(1, min(n, batch) + 1) if batch % k == 0)
+    return d, f"{d:,}-way (the batch of {batch:,} does not split {n:,} ways; {n - d:,} devices idle)"
+
+
 def data_parallel_plan(graph: Graph, machine: Machine, pricing: Pricing) -> PricedPlan:
-    n = machine.num_devices
-    return finish("data-parallel", data_parallel_graph(graph, n), machine, pricing, f"{n}-way")
+    """Data parallelism over every device, or over the most whose number divides the batch
+    (`data_degree`)."""
+    d, note = data_degree(graph, machine.num_devices)
+    return finish("data-parallel", data_parallel_graph(graph, d), machine, pricing, note)
 
 
 def spatial_plans(graph: Graph, machine: Machine, pricing: Pricing, hybrid: bool = True) -> list[PricedPlan]:
@@ -175,27 +198,8 @@ def zero_version(
     """A data-parallel `plan` with its weights' copies sharded ZeRO-`stage` and optionally every
     op recomputed: the `zero` baseline (the mapping stays: the levers change no view)."""
     levered = with_levers(plan.graph, stage, recompute)
-    note = f"{machine.num_devices}-way, ZeRO-{stage}" + (", recomputed" if recompute else "")
+    note = f"{plan.note}, ZeRO-{stage}" + (", recomputed" if recompute else "")
     return PricedPlan("zero", levered, pricing.estimate(levered, machine), plan.mapped, note)
-
-
-def input_batch(graph: Graph) -> int | None:
-    """The batch of `graph`: the greatest common divisor of its batched inputs' first dims
-    (None: it has none)."""
-    sizes = {n.types[0].shape[0] for n in graph.nodes.values() if n.op == "pcg.input" and n.types[0].rank}
-    return math.gcd(*sizes) if sizes else None
-
-
-def replica_degrees(degrees: Sequence[int], devices: int, batch: int | None) -> list[int]:
-    """The tensor degrees of `degrees` whose data degree (`devices` / degree) is at most the
-    batch, as Megatron-LM requires (each replica gets a sample); all of them where none is, or
-    the batch is unknown. More replicas than samples leave the layout nothing to split the
-    batch by: it splits what it can (the sequence) and replicates the rest, a plan far slower
-    than the others whose devices can each fall into a role of their own, so that pricing it
-    costs what pricing per device does (`cost/roles.py`; Llama-2-70B at 4,096 GPUs, tensor 2 x
-    data 2,048 over 1,024 sequences: 4,096 roles, about 90 CPU s a plan)."""
-    kept = [t for t in degrees if batch is None or devices // t <= batch]
-    return kept or list(degrees)
 
 
 def megatron_plans(
@@ -203,12 +207,22 @@ def megatron_plans(
 ) -> list[PricedPlan]:
     """The Megatron plans (`megatron_layouts`) of each tensor-parallel degree dividing a node,
     without and/or with Megatron's sequence parallelism (`sequence`: the variants to build;
-    at tensor degree 1 there is nothing to shard, so one plan), whose data degree has a sample
-    for every replica where some degree has (`replica_degrees`)."""
+    at tensor degree 1 there is nothing to shard, so one plan), of the tensor degrees whose data
+    degree divides the batch (`data_degree`; Megatron-LM's own rule). A layout with more
+    replicas than samples has nothing to split the batch by: it splits what it can (the
+    sequence) and replicates the rest, a plan far slower than the others whose devices can each
+    fall into a role of their own, so pricing it costs what pricing per device does
+    (`cost/roles.py`; Llama-2-70B at 4,096 GPUs, tensor 2 x data 2,048 over 1,024 sequences:
+    4,096 roles, about 90 CPU s a plan)."""
     n = machine.num_devices
     plans = []
-    degrees = replica_degrees(tensor_degrees(machine) or [1], n, input_batch(graph))
+    refused: list[str] = []
+    degrees = tensor_degrees(machine) or [1]
     for t, along in ((k, a) for k in degrees for a in (dict.fromkeys(sequence) if k > 1 else [False])):
+        d, why = data_degree(graph, n // t)
+        if d != n // t:  # the layout needs every device: another tensor degree may fit the batch
+            refused.append(f"tensor {t}: data {why}")
+            continue
         for layout in megatron_layouts(graph, n // t, t, sequence=along):
             kept = ", ".join(f"{op} x{k}" for op, k in sorted(layout.stops.items()))
             note = (
@@ -219,4 +233,6 @@ def megatron_plans(
             if layout.gathered:
                 note += f"; {layout.gathered} gathered for the loss instead"
             plans.append(finish("megatron", layout.graph, machine, pricing, note))
+    if not plans and refused:
+        raise ValueError(f"no tensor degree leaves a data degree dividing the batch ({'; '.join(refused)})")
     return plans
