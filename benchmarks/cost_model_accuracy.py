@@ -2,6 +2,7 @@
 
     python benchmarks/cost_model_accuracy.py [--steps 8] [--warmup 3] [--cost roofline|profile]
                                              [--profile FILE] [--four] [--only NAME ...] [--fifo]
+                                             [--record FILE | --measured FILE]
 
 Every plan (serial, data, tensor/Megatron, reduction and hybrid parallelism of MLP, BERT and
 DLRM at sizes where a step takes milliseconds to a second; ZeRO-1/2/3, recomputation, GPipe and
@@ -12,6 +13,12 @@ predicted and measured ms per iteration, and the summary gives Kendall's tau (do
 rank plans as measurements do?) and the median relative error |predicted - measured| /
 measured. `--four` adds the 4-process plans: on a 2-core machine they oversubscribe the cores,
 which the cpu preset does not model.
+
+`--record FILE` writes what was measured (each plan's median and minimum step, the scheduler, the
+load) as JSON; `--measured FILE` prices the plans again against such a file instead of running
+them, so a change to the cost model is judged on the same measurements, deterministically
+(`cost_model_accuracy_measured_default.json` and `..._fifo.json`: the quiet runs of 2026-11-27
+05:28 UTC, default scheduler and SCHED_FIFO).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from tqdm import tqdm
@@ -135,6 +143,42 @@ def measure(program: Path, nproc: int, steps: int, warmup: int, fifo: bool = Fal
     return {name: float(result[key]) for name, key in STATS.items()}
 
 
+def recorded(path: Path) -> tuple[dict[tuple[str, str], dict[str, float]], str, float]:
+    """A `--record` file: each (plan, size)'s measured `STATS`, the scheduler, the load average."""
+    try:
+        data = json.loads(path.read_text())
+        steps = {
+            (p["plan"], p["size"]): {"median": float(p["median_ms"]), "min": float(p["min_ms"])}
+            for p in data["plans"]
+        }
+        return steps, str(data["scheduler"]), float(data["load_average"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"error: --measured {path}: not a cost_model_accuracy record ({e})") from None
+
+
+def record(
+    path: Path,
+    rows: list[tuple[str, str, float, dict[str, float]]],
+    scheduler: str,
+    load: float,
+    args: argparse.Namespace,
+) -> None:
+    """Writes a `--measured` file of the plans' measured step times."""
+    plans = [
+        {"plan": n, "size": s, "median_ms": m["median"], "min_ms": m["min"], "predicted_ms": round(p, 3)}
+        for n, s, p, m in rows
+    ]
+    data = {
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "scheduler": scheduler,
+        "load_average": round(load, 2),
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "plans": plans,
+    }
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
 def searched(size: str, nproc: int, tmp: Path):  # type: ignore[no-untyped-def]
     """The plan `unityc-opt --unity-search --machine cpu:P` finds for the model at `size`."""
     from unityc.dialects.source import read_module
@@ -193,7 +237,21 @@ def main() -> int:
         help="run the programs under SCHED_FIFO (chrt; root): their own time, free of other load and "
         "of the default scheduler's hand-offs around collectives",
     )
+    runs = parser.add_mutually_exclusive_group()
+    runs.add_argument("--record", type=Path, help="write the measured step times to this JSON file")
+    runs.add_argument(
+        "--measured",
+        type=Path,
+        help="price the plans against the step times of a --record file instead of running them",
+    )
     args = parser.parse_args()
+    if args.measured and args.fifo:
+        parser.error("--fifo runs the programs; with --measured the file says how they were run")
+    if args.measured and args.stat == "mean":
+        parser.error("--measured files hold median and min step times, not the mean")
+    known: dict[tuple[str, str], dict[str, float]] = {}
+    if args.measured:
+        known, recorded_scheduler, recorded_load = recorded(args.measured)
     if args.fifo and subprocess.run([*FIFO, "true"], capture_output=True).returncode:
         parser.error("--fifo: chrt --fifo failed (needs root or CAP_SYS_NICE)")
 
@@ -208,6 +266,10 @@ def main() -> int:
     plans = PLANS + LEVERED + SEARCHED + (FOUR if args.four else [])
     if args.only:
         plans = [p for p in plans if p[0] in args.only]
+    if args.measured:
+        missing = [f"{n} ({s})" for n, s in plans if (n, s) not in known]
+        if missing:
+            parser.error(f"--measured {args.measured} has no step time for {', '.join(missing)}")
     rows: list[tuple[str, str, float, dict[str, float]]] = []
     load: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -221,6 +283,9 @@ def main() -> int:
             else:
                 module = build(name, **SIZES[size])
             predicted = estimate_module(module, load_machine(f"cpu:{nproc}"), args.cost, "sgd", cache)
+            if args.measured:
+                rows.append((name, size, predicted.iteration_s * 1e3, known[name, size]))
+                continue
             program = Path(tmp) / f"{name}-{size}.py"
             program.write_text(emit_program(module, source=f"{name}.mlir"))
             load.append(os.getloadavg()[0])
@@ -238,8 +303,12 @@ def main() -> int:
             f"{predicted_ms / measured_ms[other]:.2f} |"
         )
     predicted = [r[2] for r in rows]
-    mean_load = statistics.fmean(load)
+    mean_load = statistics.fmean(load) if load else 0.0
     scheduler = "SCHED_FIFO" if args.fifo else "default scheduler"
+    if args.measured:
+        scheduler, mean_load = recorded_scheduler, recorded_load
+    if args.record:
+        record(args.record, rows, scheduler, mean_load, args)
     print(
         f"\n{len(rows)} plans, cost model '{args.cost}', {scheduler}, "
         f"load average {mean_load:.1f} during the runs"
