@@ -24,6 +24,7 @@ them, so a change to the cost model is judged on the same measurements, determin
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import os
@@ -36,6 +37,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from unityc.machine import load_machine
+from unityc.machine.spec import Machine
 from unityc.tools import demo
 
 HERE = Path(__file__).resolve().parent
@@ -141,6 +144,18 @@ def measure(program: Path, nproc: int, steps: int, warmup: int, fifo: bool = Fal
         raise RuntimeError(f"{program.name} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
     result = json.loads(out.read_text())
     return {name: float(result[key]) for name, key in STATS.items()}
+
+
+def priced_on(nproc: int, fifo: bool) -> Machine:
+    """`cpu:P` as the programs run: the preset models the default scheduler's hand-offs around
+    each collective (`DeviceKind.collective_handoff`); under SCHED_FIFO a woken thread gets its
+    core at once (`measure_cpu_machine.handoff`: no hand-off), so those runs are priced without
+    it. Its threads still share the rank's core (`comm_shares_core`) under either."""
+    machine = load_machine(f"cpu:{nproc}")
+    if not fifo:
+        return machine
+    kinds = tuple(dataclasses.replace(k, collective_handoff=0.0) for k in machine.kinds)
+    return Machine(machine.name, kinds, machine.nodes, machine.description)
 
 
 def recorded(path: Path) -> tuple[dict[tuple[str, str], dict[str, float]], str, float]:
@@ -250,8 +265,10 @@ def main() -> int:
     if args.measured and args.stat == "mean":
         parser.error("--measured files hold median and min step times, not the mean")
     known: dict[tuple[str, str], dict[str, float]] = {}
+    fifo = args.fifo
     if args.measured:
         known, recorded_scheduler, recorded_load = recorded(args.measured)
+        fifo = recorded_scheduler == "SCHED_FIFO"
     if args.fifo and subprocess.run([*FIFO, "true"], capture_output=True).returncode:
         parser.error("--fifo: chrt --fifo failed (needs root or CAP_SYS_NICE)")
 
@@ -260,7 +277,6 @@ def main() -> int:
     from unityc.codegen import emit_program
     from unityc.cost.estimate import estimate_module
     from unityc.cost.profile import ProfileCache
-    from unityc.machine import load_machine
 
     cache = ProfileCache.load(args.profile) if args.profile else None
     plans = PLANS + LEVERED + SEARCHED + (FOUR if args.four else [])
@@ -282,7 +298,8 @@ def main() -> int:
                 module = levered(name, size)
             else:
                 module = build(name, **SIZES[size])
-            predicted = estimate_module(module, load_machine(f"cpu:{nproc}"), args.cost, "sgd", cache)
+            machine = priced_on(nproc, fifo)
+            predicted = estimate_module(module, machine, args.cost, "sgd", cache)
             if args.measured:
                 rows.append((name, size, predicted.iteration_s * 1e3, known[name, size]))
                 continue
