@@ -37,6 +37,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from unityc.dialects.source import read_module
 from unityc.machine import load_machine
 from unityc.machine.spec import Machine
 from unityc.tools import demo
@@ -158,15 +159,21 @@ def priced_on(nproc: int, fifo: bool) -> Machine:
     return Machine(machine.name, kinds, machine.nodes, machine.description)
 
 
-def recorded(path: Path) -> tuple[dict[tuple[str, str], dict[str, float]], str, float]:
-    """A `--record` file: each (plan, size)'s measured `STATS`, the scheduler, the load average."""
+Record = tuple[dict[tuple[str, str], dict[str, float]], dict[tuple[str, str], str], str, float]
+
+
+def recorded(path: Path) -> Record:
+    """A `--record` file: each (plan, size)'s measured `STATS`, the searched plans' MLIR (the
+    plan that ran: the search may find another under a changed model), the scheduler, the load
+    average."""
     try:
         data = json.loads(path.read_text())
         steps = {
             (p["plan"], p["size"]): {"median": float(p["median_ms"]), "min": float(p["min_ms"])}
             for p in data["plans"]
         }
-        return steps, str(data["scheduler"]), float(data["load_average"])
+        texts = {(p["plan"], p["size"]): str(p["mlir"]) for p in data["plans"] if "mlir" in p}
+        return steps, texts, str(data["scheduler"]), float(data["load_average"])
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SystemExit(f"error: --measured {path}: not a cost_model_accuracy record ({e})") from None
 
@@ -177,10 +184,12 @@ def record(
     scheduler: str,
     load: float,
     args: argparse.Namespace,
+    texts: dict[tuple[str, str], str],
 ) -> None:
-    """Writes a `--measured` file of the plans' measured step times."""
+    """Writes a `--measured` file of the plans' measured step times (and the searched plans)."""
     plans = [
         {"plan": n, "size": s, "median_ms": m["median"], "min_ms": m["min"], "predicted_ms": round(p, 3)}
+        | ({"mlir": texts[n, s]} if (n, s) in texts else {})
         for n, s, p, m in rows
     ]
     data = {
@@ -265,9 +274,10 @@ def main() -> int:
     if args.measured and args.stat == "mean":
         parser.error("--measured files hold median and min step times, not the mean")
     known: dict[tuple[str, str], dict[str, float]] = {}
+    texts: dict[tuple[str, str], str] = {}
     fifo = args.fifo
     if args.measured:
-        known, recorded_scheduler, recorded_load = recorded(args.measured)
+        known, texts, recorded_scheduler, recorded_load = recorded(args.measured)
         fifo = recorded_scheduler == "SCHED_FIFO"
     if args.fifo and subprocess.run([*FIFO, "true"], capture_output=True).returncode:
         parser.error("--fifo: chrt --fifo failed (needs root or CAP_SYS_NICE)")
@@ -292,8 +302,12 @@ def main() -> int:
         for name, size in tqdm(plans, desc="plans", unit="plan"):
             nproc = int(name.rsplit("-", 1)[1])
             is_search = name.startswith("search-")
-            if is_search:
+            if (name, size) in texts:  # the searched plan that was measured
+                (Path(tmp) / "recorded.mlir").write_text(texts[name, size])
+                module = read_module(str(Path(tmp) / "recorded.mlir"))
+            elif is_search:
                 module = searched(size, nproc, Path(tmp))
+                texts[name, size] = str(module)
             elif (name, size) in LEVERED:
                 module = levered(name, size)
             else:
@@ -325,7 +339,7 @@ def main() -> int:
     if args.measured:
         scheduler, mean_load = recorded_scheduler, recorded_load
     if args.record:
-        record(args.record, rows, scheduler, mean_load, args)
+        record(args.record, rows, scheduler, mean_load, args, texts)
     print(
         f"\n{len(rows)} plans, cost model '{args.cost}', {scheduler}, "
         f"load average {mean_load:.1f} during the runs"
