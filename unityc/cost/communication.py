@@ -64,8 +64,9 @@ def collective_time(pattern: str, nbytes: float, devices: Sequence[int], machine
     link = machine.slowest_link(distinct)
     if n < 2 or nbytes <= 0 or link is None:
         return 0.0
-    alpha, beta = link.latency, link.bandwidth / _factor(pattern, distinct, machine)
-    return _alpha_beta(pattern, nbytes, n, alpha, beta) + _first_kind(distinct, machine).collective_handoff
+    kind = _first_kind(distinct, machine)
+    alpha, beta = link.latency, link.bandwidth / kind.collective_factor(pattern)
+    return _alpha_beta(pattern, nbytes, n, alpha, beta) + kind.collective_handoff
 
 
 def _alpha_beta(pattern: str, nbytes: float, n: int, alpha: float, beta: float) -> float:
@@ -86,14 +87,10 @@ def _alpha_beta(pattern: str, nbytes: float, n: int, alpha: float, beta: float) 
 
 
 def _first_kind(devices: Sequence[int], machine: Machine) -> DeviceKind:
+    """The kind of the first device: its collective library's slowdown of a pattern over the
+    ring formula's bytes (`DeviceKind.collective_bytes`) and its hand-off (`collective_handoff`)."""
     first = devices[0] if isinstance(devices, range) else next(iter(devices))
     return machine.kind_of(first)
-
-
-def _factor(pattern: str, devices: Sequence[int], machine: Machine) -> float:
-    """The devices' collective library's slowdown of `pattern` over the ring formula's bytes
-    (`DeviceKind.collective_bytes`; the kind of the first device)."""
-    return _first_kind(devices, machine).collective_factor(pattern)
 
 
 def collective_floor(
@@ -110,8 +107,9 @@ def collective_floor(
     link = machine.slowest_link(devices)
     if n < 2 or nbytes <= 0 or link is None:
         return 0.0, 0.0
-    alpha, beta = link.latency, link.bandwidth / _factor(pattern, devices, machine)
-    handoff = _first_kind(devices, machine).collective_handoff
+    kind = _first_kind(devices, machine)
+    alpha, beta = link.latency, link.bandwidth / kind.collective_factor(pattern)
+    handoff = kind.collective_handoff
     match pattern:
         case "p2p":
             return nbytes / beta, alpha + handoff
