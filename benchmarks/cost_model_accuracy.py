@@ -2,6 +2,7 @@
 
     python benchmarks/cost_model_accuracy.py [--steps 8] [--warmup 3] [--cost roofline|profile]
                                              [--profile FILE] [--four] [--only NAME ...] [--fifo]
+                                             [--record FILE | --measured FILE]
 
 Every plan (serial, data, tensor/Megatron, reduction and hybrid parallelism of MLP, BERT and
 DLRM at sizes where a step takes milliseconds to a second; ZeRO-1/2/3, recomputation, GPipe and
@@ -12,11 +13,18 @@ predicted and measured ms per iteration, and the summary gives Kendall's tau (do
 rank plans as measurements do?) and the median relative error |predicted - measured| /
 measured. `--four` adds the 4-process plans: on a 2-core machine they oversubscribe the cores,
 which the cpu preset does not model.
+
+`--record FILE` writes what was measured (each plan's median and minimum step, the scheduler, the
+load) as JSON; `--measured FILE` prices the plans again against such a file instead of running
+them, so a change to the cost model is judged on the same measurements, deterministically
+(`cost_model_accuracy_measured_default.json` and `..._fifo.json`: the quiet runs of 2026-11-27
+05:28 UTC, default scheduler and SCHED_FIFO).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import os
@@ -24,10 +32,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from tqdm import tqdm
 
+from unityc.dialects.source import read_module
+from unityc.machine import load_machine
+from unityc.machine.spec import Machine
 from unityc.tools import demo
 
 HERE = Path(__file__).resolve().parent
@@ -135,6 +147,62 @@ def measure(program: Path, nproc: int, steps: int, warmup: int, fifo: bool = Fal
     return {name: float(result[key]) for name, key in STATS.items()}
 
 
+def priced_on(nproc: int, fifo: bool) -> Machine:
+    """`cpu:P` as the programs run: the preset models the default scheduler's hand-offs around
+    each collective (`DeviceKind.collective_handoff`); under SCHED_FIFO a woken thread gets its
+    core at once (`measure_cpu_machine.handoff`: no hand-off), so those runs are priced without
+    it. Its threads still share the rank's core (`comm_shares_core`) under either."""
+    machine = load_machine(f"cpu:{nproc}")
+    if not fifo:
+        return machine
+    kinds = tuple(dataclasses.replace(k, collective_handoff=0.0) for k in machine.kinds)
+    return Machine(machine.name, kinds, machine.nodes, machine.description)
+
+
+Record = tuple[dict[tuple[str, str], dict[str, float]], dict[tuple[str, str], str], str, float]
+
+
+def recorded(path: Path) -> Record:
+    """A `--record` file: each (plan, size)'s measured `STATS`, the searched plans' MLIR (the
+    plan that ran: the search may find another under a changed model), the scheduler, the load
+    average."""
+    try:
+        data = json.loads(path.read_text())
+        steps = {
+            (p["plan"], p["size"]): {"median": float(p["median_ms"]), "min": float(p["min_ms"])}
+            for p in data["plans"]
+        }
+        texts = {(p["plan"], p["size"]): str(p["mlir"]) for p in data["plans"] if "mlir" in p}
+        return steps, texts, str(data["scheduler"]), float(data["load_average"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"error: --measured {path}: not a cost_model_accuracy record ({e})") from None
+
+
+def record(
+    path: Path,
+    rows: list[tuple[str, str, float, dict[str, float]]],
+    scheduler: str,
+    load: float,
+    args: argparse.Namespace,
+    texts: dict[tuple[str, str], str],
+) -> None:
+    """Writes a `--measured` file of the plans' measured step times (and the searched plans)."""
+    plans = [
+        {"plan": n, "size": s, "median_ms": m["median"], "min_ms": m["min"], "predicted_ms": round(p, 3)}
+        | ({"mlir": texts[n, s]} if (n, s) in texts else {})
+        for n, s, p, m in rows
+    ]
+    data = {
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "scheduler": scheduler,
+        "load_average": round(load, 2),
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "plans": plans,
+    }
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
 def searched(size: str, nproc: int, tmp: Path):  # type: ignore[no-untyped-def]
     """The plan `unityc-opt --unity-search --machine cpu:P` finds for the model at `size`."""
     from unityc.dialects.source import read_module
@@ -193,7 +261,24 @@ def main() -> int:
         help="run the programs under SCHED_FIFO (chrt; root): their own time, free of other load and "
         "of the default scheduler's hand-offs around collectives",
     )
+    runs = parser.add_mutually_exclusive_group()
+    runs.add_argument("--record", type=Path, help="write the measured step times to this JSON file")
+    runs.add_argument(
+        "--measured",
+        type=Path,
+        help="price the plans against the step times of a --record file instead of running them",
+    )
     args = parser.parse_args()
+    if args.measured and args.fifo:
+        parser.error("--fifo runs the programs; with --measured the file says how they were run")
+    if args.measured and args.stat == "mean":
+        parser.error("--measured files hold median and min step times, not the mean")
+    known: dict[tuple[str, str], dict[str, float]] = {}
+    texts: dict[tuple[str, str], str] = {}
+    fifo = args.fifo
+    if args.measured:
+        known, texts, recorded_scheduler, recorded_load = recorded(args.measured)
+        fifo = recorded_scheduler == "SCHED_FIFO"
     if args.fifo and subprocess.run([*FIFO, "true"], capture_output=True).returncode:
         parser.error("--fifo: chrt --fifo failed (needs root or CAP_SYS_NICE)")
 
@@ -202,25 +287,36 @@ def main() -> int:
     from unityc.codegen import emit_program
     from unityc.cost.estimate import estimate_module
     from unityc.cost.profile import ProfileCache
-    from unityc.machine import load_machine
 
     cache = ProfileCache.load(args.profile) if args.profile else None
     plans = PLANS + LEVERED + SEARCHED + (FOUR if args.four else [])
     if args.only:
         plans = [p for p in plans if p[0] in args.only]
+    if args.measured:
+        missing = [f"{n} ({s})" for n, s in plans if (n, s) not in known]
+        if missing:
+            parser.error(f"--measured {args.measured} has no step time for {', '.join(missing)}")
     rows: list[tuple[str, str, float, dict[str, float]]] = []
     load: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, size in tqdm(plans, desc="plans", unit="plan"):
             nproc = int(name.rsplit("-", 1)[1])
             is_search = name.startswith("search-")
-            if is_search:
+            if (name, size) in texts:  # the searched plan that was measured
+                (Path(tmp) / "recorded.mlir").write_text(texts[name, size])
+                module = read_module(str(Path(tmp) / "recorded.mlir"))
+            elif is_search:
                 module = searched(size, nproc, Path(tmp))
+                texts[name, size] = str(module)
             elif (name, size) in LEVERED:
                 module = levered(name, size)
             else:
                 module = build(name, **SIZES[size])
-            predicted = estimate_module(module, load_machine(f"cpu:{nproc}"), args.cost, "sgd", cache)
+            machine = priced_on(nproc, fifo)
+            predicted = estimate_module(module, machine, args.cost, "sgd", cache)
+            if args.measured:
+                rows.append((name, size, predicted.iteration_s * 1e3, known[name, size]))
+                continue
             program = Path(tmp) / f"{name}-{size}.py"
             program.write_text(emit_program(module, source=f"{name}.mlir"))
             load.append(os.getloadavg()[0])
@@ -238,8 +334,12 @@ def main() -> int:
             f"{predicted_ms / measured_ms[other]:.2f} |"
         )
     predicted = [r[2] for r in rows]
-    mean_load = statistics.fmean(load)
+    mean_load = statistics.fmean(load) if load else 0.0
     scheduler = "SCHED_FIFO" if args.fifo else "default scheduler"
+    if args.measured:
+        scheduler, mean_load = recorded_scheduler, recorded_load
+    if args.record:
+        record(args.record, rows, scheduler, mean_load, args, texts)
     print(
         f"\n{len(rows)} plans, cost model '{args.cost}', {scheduler}, "
         f"load average {mean_load:.1f} during the runs"

@@ -37,7 +37,13 @@ hardly count; the collectives below are wall-clock). What it prints (and what
 * gloo collectives between layers (`gloo_in_step`): all-reduce, reduce-scatter and all-gather of
   4 B to 4 MiB after each of 8 matmuls, against the same matmuls without: wall, thread CPU and
   process CPU per collective. Run the script under `chrt --fifo 1` too: the difference is what
-  the default scheduler adds around a collective on a fully subscribed machine.
+  the default scheduler adds around a collective on a fully subscribed machine;
+* the hand-off (`handoff`, `DeviceKind.collective_handoff` and `comm_shares_core`): both ranks
+  compute layer matmuls with a blocking all-reduce of 4 B-4 MiB after each, against the same
+  matmuls alone, under the default scheduler (three rounds) and under SCHED_FIFO (set in the
+  workers, root only): per collective, what it costs beyond the preset's alpha-beta time; and
+  an all-reduce started asynchronously before the matmuls, whether it runs beside them. Run it
+  on a quiet machine (other load lengthens the default scheduler's hand-offs, not FIFO's).
 """
 
 from __future__ import annotations
@@ -53,6 +59,10 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+from unityc.cost.communication import collective_time
+from unityc.machine import load_machine
+from unityc.machine.presets import CPU_CORE, GLOO_ALPHA
 
 
 def best_time(
@@ -436,6 +446,130 @@ def gloo_in_step(repeat: int) -> dict[tuple[str, int], tuple[float, float, float
     return {key: tuple((x + y) / 2 for x, y in zip(out[0][key], out[1][key], strict=True)) for key in out[0]}
 
 
+HANDOFF_SIZES = [4, 256 * 1024, 1024**2, 4 * 1024**2]
+HANDOFF_MATMULS = 8
+"""Matmuls (128 x 512 by 512 x 512, a layer of the benchmark models) a rank computes in each
+segment of `handoff`."""
+
+
+def _handoff_worker(rank: int, port: int, fifo: bool, repeat: int, out: dict) -> None:
+    """Per all-reduce size, both ranks (medians over alternating segments, wall seconds):
+
+    * `compute`: `HANDOFF_MATMULS` matmuls alone (no collective in the segment);
+    * `blocking`: the same matmuls each followed by a blocking all-reduce, minus `compute`, per
+      collective: what a collective between layers costs a step (the ranks' skew included);
+    * `alone`: blocking all-reduces back to back, per collective: the collective by itself;
+    * `overlap`: an async all-reduce started, the matmuls computed, then waited for: with the
+      collective run beside the compute on a spare core this is max(compute, alone), without one
+      compute + alone;
+    * `while`: the matmuls' wall in `overlap` (started with the collective in flight).
+
+    Under SCHED_FIFO (`fifo`: set before gloo starts its threads, which inherit it) a thread
+    runs until it blocks, so a woken thread waits for no time slice."""
+    if fifo:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    a, b = torch.randn(128, 512), torch.randn(512, 512)
+
+    def compute() -> None:
+        for _ in range(HANDOFF_MATMULS):
+            a @ b
+
+    results = {}
+    for size in HANDOFF_SIZES:
+        t = torch.ones(max(size // 4, 1))
+        samples: dict[str, list[float]] = {
+            k: [] for k in ("compute", "blocking", "alone", "overlap", "while")
+        }
+        for i in range(3 * repeat + 2):
+            dist.barrier()
+            start = time.perf_counter()
+            compute()
+            plain = time.perf_counter() - start
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(HANDOFF_MATMULS):
+                a @ b
+                dist.all_reduce(t)
+            blocking = time.perf_counter() - start
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(HANDOFF_MATMULS):
+                dist.all_reduce(t)
+            alone = time.perf_counter() - start
+            dist.barrier()
+            start = time.perf_counter()
+            work = dist.all_reduce(t, async_op=True)
+            compute()
+            computed = time.perf_counter() - start
+            work.wait()
+            overlap = time.perf_counter() - start
+            if i < 2:
+                continue
+            samples["compute"].append(plain)
+            samples["blocking"].append((blocking - plain) / HANDOFF_MATMULS)
+            samples["alone"].append(alone / HANDOFF_MATMULS)
+            samples["overlap"].append(overlap)
+            samples["while"].append(computed)
+        results[size] = {k: statistics.median(v) for k, v in samples.items()}
+    out[rank] = results
+    dist.destroy_process_group()
+
+
+def handoff(repeat: int, fifo: bool) -> dict[int, dict[str, float]]:
+    """`_handoff_worker`'s figures per size, the mean over the two ranks."""
+    manager = mp.Manager()
+    out = manager.dict()
+    mp.spawn(_handoff_worker, args=(_free_port(), fifo, repeat, out), nprocs=2, join=True)
+    return {
+        size: {k: (out[0][size][k] + out[1][size][k]) / 2 for k in out[0][size]} for size in HANDOFF_SIZES
+    }
+
+
+def print_handoff(repeat: int, rounds: int = 3) -> None:
+    """`handoff` under the default scheduler (`rounds` times: it varies from run to run) and
+    under SCHED_FIFO (where permitted), side by side: what a blocking collective between layers
+    costs beyond the preset's alpha-beta time (the hand-offs between a rank's training thread
+    and gloo's threads on a core the rank fills: `DeviceKind.collective_handoff`, the median
+    over sizes and rounds), and how much of a collective started asynchronously runs beside the
+    compute (`hidden`: 1 overlapped, 0 one after the other; `DeviceKind.comm_shares_core`)."""
+    runs = {f"default {i + 1}": handoff(repeat, False) for i in range(rounds)}
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        runs["fifo"] = handoff(repeat, True)
+    except PermissionError:
+        print("  (SCHED_FIFO not permitted: default scheduler only)")
+    print(
+        "gloo all-reduce around layer matmuls, 2 processes (us; compute = "
+        f"{HANDOFF_MATMULS} matmuls; overlap: async all-reduce during them, then wait):"
+    )
+    print("  scheduler  bytes     compute  blocking extra  alone  overlap  compute while  hidden")
+    for name, run in runs.items():
+        for size, r in run.items():
+            hidden = (r["compute"] + r["alone"] - r["overlap"]) / min(r["compute"], r["alone"])
+            print(
+                f"  {name:9s} {size:>8} {r['compute'] * 1e6:8.0f} {r['blocking'] * 1e6:9.0f} "
+                f"{r['alone'] * 1e6:11.0f} {r['overlap'] * 1e6:8.0f} {r['while'] * 1e6:9.0f} {hidden:10.2f}"
+            )
+    machine = load_machine("cpu:2")
+    model = {
+        s: collective_time("all_reduce", s, (0, 1), machine) - CPU_CORE.collective_handoff
+        for s in HANDOFF_SIZES
+    }
+    print(f"a blocking all-reduce between layers over the preset's 2 x {GLOO_ALPHA * 1e6:.0f} us + S / beta:")
+    default: list[float] = []
+    for name, run in runs.items():
+        extra = [run[s]["blocking"] - model[s] for s in HANDOFF_SIZES]
+        default += extra if name.startswith("default") else []
+        print(
+            f"  {name:9s} "
+            + ", ".join(f"{s} B {e * 1e6:+.0f} us" for s, e in zip(HANDOFF_SIZES, extra, strict=True))
+        )
+    print(f"hand-off per collective, default scheduler (median): {statistics.median(default) * 1e6:.0f} us")
+
+
 def fit_alpha_beta(times: dict[int, float]) -> tuple[float, float]:
     """t = 2 alpha + S / beta: alpha from the smallest message, beta from the slope between the
     two largest (a least-squares fit over all sizes lets the noisy small sizes skew alpha)."""
@@ -490,6 +624,7 @@ def main() -> None:
             f"  {pattern:15s} {size:>9} B: {wall * 1e6:7.0f} us, {thread * 1e6:6.0f} us, "
             f"{process * 1e6:6.0f} us"
         )
+    print_handoff(repeat)
 
 
 if __name__ == "__main__":

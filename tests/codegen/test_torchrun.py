@@ -220,8 +220,14 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> Batches:
             result.unsearched[name] = error
             continue
         plan_text = (directory / f"{model}-search-{nproc}.mlir").read_text()
-        # parallel ops, or a pipeline (its stages move data by send/recv, not by parallel ops)
-        result.parallel_ops[name] = plan_text.count("= parallel.") + plan_text.count("stage = 1 : i64")
+        # parallel ops, a pipeline (its stages move data by send/recv, not by parallel ops), or
+        # ops placed on another process (towers of the MLP one per process: their operands move
+        # point to point, without parallel ops)
+        result.parallel_ops[name] = (
+            plan_text.count("= parallel.")
+            + plan_text.count("stage = 1 : i64")
+            + len(re.findall(r"#pcg\.view<start [1-9]", plan_text))
+        )
         add(name, nproc, program, "--check", "--steps", "2", *(FLOAT64 if model in CNNS else ()))
 
     for model, nproc in MEGATRONS:

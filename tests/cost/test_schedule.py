@@ -5,9 +5,15 @@ them and start during the backward."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from unityc.cost.communication import collective_floor, collective_time
+from unityc.cost.pricing import copy_collectives
 from unityc.cost.schedule import Comm, Step, buckets, simulate
+from unityc.machine import load_machine
+from unityc.machine.spec import Machine
 from unityc.runtime.patterns import gradient_buckets
 
 MS = 1e-3
@@ -95,3 +101,43 @@ def test_gradient_buckets_cut_by_size_and_dtype() -> None:
     pieces = [(10, "f32"), (10, "f32"), (30, "f32"), (5, "f32"), (5, "f64"), (1, "f64")]
     assert gradient_buckets(pieces, limit=20) == [[0, 1], [2], [3], [4, 5]]
     assert gradient_buckets([], limit=20) == []
+
+
+def test_buckets_do_not_overlap_compute_on_a_shared_core() -> None:
+    """`test_buckets_start_during_the_backward`'s two buckets on devices whose collectives run
+    on their compute core (`DeviceKind.comm_shares_core`, cpu:P): the core computes the
+    backward (2-4 ms), then reduces w2's bucket (4-6 ms) and w1's (6-8 ms), then the updates
+    (8-8.2 ms); on separate streams w2's bucket hides under w1's backward and the same schedule
+    ends at 7.2 ms."""
+    steps = [X, reduced(1), reduced(2), layer(3, 0, 1), layer(4, 3, 2)]
+    grad_buckets = buckets(steps, price, limit=1_000_000)
+    assert simulate(steps, {}, 4, grad_buckets).iteration_s == pytest.approx(7.2 * MS)
+    shared = simulate(steps, {}, 4, grad_buckets, shared={0, 1})
+    assert shared.backward_s == pytest.approx(4 * MS)
+    assert shared.iteration_s == pytest.approx(8.2 * MS)
+    assert shared.sync_after_s == pytest.approx(4 * MS)
+    assert shared.timelines[0].busy_s == pytest.approx(8.2 * MS)  # never two things at once
+
+
+def test_cpu_collectives_pay_the_handoff_once_each() -> None:
+    """On cpu:2 each collective pays the kind's measured `collective_handoff` once, whatever its
+    size, and ZeRO's bucket shares add up to one; a kind without the fields (the cpu kind with
+    them cleared, every GPU preset) prices as before and overlaps."""
+    cpu = load_machine("cpu:2")
+    kind = cpu.kinds[0]
+    assert kind.comm_shares_core and kind.collective_handoff > 0
+    assert cpu.shared_cores == {0, 1}
+    plain = Machine(cpu.name, (replace(kind, comm_shares_core=False, collective_handoff=0.0),), cpu.nodes)
+    assert plain.shared_cores == frozenset()
+    for pattern, nbytes in (("all_reduce", 4), ("all_reduce", 2**20), ("all_gather", 2**22), ("p2p", 64)):
+        with_it, without = (collective_time(pattern, nbytes, (0, 1), m) for m in (cpu, plain))
+        assert with_it - without == pytest.approx(kind.collective_handoff)
+        bytes_part, latency = collective_floor(pattern, nbytes, (0, 1), cpu)
+        assert bytes_part + latency <= collective_time(pattern, nbytes, (0, 1), cpu) * (1 + 1e-12)
+    assert collective_time("all_reduce", 0, (0, 1), cpu) == 0.0  # nothing moves: no hand-off
+    shares = copy_collectives(cpu, "all_gather", {(0, 0, 0): 0, (0, 0, 1): 1}, 2**20, 2**22)
+    whole = copy_collectives(cpu, "all_gather", {(0, 0, 0): 0, (0, 0, 1): 1}, 2**22)
+    assert 4 * shares[0].seconds == pytest.approx(whole[0].seconds)
+    gpus = load_machine("dgx-a100:1")
+    assert gpus.shared_cores == frozenset()
+    assert all(not k.comm_shares_core and k.collective_handoff == 0 for k in gpus.kinds)

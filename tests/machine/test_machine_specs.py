@@ -112,6 +112,19 @@ def test_cold_bandwidth_and_scatter_rows() -> None:
         assert gpu.cold_bandwidth == 0 and gpu.scatter_row_time == 0 and gpu.cache_bandwidth == 0
 
 
+def test_comm_shares_core_and_handoff() -> None:
+    """`comm_shares_core` and `collective_handoff_us` are read from a spec (off by default, as on
+    GPUs); the cpu preset sets both."""
+    data = _with("kinds.g.comm_shares_core", True)
+    data["kinds"]["g"]["collective_handoff_us"] = 640
+    kind = machine_from_dict(data, "m.toml").kind_of(0)
+    assert kind.comm_shares_core and kind.collective_handoff == pytest.approx(640e-6)
+    kind = machine_from_dict(_with("kinds.g.memory_gib", 16), "m.toml").kind_of(0)
+    assert not kind.comm_shares_core and kind.collective_handoff == 0
+    cpu = load_machine("cpu:2").kind_of(0)
+    assert cpu.comm_shares_core and cpu.collective_handoff > 0
+
+
 def test_mixed_example() -> None:
     m = load_machine(os.path.join(EXAMPLES, "mixed.toml"))
     assert m.num_devices == 14
@@ -162,6 +175,12 @@ def _with(path: str, value: object) -> dict:
         ("kinds.g.vector_gflops", -1, "m.toml: kinds.g.vector_gflops: expected a non-negative number"),
         ("kinds.g.cold_bandwidth_gbs", -1, "m.toml: kinds.g.cold_bandwidth_gbs: expected a non-negative"),
         ("kinds.g.scatter_row_ns", "x", "m.toml: kinds.g.scatter_row_ns: expected a number"),
+        ("kinds.g.comm_shares_core", 1, "m.toml: kinds.g.comm_shares_core: expected true or false"),
+        (
+            "kinds.g.collective_handoff_us",
+            -1,
+            "m.toml: kinds.g.collective_handoff_us: expected a non-negative",
+        ),
         ("kinds.g.color", "red", "m.toml: kinds.g.color: unknown field"),
         ("links.intra_socket", None, "m.toml: links.intra_socket: missing"),
         ("links.intra_socket.latency_us", "fast", "m.toml: links.intra_socket.latency_us: expected a number"),

@@ -23,7 +23,9 @@ def parallel_ops(plan) -> int:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(
     ("model", "m_name"),
-    [*((m, "slow") for m in ZOO), ("mlp", "cpu:2"), ("bert", "cpu:4")],
+    # on cpu:2 the small MLP's step (0.8 ms) is shorter than one gloo collective with its
+    # hand-off (`DeviceKind.collective_handoff`), so one device is its plan: DLRM's is searched
+    [*((m, "slow") for m in ZOO), ("dlrm", "cpu:2"), ("bert", "cpu:4")],
 )
 def test_searched_plans_compute_the_same_values(model: str, m_name: str) -> None:
     graph = from_module(import_model(ModelSpec(model, "small")))

@@ -15,7 +15,10 @@ b (beta) its bandwidth per direction, n the number of distinct devices, S = `nby
 | all_gather | each device's (full) output | (n-1)/n S/b + (n-1) a |
 | all_to_all | each device's buffer | (n-1)/n S/b + (n-1) a |
 
-One device, or no bytes, costs nothing. Backward runs the dual pattern (`DUAL`) over the same
+A kind whose ranks share their core with the collective library's threads adds its measured
+`DeviceKind.collective_handoff` to every collective (the OS scheduler's hand-offs between those
+threads: a CPU process per core; the kind of the first device). One device, or no bytes, costs
+nothing. Backward runs the dual pattern (`DUAL`) over the same
 devices with the same S: partition/combine are scatter/gather, replicate/reduce are
 broadcast/reduce (weight-gradient synchronization of a replicated weight is this reduce),
 all_reduce/all_reduce, reduce_scatter/all_gather, all_to_all/all_to_all, pipeline/batch p2p.
@@ -35,7 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from unityc.machine.spec import Machine
+from unityc.machine.spec import DeviceKind, Machine
 from unityc.runtime.patterns import DUAL, PATTERNS
 
 PARALLEL_PATTERN = {
@@ -61,7 +64,13 @@ def collective_time(pattern: str, nbytes: float, devices: Sequence[int], machine
     link = machine.slowest_link(distinct)
     if n < 2 or nbytes <= 0 or link is None:
         return 0.0
-    alpha, beta = link.latency, link.bandwidth / _factor(pattern, distinct, machine)
+    kind = _first_kind(distinct, machine)
+    alpha, beta = link.latency, link.bandwidth / kind.collective_factor(pattern)
+    return _alpha_beta(pattern, nbytes, n, alpha, beta) + kind.collective_handoff
+
+
+def _alpha_beta(pattern: str, nbytes: float, n: int, alpha: float, beta: float) -> float:
+    """The alpha-beta time of the module docstring's table."""
     steps = math.ceil(math.log2(n))
     match pattern:
         case "p2p":
@@ -77,11 +86,11 @@ def collective_time(pattern: str, nbytes: float, devices: Sequence[int], machine
     return (n - 1) / n * nbytes / beta + (n - 1) * alpha  # reduce_scatter, all_gather, all_to_all
 
 
-def _factor(pattern: str, devices: Sequence[int], machine: Machine) -> float:
-    """The devices' collective library's slowdown of `pattern` over the ring formula's bytes
-    (`DeviceKind.collective_bytes`; the kind of the first device)."""
+def _first_kind(devices: Sequence[int], machine: Machine) -> DeviceKind:
+    """The kind of the first device: its collective library's slowdown of a pattern over the
+    ring formula's bytes (`DeviceKind.collective_bytes`) and its hand-off (`collective_handoff`)."""
     first = devices[0] if isinstance(devices, range) else next(iter(devices))
-    return machine.kind_of(first).collective_factor(pattern)
+    return machine.kind_of(first)
 
 
 def collective_floor(
@@ -90,24 +99,28 @@ def collective_floor(
     """Lower bounds of the two parts of `collective_time`, (what grows with the bytes, the
     latencies), whose sum is at most it: the bytes part adds up over tensors, so one collective
     of several tensors' bytes (a gradient bucket) takes at least the sum of theirs plus one
-    latency part. All-reduce: the ring's bytes, the tree's latencies (the least of each)."""
+    latency part (with the kind's `collective_handoff`). All-reduce: the ring's bytes, the
+    tree's latencies (the least of each)."""
     if pattern not in PATTERNS:
         raise ValueError(f"unknown communication pattern '{pattern}' (known: {', '.join(PATTERNS)})")
     n = len(set(devices))
     link = machine.slowest_link(devices)
     if n < 2 or nbytes <= 0 or link is None:
         return 0.0, 0.0
-    alpha, beta = link.latency, link.bandwidth / _factor(pattern, devices, machine)
+    kind = _first_kind(devices, machine)
+    alpha, beta = link.latency, link.bandwidth / kind.collective_factor(pattern)
+    handoff = kind.collective_handoff
     match pattern:
         case "p2p":
-            return nbytes / beta, alpha
+            return nbytes / beta, alpha + handoff
         case "scatter" | "gather":
-            return nbytes / beta, (n - 1) * alpha
+            return nbytes / beta, (n - 1) * alpha + handoff
         case "broadcast" | "reduce":
-            return nbytes / beta, min(n - 1, math.ceil(math.log2(n))) * alpha
+            return nbytes / beta, min(n - 1, math.ceil(math.log2(n))) * alpha + handoff
         case "all_reduce":
-            return 2 * (n - 1) / n * nbytes / beta, min(2 * (n - 1), 2 * math.ceil(math.log2(n))) * alpha
-    return (n - 1) / n * nbytes / beta, (n - 1) * alpha
+            steps = min(2 * (n - 1), 2 * math.ceil(math.log2(n)))
+            return 2 * (n - 1) / n * nbytes / beta, steps * alpha + handoff
+    return (n - 1) / n * nbytes / beta, (n - 1) * alpha + handoff
 
 
 Coord = tuple[int, ...]

@@ -115,7 +115,7 @@ def estimate_graph(
     grad_buckets = buckets(
         steps, lambda devices, nbytes: collective_time("all_reduce", nbytes, devices, machine)
     )
-    schedule = simulate(steps, b.mult, loss_id, grad_buckets)
+    schedule = simulate(steps, b.mult, loss_id, grad_buckets, machine.shared_cores)
     if k > 1:
         schedule = accumulated(schedule, priced, order, steps, b.mult, loss_id, k)
     for c in (

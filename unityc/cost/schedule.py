@@ -23,6 +23,11 @@ communication it depends on. The graph is a list of `Step`s in topological order
 4. the optimizer step of each piece, on its device, once every bucket of that device is
    reduced (the program waits for all of them, then steps).
 
+A device whose communication runs on its compute core (`DeviceKind.comm_shares_core`: a CPU
+process per core, gloo's threads polling on the core the rank computes on) has one stream for
+both: a collective waits for its compute and its compute for the collective, so a gradient
+bucket does not hide under the backward there.
+
 Ops on disjoint devices therefore overlap; ops sharing a device serialize in program order.
 Micro-batches (`parallel.pipeline` ... `parallel.batch`): a step runs once per micro-batch of
 its values (its `multiplicity`); instance k reads instance k·m/M of an operand with m
@@ -32,7 +37,7 @@ backwards). The iteration time is when the last thing ends.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from unityc.runtime.patterns import BUCKET_BYTES, gradient_buckets
@@ -161,8 +166,10 @@ class Schedule:
 
 
 class _Simulator:
-    def __init__(self, multiplicity: Mapping[int, int]):
+    def __init__(self, multiplicity: Mapping[int, int], shared: Collection[int] = frozenset()):
         self.mult = multiplicity
+        self.shared = shared
+        """Devices with one stream for compute and communication (`comm_shares_core`)."""
         self.compute_free: dict[int, float] = {}
         self.comm_free: dict[int, float] = {}
         self.timelines: dict[int, Timeline] = {}
@@ -170,12 +177,18 @@ class _Simulator:
     def timeline(self, d: int) -> Timeline:
         return self.timelines.setdefault(d, Timeline())
 
+    def free(self, d: int, stream: dict[int, float]) -> float:
+        """When device `d` can start on `stream`: on a shared core, when both streams are free."""
+        if d in self.shared:
+            return max(self.compute_free.get(d, 0.0), self.comm_free.get(d, 0.0))
+        return stream.get(d, 0.0)
+
     def communicate(self, comms: Sequence[Comm], ready: float) -> float:
         end = ready
         for c in comms:
             if c.seconds <= 0:
                 continue
-            start = max([ready, *(self.comm_free.get(d, 0.0) for d in c.devices)])
+            start = max([ready, *(self.free(d, self.comm_free) for d in c.devices)])
             finish = start + c.seconds
             for d in c.devices:
                 self.comm_free[d] = finish
@@ -188,7 +201,7 @@ class _Simulator:
         for d, seconds in work:
             if seconds <= 0:
                 continue
-            start = max(ready, self.compute_free.get(d, 0.0))
+            start = max(ready, self.free(d, self.compute_free))
             self.compute_free[d] = start + seconds
             self.timeline(d).compute.append((start, start + seconds))
             end = max(end, start + seconds)
@@ -205,10 +218,13 @@ def simulate(
     multiplicity: Mapping[int, int],
     loss: int | None,
     grad_buckets: Sequence[Bucket] = (),
+    shared: Collection[int] = frozenset(),
 ) -> Schedule:
     """Simulate forward, backward, gradient sync and update; `multiplicity[v]` is value v's
-    micro-batch count, `grad_buckets` the buckets of the steps' `grad_reduce` (`buckets`)."""
-    sim = _Simulator(multiplicity)
+    micro-batch count, `grad_buckets` the buckets of the steps' `grad_reduce` (`buckets`),
+    `shared` the devices whose communication runs on their compute core
+    (`Machine.shared_cores`)."""
+    sim = _Simulator(multiplicity, shared)
     mult = lambda v: multiplicity.get(v, 1)  # noqa: E731
     ready: dict[int, list[float]] = {}
     fwd_end: list[float] = []

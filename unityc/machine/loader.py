@@ -15,6 +15,8 @@ cold_bandwidth_gbs = 10                # optional: matmul operands from memory, 
 cache_bandwidth_gbs = 33               # optional: kernels moving at most cache_mib stream at this (0: none)
 cache_mib = 192                        # optional: the last-level cache a kernel's bytes must fit (0)
 scatter_row_ns = 60                    # optional: per row of an embedding's backward (0)
+comm_shares_core = false               # optional: collectives run on the compute core (no overlap)
+collective_handoff_us = 640            # optional: added to every collective (0)
 allow_tf32 = false                     # optional: f32 matmuls at the tf32 rate
 
 [links]                                # bandwidth per direction, GB/s; latency, microseconds
@@ -207,6 +209,8 @@ class _Reader:
                 "cache_bandwidth_gbs",
                 "cache_mib",
                 "scatter_row_ns",
+                "comm_shares_core",
+                "collective_handoff_us",
                 "allow_tf32",
             ),
         )
@@ -224,9 +228,10 @@ class _Reader:
             flops.append((dtype, self.number(flops_table, dtype, f"{path}.flops_tflops") * TFLOPS))
         if "f32" not in flops_table:
             raise self.error(f"{path}.flops_tflops.f32", "missing (the rate of dtypes not listed)")
-        allow_tf32 = table.get("allow_tf32", False)
-        if not isinstance(allow_tf32, bool):
-            raise self.error(f"{path}.allow_tf32", f"expected true or false, got {allow_tf32!r}")
+        allow_tf32, shares = (table.get(key, False) for key in ("allow_tf32", "comm_shares_core"))
+        for key, flag in (("allow_tf32", allow_tf32), ("comm_shares_core", shares)):
+            if not isinstance(flag, bool):
+                raise self.error(f"{path}.{key}", f"expected true or false, got {flag!r}")
         return DeviceKind(
             name=name,
             flops=tuple(flops),
@@ -240,6 +245,8 @@ class _Reader:
             cache_bandwidth=self.number(table, "cache_bandwidth_gbs", path, 0.0, positive=False) * GB,
             cache_bytes=self.number(table, "cache_mib", path, 0.0, positive=False) * MIB,
             scatter_row_time=self.number(table, "scatter_row_ns", path, 0.0, positive=False) * 1e-9,
+            comm_shares_core=shares,
+            collective_handoff=us(self.number(table, "collective_handoff_us", path, 0.0, positive=False)),
             allow_tf32=allow_tf32,
         )
 

@@ -59,6 +59,23 @@ line in brackets. Every rate is the CPU time of one thread, so little disturbed 
                                   the core the other process computes on
     dropout:                      about 10 f32 adds per element [19-23]
                                   (`cost.compute.DROPOUT_HASH_FLOPS`)
+    gloo's threads on the rank's core (`comm_shares_core`, `collective_handoff`; 2026-11-27
+                                  06:46-06:54, `measure_cpu_machine.handoff`, load 2.4-3.7,
+                                  the script at nice -20): each rank fills a core, so gloo's
+                                  threads (busy-polling while a collective is in flight) run on
+                                  the core the rank computes on. An all-reduce started
+                                  asynchronously before 8 layer matmuls ends when the matmuls
+                                  plus the all-reduce alone would, under SCHED_FIFO and the
+                                  default scheduler alike (none of it hides under the compute):
+                                  a rank's communication and compute take turns. Under the default
+                                  scheduler a blocking all-reduce between layers takes 100-1900 us
+                                  (median 640 over 4 B-4 MiB and 6 runs) more than the preset's
+                                  2 alpha + S / beta: the hand-offs between the training thread
+                                  and gloo's threads, each woken one waiting for the running
+                                  one's time slice; under SCHED_FIFO, where a woken thread gets
+                                  the core at once, 270-920 us less (gloo's own time). The cpu
+                                  kind models the default scheduler (what a user runs): a run
+                                  under SCHED_FIFO is priced without the hand-off
 
 Those rates are achieved, not peak, so the cpu kind has efficiency 1.0. Matmul-like ops run at
 the matmul rate, every other op at `vector_flops` (a CPU core runs element-wise kernels one
@@ -157,6 +174,8 @@ CPU_CORE = DeviceKind(
     cache_bytes=192 * MIB,
     scatter_row_time=55e-9,
     collective_bytes=(("all_gather", 2.0), ("reduce_scatter", 4.5)),
+    comm_shares_core=True,
+    collective_handoff=us(640),
 )
 
 

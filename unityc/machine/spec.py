@@ -70,6 +70,18 @@ class DeviceKind:
     kind takes `factor` times what the ring formula gives (`cost.communication`), where the
     kind's collective library does not run the pattern as a ring (gloo's all-gather and
     reduce-scatter on CPU processes); patterns not listed: 1."""
+    comm_shares_core: bool = False
+    """The collective library's threads run on the core this device computes on (a CPU process
+    per core, no spare core for gloo's threads): a collective in flight keeps the device from
+    computing, so its communication and its compute run one at a time, not overlapped as on a
+    GPU's separate streams (`cost.schedule`). False: overlapped (GPUs)."""
+    collective_handoff: float = 0.0
+    """Seconds each collective among devices of this kind takes on top of its alpha-beta time
+    for the operating system's hand-offs between a rank's training thread and the collective's
+    threads sharing its core (`comm_shares_core`): under the default scheduler a woken thread
+    waits for the running one's time slice, in every step of the collective and when the
+    training thread resumes. 0: none (GPUs; a CPU run under SCHED_FIFO, where a woken thread
+    gets the core at once)."""
     allow_tf32: bool = False
     """Whether f32 matmul-like ops run at the `tf32` rate (off by default, as in PyTorch)."""
     reserved: float = 0.0
@@ -244,6 +256,11 @@ class Machine:
             )
         return index
 
+    @property
+    def shared_cores(self) -> frozenset[int]:
+        """The devices whose kind runs communication on its compute core (`comm_shares_core`)."""
+        return _shared_cores(self)
+
     def total_peak_flops(self, dtype: str, matmul: bool = False) -> float:
         return _total_peak_flops(self, dtype, matmul)
 
@@ -310,6 +327,11 @@ def _count(nodes: tuple[NodeSpec, ...]) -> int:
 @functools.lru_cache(maxsize=64)
 def _total_peak_flops(machine: Machine, dtype: str, matmul: bool) -> float:
     return sum(d.kind.peak_flops(dtype, matmul) for d in machine.devices)
+
+
+@functools.lru_cache(maxsize=64)
+def _shared_cores(machine: Machine) -> frozenset[int]:
+    return frozenset(d.index for d in machine.devices if d.kind.comm_shares_core)
 
 
 @functools.lru_cache(maxsize=4096)
