@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from unityc.machine.spec import DeviceKind, Machine
+from unityc.machine.spec import Machine
 from unityc.runtime.patterns import DUAL, PATTERNS
 
 PARALLEL_PATTERN = {
@@ -57,16 +57,29 @@ PARALLEL_PATTERN = {
 
 def collective_time(pattern: str, nbytes: float, devices: Sequence[int], machine: Machine) -> float:
     """Seconds for one collective (see the module docstring for what `nbytes` means)."""
+    terms = _terms(pattern, nbytes, devices, machine)
+    if terms is None:
+        return 0.0
+    n, alpha, beta, handoff = terms
+    return _alpha_beta(pattern, nbytes, n, alpha, beta) + handoff
+
+
+def _terms(
+    pattern: str, nbytes: float, devices: Sequence[int], machine: Machine
+) -> tuple[int, float, float, float] | None:
+    """(distinct devices n, alpha, beta, hand-off) of one collective, None where it costs nothing
+    (one device, no bytes, no link). Beta is the slowest link's bandwidth over the kind's
+    slowdown of `pattern` (`DeviceKind.collective_bytes`), the hand-off the kind's
+    `collective_handoff`: the kind of the first device."""
     if pattern not in PATTERNS:
         raise ValueError(f"unknown communication pattern '{pattern}' (known: {', '.join(PATTERNS)})")
     distinct = devices if isinstance(devices, range) else list(dict.fromkeys(devices))
     n = len(distinct)
     link = machine.slowest_link(distinct)
     if n < 2 or nbytes <= 0 or link is None:
-        return 0.0
-    kind = _first_kind(distinct, machine)
-    alpha, beta = link.latency, link.bandwidth / kind.collective_factor(pattern)
-    return _alpha_beta(pattern, nbytes, n, alpha, beta) + kind.collective_handoff
+        return None
+    kind = machine.kind_of(distinct[0])
+    return n, link.latency, link.bandwidth / kind.collective_factor(pattern), kind.collective_handoff
 
 
 def _alpha_beta(pattern: str, nbytes: float, n: int, alpha: float, beta: float) -> float:
@@ -86,13 +99,6 @@ def _alpha_beta(pattern: str, nbytes: float, n: int, alpha: float, beta: float) 
     return (n - 1) / n * nbytes / beta + (n - 1) * alpha  # reduce_scatter, all_gather, all_to_all
 
 
-def _first_kind(devices: Sequence[int], machine: Machine) -> DeviceKind:
-    """The kind of the first device: its collective library's slowdown of a pattern over the
-    ring formula's bytes (`DeviceKind.collective_bytes`) and its hand-off (`collective_handoff`)."""
-    first = devices[0] if isinstance(devices, range) else next(iter(devices))
-    return machine.kind_of(first)
-
-
 def collective_floor(
     pattern: str, nbytes: float, devices: Sequence[int], machine: Machine
 ) -> tuple[float, float]:
@@ -101,26 +107,23 @@ def collective_floor(
     of several tensors' bytes (a gradient bucket) takes at least the sum of theirs plus one
     latency part (with the kind's `collective_handoff`). All-reduce: the ring's bytes, the
     tree's latencies (the least of each)."""
-    if pattern not in PATTERNS:
-        raise ValueError(f"unknown communication pattern '{pattern}' (known: {', '.join(PATTERNS)})")
-    n = len(set(devices))
-    link = machine.slowest_link(devices)
-    if n < 2 or nbytes <= 0 or link is None:
+    terms = _terms(pattern, nbytes, devices, machine)
+    if terms is None:
         return 0.0, 0.0
-    kind = _first_kind(devices, machine)
-    alpha, beta = link.latency, link.bandwidth / kind.collective_factor(pattern)
-    handoff = kind.collective_handoff
+    n, alpha, beta, handoff = terms
     match pattern:
         case "p2p":
-            return nbytes / beta, alpha + handoff
+            data, latency = nbytes / beta, alpha
         case "scatter" | "gather":
-            return nbytes / beta, (n - 1) * alpha + handoff
+            data, latency = nbytes / beta, (n - 1) * alpha
         case "broadcast" | "reduce":
-            return nbytes / beta, min(n - 1, math.ceil(math.log2(n))) * alpha + handoff
+            data, latency = nbytes / beta, min(n - 1, math.ceil(math.log2(n))) * alpha
         case "all_reduce":
-            steps = min(2 * (n - 1), 2 * math.ceil(math.log2(n)))
-            return 2 * (n - 1) / n * nbytes / beta, steps * alpha + handoff
-    return (n - 1) / n * nbytes / beta, (n - 1) * alpha + handoff
+            data = 2 * (n - 1) / n * nbytes / beta
+            latency = min(2 * (n - 1), 2 * math.ceil(math.log2(n))) * alpha
+        case _:
+            data, latency = (n - 1) / n * nbytes / beta, (n - 1) * alpha
+    return data, latency + handoff
 
 
 Coord = tuple[int, ...]

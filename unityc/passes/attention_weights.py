@@ -6,6 +6,7 @@ equal constants shared (`share_constants`), packed projections unpacked into one
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
@@ -113,12 +114,7 @@ def _unpack(op: pcg.LinearOp, cuts: list[int], readers: set[Operation]) -> None:
                 new_ops.append(joined)
                 value = joined.output
             result.replace_all_uses_with(value)
-    block = op.parent_block()
-    assert block is not None
-    block.insert_ops_before(new_ops, op)
-    for dead in (*readers, op):
-        dead.detach()
-        dead.erase()
+    _swap(op, new_ops, (*readers, op))
 
 
 def split_weights(module: ModuleOp) -> None:
@@ -159,13 +155,7 @@ def split_weights(module: ModuleOp) -> None:
                 new_ops.append(turned)
                 value = turned.output
             result.replace_all_uses_with(value)
-        block = op.parent_block()
-        assert block is not None
-        block.insert_ops_before(new_ops, op)
-        for dead in (op, transpose, weight):
-            if dead is not None:
-                dead.detach()
-                dead.erase()
+        _swap(op, new_ops, (op, transpose, weight))
 
 
 def _plain(value: SSAValue) -> bool:
@@ -178,3 +168,14 @@ def _element(value: SSAValue) -> Any:
     t = value.type
     assert isinstance(t, TensorType)
     return t.element_type
+
+
+def _swap(anchor: Operation, new_ops: Sequence[Operation], dead: Iterable[Operation | None]) -> None:
+    """`new_ops` inserted before `anchor`, then the `dead` ops (None: absent) erased, readers first."""
+    block = anchor.parent_block()
+    assert block is not None
+    block.insert_ops_before(new_ops, anchor)
+    for op in dead:
+        if op is not None:
+            op.detach()
+            op.erase()
