@@ -37,6 +37,13 @@ residual (9 of 16: the first of each of its 7 stages changes width), ConvNeXt-T'
 CNBlocks but the first (its drop probability rises linearly from 0, and at 0 torchvision draws
 nothing)."""
 
+FLOAT64 = {"mobilenet_v2-data-2"}
+"""Programs checked in float64: MobileNet-V2's last blocks batch-normalize two samples per rank at
+1x1 resolution, so fp32 rounding is amplified past the tolerance rule (16 x the fp32 reference's
+own error) on some CPUs (AMD EPYC: 8.9e-3 at step 2) though the plan is exact (1.2e-11 in
+float64); a larger image or batch is no better conditioned (1.2e-2 at 64x64). float64 checks the
+plan exactly on every CPU; the other three models keep the fp32 check."""
+
 # (name, model, batch, pass)
 PROGRAMS = [
     ("mobilenet_v2-data-2", "mobilenet_v2", 4, DataParallelPass(machine="cpu:2")),
@@ -78,7 +85,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         module = parse_source(make_context(), text, f"{name}.mlir")
         plan.apply(make_context(), module)
         program = write_program(module, directory, name)
-        entries.append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
+        args = ["--check", "--steps", "2", *(["--float64"] if name in FLOAT64 else [])]
+        entries.append({"name": name, "program": str(program), "args": args})
     manifest = directory / "batch.json"
     manifest.write_text(json.dumps(entries))
     run = torchrun("unityc.runtime.batch", 2, str(manifest), timeout=1200)
