@@ -166,6 +166,9 @@ class PlanCache:
         if devices_of(expected) != world:
             raise ElasticError(f"--plan {plan}: made for {machine}, which is not a part of {self.machine}")
         with locked(self.folder):
+            cached = CachedPlan.read(self.folder, world)
+            if cached is not None and cached.origin == "given" and cached.plan.read_text() == str(module):
+                return cached  # another node's launcher wrote it
             return self._write(world, module, "given", machine)
 
     def _search(self, world: int) -> CachedPlan:
@@ -303,7 +306,7 @@ class Transition:
             else f"restarted on the same {r['world']} devices"
         )
         slowdown = r["estimated_slowdown"]
-        slow = "?" if slowdown is None else f"{slowdown:.2f}x"
+        slow = "?" if slowdown is None else f"{slowdown:.2f}x (new/old step time)"
         return (
             f"unityc-train: world {r['previous_world']} -> {r['world']}: {change}; plan "
             f"{r['previous_plan']} ({r['previous_summary']}; estimated {rate(r['previous_iteration_s'])}) -> "

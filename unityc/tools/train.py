@@ -17,6 +17,7 @@ node costs no search.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -24,9 +25,12 @@ from pathlib import Path
 
 from unityc.tools.elastic import DEFAULT_SEARCH_S, ElasticError, PlanCache, devices_of, machine_for
 
-RDZV_CONF = "join_timeout=600,last_call_timeout=1,close_timeout=10"
-"""The rendezvous waits 1 s for more nodes once MIN have joined (a re-plan should not wait for a
-node that is gone); nodes wait up to 10 minutes for the first MIN."""
+RDZV_CONF = (
+    "join_timeout=600,last_call_timeout={last_call:g},close_timeout=10,keep_alive_interval=2,"
+    "keep_alive_max_attempt=3"
+)
+"""Nodes wait up to 10 minutes for the first MIN, then `--rdzv-last-call` seconds for more; a
+node whose agent sent no heartbeat for 6 s is gone (torch's default: 15 s)."""
 
 
 def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -62,6 +66,14 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     )
     parser.add_argument(
         "--plan-ahead", action="store_true", help="also search the plans for MIN..MAX-1 nodes before training"
+    )
+    parser.add_argument(
+        "--rdzv-last-call",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds a rendezvous waits for more nodes once MIN have joined (default 5): the nodes of a "
+        "job's start must join within it, and a re-plan after a lost node waits it out",
     )
     parser.add_argument("--log-dir", help="torchrun's --log-dir (each rank's output in a file)")
     args, training = parser.parse_known_args(argv)
@@ -119,14 +131,8 @@ def prepare(args: argparse.Namespace) -> None:
 def torchrun_arguments(args: argparse.Namespace, training: list[str]) -> list[str]:
     launch = ["--nnodes", args.nnodes, "--nproc-per-node", str(args.nproc_per_node)]
     launch += ["--rdzv-backend", "c10d", "--rdzv-endpoint", args.rdzv_endpoint, "--rdzv-id", args.rdzv_id]
-    launch += [
-        "--rdzv-conf",
-        RDZV_CONF,
-        "--max-restarts",
-        str(args.max_restarts),
-        "--monitor-interval",
-        "0.5",
-    ]
+    launch += ["--rdzv-conf", RDZV_CONF.format(last_call=args.rdzv_last_call)]
+    launch += ["--max-restarts", str(args.max_restarts), "--monitor-interval", "0.5"]
     if args.log_dir:
         launch += ["--log-dir", args.log_dir, "--redirects", "3"]
     worker = [str(args.model), "--machine", args.machine, "--save", str(args.save)]
@@ -150,6 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from torch.distributed.run import parse_args as torchrun_args
     from torch.distributed.run import run
 
+    # Each round of the rendezvous gives its rank 0 worker the job's store: with the agents'
+    # shared store (torch's default), a node that joins later waits forever for a store address
+    # that the rank 0 agent wrote for its first round only (torch 2.13, dynamic_rendezvous.py).
+    os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     try:
         run(torchrun_args(torchrun_arguments(args, training)))
     except ChildFailedError as e:
