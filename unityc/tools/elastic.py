@@ -123,18 +123,36 @@ class CachedPlan:
 
 
 def summarize(module: Any) -> str:
-    """A plan in a few words: its machine, its parallel ops by kind, its plan-wide attributes."""
+    """A plan in a few words: its machine, how its weights are held (copies, ZeRO), its pipeline
+    stages and schedule, and its parallel ops by kind."""
     from unityc.dialects.container import graph_function
 
-    machine = module.attributes["unityc.machine"].data
-    kinds = Counter(
-        op.name.removeprefix("parallel.")
-        for op in graph_function(module).body.block.ops
-        if op.name.startswith("parallel.")
-    )
-    extra = sorted(k for k in module.attributes if k not in ("unityc.model", "unityc.machine"))
-    ops = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "no parallel ops"
-    return f"{machine}: {ops}" + (f"; {', '.join(extra)}" if extra else "")
+    function = graph_function(module)
+    ops = list(function.body.block.ops)
+    words: list[str] = []
+    copies = {
+        int(m[1])
+        for op in ops
+        if op.name == "pcg.weight"
+        for m in [re.search(r"copy (\d+)", str(op.results[0].type))]
+        if m
+    }
+    if copies and max(copies) > 1:
+        words.append(f"weights in {max(copies)} copies")
+    zero = {op.attributes["zero"].value.data for op in ops if "zero" in op.attributes}
+    words += [f"ZeRO-{stage}" for stage in sorted(zero)]
+    stages = {op.attributes["stage"].value.data for op in ops if "stage" in op.attributes}
+    if stages:
+        schedule = function.attributes.get("unityc.schedule")
+        micro = function.attributes.get("unityc.microbatches")
+        words.append(
+            f"{len(stages)} pipeline stages"
+            + (f", {schedule.data}" if schedule is not None else "")
+            + (f", {micro.value.data} micro-batches" if micro is not None else "")
+        )
+    kinds = Counter(op.name.removeprefix("parallel.") for op in ops if op.name.startswith("parallel."))
+    words += [f"{n} {k}" for k, n in sorted(kinds.items())]
+    return f"{module.attributes['unityc.machine'].data}: {', '.join(words) or 'one device'}"
 
 
 class PlanCache:

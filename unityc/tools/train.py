@@ -18,12 +18,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import runpy
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from unityc.tools.elastic import DEFAULT_SEARCH_S, ElasticError, PlanCache, devices_of, machine_for
+from unityc.dialects.source import LocatedError
+from unityc.tools.elastic import (
+    DEFAULT_SEARCH_S,
+    CachedPlan,
+    ElasticError,
+    PlanCache,
+    devices_of,
+    machine_for,
+)
 
 RDZV_CONF = (
     "join_timeout=600,last_call_timeout={last_call:g},close_timeout=10,keep_alive_interval=2,"
@@ -102,7 +111,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     return args, training
 
 
-def prepare(args: argparse.Namespace) -> None:
+def prepare(args: argparse.Namespace) -> CachedPlan:
     """The plan for the whole machine (given or searched) and, with --plan-ahead, for fewer nodes."""
     world = args.max_nodes * args.nproc_per_node
     if devices_of(args.machine) != world:
@@ -126,6 +135,16 @@ def prepare(args: argparse.Namespace) -> None:
             f"unityc-train: plan for {n} rank(s): {cached.plan} ({cached.summary}; {cached.origin})",
             flush=True,
         )
+    return cache.get(world)
+
+
+def check_training(cached: CachedPlan, training: list[str], save: Path) -> None:
+    """The program's flags, checked here (a usage error, exit 2) rather than by workers that
+    torch elastic would restart on it until --max-restarts ran out."""
+    from unityc.runtime.flags import parse_args as program_flags
+
+    program = runpy.run_path(str(cached.program), run_name="unityc_elastic_program")
+    program_flags(program["PLAN"], [*training, "--save", str(save)])
 
 
 def torchrun_arguments(args: argparse.Namespace, training: list[str]) -> list[str]:
@@ -148,10 +167,11 @@ def torchrun_arguments(args: argparse.Namespace, training: list[str]) -> list[st
 def main(argv: Sequence[str] | None = None) -> int:
     args, training = parse_args(argv)
     try:
-        prepare(args)
-    except (ElasticError, ValueError, OSError) as e:
+        cached = prepare(args)
+    except (ElasticError, ValueError, OSError, LocatedError) as e:
         print(f"unityc-train: error: {e}", file=sys.stderr)
         return 1
+    check_training(cached, training, args.save)
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args as torchrun_args
     from torch.distributed.run import run
