@@ -42,6 +42,9 @@ STEPS, KILL_AT, GROW_AT, BATCH = 20, 5, 14, 8
 LOSS = re.compile(r"^step (\d+): loss ([0-9.]+)", re.MULTILINE)
 AGENT_TIME = re.compile(r"^[WEI](\d{4}) (\d\d):(\d\d):(\d\d\.\d+) .*failed \(exitcode", re.MULTILINE)
 HERE = Path(__file__).parent
+LAST_CALL_S = 25
+"""How long the rendezvous waits for the second launcher (it starts once the first one listens)
+and, after a node is lost, for a node that will not come."""
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ class Run:
         self.port = free_port()
         self.command = [sys.executable, "-m", "unityc.tools.train", str(self.model), "--machine", "cpu:4"]
         self.command += ["--save", str(self.save), "--plan", str(self.plan), "--nnodes", "1:2"]
-        self.command += ["--nproc-per-node", "2", "--rdzv-id", "elastic", "--rdzv-last-call", "15"]
+        self.command += ["--nproc-per-node", "2", "--rdzv-id", "elastic", "--rdzv-last-call", str(LAST_CALL_S)]
         self.command += ["--rdzv-endpoint", f"127.0.0.1:{self.port}", "--", *self.training]
         self.command += [
             "--data-args",

@@ -400,7 +400,7 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
     program = runpy.run_path(str(cached.program), run_name="unityc_elastic_program")
     plan = program["PLAN"]
     forward = program.get("PROGRAM", program.get("forward"))
-    flags = [*training, "--save", str(args.save)] + (["--resume", str(args.save)] if newest else [])
+    flags = [*training, "--save", str(args.save)] + (["--resume", str(newest[0])] if newest else [])
     transition = (
         Transition.begin(args.save / STATE, cached, resume, nodes, plan.samples) if rank == 0 else None
     )
