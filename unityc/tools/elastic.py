@@ -174,7 +174,13 @@ class PlanCache:
         """`plan` (a plan file, `--plan`) as the cache's plan for its machine's world."""
         from unityc.dialects.source import make_context, parse_source
 
-        module = parse_source(make_context(), plan.read_text(), str(plan))
+        text = plan.read_text()
+        with locked(self.folder):  # another node's launcher took it already: no parse
+            for copy in self.folder.glob("world-*.given"):
+                cached = CachedPlan.read(self.folder, int(copy.stem.removeprefix("world-")))
+                if cached is not None and copy.read_text() == text:
+                    return cached
+        module = parse_source(make_context(), text, str(plan))
         attribute = module.attributes.get("unityc.machine")
         machine = getattr(attribute, "data", "")
         if not machine:
@@ -184,10 +190,9 @@ class PlanCache:
         if devices_of(expected) != world:
             raise ElasticError(f"--plan {plan}: made for {machine}, which is not a part of {self.machine}")
         with locked(self.folder):
-            cached = CachedPlan.read(self.folder, world)
-            if cached is not None and cached.origin == "given" and cached.plan.read_text() == str(module):
-                return cached  # another node's launcher wrote it
-            return self._write(world, module, "given", machine)
+            cached = self._write(world, module, "given", machine)
+            (self.folder / f"world-{world}.given").write_text(text)
+            return cached
 
     def _search(self, world: int) -> CachedPlan:
         from xdsl.context import Context
