@@ -55,6 +55,7 @@ def row(outcome: Outcome) -> dict[str, object]:
         "detected_s": detected,
         "recovery_s": outcome.recovery_s,
         "grown_recovery_s": t[2].get("recovery_s") if len(t) > 2 else None,
+        "attempt_s": after["first_step_time"] - after["started"] if "first_step_time" in after else None,
         "last_call_s": LAST_CALL_S,
         "ok": not outcome.problems,
         "problems": outcome.problems[:3],
@@ -76,7 +77,10 @@ def render(rows: list[dict[str, object]]) -> str:
         "plan (the rendezvous' last call, in brackets, keep-alive 6 s, worker start, search on a cache",
         "miss, program start). *equal*: every loss after a transition equals the new world's program",
         "resumed alone from the same checkpoint (to the printed 1e-6), and every sample was trained",
-        "exactly once.",
+        "exactly once. *In the new attempt*: from the new workers' start (plan lookup or search,",
+        "program load) to their first step; the rest of *recovered* is detection, the agents' restart",
+        "and the rendezvous (for a stopped rank: its peers' `--timeout`, 5 s of heartbeat reading, and",
+        "torch elastic's 30 s grace before it SIGKILLs the stopped worker).",
         "Slowdown: the cost model's step time, new plan over old (the tiny MLP is fastest on one rank:",
         "the search puts it there, so losing a node makes it *faster* by the model).",
         "",
@@ -86,6 +90,8 @@ def render(rows: list[dict[str, object]]) -> str:
     ]
     for r in rows:
         grown = f" (grown back: {number(r['grown_recovery_s'], ' s')})" if r.get("grown_recovery_s") else ""
+        if r.get("attempt_s") is not None:
+            grown = f", {number(r['attempt_s'], ' s')} in the new attempt{grown}"
         verdict = "yes" if r["ok"] else "NO: " + "; ".join(str(p)[:200] for p in r["problems"])  # type: ignore[attr-defined]
         lines.append(
             f"| {r['scenario']} (from {r['start_plan']}) | {r['transitions']} | {r['plan_after']} | "
