@@ -38,3 +38,29 @@ def test_losing_and_regaining_a_node_keeps_the_run(tmp_path: Path) -> None:
     assert (
         "lost 2 device(s)" in text and "estimated slowdown" in text and "first step on world-2.mlir" in text
     )
+
+
+def test_the_machine_left_is_described_and_bad_input_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No torchrun: `machine_for` re-describes presets (and refuses what it cannot), the
+    launcher's usage errors exit 2 before any work."""
+    from unityc.tools.elastic import ElasticError, machine_for
+    from unityc.tools.train import parse_args
+
+    assert machine_for("cpu:4", 2, 2) == "cpu:2"
+    assert machine_for("dgx-a100:4", 24, 8) == "dgx-a100:3"
+    with pytest.raises(ElasticError, match="a dgx-a100 node has 8 devices"):
+        machine_for("dgx-a100:4", 12, 4)
+    with pytest.raises(ElasticError, match="not for a machine file"):
+        machine_for("examples/machines/mixed.toml", 2, 1)
+    model = tmp_path / "m.mlir"
+    model.write_text("")
+    for argv, message in (
+        ([str(tmp_path / "none.mlir")], "no such file"),
+        ([str(model), "--nnodes", "2:1"], "MIN:MAX"),
+        ([str(model), "--", "--resume", "x"], "passes it to the program itself"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            parse_args(["--machine", "cpu:2", "--save", str(tmp_path / "ck"), *argv])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err, message
