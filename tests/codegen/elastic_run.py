@@ -135,7 +135,8 @@ class Run:
         self.port = free_port()
         self.command = [sys.executable, "-m", "unityc.tools.train", str(self.model), "--machine", "cpu:4"]
         self.command += ["--save", str(self.save), "--plan", str(self.plan), "--nnodes", "1:2"]
-        self.command += ["--nproc-per-node", "2", "--rdzv-id", "elastic", "--rdzv-last-call", str(LAST_CALL_S)]
+        self.command += ["--nproc-per-node", "2", "--rdzv-id", "elastic"]
+        self.command += ["--rdzv-last-call", str(LAST_CALL_S)]
         self.command += ["--rdzv-endpoint", f"127.0.0.1:{self.port}", "--", *self.training]
         self.command += [
             "--data-args",
