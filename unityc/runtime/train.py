@@ -81,10 +81,12 @@ def main(
     argv: Sequence[str] | None = None,
     build: Build | None = None,
     data: Callable[..., Any] | None = None,
+    on_step: Callable[[int], None] | None = None,
 ) -> int:
     """Trains with `plan` (the program's `PLAN` and `forward`; `build` makes its reference
     model); `data` is a data function as `--data` names one (the Python API:
-    `rt.main(PLAN, forward, data=my_batches)`)."""
+    `rt.main(PLAN, forward, data=my_batches)`); `on_step(k)` is called on every rank after step k
+    completed (and was saved, where due): `unityc-train` records its progress with it."""
     args = parse_args(plan, argv)
     args.data_function = data
     if "RANK" not in os.environ:
@@ -99,6 +101,7 @@ def main(
         trainer = getattr(forward, "trainer", Trainer)  # a pipelined program brings its own
         runner = trainer(plan, forward, args, backend, device, heartbeat, build)
         runner.interrupts = interrupts
+        runner.on_step = on_step
         status = runner.run()
     except Interrupted as e:
         if rank == 0:

@@ -71,6 +71,7 @@ class Trainer:
         keep_freed_memory()  # no page faults for the step's tensors, step after step
         self.heartbeat = heartbeat
         self.interrupts: Interrupts | None = None  # `main` sets them
+        self.on_step: Callable[[int], None] | None = None  # `main` sets it: called after each step
         self.lr: float | None = None  # the learning rate of the last step
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.agree(
@@ -303,6 +304,8 @@ class Trainer:
         self.zero.zero_grad()
         if args.save and (step + 1 == self.stop or (args.save_every and (step + 1) % args.save_every == 0)):
             self.save(step + 1)
+        if self.on_step is not None:
+            self.on_step(step + 1)
         return seconds
 
     def save(self, steps: int) -> str:
