@@ -130,7 +130,8 @@ class FxImporter:
         if spec.kind == InputKind.PARAMETER:
             key = self.exported.parameter_keys.get(spec.target, spec.target)  # tied weights: one op
             if key not in self._weights:
-                self._weights[key] = self.builder.source(pcg.WeightOp, key, val.shape, val.dtype)
+                frozen = key in self.exported.frozen
+                self._weights[key] = self.builder.source(pcg.WeightOp, key, val.shape, val.dtype, frozen)
             return self._weights[key]
         if spec.kind == InputKind.USER_INPUT:
             if not isinstance(val, torch.Tensor):
