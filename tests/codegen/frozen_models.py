@@ -85,7 +85,9 @@ class WhisperClassifier(nn.Module):
         self.body = transformers.WhisperModel(config).encoder  # freezes its embed_positions
         self.head = nn.Linear(WIDTH, CLASSES)
 
-    def forward(self, input_features: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, input_features: torch.Tensor, labels: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         hidden = self.body(input_features=input_features).last_hidden_state
         logits = self.head(hidden.mean(1))
         return nn.functional.cross_entropy(logits, labels), logits

@@ -89,15 +89,19 @@ def check_sources(block: Block) -> None:
                 if op.attrs()["frozen"] != at.attrs()["frozen"]:
                     raise located(
                         op,
-                        f"pcg.weight '{key}' is {_trained(op)} but the pcg.weight '{other}' of the same "
-                        f"stored tensor at {where(at)} is {_trained(at)}: a parameter is trained whole or not",
+                        f"pcg.weight '{key}' is {_trained(op)} but the pcg.weight '{other}' of the "
+                        f"same stored tensor at {where(at)} is {_trained(at)}: a parameter is trained "
+                        "whole or not at all",
                     )
             parts[wk.stored].append((wk, op))
         first = seen.setdefault((type(op), key), op)
         a, b = first.result.type, op.result.type
         assert isinstance(a, TensorType) and isinstance(b, TensorType)
         if isinstance(op, WeightOp) and isinstance(first, WeightOp) and _trained(op) != _trained(first):
-            raise located(op, f"pcg.weight '{key}' is {_trained(op)}, but the one at {where(first)} is {_trained(first)}")
+            raise located(
+                op,
+                f"pcg.weight '{key}' is {_trained(op)}, but the one at {where(first)} is {_trained(first)}",
+            )
         if (a.shape, a.element_type) != (b.shape, b.element_type):
             raise located(
                 op,

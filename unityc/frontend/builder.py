@@ -58,7 +58,12 @@ class GraphBuilder:
         return results[0] if len(results) == 1 else results
 
     def source(
-        self, cls: type[pcg.SourceOp], key: str, shape: Sequence[int], dtype: torch.dtype, frozen: bool = False
+        self,
+        cls: type[pcg.SourceOp],
+        key: str,
+        shape: Sequence[int],
+        dtype: torch.dtype,
+        frozen: bool = False,
     ) -> SSAValue:
         op = cls.named(key, TensorType(list(shape), element_type(dtype)), frozen)
         self.block.add_op(op)

@@ -475,7 +475,9 @@ class Trainer:
 
     def computed_gradients(self, local: Mapping[str, torch.Tensor | None]) -> list[bool]:
         """Collective: per weight key, whether any rank computed a gradient of it."""
-        flags = torch.tensor([local.get(k) is not None for k in self.keys], dtype=torch.int32, device=self.device)
+        flags = torch.tensor(
+            [local.get(k) is not None for k in self.keys], dtype=torch.int32, device=self.device
+        )
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
         return [bool(f) for f in flags.tolist()]
 

@@ -280,7 +280,9 @@ class Zero:
         """The weights whose whole gradients are all-reduced across copies (ZeRO-1 included; no
         frozen one)."""
         return {
-            k: v for k, v in self.plan.weights.items() if self.plan.zero.get(k, 0) < 2 and self.plan.trained(k)
+            k: v
+            for k, v in self.plan.weights.items()
+            if self.plan.zero.get(k, 0) < 2 and self.plan.trained(k)
         }
 
     def held(self) -> tuple[dict[str, torch.Tensor], dict[str, tuple[int, int]]]:
