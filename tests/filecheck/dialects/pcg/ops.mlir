@@ -29,6 +29,10 @@
 // CHECK-NEXT:   %w = pcg.weight key "fc.weight" : !pcg.tensor<32x16xf32>
 %b = pcg.weight key "fc.bias" : !pcg.tensor<32xf32>
 // CHECK-NEXT:   %b = pcg.weight key "fc.bias" : !pcg.tensor<32xf32>
+// A weight the model does not train (`requires_grad=False`) is `frozen`: no gradient, no
+// optimizer state, never updated.
+%wfz = pcg.weight key "embed.weight" frozen : !pcg.tensor<8x16xf32>
+// CHECK-NEXT:   %wfz = pcg.weight key "embed.weight" frozen : !pcg.tensor<8x16xf32>
 %y = pcg.input key "y" : !pcg.tensor<16xf32>
 // CHECK-NEXT:   %y = pcg.input key "y" : !pcg.tensor<16xf32>
 
