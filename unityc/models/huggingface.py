@@ -167,7 +167,8 @@ def _apply(config: Any, settings: dict[str, Any]) -> None:
     for n in ("max_position_embeddings", "n_positions"):
         if hasattr(config, n):
             setattr(config, n, max(getattr(config, n) or 0, settings["seq"]))
-    if getattr(config, "head_dim", None) and "hidden" in settings and "heads" in settings:
+    derived = isinstance(getattr(type(config), "head_dim", None), property)  # Falcon's: hidden / heads
+    if getattr(config, "head_dim", None) and not derived and "hidden" in settings and "heads" in settings:
         config.head_dim = settings["hidden"] // settings["heads"]  # Llama's default is 128
 
 
