@@ -36,6 +36,11 @@ class ImportFailure(ValueError):
     """An op or value the importer cannot express, located at the model's source."""
 
 
+class LostConstant(ImportFailure):
+    """A tensor the forward made at trace time has no value: made on the meta device beside
+    meta weights (Falcon's index lists, `qkv[..., [-2]]`, become such constants)."""
+
+
 @dataclass(frozen=True)
 class Const:
     value: torch.Tensor
@@ -144,7 +149,7 @@ class FxImporter:
         if spec.kind in (InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ):
             value = self.program.constants.get(spec.target)
             if not isinstance(value, torch.Tensor) or value.device.type == "meta":
-                raise self.fail(f"constant '{spec.target}' has no value")
+                raise LostConstant(self.fail(f"constant '{spec.target}' has no value").args[0])
             return Const(value)
         raise self.fail(f"unsupported graph input kind {spec.kind.name} for '{node.name}'")
 
