@@ -195,6 +195,8 @@ def _apply(config: Any, settings: dict[str, Any]) -> None:
     derived = isinstance(getattr(type(config), "head_dim", None), property)  # Falcon's: hidden / heads
     if getattr(config, "head_dim", None) and not derived and "hidden" in settings and "heads" in settings:
         config.head_dim = settings["hidden"] // settings["heads"]  # Llama's default is 128
+    if getattr(config, "rotary_dim", None) and "hidden" in settings and "heads" in settings:
+        config.rotary_dim = min(config.rotary_dim, settings["hidden"] // settings["heads"])  # GPT-J's: 64
 
 
 def _model_for(transformers: Any, config: Any, model_name: str, what: str) -> nn.Module:
