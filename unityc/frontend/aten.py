@@ -51,6 +51,7 @@ UNARY = {
     aten.tanh.default: pcg.TanhOp,
     aten.exp.default: pcg.ExpOp,
     aten.sqrt.default: pcg.SqrtOp,
+    aten.log1p.default: pcg.Log1pOp,
     aten.neg.default: pcg.NegOp,
 }
 
