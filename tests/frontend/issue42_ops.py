@@ -45,3 +45,27 @@ def tiled(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
         "x": torch.randn(batch, 8, generator=generator),
         "y": torch.randn(batch, 4, generator=generator),
     }
+
+
+class FeatureEncoder(nn.Module):
+    """wav2vec 2.0's first feature-encoder layer: a Conv1d, a GroupNorm (one group per channel,
+    as wav2vec 2.0 has it, and two groups of four channels), GELU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(1, 8, 4, stride=2, bias=False)
+        self.norm = nn.GroupNorm(8, 8)
+        self.halves = nn.GroupNorm(2, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = nn.functional.gelu(self.halves(self.norm(self.conv(x))))
+        logits = self.head(h.mean(-1))
+        return nn.functional.cross_entropy(logits, y), logits
+
+
+def feature_encoder(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    audio = torch.randn(batch, 1, 32, generator=generator)
+    return FeatureEncoder(), {"x": audio, "y": torch.randint(0, 3, (batch,), generator=generator)}

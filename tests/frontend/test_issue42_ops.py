@@ -23,3 +23,12 @@ def test_repeat_imports_exactly() -> None:
     assert len(concats) >= 3  # rows x2, columns x3, the new leading dim x2 (the target's folds)
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
     assert any(c.what.startswith("gradient of 'fc.") for c in checks)
+
+
+def test_group_norm_imports_exactly() -> None:
+    module, checks = check_import(ModelSpec(f"{Path(__file__).parent / 'issue42_ops.py'}:feature_encoder"))
+    norms = [op for op in module.walk() if isinstance(op, pcg.LayerNormOp)]
+    assert len(norms) == 2  # each group norm: a layer norm of its groups
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert any(c.what.startswith("gradient of 'norm.") for c in checks)
+    assert any(c.what.startswith("gradient of 'halves.") for c in checks)
