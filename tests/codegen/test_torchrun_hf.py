@@ -80,6 +80,12 @@ PROGRAMS = [
     ("gemma2-megatron", "hf:Gemma2Config", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("gpt-neox-megatron", "hf:GPTNeoXConfig", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("t5-megatron", "hf:T5Config", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
+    # issue 42: Falcon's index lists (`qkv[..., [-2]]`) are constants the meta export loses (it
+    # is exported again with real weights); its pipelined plans carried no stages (a weight's
+    # transpose is placed by its reader in the rebuild)
+    ("falcon-gpipe", "hf:FalconConfig", SMALL_BATCH, 'gpipe{machine="cpu:2" stages=2 microbatches=2}'),
+    # issue 42: GPT-J's interleaved rotary (a view of a folded table its strides do not allow)
+    ("gptj-megatron", "hf:GPTJConfig", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
     ("convnext-data", f"{VISION}:convnext", 8, 'data-parallel{machine="cpu:2"}'),
     ("mobilenet-data", f"{VISION}:mobilenet", 8, 'data-parallel{machine="cpu:2"}'),
     ("conv1d-data", f"{VISION}:conv1d", 8, 'data-parallel{machine="cpu:2"}'),

@@ -166,11 +166,11 @@ def _check_op(op: PcgOp) -> None:
 
 
 def _mark_gradients(a: Analysis) -> None:
-    """Values that depend on a weight and that the loss depends on, as the cost model marks
-    them: exactly these move gradients in backward."""
+    """Values that depend on a trained (not `frozen`) weight and that the loss depends on, as
+    the cost model marks them: exactly these move gradients in backward."""
     requires: set[SSAValue] = set()
     for op in a.ops:
-        if op.name == "pcg.weight" or (
+        if (op.name == "pcg.weight" and not op.attrs()["frozen"]) or (  # type: ignore[attr-defined]
             op.name not in ("pcg.input", "pcg.constant") and set(op.operands) & requires
         ):
             requires.update(r for r in op.results if r.type.element_type in FLOAT_TYPES)  # type: ignore[union-attr]

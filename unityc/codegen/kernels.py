@@ -335,6 +335,7 @@ KERNELS: dict[type[PcgOp], Callable[[Call], str]] = {
     pcg.TanhOp: _unary("torch.tanh({x})"),
     pcg.ExpOp: _unary("torch.exp({x})"),
     pcg.SqrtOp: _unary("torch.sqrt({x})"),
+    pcg.Log1pOp: _unary("torch.log1p({x})"),
     pcg.IdentityOp: _unary("{x}"),
     pcg.NegOp: _unary("-{x}"),
     pcg.ScalarMulOp: lambda c: f"{c.args[0]} * {literal(c.attrs['scale'])}",

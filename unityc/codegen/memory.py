@@ -2,6 +2,7 @@
 memory model predicts per rank, and the checkpointed regions of `recompute` ops.
 
 * `zero_stages`: weight key -> ZeRO stage, for `PLAN.zero` (`unityc.runtime.zero` runs them);
+* `frozen_weights`: the weights the model does not train, for `PLAN.frozen`;
 * `predicted_memory`: optimizer -> rank -> (weights, gradients, optimizer state) bytes, by
   `cost.memory.persistent_bytes` (the one formula the estimate uses too), for `PLAN.memory`:
   `--check` compares every rank's bytes with it;
@@ -28,6 +29,12 @@ SOURCES = ("pcg.weight", "pcg.input", "pcg.constant")
 
 def zero_stage(op: PcgOp) -> int:
     return op_plan(op).zero
+
+
+def frozen_weights(a: Analysis) -> list[str]:
+    """The keys of the weights the model does not train (`pcg.weight ... frozen`), for
+    `PLAN.frozen`: the program computes no gradient for them and never updates them."""
+    return [str(op.attrs()["key"]) for op in a.ops if op.name == "pcg.weight" and op.attrs()["frozen"]]  # type: ignore[attr-defined]
 
 
 def zero_stages(a: Analysis) -> dict[str, int]:

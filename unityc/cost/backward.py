@@ -16,14 +16,15 @@ from unityc.runtime.patterns import block_cuts, layer_of
 def gradient_flags(
     graph: Graph, order: Sequence[int], requires: Iterable[Ref] = (), roots: Iterable[Ref] | None = None
 ) -> tuple[set[Ref], set[Ref]]:
-    """(tensors that depend on a weight, tensors that receive a gradient). Gradients flow back
+    """(tensors that depend on a trained weight, tensors that receive a gradient; a `frozen`
+    weight wants none, as the program computes none for it). Gradients flow back
     from `roots` (default: the loss, the first output); `requires` adds tensors that want a
     gradient without being weights (a subgraph's inputs, in the search)."""
     requires_grad: set[Ref] = set(requires)
     for nid in order:
         node = graph.nodes[nid]
         floats = [(nid, i) for i, t in enumerate(node.types) if type_info(t).is_float]
-        if node.op == "pcg.weight" or (
+        if (node.op == "pcg.weight" and not node.attr("frozen")) or (
             not node.is_source and any(r in requires_grad for r in node.operand_refs())
         ):
             requires_grad.update(floats)

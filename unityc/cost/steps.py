@@ -114,18 +114,22 @@ class StepBuilder:
 
     def bucket_zero_weights(self, order: Sequence[int]) -> None:
         """Fills `zero_buckets`: the ZeRO weights in plan order cut into the program's buckets
-        (`pricing.zero_bucket_bytes`: per copy group, a weight's kind being its stage and dtype)."""
+        (`pricing.zero_bucket_bytes`: per copy group, a weight's kind being its stage, dtype and
+        whether it is trained; a frozen weight is sharded only at ZeRO-3)."""
         weights: list[tuple[int, tuple[Any, ...], str, int, tuple[tuple[int, ...], ...]]] = []
         for nid in order:
             node = self.graph.nodes[nid]
             if node.op != "pcg.weight" or not node.zero or node.view is None:
                 continue
+            frozen = bool(node.attr("frozen"))
+            if frozen and node.zero < 3:
+                continue  # nothing of a frozen weight to shard but itself (`runtime.zero`)
             t = node.types[0]
             p = piece(t)
             assert p is not None
             where = placement(t, node.view, self.machine) if self.roles is None else self.placed_at(nid)
             groups = tuple(tuple(g) for g in copy_groups(where))
-            weights.append((nid, (node.zero, p.dtype), node.attr("key") or "", p.nbytes, groups))
+            weights.append((nid, (node.zero, p.dtype, not frozen), node.attr("key") or "", p.nbytes, groups))
         sizes = zero_bucket_bytes([w[1:] for w in weights])
         self.zero_buckets = {nid: size for (nid, *_), size in zip(weights, sizes, strict=True)}
 

@@ -67,6 +67,10 @@ def check_loss(fn: func.FuncOp) -> None:
         raise located(ret, f"the first output is the loss and must be a floating-point scalar, got {loss}")
 
 
+def _trained(op: WeightOp) -> str:
+    return "frozen" if op.attrs()["frozen"] else "trained"
+
+
 def check_sources(block: Block) -> None:
     """Inputs and weights are fed by key: one key, one logical shape and element type. Weights
     that are parts of one stored tensor (`key[:, 0:8]`) do not overlap, nor does a part overlap
@@ -82,10 +86,22 @@ def check_sources(block: Block) -> None:
             for other, at in parts.setdefault(wk.stored, []):
                 if wk.overlaps(other):
                     raise located(op, f"pcg.weight '{key}' overlaps the pcg.weight '{other}' at {where(at)}")
+                if op.attrs()["frozen"] != at.attrs()["frozen"]:
+                    raise located(
+                        op,
+                        f"pcg.weight '{key}' is {_trained(op)} but the pcg.weight '{other}' of the "
+                        f"same stored tensor at {where(at)} is {_trained(at)}: a parameter is trained "
+                        "whole or not at all",
+                    )
             parts[wk.stored].append((wk, op))
         first = seen.setdefault((type(op), key), op)
         a, b = first.result.type, op.result.type
         assert isinstance(a, TensorType) and isinstance(b, TensorType)
+        if isinstance(op, WeightOp) and isinstance(first, WeightOp) and _trained(op) != _trained(first):
+            raise located(
+                op,
+                f"pcg.weight '{key}' is {_trained(op)}, but the one at {where(first)} is {_trained(first)}",
+            )
         if (a.shape, a.element_type) != (b.shape, b.element_type):
             raise located(
                 op,

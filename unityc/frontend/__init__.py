@@ -15,15 +15,33 @@ from xdsl.dialects.builtin import ModuleOp
 
 from unityc.dialects import pcg
 from unityc.frontend.export import export_model
-from unityc.frontend.importer import ImportFailure, import_program
+from unityc.frontend.importer import ImportFailure, LostConstant, import_program
 from unityc.models.spec import LoadedModel, ModelError, ModelSpec, load_model
 
 __all__ = ["ImportFailure", "ModelError", "ModelSpec", "import_loaded", "import_model", "load_model"]
 
 
+REAL_EXPORT_ELEMENTS = 2**28
+"""The most parameter elements (1 GiB in fp32) of a model exported again with real weights when
+its export on the meta device loses a constant the forward made (`LostConstant`)."""
+
+
 def import_model(spec: ModelSpec) -> ModuleOp:
-    """Imports the model `spec` names, without materializing its weights."""
-    return import_loaded(load_model(spec, weights=False))
+    """Imports the model `spec` names, without materializing its weights; one whose forward
+    makes a constant the graph needs from data that was on the meta device (`LostConstant`) is
+    exported again with real weights, if it has at most `REAL_EXPORT_ELEMENTS`."""
+    loaded = load_model(spec, weights=False)
+    try:
+        return import_loaded(loaded)
+    except LostConstant as e:
+        elements = sum(p.numel() for p in loaded.module.parameters())
+        if elements > REAL_EXPORT_ELEMENTS:
+            raise LostConstant(
+                f"{e} (the forward made it from tensors on the meta device; exported with real "
+                f"weights it would have one, but the model's {elements:,} parameter elements are more "
+                f"than {REAL_EXPORT_ELEMENTS:,})"
+            ) from None
+    return import_loaded(load_model(spec, weights=True))
 
 
 def import_loaded(loaded: LoadedModel, simplify: bool = True) -> ModuleOp:

@@ -51,6 +51,7 @@ UNARY = {
     aten.tanh.default: pcg.TanhOp,
     aten.exp.default: pcg.ExpOp,
     aten.sqrt.default: pcg.SqrtOp,
+    aten.log1p.default: pcg.Log1pOp,
     aten.neg.default: pcg.NegOp,
 }
 
@@ -504,6 +505,23 @@ def _cat(im: FxImporter, node: fx.Node, tensors: list[Value], dim: int = 0) -> V
     if len(parts) == 1:
         return parts[0]
     return im.op(pcg.ConcatOp, [parts], dim=dim % tensor_type(parts[0]).rank)
+
+
+@lowering(aten.repeat.default)
+def _repeat(im: FxImporter, node: fx.Node, x: Value, repeats: list[int]) -> Value:
+    """`Tensor.repeat`: the tensor tiled, as a concatenation of copies along each repeated dim
+    (leading new dims made first as dims of size 1), so it keeps concat's parallel forms."""
+    value = im.tensor(x)
+    shape = tensor_type(value).shape
+    if len(repeats) < len(shape) or any(r < 1 for r in repeats):
+        raise im.fail(
+            f"repeat {list(repeats)} of a tensor of shape {list(shape)}: needs one count >= 1 per dim"
+        )
+    value = reshape_to(im, value, (1,) * (len(repeats) - len(shape)) + tuple(shape))
+    for dim, count in enumerate(repeats):
+        if count > 1:
+            value = im.op(pcg.ConcatOp, [[value] * count], dim=dim)
+    return value
 
 
 @lowering(aten.constant_pad_nd.default)

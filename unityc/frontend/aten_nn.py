@@ -116,6 +116,36 @@ def _optional(im: FxImporter, v: Value) -> SSAValue | None:
     return None if v is None else im.tensor(v)
 
 
+@lowering(aten.native_group_norm.default)
+def _group_norm(
+    im: FxImporter,
+    node: fx.Node,
+    x: Value,
+    w: Value,
+    b: Value,
+    n: int,
+    c: int,
+    hw: int,
+    groups: int,
+    eps: float,
+) -> Value:
+    """Group norm (wav2vec 2.0's feature encoder) as what it computes: each sample's channels in
+    `groups` groups, each group normalized over its channels and positions (a layer norm of the
+    [N, G, C/G x positions] view, no affine), then the per-channel scale and shift broadcast over
+    the positions. Its parallel forms are those ops': any split of the batch."""
+    value = im.tensor(x)
+    shape = tensor_type(value).shape
+    grouped = im.op(pcg.ReshapeOp, [value], shape=[shape[0], int(groups), (int(c) // int(groups)) * int(hw)])
+    normed = im.op(pcg.LayerNormOp, [grouped, None, None], dims=1, eps=float(eps))
+    out = im.op(pcg.ReshapeOp, [normed], shape=list(shape))
+    per_channel = [int(c)] + [1] * (len(shape) - 2)
+    if w is not None:
+        out = im.op(pcg.MulOp, [out, im.op(pcg.ReshapeOp, [im.tensor(w)], shape=per_channel)])
+    if b is not None:
+        out = im.op(pcg.AddOp, [out, im.op(pcg.ReshapeOp, [im.tensor(b)], shape=per_channel)])
+    return (out, Unusable("group-norm statistics"), Unusable("group-norm statistics"))
+
+
 @lowering(aten.layer_norm.default, aten.native_layer_norm.default)
 def _layer_norm(
     im: FxImporter,

@@ -57,8 +57,15 @@ class GraphBuilder:
                 r.name_hint = hint
         return results[0] if len(results) == 1 else results
 
-    def source(self, cls: type[pcg.SourceOp], key: str, shape: Sequence[int], dtype: torch.dtype) -> SSAValue:
-        op = cls.named(key, TensorType(list(shape), element_type(dtype)))
+    def source(
+        self,
+        cls: type[pcg.SourceOp],
+        key: str,
+        shape: Sequence[int],
+        dtype: torch.dtype,
+        frozen: bool = False,
+    ) -> SSAValue:
+        op = cls.named(key, TensorType(list(shape), element_type(dtype)), frozen)
         self.block.add_op(op)
         op.result.name_hint = _hint(key)
         return op.result

@@ -52,6 +52,8 @@ class Exported:
     """Real values of the model's buffers (the exported program may hold meta copies)."""
     parameter_keys: dict[str, str]
     """state_dict key -> the key of the parameter it is tied to (its first name)."""
+    frozen: frozenset[str] = frozenset()
+    """The keys of the parameters the model does not train (`requires_grad=False`)."""
 
 
 def export_model(module: nn.Module, inputs: dict[str, torch.Tensor]) -> Exported:
@@ -60,8 +62,11 @@ def export_model(module: nn.Module, inputs: dict[str, torch.Tensor]) -> Exported
     buffers = {name: b.detach().clone() for name, b in module.named_buffers()}
     first_name: dict[int, str] = {}
     keys = {}
+    frozen = set()
     for name, p in module.named_parameters(remove_duplicate=False):
         keys[name] = first_name.setdefault(id(p), name)
+        if not p.requires_grad:
+            frozen.add(name)
     on_meta = any(p.device.type == "meta" for p in module.parameters())
     if on_meta:
         module = module.to("meta")
@@ -75,7 +80,7 @@ def export_model(module: nn.Module, inputs: dict[str, torch.Tensor]) -> Exported
             program = program.run_decompositions(decomposition_table())
     except Exception as e:
         raise ModelError(_export_failure(e)) from None
-    return Exported(program, buffers, keys)
+    return Exported(program, buffers, keys, frozenset(frozen))
 
 
 @contextlib.contextmanager

@@ -36,6 +36,18 @@ class ImportFailure(ValueError):
     """An op or value the importer cannot express, located at the model's source."""
 
 
+FOLDED_AS = {
+    torch.ops.aten.view.default: torch.ops.aten.reshape.default,
+    torch.ops.aten._unsafe_view.default: torch.ops.aten.reshape.default,
+}
+"""Ops folded on constants as another op of the same values (a view as a reshape)."""
+
+
+class LostConstant(ImportFailure):
+    """A tensor the forward made at trace time has no value: made on the meta device beside
+    meta weights (Falcon's index lists, `qkv[..., [-2]]`, become such constants)."""
+
+
 @dataclass(frozen=True)
 class Const:
     value: torch.Tensor
@@ -130,7 +142,8 @@ class FxImporter:
         if spec.kind == InputKind.PARAMETER:
             key = self.exported.parameter_keys.get(spec.target, spec.target)  # tied weights: one op
             if key not in self._weights:
-                self._weights[key] = self.builder.source(pcg.WeightOp, key, val.shape, val.dtype)
+                frozen = key in self.exported.frozen
+                self._weights[key] = self.builder.source(pcg.WeightOp, key, val.shape, val.dtype, frozen)
             return self._weights[key]
         if spec.kind == InputKind.USER_INPUT:
             if not isinstance(val, torch.Tensor):
@@ -143,7 +156,7 @@ class FxImporter:
         if spec.kind in (InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ):
             value = self.program.constants.get(spec.target)
             if not isinstance(value, torch.Tensor) or value.device.type == "meta":
-                raise self.fail(f"constant '{spec.target}' has no value")
+                raise LostConstant(self.fail(f"constant '{spec.target}' has no value").args[0])
             return Const(value)
         raise self.fail(f"unsupported graph input kind {spec.kind.name} for '{node.name}'")
 
@@ -210,8 +223,12 @@ class FxImporter:
         real_kwargs = tree_map(lambda x: unwrap(x) if isinstance(x, Const) else x, kwargs)
         if "device" in real_kwargs:
             real_kwargs["device"] = torch.device("cpu")
+        # A folded constant is a value, its strides are the fold's own (broadcast, compact): a
+        # view of it that strides do not allow (GPT-J's interleaved rotary table, after a
+        # repeat_interleave) is the same reshape of its values.
+        target = FOLDED_AS.get(node.target, node.target)
         try:
-            result = node.target(*real_args, **real_kwargs)  # type: ignore[operator]
+            result = target(*real_args, **real_kwargs)  # type: ignore[operator]
         except Exception as e:
             raise self.fail(f"cannot fold {_op_name(node)} into a constant: {e}") from None
         if pointwise and isinstance(result, torch.Tensor):

@@ -219,6 +219,7 @@ KERNELS: dict[type, Kernel] = {
     pcg.TanhOp: lambda t, x: torch.tanh(x),
     pcg.ExpOp: lambda t, x: torch.exp(x),
     pcg.SqrtOp: lambda t, x: torch.sqrt(x),
+    pcg.Log1pOp: lambda t, x: torch.log1p(x),
     pcg.IdentityOp: lambda t, x: x.clone(),
     pcg.NegOp: lambda t, x: -x,
     pcg.ScalarMulOp: lambda t, x: x * t.attrs["scale"],

@@ -5,6 +5,7 @@ training loss."""
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import Any
 
 import torch
@@ -44,6 +45,21 @@ CONFIG_NAMES = {
     "classes": ("num_labels",),
 }
 BATCH = {"small": 2, "paper": 4}
+SIZES = ("hidden", "layers", "heads", "kv_heads", "ffn", "vocab", "seq", "image", "patch")
+"""The settings that size a model: setting some of them on the small config keeps the others small."""
+
+
+class SmallDefaultsWarning(UserWarning):
+    """An `hf:` import set some sizes and took the others from the small config."""
+
+
+def small_defaults(sizes: dict[str, Any], overrides: tuple[tuple[str, str], ...]) -> list[str]:
+    """`name=value` of each size of the small config `sizes` kept while `overrides` set others
+    (empty when they set none)."""
+    given = {k for k, _ in overrides}
+    if not given & set(SIZES):
+        return []
+    return [f"{k}={sizes[k]}" for k in SIZES if k in sizes and k not in given]
 
 
 def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, dict[str, torch.Tensor]]:
@@ -79,6 +95,15 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     for text_only in ("vocab", "seq", "mask", "own_loss") if images else ():
         defaults.pop(text_only, None)
     settings = config_with_overrides(defaults, spec.overrides, f"'{spec.model}'")
+    kept = small_defaults(sizes, spec.overrides) if spec.config == "small" else []
+    if kept:
+        warnings.warn(
+            SmallDefaultsWarning(
+                f"'{spec.model}': {' '.join(f'{k}={v}' for k, v in spec.overrides)} set; {', '.join(kept)} "
+                "are the small config's (set them too, or --config paper for the config's own)"
+            ),
+            stacklevel=2,
+        )
     if "kv_heads" in settings and "kv_heads" not in sizes and "kv_heads" not in dict(spec.overrides):
         settings["kv_heads"] = settings["heads"]  # one KV head per query head unless set
     _apply(config, settings)
@@ -167,8 +192,11 @@ def _apply(config: Any, settings: dict[str, Any]) -> None:
     for n in ("max_position_embeddings", "n_positions"):
         if hasattr(config, n):
             setattr(config, n, max(getattr(config, n) or 0, settings["seq"]))
-    if getattr(config, "head_dim", None) and "hidden" in settings and "heads" in settings:
+    derived = isinstance(getattr(type(config), "head_dim", None), property)  # Falcon's: hidden / heads
+    if getattr(config, "head_dim", None) and not derived and "hidden" in settings and "heads" in settings:
         config.head_dim = settings["hidden"] // settings["heads"]  # Llama's default is 128
+    if getattr(config, "rotary_dim", None) and "hidden" in settings and "heads" in settings:
+        config.rotary_dim = min(config.rotary_dim, settings["hidden"] // settings["heads"])  # GPT-J's: 64
 
 
 def _model_for(transformers: Any, config: Any, model_name: str, what: str) -> nn.Module:

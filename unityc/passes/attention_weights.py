@@ -142,7 +142,8 @@ def split_weights(module: ModuleOp) -> None:
             start += size
             box = list(shape)
             box[dim] = size
-            taken = pcg.WeightOp.named(str(part), TensorType(box, _element(source)))
+            frozen = bool(weight.attrs()["frozen"])
+            taken = pcg.WeightOp.named(str(part), TensorType(box, _element(source)), frozen)
             carry_plan(weight, taken)
             hint = result.name_hint
             taken.result.name_hint = f"{hint}_t" if hint and transpose is not None else hint  # W^T

@@ -254,6 +254,10 @@ class Reference:
         if self.scheduler is not None:
             self.scheduler.step()
 
+    def trains(self, key: str) -> bool:
+        """Whether the model trains the weight a plan's key names (`requires_grad`)."""
+        return self.params[WeightKey.parse(key).stored].requires_grad
+
     def weight(self, key: str) -> torch.Tensor:
         """The weight a plan's key names (a view of the parameter)."""
         part = WeightKey.parse(key)
@@ -294,13 +298,20 @@ class Verdict:
         expected: torch.Tensor | None,
         floor: float = 0.0,
         exact: torch.Tensor | None = None,
+        computed: bool = True,
     ) -> None:
         """`actual` (the plan's) against `expected` (the fp32 reference's), element by element
-        within `allowed_errors` (widened by the float64 reference's `exact` where one is given)."""
+        within `allowed_errors` (widened by the float64 reference's `exact` where one is given).
+        `computed`: whether the plan computed `actual` at all (a gradient: no rank has one of a
+        frozen weight); a tensor only one side has is a failure that names that side."""
         if self.failure is not None:
             return
-        expected = torch.zeros_like(actual) if expected is None else expected.detach().cpu()
         actual = actual.detach().cpu()
+        one_sided = self._one_sided(name, actual, expected, floor, computed)
+        if one_sided is not None:
+            self.failure = one_sided
+            return
+        expected = torch.zeros_like(actual) if expected is None else expected.detach().cpu()
         if tuple(actual.shape) != tuple(expected.shape):
             self.failure = f"{name}: shape {list(actual.shape)} but the reference has {list(expected.shape)}"
             return
@@ -332,6 +343,27 @@ class Verdict:
         if error > self.tolerance:
             self.widened = max(self.widened, error)
             self.widened_count += 1
+
+    @staticmethod
+    def _one_sided(
+        name: str, actual: torch.Tensor, expected: torch.Tensor | None, floor: float, computed: bool
+    ) -> str | None:
+        """Why a nonzero tensor only one side has (the plan's `actual`, if `computed`; the
+        reference's `expected`, if not None) fails, else None."""
+        scale = max(floor, 1e-30)
+        if expected is None and computed and actual.numel() and actual.abs().max().item() > scale:
+            return (
+                f"{name}: the plan computed one (largest element {actual.abs().max().item():.3e}) but the "
+                "reference has none (the model does not train that weight)"
+            )
+        if expected is not None and not computed and expected.numel():
+            largest_element = expected.detach().abs().max().item()
+            if largest_element > scale:
+                return (
+                    f"{name}: the reference has one (largest element {largest_element:.3e}) but the plan "
+                    "computed none (the plan treats that weight as frozen)"
+                )
+        return None
 
     def summary(self) -> str:
         parts = []

@@ -237,6 +237,9 @@ class Plan:
     """Index vectors the kernels use (gather indices), moved to the device once."""
     zero: Mapping[str, int] = field(default_factory=dict)
     """Weight key -> ZeRO stage (1, 2, 3) of the weights held sharded across their copies."""
+    frozen: frozenset[str] = frozenset()
+    """The weight keys the model does not train (`requires_grad=False`): no gradient, no
+    optimizer state, never updated; held (ZeRO-3: sharded) and saved like the others."""
     memory: Mapping[str, Mapping[int, tuple[int, int, int]]] = field(default_factory=dict)
     """Optimizer -> rank -> (weights, gradients, optimizer state) bytes the memory model predicts
     the rank keeps (`cost.memory.persistent_bytes`); --check compares them."""
@@ -258,3 +261,12 @@ class Plan:
     piece of every input along dim 0, sums their gradients and syncs and updates once."""
     bounds: Mapping[str, int] = field(default_factory=dict)
     """Input key -> the rows of the embedding it indexes: its values must lie in [0, rows)."""
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.frozen) - set(self.weights))
+        if unknown:
+            raise ValueError(f"frozen weights {unknown} are no weights of the plan")
+
+    def trained(self, key: str) -> bool:
+        """Whether the model trains weight `key` (it is not `frozen`)."""
+        return key not in self.frozen

@@ -56,7 +56,8 @@ def local_weights(
     plan: Plan, rank: int, module: nn.Module, device: torch.device, float_dtype: torch.dtype | None = None
 ) -> dict[str, torch.Tensor]:
     """This rank's weight pieces as leaf parameters, by the plan's weight key (plan order; a part
-    `key[:, 0:8]` is cut from its stored tensor); floats in `float_dtype` when given."""
+    `key[:, 0:8]` is cut from its stored tensor); floats in `float_dtype` when given; frozen
+    weights (`Plan.frozen`) require no gradient."""
     state = module.state_dict(keep_vars=True)
     out: dict[str, torch.Tensor] = {}
     for key, layout in plan.weights.items():
@@ -75,7 +76,7 @@ def local_weights(
             )
         piece = layout.piece_of(rank, value.to(_dtype(layout.torch_dtype, float_dtype)))
         if piece is not None:
-            out[key] = nn.Parameter(piece.to(device).contiguous())
+            out[key] = nn.Parameter(piece.to(device).contiguous(), requires_grad=plan.trained(key))
     return out
 
 

@@ -189,7 +189,7 @@ class Trainer:
         is read from the checkpoint too (a collective)."""
         device, float_dtype = self.device, self.float_dtype
         module = module.to(device, float_dtype) if float_dtype else module.to(device)
-        optimizer = spec.build(list(module.parameters()))
+        optimizer = spec.build([p for p in module.parameters() if p.requires_grad])  # as the plan's
         if resume:
             stored = {stored_key(k) for k in self.plan.weights}
             params = {k: p for k, p in module.named_parameters() if k in stored and self.rank == 0}
@@ -465,14 +465,30 @@ class Trainer:
         got_outputs = self.assemble(list(self.plan.outputs), outputs)
         got_grads = self.assemble(self.layouts, [local_grads.get(k) for k in self.keys])
         got_weights = self.assemble(self.layouts, self.weight_pieces())
+        computed = self.computed_gradients(local_grads)
         failure = (
             copies_differ(self.keys, self.layouts, self.weight_pieces(), self.rank, self.device) or memory
         )
         if self.rank == 0:
             assert self.reference is not None and before is not None
             assert got_outputs is not None and got_grads is not None and got_weights is not None
-            failure = failure or self._compare(step, got_outputs, got_grads, got_weights, before)
+            failure = failure or self._compare(step, got_outputs, got_grads, got_weights, before, computed)
+        failure = self.from_rank0(failure)  # every rank names the mismatch rank 0 found
         self.agree(failure is None, f"check failed at step {step + 1}: {failure}")
+
+    def computed_gradients(self, local: Mapping[str, torch.Tensor | None]) -> list[bool]:
+        """Collective: per weight key, whether any rank computed a gradient of it."""
+        flags = torch.tensor(
+            [local.get(k) is not None for k in self.keys], dtype=torch.int32, device=self.device
+        )
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        return [bool(f) for f in flags.tolist()]
+
+    def from_rank0(self, text: str | None) -> str | None:
+        """Collective: rank 0's `text` on every rank."""
+        box = [text]
+        dist.broadcast_object_list(box, src=0, device=self.device)
+        return box[0]
 
     def memory_problem(self) -> str | None:
         """Collective: every rank's persistent bytes (weights, gradients, optimizer state) against
@@ -507,6 +523,7 @@ class Trainer:
         got_grads: list[torch.Tensor],
         got_weights: list[torch.Tensor],
         before: list[torch.Tensor],
+        computed: list[bool],
     ) -> str | None:
         reference = self.reference
         assert reference is not None
@@ -522,10 +539,11 @@ class Trainer:
         for i, (got, expected) in enumerate(zip(got_outputs[1:], expected_outputs[1:], strict=False)):
             verdict.compare("outputs", f"output {i + 1}", got, expected, exact=exact_outputs[i + 1])
         floor = NOISE_FLOOR * largest([part_of(expected_grads, k) for k in self.keys])
-        for key, got in zip(self.keys, got_grads, strict=True):
+        for key, got, made in zip(self.keys, got_grads, computed, strict=True):
             want, exact = part_of(expected_grads, key), part_of(exact_grads, key)
-            verdict.compare("gradients", f"gradient of '{key}'", got, want, floor, exact)
-        reference.update(dict(zip(self.keys, got_grads, strict=True)))
+            verdict.compare("gradients", f"gradient of '{key}'", got, want, floor, exact, made)
+        trained = [reference.trains(k) for k in self.keys]
+        reference.update({k: g for k, g, t in zip(self.keys, got_grads, trained, strict=True) if t})
         for key, got in zip(self.keys, got_weights, strict=True):
             verdict.compare("weights", f"'{key}' after the update", got, reference.weight(key))
         loss, wanted = got_outputs[0].item(), expected_outputs[0].item()

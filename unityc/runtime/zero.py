@@ -71,7 +71,8 @@ class Shard:
         self.m = math.ceil(self.numel / self.n)
         flat = torch.zeros(self.m * self.n, dtype=piece.dtype, device=piece.device)
         flat[: self.numel] = piece.detach().reshape(-1)
-        self.shard = torch.nn.Parameter(flat[self.index * self.m : (self.index + 1) * self.m].clone())
+        own = flat[self.index * self.m : (self.index + 1) * self.m].clone()
+        self.shard = torch.nn.Parameter(own, requires_grad=piece.requires_grad)  # frozen: no gradient
         self.full: torch.nn.Parameter | None = None if stage == 3 else piece  # type: ignore[assignment]
 
     def flat_range(self) -> tuple[int, int]:
@@ -247,8 +248,8 @@ class Zero:
         self.shards: dict[str, Shard] = {}
         for key, stage in plan.zero.items():
             piece = weights.get(key)
-            if piece is None:
-                continue
+            if piece is None or (stage < 3 and not plan.trained(key)):
+                continue  # a frozen weight has no gradient or optimizer state to shard
             ranks = next(r for r in plan.weights[key].copy_groups() if comm.rank in r)
             self.shards[key] = Shard(key, stage, piece, groups[ranks], ranks, comm.rank)
             if stage == 3:  # the whole piece is not kept
@@ -276,8 +277,13 @@ class Zero:
 
     @property
     def sync_layouts(self) -> dict[str, Layout]:
-        """The weights whose whole gradients are all-reduced across copies (ZeRO-1 included)."""
-        return {k: v for k, v in self.plan.weights.items() if self.plan.zero.get(k, 0) < 2}
+        """The weights whose whole gradients are all-reduced across copies (ZeRO-1 included; no
+        frozen one)."""
+        return {
+            k: v
+            for k, v in self.plan.weights.items()
+            if self.plan.zero.get(k, 0) < 2 and self.plan.trained(k)
+        }
 
     def held(self) -> tuple[dict[str, torch.Tensor], dict[str, tuple[int, int]]]:
         """What a checkpoint saves and loads: by weight key, the tensor the optimizer updates (a
@@ -288,8 +294,10 @@ class Zero:
         return tensors, flats
 
     def params(self) -> list[torch.Tensor]:
-        """What the optimizer updates: whole pieces, or the shards of ZeRO weights."""
-        return [self.shards[k].shard if k in self.shards else p for k, p in self.weights.items()]
+        """What the optimizer updates: whole pieces, or the shards of ZeRO weights (no frozen
+        weight: it keeps no optimizer state)."""
+        held = [self.shards[k].shard if k in self.shards else p for k, p in self.weights.items()]
+        return [p for p in held if p.requires_grad]
 
     def _reduce_scatter(self, shard: Shard) -> Any:
         bucket = self.bucket_of[shard.key]
@@ -423,8 +431,8 @@ class Zero:
         out: dict[str, torch.Tensor | None] = {}
         for key, p in self.weights.items():
             shard = self.shards.get(key)
-            if shard is None or shard.stage < 2:
-                out[key] = p.grad
+            if shard is None or shard.stage < 2 or not shard.shard.requires_grad:
+                out[key] = p.grad  # a frozen weight's: None
                 continue
             grad = shard.shard.grad if shard.shard.grad is not None else torch.zeros_like(shard.shard)
             flat = torch.empty(shard.m * shard.n, dtype=grad.dtype, device=grad.device)
@@ -454,6 +462,12 @@ class Zero:
         return weights, grads, state
 
 
+def _kind(shard: Shard) -> tuple[int, torch.dtype, bool]:
+    """What the weights of one bucket share: stage, dtype, and whether they are trained (a
+    frozen ZeRO-3 weight's bucket is gathered only, its reduce-scatter never due)."""
+    return shard.stage, shard.shard.dtype, shard.shard.requires_grad
+
+
 def buckets_of(shards: list[Shard]) -> list[Bucket]:
     """The shards, in plan order, cut into buckets by the rule the cost model prices
     (`patterns.zero_buckets`, `cost.pricing.zero_bucket_bytes`), per copy group: of the shards
@@ -468,6 +482,6 @@ def buckets_of(shards: list[Shard]) -> list[Bucket]:
     cuts = [
         [held[j] for j in cut]
         for held in by_group.values()
-        for cut in zero_buckets([((shards[i].stage, shards[i].shard.dtype), shards[i].key) for i in held])
+        for cut in zero_buckets([(_kind(shards[i]), shards[i].key) for i in held])
     ]
     return [Bucket([shards[i] for i in cut]) for cut in sorted(cuts)]

@@ -304,7 +304,7 @@ class LayerCosts:
             k = layer.get(nid, k)
             seq.append(k)
         plan = fuse_collectives(simplify(megatron_layouts(micro, width // tensor, tensor)[0].graph))
-        where = carry_stages(plan, [base.nodes[n].op for n in order], seq)
+        where = carry_stages(plan, base, order, seq)
         for nid, view in block_views(plan, self.machine, width).items():
             plan.with_view(nid, to_attr(view, self.machine))
         b, steps_order, steps, _ = build_steps(
@@ -382,18 +382,45 @@ def _kept_internals(
     return [(nid, held) for nid, held in internal.items() if not graph.nodes[nid].recompute]
 
 
-def carry_stages(plan: Graph, ops: Sequence[str], stages: Sequence[int]) -> dict[int, int]:
-    """Each node's stage in `plan`, a rebuild of a graph whose compute ops (non-source,
-    non-parallel, in topological order) were `ops` with `stages`: the rebuild keeps those ops in
-    order; parallel ops and sources take their first reader's stage (an output its producer's)."""
-    order = [
+def weight_only(graph: Graph) -> set[int]:
+    """The compute and parallel ops whose value depends on no input: functions of weights and
+    constants alone (a weight's transpose, its cast). A rebuild places them where it likes (a
+    weight's view is placed by its first reader, `rebuild.weight_views`), so no order of them is
+    kept."""
+    pure: set[int] = set()
+    for nid in graph.topological():
+        node = graph.nodes[nid]
+        if node.is_source:
+            if node.op != "pcg.input":
+                pure.add(nid)
+        elif all(r[0] in pure for r in node.operand_refs()):
+            pure.add(nid)
+    return {nid for nid in pure if not graph.nodes[nid].is_source}
+
+
+def matched_ops(plan: Graph, base: Graph, order: Sequence[int]) -> list[tuple[int, int]]:
+    """(node of `plan`, node of `base`) for each compute op (non-source, non-parallel) of
+    `base` in `order` that depends on an input, `plan` being a rebuild of `base` (which keeps
+    those ops in order); PipelineError if it does not."""
+    pure_base, pure_plan = weight_only(base), weight_only(plan)
+    kept = [n for n in order if n not in pure_base]
+    rebuilt = [
         nid
         for nid in plan.topological()
-        if not plan.nodes[nid].is_source and not plan.nodes[nid].op.startswith("parallel.")
+        if not (plan.nodes[nid].is_source or plan.nodes[nid].op.startswith("parallel.") or nid in pure_plan)
     ]
-    if [plan.nodes[n].op for n in order] != list(ops):
+    if [plan.nodes[n].op for n in rebuilt] != [base.nodes[n].op for n in kept]:
         raise PipelineError("the rebuilt plan changed the graph's ops: cannot carry the stages over")
-    stage: dict[int, int] = dict(zip(order, stages, strict=True))
+    return list(zip(rebuilt, kept, strict=True))
+
+
+def carry_stages(plan: Graph, base: Graph, order: Sequence[int], stages: Sequence[int]) -> dict[int, int]:
+    """Each node's stage in `plan`, a rebuild of `base` whose compute ops (non-source,
+    non-parallel, in topological order) are `order` with `stages`: the rebuild keeps those ops
+    that read an input in order (`matched_ops`); parallel ops, sources and functions of weights
+    alone take their first reader's stage (an output its producer's)."""
+    by_base = dict(zip(order, stages, strict=True))
+    stage: dict[int, int] = {nid: by_base[old] for nid, old in matched_ops(plan, base, order)}
     users = plan.users()
     for nid in reversed(plan.topological()):
         if nid in stage:

@@ -34,6 +34,7 @@ from unityc.search.layers import (
     block_views,
     carry_stages,
     layer_of,
+    matched_ops,
 )
 from unityc.search.partition import (
     StageModel,
@@ -125,7 +126,7 @@ def materialize(
         plan, views = lay_out()
     # the loss stays in partial sums, one per pipeline (copies over a tensor-parallel group): each
     # pipeline's last stage seeds its own, no collective
-    stage = carry_stages(plan, [base.nodes[n].op for n in order], stage_seq)
+    stage = carry_stages(plan, base, order, stage_seq)
     _carry_names(plan, base, order)
     for nid, node in list(plan.nodes.items()):
         k = stage[nid]
@@ -225,12 +226,7 @@ def untie(graph: Graph, stage: Mapping[int, int], groups: int) -> Graph:
 def _carry_names(plan: Graph, base: Graph, order: Sequence[int]) -> None:
     """The SSA names of `base`'s compute ops (in `order`) on the same ops of `plan`, a rebuild of
     it that `carry_stages` checked keeps them in order (the program's variables keep them too)."""
-    rebuilt = [
-        nid
-        for nid in plan.topological()
-        if not plan.nodes[nid].is_source and not plan.nodes[nid].op.startswith("parallel.")
-    ]
-    for nid, old in zip(rebuilt, order, strict=True):
+    for nid, old in matched_ops(plan, base, order):
         if plan.nodes[nid].hint is None:
             plan.nodes[nid] = replace(plan.nodes[nid], hint=base.nodes[old].hint)
 

@@ -112,6 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         list_zoo()
         return 0
     from unityc.frontend import ImportFailure, ModelError, import_model
+    from unityc.models.huggingface import SmallDefaultsWarning
     from unityc.models.spec import ModelSpec, TrainingModeWarning, parse_overrides
 
     start = time.perf_counter()
@@ -119,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec = ModelSpec(args.model, args.config, args.batch, parse_overrides(args.settings), args.seed)
         with warnings.catch_warnings():
             warnings.simplefilter("always", TrainingModeWarning)
+            warnings.simplefilter("always", SmallDefaultsWarning)
             warnings.showwarning = show_warning
             module = run_check(spec) if args.check else import_model(spec)
     except (ModelError, ImportFailure) as e:

@@ -43,6 +43,10 @@
 // Parts of one stored tensor (`key[box]`) may not overlap: each element is trained as one weight.
 // RUN: not unityc-opt %S/Inputs/overlapping_parts.mlir 2>&1 | filecheck %s --check-prefix=PARTS
 // PARTS: overlapping_parts.mlir:4:3: error: pcg.weight 'fc.weight[6:14, :]' overlaps the pcg.weight 'fc.weight[0:8, :]' at line 3
+
+// A parameter is trained whole or not at all (`requires_grad` is per parameter): its parts agree on `frozen`.
+// RUN: not unityc-opt %S/Inputs/frozen_parts.mlir 2>&1 | filecheck %s --check-prefix=FROZEN
+// FROZEN: frozen_parts.mlir:4:3: error: pcg.weight 'fc.weight[8:16, :]' is trained but the pcg.weight 'fc.weight[0:8, :]' of the same stored tensor at line 3 is frozen: a parameter is trained whole or not at all
 // KEY-NEXT: %w2 = pcg.weight key "fc.weight"
 
 // Sizes are checked before anything proportional to them is built: a splat literal is not

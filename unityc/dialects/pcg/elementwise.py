@@ -57,7 +57,7 @@ class UnaryOp(PcgOp):
 
 def _unary(name: str, doc: str, linear: bool = False, props: tuple = ()) -> type[UnaryOp]:
     cls = type(
-        "".join(p.title() for p in name.split("_")) + "Op",
+        "".join(p[:1].upper() + p[1:] for p in name.split("_")) + "Op",  # log1p: Log1pOp
         (UnaryOp,),
         {"name": f"pcg.{name}", "__doc__": doc, "LINEAR": linear, "PROPS": props, "__module__": __name__},
     )
@@ -70,6 +70,7 @@ SigmoidOp = _unary("sigmoid", "1 / (1 + exp(-x)).")
 TanhOp = _unary("tanh", "tanh(x).")
 ExpOp = _unary("exp", "exp(x).")
 SqrtOp = _unary("sqrt", "sqrt(x).")
+Log1pOp = _unary("log1p", "log(1 + x), accurate for small x (torch.log1p).")
 IdentityOp = _unary("identity", "x.", linear=True)
 NegOp = _unary("neg", "-x.", linear=True)
 ScalarMulOp = _unary("scalar_mul", "x * scale.", linear=True, props=(("scale", Kind.FLOAT, False),))

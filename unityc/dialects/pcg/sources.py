@@ -50,9 +50,13 @@ class SourceOp(PcgOp):
         """Op-specific checks of the result type."""
 
     @classmethod
-    def named(cls, key: str, t: TensorType) -> SourceOp:
-        """An input or weight called `key`, of type `t`."""
-        return cls.build(result_types=[t], properties={"key": to_attr(Kind.STR, key)})
+    def named(cls, key: str, t: TensorType, frozen: bool = False) -> SourceOp:
+        """An input or weight called `key`, of type `t` (`frozen`: a weight the model does not
+        train)."""
+        properties = {"key": to_attr(Kind.STR, key)}
+        if frozen:
+            properties["frozen"] = to_attr(Kind.FLAG, True)
+        return cls.build(result_types=[t], properties=properties)
 
 
 @op_definition
@@ -65,13 +69,16 @@ class InputOp(SourceOp):
 
 @op_definition
 class WeightOp(SourceOp):
-    """A trainable parameter named by its state_dict key; values never live in the IR. The key
-    may name a part of a stored tensor, `key[:, 0:768]` (a box: `:` or `start:stop` per dim,
+    """A parameter named by its state_dict key; values never live in the IR. The key may name a
+    part of a stored tensor, `key[:, 0:768]` (a box: `:` or `start:stop` per dim,
     `unityc.runtime.parts`), a parameter of its own in the graph (e.g. the query columns of
-    GPT-2's packed QKV weight)."""
+    GPT-2's packed QKV weight). `frozen`: the model does not train it (`requires_grad=False`:
+    a fine-tuned backbone, Whisper's sinusoidal positions): no gradient, no optimizer state, no
+    update, held and saved like any other weight; it cannot be ZeRO-1/2 (no optimizer state or
+    gradient to shard), only ZeRO-3 (the weight itself sharded)."""
 
     name = "pcg.weight"
-    PROPS = (("key", Kind.STR, False),)
+    PROPS = (("key", Kind.STR, False), ("frozen", Kind.FLAG, True))
 
     def verify_source(self, t: TensorType) -> None:
         key = self.attrs()["key"]

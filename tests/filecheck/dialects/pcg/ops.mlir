@@ -29,6 +29,10 @@
 // CHECK-NEXT:   %w = pcg.weight key "fc.weight" : !pcg.tensor<32x16xf32>
 %b = pcg.weight key "fc.bias" : !pcg.tensor<32xf32>
 // CHECK-NEXT:   %b = pcg.weight key "fc.bias" : !pcg.tensor<32xf32>
+// A weight the model does not train (`requires_grad=False`) is `frozen`: no gradient, no
+// optimizer state, never updated.
+%wfz = pcg.weight key "embed.weight" frozen : !pcg.tensor<8x16xf32>
+// CHECK-NEXT:   %wfz = pcg.weight key "embed.weight" frozen : !pcg.tensor<8x16xf32>
 %y = pcg.input key "y" : !pcg.tensor<16xf32>
 // CHECK-NEXT:   %y = pcg.input key "y" : !pcg.tensor<16xf32>
 
@@ -83,6 +87,8 @@
 // CHECK-NEXT:   %sqrt = pcg.sqrt %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 %sqrt_c = pcg.sqrt %wc : !pcg.tensor<32x16xf32, copy 2> -> !pcg.tensor<32x16xf32, copy 2>
 // CHECK-NEXT:   %sqrt_c = pcg.sqrt %wc : !pcg.tensor<32x16xf32, copy 2> -> !pcg.tensor<32x16xf32, copy 2>
+%log1p = pcg.log1p %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
+// CHECK-NEXT:   %log1p = pcg.log1p %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 %pow = pcg.pow %x exponent 2.0 : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 // CHECK-NEXT:   %pow = pcg.pow %x exponent 2.0 : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 %pow_b = pcg.pow %xb exponent -0.5 : !pcg.tensor<8x16xf32, shard [2, 1]> -> !pcg.tensor<8x16xf32, shard [2, 1]>

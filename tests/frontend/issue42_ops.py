@@ -1,0 +1,71 @@
+"""Models reading the ops issue 42 adds, for the importer's --check: `torch.log1p` (a softplus
+written as log1p(exp(x)), as Mamba-style gates write it) and `Tensor.repeat` (a tiled tensor, as
+Hugging Face's models repeat position tables and KV heads)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class Softplus(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.log1p(torch.exp(self.fc(x)))
+        return nn.functional.mse_loss(h, y), h
+
+
+def make(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    return Softplus(), {
+        "x": torch.randn(batch, 8, generator=generator),
+        "y": torch.randn(batch, 4, generator=generator),
+    }
+
+
+class Tiled(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.fc(x).repeat(2, 3)  # [2 * batch, 12]
+        h = h.repeat(2, 1, 1)  # a new leading dim: [2, 2 * batch, 12]
+        return nn.functional.mse_loss(h.sum(0), y.repeat(2, 3)), h
+
+
+def tiled(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    return Tiled(), {
+        "x": torch.randn(batch, 8, generator=generator),
+        "y": torch.randn(batch, 4, generator=generator),
+    }
+
+
+class FeatureEncoder(nn.Module):
+    """wav2vec 2.0's first feature-encoder layer: a Conv1d, a GroupNorm (one group per channel,
+    as wav2vec 2.0 has it, and two groups of four channels), GELU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(1, 8, 4, stride=2, bias=False)
+        self.norm = nn.GroupNorm(8, 8)
+        self.halves = nn.GroupNorm(2, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = nn.functional.gelu(self.halves(self.norm(self.conv(x))))
+        logits = self.head(h.mean(-1))
+        return nn.functional.cross_entropy(logits, y), logits
+
+
+def feature_encoder(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    audio = torch.randn(batch, 1, 32, generator=generator)
+    return FeatureEncoder(), {"x": audio, "y": torch.randint(0, 3, (batch,), generator=generator)}

@@ -1,0 +1,34 @@
+"""The ops issue 42 adds import, and the graphs match their modules: `aten.log1p` as
+`pcg.log1p`, `aten.repeat` as concatenations of copies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from unityc.dialects import pcg
+from unityc.frontend import ModelSpec
+from unityc.frontend.check import check_import
+
+
+def test_log1p_imports_exactly() -> None:
+    module, checks = check_import(ModelSpec(f"{Path(__file__).parent / 'issue42_ops.py'}:make"))
+    assert any(isinstance(op, pcg.Log1pOp) for op in module.walk())
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert any(c.what.startswith("gradient of 'fc.") for c in checks)
+
+
+def test_repeat_imports_exactly() -> None:
+    module, checks = check_import(ModelSpec(f"{Path(__file__).parent / 'issue42_ops.py'}:tiled"))
+    concats = [op for op in module.walk() if isinstance(op, pcg.ConcatOp)]
+    assert len(concats) >= 3  # rows x2, columns x3, the new leading dim x2 (the target's folds)
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert any(c.what.startswith("gradient of 'fc.") for c in checks)
+
+
+def test_group_norm_imports_exactly() -> None:
+    module, checks = check_import(ModelSpec(f"{Path(__file__).parent / 'issue42_ops.py'}:feature_encoder"))
+    norms = [op for op in module.walk() if isinstance(op, pcg.LayerNormOp)]
+    assert len(norms) == 2  # each group norm: a layer norm of its groups
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert any(c.what.startswith("gradient of 'norm.") for c in checks)
+    assert any(c.what.startswith("gradient of 'halves.") for c in checks)
