@@ -29,11 +29,12 @@ from __future__ import annotations
 import math as _math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
+import torch.nn.functional as F
 
 EXCHANGES = ("ring", "all-to-all")
 """The exchanges of a context-parallel attention (what `pcg.attention`'s context form declares)."""
@@ -282,9 +283,14 @@ class _Ring:
     seq: int
     device: torch.device
 
+    ranks: tuple[int, ...] | None = None
+    """The global ranks holding chunks 0, 1, ... (None: the group's ranks in their order)."""
+
     def peers(self) -> tuple[int, int]:
         """The global ranks this rank sends to (next) and receives from (previous)."""
         r, c = self.chunking.rank, self.chunking.degree
+        if self.ranks is not None:
+            return self.ranks[(r + 1) % c], self.ranks[(r - 1) % c]
         return (
             dist.get_global_rank(self.group, (r + 1) % c) if self.group is not None else (r + 1) % c,
             dist.get_global_rank(self.group, (r - 1) % c) if self.group is not None else (r - 1) % c,
@@ -444,9 +450,11 @@ def ring_attention(
     bias: torch.Tensor | None = None,
     scale: float | None = None,
     math: bool = False,
+    ranks: Sequence[int] | None = None,
 ) -> torch.Tensor:
     """Attention of this rank's query rows over the whole sequence, the key/value blocks passed
-    around the ring of `group` (None: every rank).
+    around the ring of `group` (None: every rank); `ranks`: the global ranks holding chunks
+    0, 1, ... in order (None: the group's own order).
 
     q [B, H, L, D], k, v [B, G, L, D]: this rank's rows (`chunking`), G dividing H (grouped-query).
     `padding` [B, L] bool: this rank's keys that exist (False: padding). `bias` [B|1, H|1, L, S]:
@@ -463,6 +471,7 @@ def ring_attention(
         math,
         q.shape[2] * chunking.degree,
         q.device,
+        None if ranks is None else tuple(ranks),
     )
     chunking.chunk_length(ring.seq)
     if padding is not None:  # sent around the ring as bytes (gloo has no bool)
@@ -558,3 +567,92 @@ def ulysses_attention(
             qh, kh, vh, attn_mask=mask, scale=scale, enable_gqa=kh.shape[1] != qh.shape[1]
         )
     return _to_rows(out, group, degree)
+
+
+class ContextGroup(Protocol):
+    """The ranks of one context group, in chunk order, and their process group
+    (`runtime.context.ShardGroup`)."""
+
+    @property
+    def ranks(self) -> tuple[int, ...]: ...
+
+    @property
+    def process_group(self) -> Any: ...
+
+
+def _project(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    b: torch.Tensor | None,
+    width: int,
+    norm: torch.Tensor | None,
+    eps: float,
+) -> torch.Tensor:
+    """[B, L, E] -> heads [B, N, L, width] (Qwen3's per-head RMS norm applied when given)."""
+    out = F.linear(x, w, b).reshape(x.shape[0], x.shape[1], w.shape[0] // width, width)
+    if norm is not None:
+        out = out * torch.rsqrt(out.pow(2).mean(-1, keepdim=True) + eps) * norm
+    return out.transpose(1, 2)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None) -> torch.Tensor:
+    """Rotary embeddings on the first cos.shape[-1] dims of each head (rotate_half), at the
+    positions cos and sin hold: this rank's rows."""
+    if cos is None or sin is None:
+        return x
+    dims = cos.shape[-1]
+    part, rest = x[..., :dims], x[..., dims:]
+    half = dims // 2
+    rotated = part * cos + torch.cat((-part[..., half:], part[..., :half]), dim=-1) * sin
+    return rotated if dims == x.shape[-1] else torch.cat((rotated, rest), dim=-1)
+
+
+def context_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    wq: torch.Tensor,
+    wk: torch.Tensor,
+    wv: torch.Tensor,
+    wo: torch.Tensor,
+    bq: torch.Tensor | None,
+    bk: torch.Tensor | None,
+    bv: torch.Tensor | None,
+    bo: torch.Tensor | None,
+    mask: torch.Tensor | None,
+    heads: int,
+    context: ContextGroup | None,
+    exchange: str,
+    cos: torch.Tensor | None = None,
+    sin: torch.Tensor | None = None,
+    q_norm: torch.Tensor | None = None,
+    k_norm: torch.Tensor | None = None,
+    norm_eps: float = 0.0,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """One task of a context-parallel `pcg.attention` (what `-t torch` emits): this rank's
+    sequence rows of q = k = v [B, L, E], projected onto this task's `heads` (and KV heads),
+    rotated at their positions (cos/sin rows), attended over the whole sequence by the op's
+    `exchange` among the `context` ranks, and projected out. `mask` [B|1, H|1, L|1, S]: the
+    additive mask's rows of these queries over every key."""
+    if context is None:
+        raise ValueError("a context-parallel attention task must be in a context group")
+    if exchange not in EXCHANGES:
+        raise ValueError(f'context exchange "{exchange}" is not one of {", ".join(EXCHANGES)}')
+    chunking = Chunking(len(context.ranks), context.ranks.index(dist.get_rank()), zigzag=False)
+    width = wq.shape[0] // heads
+    qh = _rotate(_project(q, wq, bq, width, q_norm, norm_eps), cos, sin)
+    kh = _rotate(_project(k, wk, bk, width, k_norm, norm_eps), cos, sin)
+    vh = _project(v, wv, bv, width, None, norm_eps)
+    bias = None if mask is None else mask.expand(*mask.shape[:2], q.shape[1], mask.shape[3]).detach()
+    math = q.dtype == torch.float64
+    group = context.process_group
+    if exchange == "ring":
+        out = ring_attention(
+            qh, kh, vh, group, chunking, bias=bias, scale=scale, math=math, ranks=context.ranks
+        )
+    elif list(context.ranks) != sorted(context.ranks):
+        raise ValueError(f"all-to-all attention needs its ranks in order, got {list(context.ranks)}")
+    else:
+        out = ulysses_attention(qh, kh, vh, group, chunking, bias=bias, scale=scale, math=math)
+    return F.linear(out.transpose(1, 2).reshape(q.shape[0], q.shape[1], heads * width), wo, bo)
