@@ -36,6 +36,7 @@ from unityc.cost.communication import (
     price_group,
 )
 from unityc.cost.compute import CONTEXT_DEGREE, OpCost, Piece, kernel_time
+from unityc.cost.context import context_exchanges
 from unityc.cost.memory import persistent_bytes, shard_numel, update_work
 from unityc.cost.schedule import Comm
 from unityc.dialects.container import graph_function
@@ -551,63 +552,13 @@ def compute_parts(
         costs[""] = compute(op, attrs, operands, results, machine.kind_of(first), grads)
     cost = next(iter(costs.values()))
     if split is not None:
-        ring_fwd, ring_bwd = context_exchanges(
-            split[0], form, where, operand_types, result_types, machine, cost
-        )
+        wq, wk = piece(operand_types[3]), piece(operand_types[4])
+        assert wq is not None and wk is not None
+        groups = _task_groups(form, where, "c")
+        ring_fwd, ring_bwd = context_exchanges(split[0], groups, wq, wk, results[0], machine, cost)
         fwd_comm += ring_fwd
         bwd_comm += ring_bwd if backward else []
     return ComputeParts(dict(tasks), tuple(fwd), tuple(bwd), tuple(fwd_comm), tuple(bwd_comm), cost)
-
-
-def context_exchanges(
-    exchange: str,
-    form: Form,
-    where: Placement,
-    operand_types: Sequence[TensorType | None],
-    result_types: Sequence[TensorType],
-    machine: Machine,
-    cost: OpCost,
-) -> tuple[list[Comm], list[Comm]]:
-    """The exchange of a context-parallel attention (`AttentionOp.context_split`), per group of
-    tasks that differ only in the context factor "c", as `runtime/ring_attention.py` runs it.
-
-    "ring": C-1 steps, each sending this task's projected K/V block to the next task while it
-    attends the block it holds, so only what the send takes beyond the block's compute is
-    exposed: (C-1)·max(0, send - compute/C) forward; backward each step also passes the dK/dV
-    accumulators (twice the bytes) and a last hop brings them home. "all-to-all": q, k, v and
-    the output each traded once between rows and heads (alpha-beta), forward and backward alike."""
-    wq, wk = operand_types[3], operand_types[4]
-    assert wq is not None and wk is not None
-    out = _piece(result_types[0], False)
-    batch, rows = out.shape[0], out.shape[1]
-    element = out.nbytes // max(out.numel, 1)
-    q_rows, kv_rows = _piece(wq, False).shape[0], _piece(wk, False).shape[0]  # this task's heads
-    block = 2 * batch * rows * kv_rows * element
-    degree = dict(form.factors)["c"]
-    fwd: list[Comm] = []
-    bwd: list[Comm] = []
-    for devices in _task_groups(form, where, "c"):
-        if exchange == "all-to-all":
-            for nbytes in (
-                batch * rows * q_rows * element,
-                block // 2,
-                block // 2,
-                batch * rows * q_rows * element,
-            ):
-                seconds = collective_time("all_to_all", nbytes, devices, machine)
-                fwd.append(Comm(devices, seconds, nbytes))
-                bwd.append(Comm(devices, seconds, nbytes))
-            continue
-        pairs = [(a, devices[(i + 1) % degree]) for i, a in enumerate(devices)]
-
-        def send(nbytes: int, pairs: list[tuple[int, int]] = pairs) -> float:
-            return max(collective_time("p2p", nbytes, pair, machine) for pair in pairs)
-
-        exposed = (degree - 1) * max(0.0, send(block) - cost.fwd_s / degree)
-        fwd.append(Comm(devices, exposed, (degree - 1) * block))
-        exposed = (degree - 1) * max(0.0, send(2 * block) - cost.bwd_s / degree) + send(block)
-        bwd.append(Comm(devices, exposed, degree * 2 * block))
-    return fwd, bwd
 
 
 def parallel_parts(
