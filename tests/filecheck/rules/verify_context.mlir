@@ -6,4 +6,6 @@
 // CHECK:     {{^}}proven    self_attention_context_parallel  {{[0-9]+\.[0-9]+}} s
 // CHECK:     {{^}}proven    self_attention_context_parallel_mask
 // CHECK:     {{^}}proven    self_attention_rotary_context_parallel
-// CHECK:     {{^}}3 rules: 3 proven, 0 unproven, 0 refuted
+// CHECK:     {{^}}proven    self_attention_all_to_all_context_parallel
+// CHECK:     {{^}}proven    self_attention_rotary_all_to_all_context_parallel
+// CHECK:     {{^}}5 rules: 5 proven, 0 unproven, 0 refuted
