@@ -823,3 +823,42 @@ def test_graph_attention_head_parallel():
     module = g.module([g.reduce(out, 2), ref])
     got, want = run_assembled(module, dict(zip(names, operands, strict=False)))
     assert_close(got, want)
+
+
+@pytest.mark.parametrize("exchange", ["ring", "all-to-all"])
+@pytest.mark.parametrize(("b", "c", "h"), [(1, 2, 1), (1, 3, 1), (2, 2, 1), (1, 2, 2)], ids=str)
+def test_context_parallel_attention_forms(b, c, h, exchange):
+    """Context parallelism: q, k, v, cos/sin and the mask's rows sharded alike on the sequence
+    (grouped-query heads, rotary at each row's own positions, a padding+causal mask whose key
+    columns stay whole); with heads too, partial sums over the head shards."""
+    if exchange == "all-to-all" and 4 // h % c:
+        pytest.skip("all-to-all needs the context degree to divide a task's heads")
+    e, kv, s = 8, 4, 6
+    q = randn(2, s, e)
+    ws = [randn(e, e, seed=3), randn(kv, e, seed=4), randn(kv, e, seed=5), randn(e, e, seed=6)]
+    angle = torch.arange(s, dtype=torch.float64)[:, None] / 3.0
+    cos, sin = torch.cat([angle.cos()] * 2, -1)[None, None], torch.cat([angle.sin()] * 2, -1)[None, None]
+    mask = torch.zeros(2, 1, s, s).masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), -1e9)
+    mask[1, ..., s - 2 :] = -1e9  # the second sequence's last two tokens are padding
+    seq = D(b, c, 1, copy=h)
+    specs = [seq] * 3 + [D(h, 1, copy=b * c)] * 3 + [D(1, h, copy=b * c), None, None, None, None]
+    specs += [D(b, 1, c, 1, copy=h)] + [D(1, 1, c, 1, copy=b * h)] * 2 + [None, None]
+    operands = [q, q, q, *ws, None, None, None, None, mask, cos, sin, None, None]
+    attrs = {"heads": 4, "kv_heads": 2, "context": exchange}
+    check_form(pcg.AttentionOp, operands, specs, attrs, ([b, c, 1], h, 1))
+
+
+def test_context_parallel_attention_refusals():
+    e = 8
+    q = TensorType([2, 6, e], f64, [1, 2, 1])
+    w = TensorType([e, e], f64, copy=2)
+    heads = [q, q, q, w, w, w, w]
+    with pytest.raises(FormError, match='"spiral" is not one of "ring", "all-to-all"'):
+        pcg.AttentionOp.infer(heads, {"heads": 4, "context": "spiral"})
+    with pytest.raises(FormError, match="all-to-all context degree 2 does not divide a task's 1 heads"):
+        pcg.AttentionOp.infer(heads, {"heads": 1, "context": "all-to-all"})
+    short = TensorType([2, 4, e], f64, [1, 2, 1])
+    with pytest.raises(FormError, match="self-attention"):
+        pcg.AttentionOp.infer([short, q, q, w, w, w, w], {"heads": 4, "context": "ring"})
+    with pytest.raises(FormError, match="every query attends over the whole key sequence"):
+        pcg.AttentionOp.infer(heads, {"heads": 4})  # no exchange named: keys are read whole

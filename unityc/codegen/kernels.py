@@ -257,6 +257,11 @@ def _attention(call: Call) -> str:
     heads = call.attrs["heads"] // call.tasks.degree("h")
     args = [q, k, v, wq, wk, wv, wo, bq or "None", bk or "None", bv or "None", call.bias(bo), mask or "None"]
     text = f"rt.kernels.attention({', '.join(args)}, heads={heads}"
+    context = call.shard_groups("c")  # context parallelism: the exchange the op declares
+    if context is not None:
+        exchange = call.attrs["context"]
+        text = f"rt.ring_attention.context_attention({', '.join(args)}, heads={heads}, "
+        text += f'context={context}, exchange="{exchange}"'
     if cos is not None:
         text += f", cos={cos}, sin={sin}"
     if q_norm is not None:

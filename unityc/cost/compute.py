@@ -177,6 +177,11 @@ def _norm(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> floa
     return 5 * n + (n if w is not None else 0) + (n if b is not None else 0)
 
 
+CONTEXT_DEGREE = "context_degree"
+"""The attribute `cost/pricing.py` adds to a context-parallel attention's attributes: how many
+K/V blocks (the context degree) each task attends, its own and those the exchange brings."""
+
+
 def _attention_parts(attrs: Mapping[str, Any], ops: Operands) -> tuple[int, int, int, int, int, int]:
     """(B, Sq, Sk, E, Eh, local heads) of one attention task."""
     q, k, _, wq = ops[:4]
@@ -191,6 +196,7 @@ def _attention(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) ->
     wk = ops[4]
     ekv = wk.shape[0] if wk is not None else eh  # grouped-query: fewer key/value rows
     projections = 2 * batch * sq * e * eh + 4 * batch * sk * e * ekv + 2 * batch * sq * eh * e
+    sk *= int(attrs.get(CONTEXT_DEGREE, 1))  # context parallelism: this task's rows see every key
     scores = 4 * batch * sq * sk * eh
     softmax = 5 * batch * h * sq * sk + (batch * h * sq * sk if ops[11] is not None else 0)
     softmax += 6 * batch * h * sq * sk if attrs.get("softcap") else 0  # divide, tanh, multiply
@@ -313,6 +319,10 @@ def _forward_work(kind: str, attrs: Mapping[str, Any], operands: Operands, resul
     if kind == "pcg.gather":
         return Work(flops, 2 * out_bytes)
     in_bytes = sum(p.nbytes for p in operands if p is not None)
+    if kind == "pcg.attention" and attrs.get(CONTEXT_DEGREE, 1) > 1:  # fused block kernels
+        blocks = int(attrs[CONTEXT_DEGREE])  # each K/V block read once more per block received
+        in_bytes += (blocks - 1) * sum(p.nbytes for p in operands[1:3] if p is not None)
+        return Work(flops, in_bytes + out_bytes)
     if kind == "pcg.attention":  # the score matrix is written and read back (no fused kernel)
         batch, sq, sk, _, _, h = _attention_parts(attrs, operands)
         in_bytes += 2 * batch * h * sq * sk * DTYPE_BYTES[results[0].dtype]

@@ -147,6 +147,15 @@ def attention_saved_bytes(batch: int, sq: int, sk: int, eh: int, heads: int, ele
     return (batch * (sq + 2 * sk) * eh + batch * heads * sq * sk + batch * sq * eh) * element_bytes
 
 
+def context_attention_saved_bytes(
+    batch: int, rows: int, eh: int, ekv: int, heads: int, element_bytes: int = 4
+) -> int:
+    """What one context-parallel attention task keeps (`runtime/ring_attention.py`): its rows'
+    q, k, v projections, the merged output (in float32) and its log-sum-exp, no probabilities:
+    1/C of the sequence's activations and no S² term."""
+    return batch * rows * (eh + 2 * ekv) * element_bytes + batch * rows * (eh + heads) * 4
+
+
 @dataclass(frozen=True)
 class DeviceMemory:
     """Bytes on one device, by part. Without `peak`, `total` is their sum; `estimate` sets

@@ -35,12 +35,14 @@ from unityc.cost.communication import (
     parallel_groups,
     price_group,
 )
-from unityc.cost.compute import OpCost, Piece, kernel_time
+from unityc.cost.compute import CONTEXT_DEGREE, OpCost, Piece, kernel_time
+from unityc.cost.context import context_exchanges
 from unityc.cost.memory import persistent_bytes, shard_numel, update_work
 from unityc.cost.schedule import Comm
 from unityc.dialects.container import graph_function
 from unityc.dialects.diagnostics import located
 from unityc.dialects.forms import Form, FormLayout
+from unityc.dialects.pcg.attention import AttentionOp
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.plan import op_plan
 from unityc.dialects.spatial import Halo, window_halo
@@ -533,6 +535,9 @@ def compute_parts(
     kernel_fwd, kernel_bwd = kernel_collectives(op, attrs, form, where, operand_types, machine, grads)
     fwd_comm += kernel_fwd
     bwd_comm += kernel_bwd
+    split = AttentionOp.context_split(attrs, operand_types) if op == "pcg.attention" else None
+    if split is not None:
+        attrs = {**attrs, CONTEXT_DEGREE: split[1]}
     costs: dict[str, OpCost] = {}
     fwd: list[tuple[int, float]] = []
     bwd: list[tuple[int, float]] = []
@@ -546,6 +551,13 @@ def compute_parts(
         first = int(where.array.flat[0]) if isinstance(where, Placed) else 0
         costs[""] = compute(op, attrs, operands, results, machine.kind_of(first), grads)
     cost = next(iter(costs.values()))
+    if split is not None:
+        wq, wk = piece(operand_types[3]), piece(operand_types[4])
+        assert wq is not None and wk is not None
+        groups = _task_groups(form, where, "c")
+        ring_fwd, ring_bwd = context_exchanges(split[0], groups, wq, wk, results[0], machine, cost)
+        fwd_comm += ring_fwd
+        bwd_comm += ring_bwd if backward else []
     return ComputeParts(dict(tasks), tuple(fwd), tuple(bwd), tuple(fwd_comm), tuple(bwd_comm), cost)
 
 

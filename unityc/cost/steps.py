@@ -24,7 +24,7 @@ from unityc.cost.compute import (
     forward_work,
     recompute_overhead,
 )
-from unityc.cost.memory import attention_saved_bytes, cast_operand, saves
+from unityc.cost.memory import attention_saved_bytes, cast_operand, context_attention_saved_bytes, saves
 from unityc.cost.pricing import (
     ComputeModel,
     Placed,
@@ -45,6 +45,7 @@ from unityc.cost.result import OpRow
 from unityc.cost.roles import Roles, device_arrays, find_roles
 from unityc.cost.schedule import Comm, Step
 from unityc.dialects.forms import Form
+from unityc.dialects.pcg.attention import AttentionOp
 from unityc.dialects.pcg_types import TensorType, own_form
 from unityc.graph import Graph, Node, Ref, full_attrs, op_class
 from unityc.graph.precision import priced_graph
@@ -489,9 +490,11 @@ def attention_task_bytes(
     batch, sq, _ = operands[0].shape
     e = operands[0].shape[2]
     eh = operands[3].shape[0]
-    return attention_saved_bytes(
-        batch, sq, operands[1].shape[1], eh, attrs["heads"] * eh // e, out.nbytes // max(out.numel, 1)
-    )
+    heads, element = attrs["heads"] * eh // e, out.nbytes // max(out.numel, 1)
+    if AttentionOp.context_split(attrs, types) is not None:  # fused block kernels: no probabilities
+        assert operands[4] is not None
+        return context_attention_saved_bytes(batch, sq, eh, operands[4].shape[0], heads, element)
+    return attention_saved_bytes(batch, sq, operands[1].shape[1], eh, heads, element)
 
 
 def build_steps(

@@ -168,7 +168,26 @@ def _attention(
     norms = {"q_norm": q_norm, "k_norm": k_norm, "norm_eps": task.attrs.get("norm_eps") or 0.0}
     norms |= {"scale": task.attrs.get("scale"), "softcap": task.attrs.get("softcap")}
     bo = _bias(task, bo)
-    return attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, heads, cos=cos, sin=sin, **norms)
+    if task.degree("c") == 1:
+        return attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, heads, cos=cos, sin=sin, **norms)
+    # Context parallelism: whatever exchange the op names (ring or all-to-all), a task's rows
+    # are those of the attention over the whole sequence, read from its context group's pieces.
+    q, k, v, mask, cos, sin = (
+        _context_whole(task, o, x) for o, x in ((0, q), (1, k), (2, v), (11, mask), (12, cos), (13, sin))
+    )
+    out = attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, heads, cos=cos, sin=sin, **norms)
+    rows = out.shape[1] // task.degree("c")
+    return out.narrow(1, task.index("c") * rows, rows)
+
+
+def _context_whole(task: Task, operand: int, piece: torch.Tensor | None) -> torch.Tensor | None:
+    """An operand of a context-parallel attention with its sequence dim whole: this task's piece
+    and its context group's, concatenated where the context factor shards it."""
+    layout = task.form.operands[operand]
+    if piece is None or layout is None:
+        return piece
+    dims = [d for d, axis in enumerate(layout.shard) if "c" in axis]
+    return torch.cat(task.peers(operand, "c"), dim=dims[0]) if dims else piece
 
 
 def _cross_entropy(task: Task, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -84,6 +84,7 @@ STRING_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("pcg.mse_loss", "reduction"): ("mean", "sum"),
     ("pcg.compare", "kind"): pcg.COMPARISONS,
     ("pcg.compare_tensors", "kind"): pcg.COMPARISONS,
+    ("pcg.attention", "context"): pcg.AttentionOp.CONTEXT_EXCHANGES,
 }
 # Parallel ops whose operand must hold partial sums, or shards on the dim property named here,
 # divisible by their degree: their operands are sampled so that they do.

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from unityc.runtime import kernels
+    from unityc.runtime import kernels, ring_attention
     from unityc.runtime.context import Context
     from unityc.runtime.pipeline import Pipeline, Pipelined
     from unityc.runtime.plan import Collective, Constant, Layout, Model, Plan
@@ -29,6 +29,7 @@ __all__ = [
     "Plan",
     "kernels",
     "main",
+    "ring_attention",
 ]
 
 
@@ -45,6 +46,10 @@ def __getattr__(name: str) -> Any:
         import unityc.runtime.kernels as kernels  # importing sets the attribute: no recursion
 
         return kernels
+    if name == "ring_attention":
+        import unityc.runtime.ring_attention as ring_attention  # importing sets the attribute
+
+        return ring_attention
     if name in ("Pipeline", "Pipelined"):
         import unityc.runtime.pipeline as pipeline
 

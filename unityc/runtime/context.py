@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Sequence
-from typing import overload
+from typing import Any, overload
 
 import torch
 
@@ -210,6 +210,12 @@ class ShardGroup:
         out = self.ctx._run(self._collective("all_reduce", x), x, grad)
         assert out is not None
         return out
+
+    @property
+    def process_group(self) -> Any:
+        """The torch process group of these ranks (None: every rank), for kernels that run their
+        own exchange (context-parallel attention's ring or all-to-all)."""
+        return self.ctx.comm.group(tuple(sorted(self.ranks)))
 
     def gather(self, x: torch.Tensor, dim: int) -> torch.Tensor:
         """Every rank's `x` concatenated along `dim`, in shard order (no gradient)."""

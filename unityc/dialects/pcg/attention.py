@@ -47,6 +47,12 @@ class AttentionOp(PcgOp):
     Parallel forms: batch, query sequence (not with rotary embeddings), and heads (projection
     rows and wo columns sharded alike by a divisor of `kv_heads`, so that each task keeps
     whole KV groups), which gives partial sums; the output bias is added by partial-sum index 0.
+    Context parallelism (factor "c", self-attention): query, key and value sharded alike on the
+    sequence, with cos/sin and the mask's query rows (its key columns stay whole), only on an op
+    that names its exchange, `context` (`CONTEXT_EXCHANGES`: "ring" passes K/V blocks around the
+    context group and merges the partial results by their log-sum-exp; "all-to-all",
+    DeepSpeed-Ulysses, trades sequence rows for heads and back, so each task's heads must divide
+    by the context degree).
     `dropout` (training only) applies to the attention probabilities, as in BERT.
     """
 
@@ -76,13 +82,38 @@ class AttentionOp(PcgOp):
         ("norm_eps", Kind.FLOAT, True),
         ("scale", Kind.FLOAT, True),
         ("softcap", Kind.FLOAT, True),
+        ("context", Kind.STR, True),
     )
+    CONTEXT_EXCHANGES = ("ring", "all-to-all")
+    """What the tasks of one context group exchange (the context factor "c"): read by the cost
+    model (`cost/pricing.py`), the interpreter, codegen and `runtime/ring_attention.py`."""
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     NAMES = (
         "query", "key", "value", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "mask", "cos", "sin",
         "q_norm", "k_norm",
     )  # fmt: skip
+
+    @classmethod
+    def context_exchange(cls, attrs: dict[str, Any]) -> str | None:
+        """The exchange of a context-parallel split (`context`; None: the op splits no key)."""
+        exchange = attrs.get("context")
+        if exchange is None:
+            return None
+        if exchange not in cls.CONTEXT_EXCHANGES:
+            names = ", ".join(f'"{e}"' for e in cls.CONTEXT_EXCHANGES)
+            raise op_error(cls, f'context exchange "{exchange}" is not one of {names}')
+        return str(exchange)
+
+    @classmethod
+    def context_split(cls, attrs: Any, types: Any) -> tuple[str, int] | None:
+        """(exchange, context degree) of an attention whose tasks split the key sequence; None
+        if they read every key. `types`: the operand types (key second)."""
+        exchange = cls.context_exchange(dict(attrs))
+        key = types[1] if len(types) > 1 else None
+        if exchange is None or key is None or key.shard[1] == 1:
+            return None
+        return exchange, int(key.shard[1])
 
     @classmethod
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
@@ -158,7 +189,18 @@ class AttentionOp(PcgOp):
                 b.forbid(o, d, "rotary embeddings are read whole")
         for o, d in ((0, 1), (11, 2)) if rotary else ():
             b.forbid(o, d, "rotary embeddings rotate q and k at the same positions")
-        seq = [] if rotary else [b.shared_dim("s", seq_uses)]
+        exchange = cls.context_exchange(attrs)
+        context = exchange is not None and (k.shard[1] > 1 or v.shard[1] > 1)
+        if context and (attrs.get("dropout") or attrs.get("softcap")):
+            raise op_error(cls, "context-parallel attention has no dropout or soft-capping")
+        if context and sq != sk:
+            raise op_error(cls, "context parallelism splits self-attention: query and key of one length")
+        if context:
+            uses = [(0, 1), (1, 1), (2, 1)] + [(o, 2) for o, t in ((12, cos), (13, sin)) if t is not None]
+            uses += [(11, 2)] if mask is not None and mask.shape[2] == sq else []
+            seq = [b.shared_dim("c", uses)]
+        else:
+            seq = [] if rotary else [b.shared_dim("s", seq_uses)]
         shard = [[b.shared_dim("b", batch_uses)], seq, []]
         head_uses = [(3, 0), (4, 0), (5, 0), (6, 1), (7, 0), (8, 0), (9, 0)]
         if mask is not None and mask.shape[1] == heads > 1:  # a per-head bias splits with its heads
@@ -168,5 +210,16 @@ class AttentionOp(PcgOp):
             what = "heads" if groups == heads else "KV heads"
             raise op_error(cls, f"head shard degree {b.degrees[h]} does not divide {groups} {what}")
         b.forbid(6, 0, "the output projection's rows are the embedding, not heads")
+        local, local_kv, degree = heads // b.degrees[h], groups // b.degrees[h], b.degrees.get("c", 1)
+        if (
+            context
+            and exchange == "all-to-all"
+            and (local % degree or (local_kv % degree and degree % local_kv))
+        ):
+            raise op_error(
+                cls,
+                f"all-to-all context degree {degree} does not divide a task's {local} heads, or its "
+                f"{local_kv} KV heads neither divide nor are divided by it",
+            )
         form = b.build([(shard, [h])])
         return form, [result_type(form, 0, q.shape, float_dtype(cls, q))]
