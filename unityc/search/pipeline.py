@@ -174,7 +174,7 @@ class Layouts:
         layout: Layout,
         lay_out: Callable[[], tuple[Graph, dict[int, View] | None]],
     ) -> tuple[Graph, dict[int, View] | None]:
-        key = (id(graph), ties, id(machine), width, layout.within_stage)
+        key = (id(graph), ties, id(machine), width, replace(layout.within_stage, data=1))  # (width says it)
         hit = self.made.pop(key, None)
         if hit is None or hit[0] is not graph or hit[1] is not machine:
             self.laid_out += 1
