@@ -645,11 +645,16 @@ def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -
     return layouts
 
 
-def megatron_graph(graph: Graph, layout: Layout | int, *degrees: int, keep: Collection[int] = ()) -> Graph:
-    """The first of `megatron_layouts`; `megatron_graph(graph, d, t)` reads as
-    `Layout(data=d, tensor=t)` (the spelling tests use)."""
-    if not isinstance(layout, Layout):
-        layout = Layout(data=layout, tensor=degrees[0] if degrees else 1)
+def megatron_graph(
+    graph: Graph, layout: Layout | int, tensor: int = 1, keep: Collection[int] = (), sequence: bool = False
+) -> Graph:
+    """The first of `megatron_layouts`; `megatron_graph(graph, d, t)` (the spelling tests use)
+    reads as `Layout(data=d, tensor=t)`, with Megatron's sequence parallelism where `sequence`."""
+    if isinstance(layout, Layout):
+        if tensor != 1 or sequence:
+            raise TypeError("megatron_graph: a Layout carries its own tensor degree and sequence flag")
+    else:
+        layout = Layout(data=layout, tensor=tensor, sequence=sequence and tensor > 1)
     return megatron_layouts(graph, layout, keep)[0].graph
 
 
