@@ -181,8 +181,8 @@ def test_three_d_candidate_shape_trains_exactly(runs: Runs, name: str, config: L
     assert any(n.zero for n in weights) and all(n.zero in (0, config.zero) for n in weights)
     assert ("parallel.reduce_scatter" in collectives(plan)) == config.sequence
     assert any(n.types[0].copy_degree == config.data for n in plan.nodes.values() if n.op == "pcg.weight")
-    if config.stages > 1:
-        assert len({n.stage for n in plan.nodes.values()} - {None}) == config.stages * config.virtual
+    if config.pipeline > 1:
+        assert len({n.stage for n in plan.nodes.values()} - {None}) == config.pipeline * config.virtual
     assert plan.plan.pipeline is not None and plan.plan.pipeline.microbatches == config.microbatches
     section = runs.section(name)
     assert section.endswith("exit 0") and "check passed" in section, section
