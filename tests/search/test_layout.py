@@ -63,6 +63,8 @@ def test_tilings() -> None:
     assert all(x.sequence and x.zero == 1 for x in tilings(4, {"tensor": [2]}, base=base))
     with pytest.raises(ValueError, match="no mesh axis expert"):
         list(tilings(8, {"expert": [2]}))
+    with pytest.raises(ValueError, match="takes the devices left"):
+        list(tilings(8, {"data": [2]}))
 
 
 # --- the recipe, followed for a toy axis --------------------------------------------------------

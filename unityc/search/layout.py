@@ -214,6 +214,8 @@ def tilings(
     unknown = [n for n in [*names, rest] if n not in base.axis_names()]
     if unknown:
         raise ValueError(f"layout: no mesh axis {', '.join(unknown)} (axes: {', '.join(base.axis_names())})")
+    if rest in choices:
+        raise ValueError(f"layout: the {rest} axis takes the devices left; it has no choices of its own")
 
     def walk(k: int, left: int, chosen: dict[str, int]) -> Iterator[Layout]:
         if k == len(names):
