@@ -158,6 +158,11 @@ class Layout:
         return self.degree(*self.splitting("batch"))
 
     @property
+    def stages(self) -> int:
+        """The pipeline's stage groups (`pipeline`; the name `megatron_lm.Config` gave it)."""
+        return self.pipeline
+
+    @property
     def group(self) -> int:
         """The devices of one stage group: every mesh axis but the pipeline's."""
         return self.devices // self.pipeline

@@ -53,8 +53,31 @@ ZERO_STAGES = (1, 2, 3)
 """ZeRO over the data-parallel rest: the optimizer state, then the gradients, then the weights
 sharded across each weight's copies."""
 
-Config = Layout
-"""A hand-picked configuration is a `Layout` (the name earlier code imports)."""
+
+def Config(
+    tensor: int,
+    stages: int,
+    data: int,
+    virtual: int,
+    microbatches: int,
+    recompute: str,
+    sequence: bool = False,
+    microbatch_size: int = 1,
+    zero: int = 1,
+) -> Layout:
+    """A hand-picked configuration in the positional order earlier code (benchmarks, tests) spells
+    it: the `Layout` of those degrees, ZeRO-1 (Megatron-LM's distributed optimizer) unless given."""
+    return Layout(
+        data=data,
+        tensor=tensor,
+        pipeline=stages,
+        virtual=virtual,
+        microbatches=microbatches,
+        recompute=recompute,
+        sequence=sequence and tensor > 1,  # (Config took it at tensor 1 and ignored it)
+        microbatch_size=microbatch_size,
+        zero=zero,
+    )
 
 
 def attention_heads(graph: Graph) -> list[int]:
