@@ -25,7 +25,7 @@ and priced by `estimate` like every other plan.
 
 6. *Sequence parallelism* (Korthikanti et al. 2022, on by default as Megatron-LM's users run
    it with tensor parallelism): in each tensor group the norms, dropout and residual adds run
-   sharded on the sequence (`strategies.megatron_layouts(sequence=True)`), each all-reduce after
+   sharded on the sequence (`strategies.megatron_layouts` of a `Layout(sequence=True)`), each all-reduce after
    a row-parallel linear a `parallel.reduce_scatter` onto the sequence and each column-parallel
    input a `parallel.all_gather` from it: the same volume, 1/t of those ops' activations, which
    is what lets a large model fit with selective rather than full recomputation.
