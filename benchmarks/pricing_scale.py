@@ -74,7 +74,12 @@ def plan(name: str, machine: Machine, pricing: Pricing) -> tuple[PricedPlan, flo
     if name == "data-parallel":
         built = data_parallel_plan(graph, machine, pricing)
     elif name == "megatron":
-        built = finish("megatron", megatron_layouts(graph, Layout(data=devices // 8, tensor=8))[0].graph, machine, pricing)
+        built = finish(
+            "megatron",
+            megatron_layouts(graph, Layout(data=devices // 8, tensor=8))[0].graph,
+            machine,
+            pricing,
+        )
     else:
         data = devices // 8
         built = build(graph, machine, Config(4, 2, data, 1, PER_GPU * devices // data, SELECTIVE), pricing)
