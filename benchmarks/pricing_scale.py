@@ -54,6 +54,7 @@ from unityc.machine.spec import Machine
 from unityc.rewrites.match import compile_rules
 from unityc.rewrites.parser import load_library
 from unityc.search.background import WORKERS_ENV
+from unityc.search.layout import Layout
 from unityc.search.megatron_lm import SELECTIVE, Config, build
 from unityc.search.plans import PricedPlan, Pricing, data_parallel_plan, finish
 from unityc.search.strategies import megatron_layouts
@@ -73,7 +74,12 @@ def plan(name: str, machine: Machine, pricing: Pricing) -> tuple[PricedPlan, flo
     if name == "data-parallel":
         built = data_parallel_plan(graph, machine, pricing)
     elif name == "megatron":
-        built = finish("megatron", megatron_layouts(graph, devices // 8, 8)[0].graph, machine, pricing)
+        built = finish(
+            "megatron",
+            megatron_layouts(graph, Layout(data=devices // 8, tensor=8))[0].graph,
+            machine,
+            pricing,
+        )
     else:
         data = devices // 8
         built = build(graph, machine, Config(4, 2, data, 1, PER_GPU * devices // data, SELECTIVE), pricing)

@@ -14,7 +14,7 @@ each all-reduce):
   steps (`unityc.accumulation = 2`: the schedule runs twice before one sync and update);
 * in the same two launches, the other shapes the joint search's 3-D candidates
   (`three_d_plans`) take, built by the function the search builds them with (`build`, one
-  `Config` each): data 4 in one stage with 2 micro-batches of 2 rows and no recomputation (the
+  `Layout` each): data 4 in one stage with 2 micro-batches of 2 rows and no recomputation (the
   shape the search returns for BERT-Large on 8 x 8 GiB, `benchmarks/accumulation.py`), interleaved
   chunks with tensor and data parallelism, tensor 2 x data 4 with sequence parallelism and no
   recomputation; and tensor 2 x pipeline 2 x data 2 with ZeRO-2 (micro-batches of 2 rows, full
@@ -38,7 +38,8 @@ from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module, to_module
 from unityc.machine.presets import preset
 from unityc.search.baselines import megatron_lm
-from unityc.search.megatron_lm import FULL, NONE, SELECTIVE, Config, build
+from unityc.search.layout import FULL, NONE, SELECTIVE, Layout
+from unityc.search.megatron_lm import build
 from unityc.search.pipeline import plain_graph
 from unityc.search.plans import Pricing
 from unityc.search.unity import UnityOptions
@@ -54,13 +55,37 @@ THREE_D = "llama-tp2-pp2-dp2-acc2-sp"
 ACCUMULATION = 2
 ARGS = ["--check", "--optimizer", "adam"]
 
-# (name, devices, batch, Config): the 3-D candidates' other shapes
+# (name, devices, batch, Layout): the 3-D candidates' other shapes
 SHAPES = [
-    ("3d-dp4-mb2-rows2-none", 4, 16, Config(1, 1, 4, 1, 2, NONE, microbatch_size=2)),
-    ("3d-tp2-pp2-dp2-rows2-full-zero2", 8, 8, Config(2, 2, 2, 1, 2, FULL, microbatch_size=2, zero=2)),
-    ("3d-tp2-pp2-dp2-sp-selective-zero3", 8, 8, Config(2, 2, 2, 1, 4, SELECTIVE, sequence=True, zero=3)),
-    ("3d-tp2-pp2-dp2-v2-sp-selective", 8, 8, Config(2, 2, 2, 2, 2, SELECTIVE, sequence=True)),
-    ("3d-tp2-dp4-sp-none", 8, 8, Config(2, 1, 4, 1, 2, NONE, sequence=True)),
+    ("3d-dp4-mb2-rows2-none", 4, 16, Layout(data=4, microbatches=2, microbatch_size=2, zero=1)),
+    (
+        "3d-tp2-pp2-dp2-rows2-full-zero2",
+        8,
+        8,
+        Layout(data=2, tensor=2, pipeline=2, microbatches=2, microbatch_size=2, zero=2, recompute=FULL),
+    ),
+    (
+        "3d-tp2-pp2-dp2-sp-selective-zero3",
+        8,
+        8,
+        Layout(data=2, tensor=2, pipeline=2, microbatches=4, sequence=True, zero=3, recompute=SELECTIVE),
+    ),
+    (
+        "3d-tp2-pp2-dp2-v2-sp-selective",
+        8,
+        8,
+        Layout(
+            data=2,
+            tensor=2,
+            pipeline=2,
+            virtual=2,
+            microbatches=2,
+            sequence=True,
+            zero=1,
+            recompute=SELECTIVE,
+        ),
+    ),
+    ("3d-tp2-dp4-sp-none", 8, 8, Layout(data=4, tensor=2, microbatches=2, sequence=True, zero=1)),
 ]
 
 
@@ -81,7 +106,15 @@ def three_d_plan() -> Graph:
     a 1F1B flush of 2 micro-batches of 1 row per replica; ZeRO-1, selective recomputation,
     sequence parallel."""
     graph = plain_graph(from_module(import_model(ModelSpec("hf:llama", "small", batch=8))))
-    config = Config(2, 2, 2, 1, 8 // 2 // ACCUMULATION, SELECTIVE, sequence=True)
+    config = Layout(
+        data=2,
+        tensor=2,
+        pipeline=2,
+        microbatches=8 // 2 // ACCUMULATION,
+        recompute=SELECTIVE,
+        sequence=True,
+        zero=1,
+    )
     plan = build(graph, preset("cpu:8"), config, Pricing(optimizer="adam")).graph
     plan.set_plan(replace(plan.plan, accumulation=ACCUMULATION))
     return plan
@@ -139,7 +172,7 @@ def test_megatron_lm_plan_trains_exactly(runs: Runs, name: str) -> None:
 
 
 @pytest.mark.parametrize("name, config", [(s[0], s[3]) for s in SHAPES], ids=[s[0] for s in SHAPES])
-def test_three_d_candidate_shape_trains_exactly(runs: Runs, name: str, config: Config) -> None:
+def test_three_d_candidate_shape_trains_exactly(runs: Runs, name: str, config: Layout) -> None:
     plan = runs.plans[name]
     ops = [n for n in plan.nodes.values() if n.op.startswith("pcg.") and not n.is_source]
     assert any(n.recompute and n.op == "pcg.attention" for n in ops) == (config.recompute != NONE)
@@ -148,8 +181,8 @@ def test_three_d_candidate_shape_trains_exactly(runs: Runs, name: str, config: C
     assert any(n.zero for n in weights) and all(n.zero in (0, config.zero) for n in weights)
     assert ("parallel.reduce_scatter" in collectives(plan)) == config.sequence
     assert any(n.types[0].copy_degree == config.data for n in plan.nodes.values() if n.op == "pcg.weight")
-    if config.stages > 1:
-        assert len({n.stage for n in plan.nodes.values()} - {None}) == config.stages * config.virtual
+    if config.pipeline > 1:
+        assert len({n.stage for n in plan.nodes.values()} - {None}) == config.pipeline * config.virtual
     assert plan.plan.pipeline is not None and plan.plan.pipeline.microbatches == config.microbatches
     section = runs.section(name)
     assert section.endswith("exit 0") and "check passed" in section, section

@@ -116,6 +116,7 @@ def _tensor_program(
     from unityc.graph import from_module, to_module
     from unityc.machine import load_machine
     from unityc.search.layers import LayerCosts, Stage
+    from unityc.search.layout import Layout
     from unityc.search.pipeline import materialize
 
     graph = from_module(parse_source(make_context(), _imported(model, batch), f"{name}-model.mlir"))
@@ -125,7 +126,8 @@ def _tensor_program(
     width = ranks // 2
     stages = [Stage(bounds[k], bounds[k + 1], width * (k % 2), width) for k in range(len(bounds) - 1)]
     virtual = len(stages) // 2
-    plan = materialize(graph, machine, stages, schedule, microbatches, virtual, tensor=2)
+    layout = Layout(data=width // 2, tensor=2, pipeline=2, virtual=virtual, microbatches=microbatches)
+    plan = materialize(graph, machine, stages, schedule, layout)
     module = to_module(plan)
     module.attributes["unityc.machine"] = StringAttr(f"cpu:{ranks}")
     return write_program(module, directory, name)

@@ -17,6 +17,7 @@ from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module, to_module
 from unityc.machine import load_machine
 from unityc.search.layers import LayerCosts, Stage
+from unityc.search.layout import Layout
 from unityc.search.partition import StageModel, exhaustive_partition, partition, partition_value
 from unityc.search.pipeline import PipelineOptions, materialize, pipedream_plan
 
@@ -90,7 +91,8 @@ def test_tensor_parallel_stages_compute_the_same_loss() -> None:
     g = from_module(module)
     machine = load_machine("summit:1")
     L = LayerCosts(g, machine).count
-    plan = materialize(g, machine, [Stage(0, L // 2, 0, 2), Stage(L // 2, L, 2, 2)], "1f1b", 2, tensor=2)
+    layout = Layout(tensor=2, pipeline=2, microbatches=2)
+    plan = materialize(g, machine, [Stage(0, L // 2, 0, 2), Stage(L // 2, L, 2, 2)], "1f1b", layout)
     pipelined = to_module(plan)
     checked = check_pipeline(graph_function(pipelined))
     assert checked is not None and checked[1] == 2

@@ -1,5 +1,5 @@
 """Megatron's sequence parallelism (Korthikanti et al. 2022) in the Megatron layout
-(`megatron_layouts(sequence=True)`): in each tensor-parallel group the norms, dropout and
+(`megatron_layouts` of a `Layout(sequence=True)`): in each tensor-parallel group the norms, dropout and
 residual adds run sharded on the sequence (dim 1), each all-reduce after a row-parallel linear
 becomes a reduce-scatter onto the sequence and each column-parallel input an all-gather from it.
 The plan computes what the unparallelized graph does (the reference interpreter), moves the

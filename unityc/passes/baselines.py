@@ -18,7 +18,7 @@ view, `unityc.machine` recorded) and prints a one-line estimate to stderr. `sequ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from xdsl.context import Context
@@ -30,11 +30,14 @@ from unityc.graph import from_module
 from unityc.passes.adapter import install_plan, priced
 from unityc.passes.options import SearchOptions
 from unityc.passes.unity_search import UnitySearchPass, load_rules
-from unityc.search.baselines import megatron_lm, run_baseline, zero
+from unityc.search.baselines import baseline, run_baseline
 
 
 @dataclass(frozen=True)
 class _BaselinePass(SearchOptions):
+    """A baseline as a pass: its row of `search.baselines.TABLE` (by `name`) built with the
+    search's options and the pass's own fields (those beyond `SearchOptions`) as its options."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         training_function(op)  # one graph, its loss a scalar: located errors before any work
         cost, machine = priced(self)
@@ -45,13 +48,14 @@ class _BaselinePass(SearchOptions):
             budget=self.budget,
             alpha=self.alpha,
         ).options()
-        rules = load_rules(self.rules) if self.name in ("sequential", "exhaustive") else []
-        plan = self.baseline(run_baseline, from_module(op), machine, rules, options, cost.profile)
+        rules = load_rules(self.rules) if baseline(self.name).rules else []
+        plan = run_baseline(self.name, from_module(op), machine, rules, options, cost.profile, **self.own())
         install_plan(op, f"{self.name} ({plan.note})", self.machine, plan.graph, plan.estimate)
 
-    def baseline(self, run: Any, *args: Any) -> Any:
-        """The plan (`search.baselines.run_baseline` with the pass's own options)."""
-        return run(self.name, *args)
+    def own(self) -> dict[str, Any]:
+        """The pass's own options (its fields beyond `SearchOptions`), by name."""
+        shared = {f.name for f in fields(SearchOptions)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in shared}
 
 
 @dataclass(frozen=True)
@@ -69,11 +73,6 @@ class MegatronPass(_BaselinePass):
 
     sequence: bool = False
 
-    def baseline(self, run: Any, graph: Any, machine: Any, rules: Any, options: Any, profile: Any) -> Any:
-        from unityc.search.baselines import megatron
-
-        return megatron(graph, machine, options, profile, (self.sequence,))
-
 
 @dataclass(frozen=True)
 class ZeroPass(_BaselinePass):
@@ -84,9 +83,6 @@ class ZeroPass(_BaselinePass):
 
     stage: int = 3
     recompute: bool = False
-
-    def baseline(self, run: Any, graph: Any, machine: Any, rules: Any, options: Any, profile: Any) -> Any:
-        return zero(graph, machine, options, profile, self.stage, self.recompute)
 
 
 @dataclass(frozen=True)
@@ -103,13 +99,6 @@ class MegatronLmPass(_BaselinePass):
     virtual: int = 0
     sequence: bool = True
     """Megatron's sequence parallelism in the tensor-parallel groups (`sequence=false`: off)."""
-
-    def baseline(self, run: Any, graph: Any, machine: Any, rules: Any, options: Any, profile: Any) -> Any:
-        if min(self.tensor, self.stages, self.virtual) < 0:
-            raise ValueError("megatron-lm: tensor, stages and virtual must be >= 0 (0: chosen)")
-        return megatron_lm(
-            graph, machine, options, profile, self.tensor, self.stages, self.virtual, self.sequence
-        )
 
 
 @dataclass(frozen=True)
@@ -147,3 +136,5 @@ BASELINE_PASSES: tuple[type[ModulePass], ...] = (
     GalvatronPass,
     SpatialPass,
 )
+"""The passes of the baselines that take the search's options (`gpipe`, `pipedream` and
+`hetero-gpipe` have passes of their own, `passes/gpipe.py`, `passes/pipelines.py`)."""

@@ -42,7 +42,7 @@ from unityc.rewrites.match import compile_rules
 from unityc.rewrites.parser import load_library, load_rule_file
 from unityc.search.alternatives import better_estimate
 from unityc.search.background import Background, can_fork
-from unityc.search.baselines import BASELINES, run_baseline
+from unityc.search.baselines import AFTER, TABLE, baseline, run_baseline
 from unityc.search.deadline import Stopped, hard_deadline, tail_seconds
 from unityc.search.levers import next_lever
 from unityc.search.options import UnityResult
@@ -71,35 +71,15 @@ def load_rules(path: str) -> list[Any]:
     return compile_rules(rules)
 
 
-SEARCHES = ("sequential", "exhaustive")
+SEARCHES = tuple(b.name for b in TABLE if b.turn is AFTER)
 """Baselines that are searches of their own: run after the joint search, not beside it."""
 
-BESIDE_ORDER = (
-    "zero",
-    "gpipe",
-    "megatron",
-    "megatron-lm",
-    "pipedream",
-    "hetero-gpipe",
-    "galvatron",
-    "spatial",
-)
-"""The order the baselines are priced in beside the search: cheapest first, as measured on
-Llama-2-70B at 128 and 4,096 GPUs (`benchmarks/llm_scale_results.md`: zero and gpipe 1-3 CPU s,
-megatron-lm 5-7, pipedream 4-19, galvatron 8 and more), so that a loaded machine's short worker
-time still prices most of them; megatron-lm, the plan most likely to fit a large model, before
-the dearer ones (GPT-3-175B at 1,024 GPUs under load had no fitting plan at the limit when it
-came last). Then data-parallel (`SEARCH_FIRST`)."""
-
-SEARCH_FIRST = ("data-parallel",)
-"""Baselines the search's own worker prices before its other plans: priced beside the search
-after the others, whose rows would be missing otherwise."""
+BESIDE_ORDER = tuple(b.name for b in sorted(TABLE, key=lambda b: b.turn or 0) if b.turn is not AFTER)
+"""The order the baselines are priced in beside the search (`search.baselines.TABLE`'s turns)."""
 
 
 def _beside_order(name: str) -> int:
-    if name in SEARCH_FIRST:
-        return len(BESIDE_ORDER) + 1
-    return BESIDE_ORDER.index(name) if name in BESIDE_ORDER else len(BESIDE_ORDER)
+    return BESIDE_ORDER.index(name)
 
 
 Priced = tuple[str, PlanSummary | None, PricedPlan | None, str]
@@ -204,9 +184,8 @@ class UnitySearchPass(UnitySearchOptions):
         profile = cost.profile
         options = self.options()
         names = [] if self.baselines in ("", "none") else [b.strip() for b in self.baselines.split(",")]
-        unknown = [b for b in names if b not in BASELINES]
-        if unknown:
-            raise ValueError(f"unknown baseline '{unknown[0]}' (known: {', '.join(BASELINES)})")
+        for name in names:
+            baseline(name)  # (ValueError naming the known ones)
         rules = load_rules(self.rules)
         graph = from_module(op)
         # what follows the search (baselines it did not price, the next lever of a plan that

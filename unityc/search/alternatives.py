@@ -19,8 +19,9 @@ from unityc.search.bounds import levers_bound, pipeline_bound, three_d_bound
 from unityc.search.branches import branch_plan
 from unityc.search.galvatron import Memo, base_plans, galvatron_plan, per_layer
 from unityc.search.layers import PipelineError, batch_size
+from unityc.search.layout import Layout
 from unityc.search.levers import with_accumulation, with_memory_levers
-from unityc.search.megatron_lm import FULL, megatron_lm_plan, three_d_plans
+from unityc.search.megatron_lm import megatron_lm_plan, three_d_plans
 from unityc.search.options import UnityOptions, UnityResult
 from unityc.search.pipeline import PipelineOptions, PipelinePlan, pipeline_candidates
 from unityc.search.plans import (
@@ -237,10 +238,10 @@ def three_d_candidates(
     if machine.num_devices < 2 or not microbatchable(graph):
         return
 
-    def worth(recompute: str) -> bool:
+    def worth(shape: Layout) -> bool:
         if one is None:
             return True
-        bound = three_d_bound(one.estimate, machine, pricing.cost, recompute == FULL)
+        bound = three_d_bound(one.estimate, machine, pricing.cost, shape)
         return bound < best()
 
     with contextlib.suppress(PipelineError):  # no batched input

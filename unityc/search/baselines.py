@@ -29,6 +29,8 @@ Every baseline ends with the machine-mapping DP choosing views, and is priced by
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from unityc.cost.profile import ProfileCache
 from unityc.graph import Graph
@@ -58,20 +60,6 @@ from unityc.search.segments import is_algebraic
 from unityc.search.substitution import neighbours
 from unityc.search.unity import algebraic_phase, unity_search
 from unityc.search.views import strip_views
-
-BASELINES = (
-    "data-parallel",
-    "megatron",
-    "megatron-lm",
-    "sequential",
-    "exhaustive",
-    "gpipe",
-    "pipedream",
-    "hetero-gpipe",
-    "zero",
-    "galvatron",
-    "spatial",
-)
 
 
 def _pricing(options: UnityOptions, profile: ProfileCache | None) -> Pricing:
@@ -242,6 +230,118 @@ def pipeline_baseline(
     return PricedPlan(p.name, p.graph, p.estimate, None, p.note)
 
 
+# --- the table ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """What every baseline's builder reads: the graph, the machine, the rewrite rules (for those
+    that search with them), the search's options and the profile cache."""
+
+    graph: Graph
+    machine: Machine
+    rules: Sequence[CompiledRule] = ()
+    options: UnityOptions = field(default_factory=UnityOptions)
+    profile: ProfileCache | None = None
+
+
+AFTER = None
+"""A baseline's `turn` when it is a search of its own: run after the joint search, not beside it."""
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """One baseline: its name (also its pass's, `unityc-opt -p NAME{...}`), its builder (a
+    `Request` and its pass's own options as keywords, e.g. `zero`'s stage), whether it reads
+    the rewrite rules, and its `turn` beside `--unity-search` (priced in increasing turns;
+    `AFTER`: a search of its own, run after the joint search)."""
+
+    name: str
+    build: Callable[..., PricedPlan]
+    turn: int | None
+    rules: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.name or self.name != self.name.strip().lower():
+            raise ValueError(f"baseline: a name is lower case, not {self.name!r}")
+
+
+def _data_parallel(r: Request) -> PricedPlan:
+    return data_parallel(r.graph, r.machine, r.options, r.profile)
+
+
+def _megatron(r: Request, sequence: bool = False) -> PricedPlan:
+    return megatron(r.graph, r.machine, r.options, r.profile, (sequence,))
+
+
+def _megatron_lm(
+    r: Request, tensor: int = 0, stages: int = 0, virtual: int = 0, sequence: bool = True
+) -> PricedPlan:
+    if min(tensor, stages, virtual) < 0:
+        raise ValueError("megatron-lm: tensor, stages and virtual must be >= 0 (0: chosen)")
+    return megatron_lm(r.graph, r.machine, r.options, r.profile, tensor, stages, virtual, sequence)
+
+
+def _sequential(r: Request) -> PricedPlan:
+    return sequential(r.graph, r.machine, r.rules, r.options, r.profile)
+
+
+def _exhaustive(r: Request) -> PricedPlan:
+    return exhaustive(r.graph, r.machine, r.rules, r.options, r.profile)
+
+
+def _pipeline(name: str) -> Callable[[Request], PricedPlan]:
+    def build(r: Request) -> PricedPlan:
+        return pipeline_baseline(name, r.graph, r.machine, r.options, r.profile)
+
+    return build
+
+
+def _zero(r: Request, stage: int = 3, recompute: bool = False) -> PricedPlan:
+    return zero(r.graph, r.machine, r.options, r.profile, stage, recompute)
+
+
+def _galvatron(r: Request) -> PricedPlan:
+    return galvatron(r.graph, r.machine, r.options, r.profile)
+
+
+def _spatial(r: Request) -> PricedPlan:
+    return spatial(r.graph, r.machine, r.options, r.profile)
+
+
+TABLE: tuple[Baseline, ...] = (
+    Baseline("data-parallel", _data_parallel, 9),
+    Baseline("megatron", _megatron, 2),
+    Baseline("megatron-lm", _megatron_lm, 3),
+    Baseline("sequential", _sequential, AFTER, rules=True),
+    Baseline("exhaustive", _exhaustive, AFTER, rules=True),
+    Baseline("gpipe", _pipeline("gpipe"), 1),
+    Baseline("pipedream", _pipeline("pipedream"), 4),
+    Baseline("hetero-gpipe", _pipeline("hetero-gpipe"), 5),
+    Baseline("zero", _zero, 0),
+    Baseline("galvatron", _galvatron, 6),
+    Baseline("spatial", _spatial, 7),
+)
+"""Every baseline, once. The turns beside the search are the cheapest first, as measured on
+Llama-2-70B at 128 and 4,096 GPUs (`benchmarks/llm_scale_results.md`: zero and gpipe 1-3 CPU s,
+megatron-lm 5-7, pipedream 4-19, galvatron 8 and more), so that a loaded machine's short worker
+time still prices most of them; megatron-lm, the plan most likely to fit a large model, before
+the dearer ones (GPT-3-175B at 1,024 GPUs under load had no fitting plan at the limit when it
+came last). data-parallel last: the search's own worker prices it before its other plans, so
+beside the search it comes after the others, whose rows would be missing otherwise."""
+
+BY_NAME = {b.name: b for b in TABLE}
+BASELINES = tuple(BY_NAME)
+"""The baselines' names, in the table's order."""
+
+
+def baseline(name: str) -> Baseline:
+    """The row of `name` (ValueError naming the known ones)."""
+    if name not in BY_NAME:
+        raise ValueError(f"unknown baseline '{name}' (known: {', '.join(BASELINES)})")
+    return BY_NAME[name]
+
+
 def run_baseline(
     name: str,
     graph: Graph,
@@ -249,32 +349,21 @@ def run_baseline(
     rules: Sequence[CompiledRule],
     options: UnityOptions | None = None,
     profile: ProfileCache | None = None,
+    **extra: Any,
 ) -> PricedPlan:
-    if name == "data-parallel":
-        return data_parallel(graph, machine, options, profile)
-    if name == "megatron":
-        return megatron(graph, machine, options, profile)
-    if name == "megatron-lm":
-        return megatron_lm(graph, machine, options, profile)
-    if name == "sequential":
-        return sequential(graph, machine, rules, options, profile)
-    if name == "exhaustive":
-        return exhaustive(graph, machine, rules, options, profile)
-    if name in ("gpipe", "pipedream", "hetero-gpipe"):
-        return pipeline_baseline(name, graph, machine, options, profile)
-    if name == "zero":
-        return zero(graph, machine, options, profile)
-    if name == "galvatron":
-        return galvatron(graph, machine, options, profile)
-    if name == "spatial":
-        return spatial(graph, machine, options, profile)
-    raise ValueError(f"unknown baseline '{name}' (known: {', '.join(BASELINES)})")
+    """The plan of baseline `name` (`extra`: its pass's own options, e.g. `stage=2` for `zero`)."""
+    request = Request(graph, machine, rules, options or UnityOptions(), profile)
+    return baseline(name).build(request, **extra)
 
 
 __all__ = [
     "BASELINES",
+    "TABLE",
+    "Baseline",
     "PricedPlan",
+    "Request",
     "UnityResult",
+    "baseline",
     "data_parallel",
     "exhaustive",
     "galvatron",

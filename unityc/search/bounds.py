@@ -43,6 +43,7 @@ from unityc.dialects.parallel import BatchOp, ParallelOp, PipelineOp
 from unityc.graph import Graph, Ref, op_classes
 from unityc.graph.precision import priced_graph
 from unityc.machine.spec import Machine
+from unityc.search.layout import FULL, Layout
 
 
 def fastest_latency(machine: Machine) -> float:
@@ -134,20 +135,20 @@ class Bound:
         return seconds
 
 
-def three_d_bound(one_device: Estimate, machine: Machine, cost: str, recompute_all: bool) -> float:
+def three_d_bound(one_device: Estimate, machine: Machine, cost: str, layout: Layout) -> float:
     """A lower bound of the iteration time of any plan spreading the graph's compute over the
     machine's devices (tensor, pipeline and data parallel, any micro-batches), from its estimate
     on one device (`one_device`): a kernel over a share r of its operands takes at least r of
     its time on one device (roofline, see `pipeline_bound`), so the devices together spend at
     least the forward and backward compute, plus the forward again where every op is
-    recomputed (`recompute_all`); the busiest device at least 1 / D of that. 0 where none is had
-    (a profile cost model, devices of several kinds)."""
+    recomputed (`layout.recompute` full; its degrees may be any); the busiest device at least
+    1 / D of that. 0 where none is had (a profile cost model, devices of several kinds)."""
     kinds = {machine.kind_of(d).name for d in range(machine.num_devices)}
     if cost != "roofline" or len(kinds) > 1:
         return 0.0
     forward = sum(row.fwd_compute_s for row in one_device.rows)
     backward = sum(row.bwd_compute_s for row in one_device.rows)
-    return (forward * (2 if recompute_all else 1) + backward) / machine.num_devices
+    return (forward * (2 if layout.recompute == FULL else 1) + backward) / machine.num_devices
 
 
 def pipeline_bound(one_device: Estimate, machine: Machine, batch: int, cost: str) -> float:

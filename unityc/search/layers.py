@@ -37,6 +37,7 @@ from unityc.graph import Graph
 from unityc.graph.microbatch import microbatch_graph
 from unityc.graph.simplify import fuse_collectives, simplify
 from unityc.machine.spec import Machine
+from unityc.search.layout import Layout
 from unityc.search.plans import Pricing, input_batch
 from unityc.search.strategies import megatron_layouts, sync_batch_norm
 from unityc.search.views import Block, View, canonical_view, task_degrees, to_attr
@@ -303,7 +304,9 @@ class LayerCosts:
         for nid in order:
             k = layer.get(nid, k)
             seq.append(k)
-        plan = fuse_collectives(simplify(megatron_layouts(micro, width // tensor, tensor)[0].graph))
+        plan = fuse_collectives(
+            simplify(megatron_layouts(micro, Layout(data=width // tensor, tensor=tensor))[0].graph)
+        )
         where = carry_stages(plan, base, order, seq)
         for nid, view in block_views(plan, self.machine, width).items():
             plan.with_view(nid, to_attr(view, self.machine))

@@ -25,7 +25,7 @@ and priced by `estimate` like every other plan.
 
 6. *Sequence parallelism* (Korthikanti et al. 2022, on by default as Megatron-LM's users run
    it with tensor parallelism): in each tensor group the norms, dropout and residual adds run
-   sharded on the sequence (`strategies.megatron_layouts(sequence=True)`), each all-reduce after
+   sharded on the sequence (`strategies.megatron_layouts` of a `Layout(sequence=True)`), each all-reduce after
    a row-parallel linear a `parallel.reduce_scatter` onto the sequence and each column-parallel
    input a `parallel.all_gather` from it: the same volume, 1/t of those ops' activations, which
    is what lets a large model fit with selective rather than full recomputation.
@@ -35,12 +35,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from unityc.cost.estimate import gradient_flags
 from unityc.graph import Graph
 from unityc.machine.spec import Machine
 from unityc.search.layers import PipelineError, Stage, batch_size, layer_of
+from unityc.search.layout import FULL, RECOMPUTE_LEVELS, SELECTIVE, Layout, tilings
 from unityc.search.pipeline import materialize, plain_graph
 from unityc.search.plans import PricedPlan, Pricing
 from unityc.search.strategies import tensor_degrees
@@ -48,58 +49,35 @@ from unityc.search.strategies import tensor_degrees
 VIRTUAL_CHOICES = (1, 2, 4)
 """Model chunks per rank group tried where the layers and micro-batches allow."""
 
-NONE = "none"
-SELECTIVE = "selective"
-FULL = "full"
-RECOMPUTE_LEVELS = (FULL, SELECTIVE, NONE)
-"""Recomputation at the granularities practitioners use, the smallest footprint first."""
-
 ZERO_STAGES = (1, 2, 3)
 """ZeRO over the data-parallel rest: the optimizer state, then the gradients, then the weights
 sharded across each weight's copies."""
 
 
-@dataclass(frozen=True)
-class Config:
-    """One hand-picked configuration: degrees, chunks, micro-batches, recomputation."""
-
-    tensor: int
-    stages: int
-    data: int
-    virtual: int
-    microbatches: int
-    recompute: str
-    sequence: bool = False
-    """Megatron's sequence parallelism in the tensor groups (only meaningful with tensor > 1)."""
-    microbatch_size: int = 1
-    """Samples per micro-batch per replica (what `microbatches` implies; for the description)."""
-    zero: int = 1
-    """The ZeRO stage over the copies of every weight held in copies (`ZERO_STAGES`): 1 is
-    Megatron-LM's distributed optimizer, 3 what torchtitan runs with pipelines and tensor
-    parallelism (FSDP2)."""
-
-    def __post_init__(self) -> None:
-        if min(self.tensor, self.stages, self.data, self.virtual, self.microbatches) < 1:
-            raise ValueError(f"megatron-lm: degrees must be positive: {self}")
-        if self.recompute not in RECOMPUTE_LEVELS:
-            levels = ", ".join(f"'{r}'" for r in RECOMPUTE_LEVELS)
-            raise ValueError(f"megatron-lm: recompute is one of {levels}, not '{self.recompute}'")
-        if self.zero not in ZERO_STAGES:
-            raise ValueError(f"megatron-lm: the ZeRO stage is 1, 2 or 3, not {self.zero}")
-
-    @property
-    def schedule(self) -> str:
-        return "interleaved-1f1b" if self.virtual > 1 else "1f1b"
-
-    def describe(self) -> str:
-        chunks = f", {self.virtual} chunks per stage group" if self.virtual > 1 else ""
-        sequence = ", sequence parallel" if self.sequence and self.tensor > 1 else ""
-        recompute = "no" if self.recompute == NONE else self.recompute
-        return (
-            f"data {self.data} x tensor {self.tensor} x pipeline {self.stages}{chunks}, {self.schedule}, "
-            f"{self.microbatches} micro-batches of {self.microbatch_size} per replica, ZeRO-{self.zero}, "
-            f"{recompute} recomputation{sequence}"
-        )
+def Config(
+    tensor: int,
+    stages: int,
+    data: int,
+    virtual: int,
+    microbatches: int,
+    recompute: str,
+    sequence: bool = False,
+    microbatch_size: int = 1,
+    zero: int = 1,
+) -> Layout:
+    """A hand-picked configuration in the positional order earlier code (benchmarks, tests) spells
+    it: the `Layout` of those degrees, ZeRO-1 (Megatron-LM's distributed optimizer) unless given."""
+    return Layout(
+        data=data,
+        tensor=tensor,
+        pipeline=stages,
+        virtual=virtual,
+        microbatches=microbatches,
+        recompute=recompute,
+        sequence=sequence and tensor > 1,  # (Config took it at tensor 1 and ignored it)
+        microbatch_size=microbatch_size,
+        zero=zero,
+    )
 
 
 def attention_heads(graph: Graph) -> list[int]:
@@ -153,11 +131,12 @@ def attention_core(graph: Graph) -> set[int]:
     return core
 
 
-def with_megatron_levers(plan: Graph, recompute: str, zero: int = 1) -> Graph:
-    """`plan` with ZeRO-`zero` on every weight held in copies that gets a gradient (ZeRO-1: the
-    distributed optimizer; a weight held on several stages, a tied embedding, keeps its copies
-    whole, as the program requires), and the attention core (`selective`) or every pcg op
-    (`full`) recomputed."""
+def with_megatron_levers(plan: Graph, layout: Layout) -> Graph:
+    """`plan` with ZeRO-`layout.zero` on every weight held in copies that gets a gradient (ZeRO-1:
+    the distributed optimizer; a weight held on several stages, a tied embedding, keeps its
+    copies whole, as the program requires), and the attention core (`selective`) or every pcg op
+    (`full`) recomputed (`layout.recompute`)."""
+    recompute, zero = layout.recompute, layout.zero
     out = plan.copy()
     _, gets_grad = gradient_flags(out, out.topological())
     keys = Counter(n.attr("key") for n in out.nodes.values() if n.op == "pcg.weight")
@@ -174,39 +153,32 @@ def with_megatron_levers(plan: Graph, recompute: str, zero: int = 1) -> Graph:
 
 
 def build(
-    graph: Graph, machine: Machine, config: Config, pricing: Pricing, name: str = "megatron-lm"
+    graph: Graph, machine: Machine, layout: Layout, pricing: Pricing, name: str = "megatron-lm"
 ) -> PricedPlan:
-    """The plan of `config` (`graph` unparallelized), priced, named `name`."""
-    width = config.tensor * config.data
-    chunks = config.stages * config.virtual
-    stages = tuple(Stage(k, k + 1, (k % config.stages) * width, width) for k in range(chunks))
-    plan = materialize(
-        graph,
-        machine,
-        stages,
-        config.schedule,
-        config.microbatches,
-        config.virtual,
-        chunks,
-        config.tensor,
-        sequence=config.sequence,
-    )
-    plan = with_megatron_levers(plan, config.recompute, config.zero)
-    return PricedPlan(name, plan, pricing.estimate(plan, machine), None, config.describe())
+    """The plan of `layout` (`graph` unparallelized), priced, named `name`."""
+    if layout.devices != machine.num_devices:
+        raise ValueError(
+            f"megatron-lm: {layout!r} runs on {layout.devices} devices, not {machine.num_devices}"
+        )
+    width = layout.group
+    chunks = layout.pipeline * layout.virtual
+    stages = tuple(Stage(k, k + 1, (k % layout.pipeline) * width, width) for k in range(chunks))
+    plan = materialize(graph, machine, stages, layout.schedule, layout, chunks)
+    plan = with_megatron_levers(plan, layout)
+    return PricedPlan(name, plan, pricing.estimate(plan, machine), None, layout.describe())
 
 
-def stage_counts(graph: Graph, machine: Machine, tensor: int) -> Iterator[tuple[int, int]]:
-    """(stages, data degree) in increasing stages: P x t divides the devices, the data degree
-    divides the batch, P at most the graph's pipeline layers."""
-    D = machine.num_devices
+def stage_counts(graph: Graph, machine: Machine, shape: Layout) -> Iterator[Layout]:
+    """`shape` (its tensor degree, levers) over the machine in increasing pipeline stages P
+    (`tilings`): P x t divides the devices, the data degree d the rest, dividing the batch, P at
+    most the graph's pipeline layers; M = B / d micro-batches of 1 per replica."""
     layers = len(layer_of(graph)[0]) + 1
     B = batch_size(graph)
-    for P in range(1, min(layers, D // tensor) + 1):
-        if D % (P * tensor):
-            continue
-        d = D // (P * tensor)
-        if B % d == 0:
-            yield P, d
+    D = machine.num_devices
+    choices = {"tensor": [shape.tensor], "pipeline": range(1, min(layers, D // shape.tensor) + 1)}
+    for layout in tilings(D, choices, "data", shape):
+        if B % layout.data == 0:
+            yield replace(layout, microbatches=B // layout.data)
 
 
 def megatron_lm_plan(
@@ -226,7 +198,7 @@ def megatron_lm_plan(
     t = tensor or tensor_degree(graph, machine)
     if machine.num_devices % t:
         raise PipelineError(f"megatron-lm: tensor degree {t} does not divide {machine.num_devices} devices")
-    counts = [(P, d) for P, d in stage_counts(graph, machine, t) if stages in (0, P)]
+    counts = [c for c in stage_counts(graph, machine, Layout(tensor=t)) if stages in (0, c.pipeline)]
     if not counts:
         raise PipelineError(
             f"megatron-lm: no pipeline of {stages or 'any number of'} stages x tensor {t} tiles the "
@@ -234,7 +206,7 @@ def megatron_lm_plan(
         )
     tried: list[PricedPlan] = []
     for recompute in (SELECTIVE, FULL):
-        shape = Config(t, 1, 1, 1, 1, recompute, sequence and t > 1)
+        shape = Layout(tensor=t, sequence=sequence and t > 1, zero=1, recompute=recompute)
         found = _fewest_stages(graph, machine, pricing, shape, counts, tried, virtual)
         if found is not None:
             return found[0]
@@ -247,32 +219,38 @@ def _fewest_stages(
     graph: Graph,
     machine: Machine,
     pricing: Pricing,
-    shape: Config,
-    counts: list[tuple[int, int]],
+    shape: Layout,
+    counts: list[Layout],
     tried: list[PricedPlan],
     virtual: int = 0,
     name: str = "megatron-lm",
-) -> tuple[PricedPlan, Config] | None:
-    """The plan of the fewest stages in `counts` ((stages, data degree), increasing) that fits
-    with `shape`'s tensor degree, recomputation and sequence parallelism, micro-batch 1 per
-    replica, interleaved where that is faster (`virtual`: that many chunks only, 0: chosen),
-    and its configuration; None where none fits. Every plan priced is appended to `tried`."""
-    B = batch_size(graph)
+) -> tuple[PricedPlan, Layout] | None:
+    """The plan of the fewest stages in `counts` (`stage_counts`, increasing) that fits with
+    `shape`'s tensor degree, recomputation and sequence parallelism, micro-batch 1 per replica,
+    interleaved where that is faster (`virtual`: that many chunks only, 0: chosen), and its
+    layout; None where none fits. Every plan priced is appended to `tried`."""
     layers = len(layer_of(graph)[0]) + 1
-    for P, d in counts:
-        base = replace(shape, stages=P, data=d, virtual=virtual or 1, microbatches=B // d)
-        if virtual > 1 and not virtual_choices(P, B // d, layers, virtual):
+    for count in counts:
+        base = _at(shape, count, virtual or 1)
+        if virtual > 1 and not virtual_choices(base.pipeline, base.microbatches, layers, virtual):
             continue
         plain = _try(graph, machine, base, pricing, tried, name)
         if plain is None or not plain.estimate.fits:
             continue
         chosen, config = plain, base
-        for v in [] if virtual else virtual_choices(P, B // d, layers):
+        for v in [] if virtual else virtual_choices(base.pipeline, base.microbatches, layers):
             chunked = _try(graph, machine, replace(base, virtual=v), pricing, tried, name)
             if chunked is not None and _better(chunked, chosen):
                 chosen, config = chunked, replace(base, virtual=v)
         return chosen, config
     return None
+
+
+def _at(shape: Layout, count: Layout, virtual: int = 1) -> Layout:
+    """`shape`'s levers at `count`'s degrees and micro-batches (`stage_counts`)."""
+    return replace(
+        shape, data=count.data, pipeline=count.pipeline, virtual=virtual, microbatches=count.microbatches
+    )
 
 
 def head_degrees(graph: Graph, machine: Machine) -> list[int]:
@@ -286,7 +264,7 @@ def three_d_plans(
     graph: Graph,
     machine: Machine,
     pricing: Pricing,
-    worth: Callable[[str], bool] = lambda recompute: True,
+    worth: Callable[[Layout], bool] = lambda shape: True,
     priced: Sequence[PricedPlan] = (),
 ) -> Iterator[PricedPlan]:
     """The joint search's 3-D candidates, named "3-d", as each is priced: for every tensor degree
@@ -299,52 +277,47 @@ def three_d_plans(
     and micro-batch, as torchtitan runs FSDP2 with pipelines and tensor parallelism). Less
     recomputation never needs fewer stages, so each level's scans start at the previous level's
     stage counts (a few estimates per tensor degree, not the product of every degree).
-    `worth(recompute)`: whether a plan with that recomputation could still beat the plan at hand
-    (`bounds.three_d_bound`); levels that cannot are skipped. `priced`: plans built here before
+    `worth(shape)`: whether a plan of that layout's recomputation could still beat the plan at
+    hand (`bounds.three_d_bound`); levels that cannot are skipped. `priced`: plans built here before
     (the `megatron-lm` plan), reused where a configuration repeats one. Raises PipelineError
     where the graph has no batched input."""
     graph = plain_graph(graph)
     for t in head_degrees(graph, machine):
-        all_counts = list(stage_counts(graph, machine, t))
+        all_counts = list(stage_counts(graph, machine, Layout(tensor=t)))
         for sequence in (True, False) if t > 1 else (False,):
             counts = sharded = all_counts  # the stage counts left to scan with ZeRO-1, with ZeRO-3
             for recompute in RECOMPUTE_LEVELS:
                 if not counts and not sharded:
                     break  # less recomputation fits nowhere either
-                if not worth(recompute):
+                shape = Layout(tensor=t, sequence=sequence, zero=1, recompute=recompute)
+                if not worth(shape):
                     continue
-                shape = Config(t, 1, 1, 1, 1, recompute, sequence)
                 tried = list(priced)
                 found = _fewest_stages(graph, machine, pricing, shape, counts, tried, name="3-d")
-                fewest = found[1].stages if found else None
-                fewer = [c for c in sharded if fewest is None or c[0] < fewest]
+                fewest = found[1].pipeline if found else None
+                fewer = [c for c in sharded if fewest is None or c.pipeline < fewest]
                 more = _sharded(graph, machine, pricing, shape, fewer, tried)
                 for plan, config in [f for f in (found, more) if f is not None]:
                     yield _larger_microbatches(graph, machine, pricing, config, plan)
-                counts = [c for c in counts if fewest is not None and c[0] >= fewest]
-                floor = more[1].stages if more else fewest
-                sharded = [c for c in sharded if floor is not None and c[0] >= floor]
+                counts = [c for c in counts if fewest is not None and c.pipeline >= fewest]
+                floor = more[1].pipeline if more else fewest
+                sharded = [c for c in sharded if floor is not None and c.pipeline >= floor]
 
 
 def _sharded(
     graph: Graph,
     machine: Machine,
     pricing: Pricing,
-    shape: Config,
-    counts: list[tuple[int, int]],
+    shape: Layout,
+    counts: list[Layout],
     tried: list[PricedPlan],
-) -> tuple[PricedPlan, Config] | None:
+) -> tuple[PricedPlan, Layout] | None:
     """Of `counts` (fewer stages than ZeRO-1 fits in), the plan of the fewest stages that fits
     with `shape` and ZeRO-3, or ZeRO-2 at that count where that fits too and is faster, and its
     configuration; None where none does. A count whose ZeRO-1 plan in `tried` overflows
     a device even without its weights and gradients is not priced: ZeRO-3 saves no more."""
     hopeless = {plan.note for plan in tried if not plan.estimate.fits and _overflows_unsharded(plan)}
-    B = batch_size(graph)
-    hopeful = [
-        (P, d)
-        for P, d in counts
-        if replace(shape, stages=P, data=d, microbatches=B // d).describe() not in hopeless
-    ]
+    hopeful = [c for c in counts if _at(shape, c).describe() not in hopeless]
     found = _fewest_stages(graph, machine, pricing, replace(shape, zero=3), hopeful, tried, name="3-d")
     if found is None:
         return None
@@ -377,7 +350,7 @@ def _better(a: PricedPlan, b: PricedPlan) -> bool:
 
 
 def _larger_microbatches(
-    graph: Graph, machine: Machine, pricing: Pricing, config: Config, plan: PricedPlan
+    graph: Graph, machine: Machine, pricing: Pricing, config: Layout, plan: PricedPlan
 ) -> PricedPlan:
     """`plan` (of `config`, micro-batch 1 per replica) with micro-batches of 2, 4, ... samples
     while that fits and is faster (fewer, larger kernels; fewer accumulation steps), the
@@ -386,7 +359,7 @@ def _larger_microbatches(
     count = config.microbatches
     while count % 2 == 0:
         count //= 2
-        if config.virtual > 1 and count % config.stages:
+        if config.virtual > 1 and count % config.pipeline:
             break
         config = replace(config, microbatches=count, microbatch_size=config.microbatch_size * 2)
         larger = _try(graph, machine, config, pricing, [], plan.name)
@@ -399,7 +372,7 @@ def _larger_microbatches(
 def _try(
     graph: Graph,
     machine: Machine,
-    config: Config,
+    config: Layout,
     pricing: Pricing,
     tried: list[PricedPlan],
     name: str = "megatron-lm",

@@ -36,6 +36,7 @@ from unityc.search.layers import (
     layer_of,
     matched_ops,
 )
+from unityc.search.layout import Layout
 from unityc.search.partition import (
     StageModel,
     ladder_partitions,
@@ -56,22 +57,30 @@ def materialize(
     machine: Machine,
     stages: Sequence[Stage],
     schedule: str,
-    microbatches: int,
-    virtual: int = 1,
+    layout: Layout | int,
     max_layers: int | None = None,
-    tensor: int = 1,
     untied: bool = True,
-    sequence: bool = False,
 ) -> Graph:
     """The pipelined plan of a partition (see the module docstring); `graph` unparallelized.
-    With `virtual` > 1, stage k runs on the group of stage k mod (S / virtual); `max_layers` as
-    the partition's `LayerCosts` had it (its layers are those of `layer_of`). With `tensor` > 1
-    every stage runs the Megatron layout (`strategies.megatron_layouts`, tensor parallel
-    `tensor` x data parallel width / `tensor`) on its group, views chosen by the mapping DP on
-    the first group and shifted to each stage's. A weight read on several stages is held by
-    each (`untie`), or with `untied` false by its first reader's stage only, the later readers
-    receiving it down the pipeline each micro-batch (and sending its gradient back). `sequence`:
-    the Megatron layout with sequence parallelism."""
+    `layout`: its stage groups (`pipeline`, S / `virtual` for S `stages`), micro-batches and
+    what lays out each group (`Layout.within_stage`); each stage's width is the stage's own (a
+    data-parallel pipeline's may differ); an int M is the micro-batches of a data-parallel
+    pipeline, one chunk per stage (`Layout(pipeline=len(stages), microbatches=M)`). With
+    `virtual` > 1, stage k runs on the group of stage k mod (S / virtual); `max_layers` as the
+    partition's `LayerCosts` had it (its layers are those of `layer_of`). With `tensor` > 1
+    every stage runs the Megatron layout (`strategies.megatron_layouts`, tensor parallel x data
+    parallel width / tensor, sequence parallel where `layout.sequence`) on its group, views
+    chosen by the mapping DP on the first group and shifted to each stage's. A weight read on
+    several stages is held by each (`untie`), or with `untied` false by its first reader's stage
+    only, the later readers receiving it down the pipeline each micro-batch (and sending its
+    gradient back)."""
+    if isinstance(layout, int):
+        layout = Layout(pipeline=len(stages), microbatches=layout)
+    virtual, tensor = layout.virtual, layout.tensor
+    if layout.pipeline * virtual != len(stages):
+        raise PipelineError(
+            f"{len(stages)} stages are not {layout.pipeline} stage groups x {virtual} chunks ({layout!r})"
+        )
     _, layer = layer_of(graph, max_layers)
     stage_of_layer = {}
     for k, st in enumerate(stages):
@@ -115,13 +124,13 @@ def materialize(
 
     def lay_out() -> tuple[Graph, dict[int, View] | None]:
         if tensor > 1:
-            layout = megatron_layouts(graph, width[0] // tensor, tensor, sequence=sequence)[0].graph
-            laid = fuse_collectives(simplify(layout))
+            group = replace(layout.within_stage, data=width[0] // tensor)
+            laid = fuse_collectives(simplify(megatron_layouts(graph, group)[0].graph))
             return laid, block_views(laid, machine, width[0])
         return fuse_collectives(simplify(rebuild(base, propose))), None
 
     if len(set(width)) == 1:  # the layout does not depend on the stages: laid out once
-        plan, views = LAYOUTS.get(source, _ties(source, graph), machine, width[0], tensor, sequence, lay_out)
+        plan, views = LAYOUTS.get(source, _ties(source, graph), machine, width[0], layout, lay_out)
     else:
         plan, views = lay_out()
     # the loss stays in partial sums, one per pipeline (copies over a tensor-parallel group): each
@@ -136,7 +145,7 @@ def materialize(
             view = to_attr(canonical_view(task_degrees(node.types[0]), start[k]), machine)
         plan.nodes[nid] = node.with_plan(stage=k, view=view)
     plan.function_attrs = plan.kept_function_attrs()
-    plan.set_plan(GraphPlan(Pipeline(schedule, microbatches, virtual)))
+    plan.set_plan(GraphPlan(Pipeline(schedule, layout.microbatches, virtual)))
     return plan
 
 
@@ -147,8 +156,9 @@ class Layouts:
     the graph out once: the Megatron layout or data-parallel rebuild, simplified, collectives
     fused, and its views on the first group by the mapping DP (a third of pricing a 70B plan).
     Keyed by the graph (before `untie`) and machine objects themselves (held, so that their ids
-    stay theirs), what `untie` changed in the graph (`_ties`), the stage width, tensor degree and
-    sequence parallelism; each use gets its own copy."""
+    stay theirs), what `untie` changed in the graph (`_ties`), the stage width and what lays out
+    a stage group (`Layout.within_stage`: tensor degree, sequence parallelism, any later axis);
+    each use gets its own copy."""
 
     def __init__(self, size: int = 6):
         self.size = size
@@ -162,11 +172,10 @@ class Layouts:
         ties: tuple[tuple[int, tuple[Ref | None, ...]], ...],
         machine: Machine,
         width: int,
-        tensor: int,
-        sequence: bool,
+        layout: Layout,
         lay_out: Callable[[], tuple[Graph, dict[int, View] | None]],
     ) -> tuple[Graph, dict[int, View] | None]:
-        key = (id(graph), ties, id(machine), width, tensor, sequence)
+        key = (id(graph), ties, id(machine), width, replace(layout.within_stage, data=1))  # (width says it)
         hit = self.made.pop(key, None)
         if hit is None or hit[0] is not graph or hit[1] is not machine:
             self.laid_out += 1
@@ -281,7 +290,8 @@ class PipelineOptions:
 
 def _finish(name: str, graph: Graph, machine: Machine, part: Partition, schedule: str, M: int,
             options: PipelineOptions, note: str, virtual: int = 1) -> PipelinePlan:  # fmt: skip
-    plan = materialize(graph, machine, part.stages, schedule, M, virtual, options.max_layers, part.tensor)
+    layout = Layout(tensor=part.tensor, pipeline=len(part.stages) // virtual, virtual=virtual, microbatches=M)
+    plan = materialize(graph, machine, part.stages, schedule, layout, options.max_layers)
     e = estimate_graph(plan, machine, options.cost, options.optimizer, options.profile)
     return PipelinePlan(name, plan, e, note, part)
 
@@ -568,9 +578,8 @@ def interleaved_plan(
         Stage(bounds[j], bounds[j + 1], part.stages[j % G].start, width) for j in range(virtual * G)
     )
     chunks = Partition(stages, math.inf, part.tensor)
-    plan = materialize(
-        graph, machine, stages, "interleaved-1f1b", micro, virtual, options.max_layers, part.tensor
-    )
+    layout = Layout(tensor=part.tensor, pipeline=G, virtual=virtual, microbatches=micro)
+    plan = materialize(graph, machine, stages, "interleaved-1f1b", layout, options.max_layers)
     e = estimate_graph(plan, machine, options.cost, options.optimizer, options.profile)
     note = describe(chunks, "interleaved-1f1b", micro) + f", {virtual} chunks per group"
     return PipelinePlan("pipeline", plan, e, note, chunks)

@@ -16,6 +16,7 @@ from unityc.cost.profile import ProfileCache
 from unityc.graph import Graph
 from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
+from unityc.search.layout import tilings
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
 from unityc.search.padding import image_input, pad_images, padded_layout
@@ -214,25 +215,25 @@ def megatron_plans(
     fall into a role of their own, so pricing it costs what pricing per device does
     (`cost/roles.py`; Llama-2-70B at 4,096 GPUs, tensor 2 x data 2,048 over 1,024 sequences:
     4,096 roles, about 90 CPU s a plan)."""
-    n = machine.num_devices
     plans = []
     refused: list[str] = []
-    degrees = tensor_degrees(machine) or [1]
-    for t, along in ((k, a) for k in degrees for a in (dict.fromkeys(sequence) if k > 1 else [False])):
-        d, why = data_degree(graph, n // t)
-        if d != n // t:  # the layout needs every device: another tensor degree may fit the batch
-            refused.append(f"tensor {t}: data {why}")
+    for tiling in tilings(machine.num_devices, {"tensor": tensor_degrees(machine) or [1]}):
+        d, why = data_degree(graph, tiling.data)
+        if d != tiling.data:  # the layout needs every device: another tensor degree may fit the batch
+            refused.append(f"tensor {tiling.tensor}: data {why}")
             continue
-        for layout in megatron_layouts(graph, n // t, t, sequence=along):
-            kept = ", ".join(f"{op} x{k}" for op, k in sorted(layout.stops.items()))
-            note = (
-                f"data {n // t} x tensor {t}"
-                + (", sequence parallel" if along else "")
-                + (f"; replicated where a column split met {kept}" if kept else "")
-            )
-            if layout.gathered:
-                note += f"; {layout.gathered} gathered for the loss instead"
-            plans.append(finish("megatron", layout.graph, machine, pricing, note))
+        variants = dict.fromkeys(sequence) if tiling.tensor > 1 else [False]  # (nothing to shard at 1)
+        for layout in (replace(tiling, sequence=s) for s in variants):
+            for laid in megatron_layouts(graph, layout):
+                kept = ", ".join(f"{op} x{k}" for op, k in sorted(laid.stops.items()))
+                note = (
+                    f"data {layout.data} x tensor {layout.tensor}"
+                    + (", sequence parallel" if layout.sequence else "")
+                    + (f"; replicated where a column split met {kept}" if kept else "")
+                )
+                if laid.gathered:
+                    note += f"; {laid.gathered} gathered for the loss instead"
+                plans.append(finish("megatron", laid.graph, machine, pricing, note))
     if not plans and refused:
         raise ValueError(f"no tensor degree leaves a data degree dividing the batch ({'; '.join(refused)})")
     return plans

@@ -16,6 +16,7 @@ from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.rewrites.terms import App, subterms
 from unityc.search.bounds import Bound
+from unityc.search.layout import tilings
 from unityc.search.mapping import Mapped, Mapper
 from unityc.search.options import Progress, SearchReport, UnityOptions, default_degrees
 from unityc.search.split import (
@@ -220,8 +221,8 @@ class SegmentSearch:
             spatial_graph(seg.graph, n, b, seg.keep)
             for _, b in spatial_layouts(seg.graph, n, every_device=True)
         ]
-        for t in tensor_degrees(self.machine):
-            seeds += [layout.graph for layout in megatron_layouts(seg.graph, n // t, t, seg.keep)]
+        for layout in tilings(n, {"tensor": tensor_degrees(self.machine)}):
+            seeds += [laid.graph for laid in megatron_layouts(seg.graph, layout, seg.keep)]
         return seeds
 
     def _count(self, stats: SearchStats) -> None:

@@ -34,6 +34,7 @@ from unityc.dialects.precision import BF16_MIXED
 from unityc.graph import Graph, Node, Ref
 from unityc.graph.precision import graph_precision
 from unityc.machine.spec import Machine
+from unityc.search.layout import Layout
 from unityc.search.rebuild import (
     Operand,
     Proposal,
@@ -223,16 +224,17 @@ class _Megatron:
 
     def __init__(
         self,
-        d: int,
-        t: int,
+        layout: Layout,
         replicated: Collection[int],
         loss: int | None,
-        sequence: bool = False,
         unsequenced: Collection[int] = (),
         wanted: dict[int, int] | None = None,
     ) -> None:
-        self.d, self.t, self.replicated, self.loss = d, t, replicated, loss
-        self.sequence = sequence and t > 1
+        self.layout = layout
+        self.d, self.t = layout.replicas, layout.tensor
+        """The axes splitting the batch (data, and any other: `Layout.replicas`), the tensor group."""
+        self.replicated, self.loss = replicated, loss
+        self.sequence = layout.sequence
         """Megatron's sequence parallelism: ops outside the regions run sharded on dim 1."""
         self.unsequenced = unsequenced
         """Ops (of the input graph) kept whole in the group: a region op reads their result."""
@@ -591,17 +593,24 @@ class MegatronLayout:
     instead of running replicated (0: none)."""
 
 
-def megatron_layouts(
-    graph: Graph, d: int, t: int, keep: Collection[int] = (), sequence: bool = False
-) -> list[MegatronLayout]:
-    """Tensor parallel t x data parallel d (Megatron-LM), batch norms synchronized
-    (`sync_batch_norm`). Every start (`_Megatron`) begins column-parallel; a start whose sharding
-    some op would gather (or that reaches a graph output) is made replicated and the graph
-    rebuilt, until none is. Then, if some starts were stopped only by the loss or a graph output
-    (an output head before a cross-entropy that cannot take sharded classes, its logits
-    returned), a second layout keeps those column-parallel and gathers their result for the loss
-    (Megatron-LM's `gather_output`): less memory and compute than a replicated head, one
-    all-gather more; the caller prices both."""
+MEGATRON_AXES = ("tensor",)
+"""The axes beyond the batch's (`Layout.replicas`) that the Megatron layout lays out itself."""
+
+
+def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -> list[MegatronLayout]:
+    """`layout`'s tensor parallel x data parallel (Megatron-LM) over its stage group (every mesh
+    axis but the pipeline's), batch norms synchronized (`sync_batch_norm`), with Megatron's
+    sequence parallelism where `layout.sequence`. Every start (`_Megatron`) begins
+    column-parallel; a start whose sharding some op would gather (or that reaches a graph output)
+    is made replicated and the graph rebuilt, until none is. Then, if some starts were stopped
+    only by the loss or a graph output (an output head before a cross-entropy that cannot take
+    sharded classes, its logits returned), a second layout keeps those column-parallel and
+    gathers their result for the loss (Megatron-LM's `gather_output`): less memory and compute
+    than a replicated head, one all-gather more; the caller prices both. Raises ValueError for
+    an axis no hook lays out (context, expert: `MEGATRON_AXES`)."""
+    beyond = layout.beyond(("pipeline", *MEGATRON_AXES))
+    if beyond:
+        raise ValueError(f"megatron: no strategy lays out the {', '.join(beyond)} axis yet ({layout!r})")
     base = sync_batch_norm(graph)
     loss = base.outputs[0][0] if base.outputs else None
     replicated: set[int] = set()
@@ -612,36 +621,41 @@ def megatron_layouts(
     wanted: dict[int, int] = {}
     head_chains = _head_chains(base)
     while True:
-        layout = _Megatron(d, t, frozenset(replicated), loss, sequence, frozenset(unsequenced), wanted)
-        layout.head_chains = head_chains
-        out = rebuild(base, layout.propose, keep)
-        stops += layout.stops
-        broken = layout.broken
-        at_loss |= layout.at_loss
-        elsewhere |= layout.broken - layout.at_loss
-        grown = not layout.wanted.keys() <= wanted.keys()
-        mixed = set() if grown else layout.mixed  # (while broadcast operands are still whole)
-        settled = layout.wanted == wanted and layout.gathered | mixed <= unsequenced
+        pass_ = _Megatron(layout, frozenset(replicated), loss, frozenset(unsequenced), wanted)
+        pass_.head_chains = head_chains
+        out = rebuild(base, pass_.propose, keep)
+        stops += pass_.stops
+        broken = pass_.broken
+        at_loss |= pass_.at_loss
+        elsewhere |= pass_.broken - pass_.at_loss
+        grown = not pass_.wanted.keys() <= wanted.keys()
+        mixed = set() if grown else pass_.mixed  # (while broadcast operands are still whole)
+        settled = pass_.wanted == wanted and pass_.gathered | mixed <= unsequenced
         if broken <= replicated and settled:
             break  # (a replicated start opens no region)
         replicated |= broken
-        unsequenced |= layout.gathered | mixed | (wanted.keys() - layout.wanted.keys())  # (sets only grow)
-        wanted = {k: v for k, v in layout.wanted.items() if k not in unsequenced}
+        unsequenced |= pass_.gathered | mixed | (wanted.keys() - pass_.wanted.keys())  # (sets only grow)
+        wanted = {k: v for k, v in pass_.wanted.items() if k not in unsequenced}
     layouts = [MegatronLayout(out, +stops)]
     gatherable = at_loss - elsewhere
     if gatherable:
-        again = _Megatron(
-            d, t, frozenset(replicated - gatherable), loss, sequence, frozenset(unsequenced), wanted
-        )
+        again = _Megatron(layout, frozenset(replicated - gatherable), loss, frozenset(unsequenced), wanted)
         again.head_chains = head_chains
         layouts.append(MegatronLayout(rebuild(base, again.propose, keep), +stops, len(gatherable)))
     return layouts
 
 
-def megatron_graph(graph: Graph, d: int, t: int, keep: Collection[int] = (), sequence: bool = False) -> Graph:
-    """Tensor parallel t x data parallel d (the first of `megatron_layouts`), with Megatron's
-    sequence parallelism where `sequence`."""
-    return megatron_layouts(graph, d, t, keep, sequence)[0].graph
+def megatron_graph(
+    graph: Graph, layout: Layout | int, tensor: int = 1, keep: Collection[int] = (), sequence: bool = False
+) -> Graph:
+    """The first of `megatron_layouts`; `megatron_graph(graph, d, t)` (the spelling tests use)
+    reads as `Layout(data=d, tensor=t)`, with Megatron's sequence parallelism where `sequence`."""
+    if isinstance(layout, Layout):
+        if tensor != 1 or sequence:
+            raise TypeError("megatron_graph: a Layout carries its own tensor degree and sequence flag")
+    else:
+        layout = Layout(data=layout, tensor=tensor, sequence=sequence and tensor > 1)
+    return megatron_layouts(graph, layout, keep)[0].graph
 
 
 def tensor_degrees(machine: Machine) -> list[int]:
