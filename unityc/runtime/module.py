@@ -53,6 +53,7 @@ from unityc.runtime.factory import forward_argument_names
 from unityc.runtime.grads import BUCKET_BYTES, GradientSync
 from unityc.runtime.optim import clip_factor, global_grad_norm
 from unityc.runtime.parts import WeightKey
+from unityc.runtime.pipeline import Pipelined, run_schedule, stage_schedule
 from unityc.runtime.plan import Plan
 from unityc.runtime.precision import autocast
 from unityc.runtime.sources import local_constants, local_weights, part_sizes
@@ -104,11 +105,6 @@ class DistributedModel(nn.Module):
         super().__init__()
         if not dist.is_available() or not dist.is_initialized():
             raise PlanMismatch("call torch.distributed.init_process_group() before distributing a model")
-        if getattr(forward, "trainer", None) is not None:
-            raise PlanMismatch(
-                "the plan is pipelined: its schedule owns forward and backward; run its program "
-                "(unityc-opt plan.mlir -t torch) or plan without pipelines (pipelines=False)"
-            )
         if plan.accumulation > 1:
             raise PlanMismatch(
                 f"the plan accumulates {plan.accumulation} micro-batches per step: accumulate in your "
@@ -136,7 +132,10 @@ class DistributedModel(nn.Module):
         self.sizes = part_sizes(plan, module)
         self.constants = local_constants(plan, rank, self.device)
         self.zero = Zero(self.comm, plan, self.pieces)
+        self.pipelined = forward if isinstance(forward, Pipelined) else None
+        """A pipelined plan's program: `step(batch)` runs its schedule (forward and backward)."""
         bucket = max(1, round(bucket_mb * 2**20))
+        overlap = overlap and self.pipelined is None  # a schedule's gradients are whole after it
         self.sync = GradientSync(self.comm, self.zero.sync_layouts, self.pieces, bucket, overlap)
         self.names = forward_argument_names(module, None, type(module).__name__)
         self.held, _ = self.zero.held()
@@ -148,6 +147,16 @@ class DistributedModel(nn.Module):
         self.armed = False
         self.gathered = self._versions()
         self.training = module.training
+        if self.pipelined is not None:
+            stages = self.pipelined.stages
+            if len(stages) != self.pipelined.pipeline.stages:
+                raise PlanMismatch(
+                    f"{len(stages)} stage functions for {self.pipelined.pipeline.stages} stages"
+                )
+            self.modules, self.schedule, self.is_last = stage_schedule(
+                self.pipelined, plan, self.ctx, self.zero, self.constants,
+                lambda: autocast(plan.precision, self.device), self.seeds_loss,
+            )  # fmt: skip
         self._hook = register_optimizer_step_pre_hook(self._check_optimizer)
 
     # --- what the optimizer sees ----------------------------------------------------------
@@ -176,6 +185,16 @@ class DistributedModel(nn.Module):
     # --- the call -------------------------------------------------------------------------
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The plan's forward on the whole batch `args`, `kwargs` (the model's arguments): what
+        the model returns, the loss first as a scalar on every rank (see the module docstring)."""
+        if self.pipelined is not None:
+            if torch.is_grad_enabled():
+                raise PlanMismatch(
+                    "the plan is pipelined: its schedule runs forward and backward together; call "
+                    "model.step(**batch) in place of model(**batch) and loss.backward() (or call "
+                    "the model under torch.no_grad() to evaluate)"
+                )
+            return self._scheduled(args, kwargs, backward=False)
         batch = self._batch(args, kwargs)
         self._gather_if_stepped()
         grad = torch.is_grad_enabled()
@@ -202,6 +221,45 @@ class DistributedModel(nn.Module):
         if self.full_outputs:
             whole = self._whole(list(range(1, len(outputs))), rest)
             rest = [w.to(self.device) for w in whole]
+        return (loss, *rest)
+
+    def step(self, *args: Any, **kwargs: Any) -> Any:
+        """A pipelined plan's forward and backward over every micro-batch of the whole batch
+        `args`, `kwargs` (the schedule's), the gradients of weight copies then summed: returns
+        what the model returns, the loss (detached: its backward ran) on every rank first. Then
+        clip and step the optimizer as usual. A plan that is not pipelined runs the call and
+        `backward()`."""
+        if self.pipelined is None:
+            out = self(*args, **kwargs)
+            loss = out[0] if isinstance(out, tuple) else out
+            loss.backward()
+            return loss.detach() if not isinstance(out, tuple) else (loss.detach(), *out[1:])
+        return self._scheduled(args, kwargs, backward=True)
+
+    def _scheduled(self, args: tuple[Any, ...], kwargs: dict[str, Any], backward: bool) -> Any:
+        """The pipeline schedule on the whole batch: forward and backward, then the gradient
+        sync (or, `backward` false, forward only)."""
+        batch = self._batch(args, kwargs)
+        self._gather_if_stepped()
+        self.ctx.check = not self.training
+        self.ctx.begin_step(self.steps)
+        self.steps += 1
+        inputs = {k: v for k, v in batch.items() if k in self.plan.inputs}
+        pipeline = self.pipelined.pipeline
+        outputs = run_schedule(
+            self.schedule, self.modules, pipeline, self.plan, inputs, self.is_last, backward
+        )
+        if backward and self.syncing:
+            self.sync.begin()
+            self.sync.finish()
+        if backward:
+            self.zero.after_sync()
+        loss = self._whole([0], outputs[:1])[0].to(self.device, torch.float32)
+        if len(outputs) == 1:
+            return loss
+        rest = outputs[1:]
+        if self.full_outputs:
+            rest = [w.to(self.device) for w in self._whole(list(range(1, len(outputs))), rest)]
         return (loss, *rest)
 
     def _whole(self, which: list[int], pieces: list[Any]) -> list[torch.Tensor]:

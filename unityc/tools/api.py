@@ -207,7 +207,8 @@ def distribute(model: nn.Module, plan: Plan, **options: Any) -> DistributedModel
 
     program = program_of(plan)
     try:
-        return DistributedModel(program.PLAN, program.forward, model, **options)
+        forward = getattr(program, "PROGRAM", None) or program.forward  # a pipelined program's stages
+        return DistributedModel(program.PLAN, forward, model, **options)
     except (PlanMismatch, SourceError) as e:
         raise PlanError(str(e)) from None
     except TypeError as e:
