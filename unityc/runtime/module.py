@@ -53,7 +53,7 @@ from unityc.runtime.factory import forward_argument_names
 from unityc.runtime.grads import BUCKET_BYTES, GradientSync
 from unityc.runtime.optim import clip_factor, global_grad_norm
 from unityc.runtime.parts import WeightKey
-from unityc.runtime.pipeline import Pipelined, run_schedule, stage_schedule
+from unityc.runtime.pipeline import Pipelined, StageModule, run_schedule, stage_schedule
 from unityc.runtime.plan import Plan
 from unityc.runtime.precision import autocast
 from unityc.runtime.sources import local_constants, local_weights, part_sizes
@@ -147,13 +147,17 @@ class DistributedModel(nn.Module):
         self.armed = False
         self.gathered = self._versions()
         self.training = module.training
+        self.stages: list[StageModule] = []
+        """A pipelined plan: this rank's stages (`pipeline.StageModule`), run by `schedule`."""
+        self.schedule: Any = None
+        self.is_last = False
         if self.pipelined is not None:
             stages = self.pipelined.stages
             if len(stages) != self.pipelined.pipeline.stages:
                 raise PlanMismatch(
                     f"{len(stages)} stage functions for {self.pipelined.pipeline.stages} stages"
                 )
-            self.modules, self.schedule, self.is_last = stage_schedule(
+            self.stages, self.schedule, self.is_last = stage_schedule(
                 self.pipelined, plan, self.ctx, self.zero, self.constants,
                 lambda: autocast(plan.precision, self.device), self.seeds_loss,
             )  # fmt: skip
@@ -245,9 +249,10 @@ class DistributedModel(nn.Module):
         self.ctx.begin_step(self.steps)
         self.steps += 1
         inputs = {k: v for k, v in batch.items() if k in self.plan.inputs}
+        assert self.pipelined is not None
         pipeline = self.pipelined.pipeline
         outputs = run_schedule(
-            self.schedule, self.modules, pipeline, self.plan, inputs, self.is_last, backward
+            self.schedule, self.stages, pipeline, self.plan, inputs, self.is_last, backward
         )
         if backward and self.syncing:
             self.sync.begin()
