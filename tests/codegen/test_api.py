@@ -28,6 +28,7 @@ from torch import nn
 from torchrun import torchrun
 
 import unityc
+from unityc.runtime import checkpoint
 
 ROOT = Path(__file__).parent.parent.parent
 EXAMPLE = ROOT / "examples" / "own_loop.py"
@@ -122,7 +123,9 @@ def test_help_lists_the_api() -> None:
         assert name in text
 
 
-def test_the_users_loop_trains_as_the_plain_module(net: Net, serial: unityc.Plan, one_rank: None) -> None:
+def test_the_users_loop_trains_as_the_plain_module(
+    net: Net, serial: unityc.Plan, one_rank: None, tmp_path: Path
+) -> None:
     reference = copy.deepcopy(net)
     model = unityc.distribute(net, serial)
     assert [k for k, _ in model.named_parameters()] == [k for k, _ in reference.named_parameters()]
@@ -147,6 +150,15 @@ def test_the_users_loop_trains_as_the_plain_module(net: Net, serial: unityc.Plan
     model.eval()
     with torch.no_grad():
         assert torch.allclose(model(**batch())[0], reference(**batch())[0], rtol=1e-5)
+    model.save(str(tmp_path / "step-3"), ours, step=3)  # the DCP checkpoint a program resumes
+    again = unityc.distribute(net, serial)
+    assert again.load(str(tmp_path / "step-3")) == 3
+    assert all(torch.equal(v, state[k]) for k, v in again.state_dict().items())
+    plain = Net()
+    assert checkpoint.load_module(plain, tmp_path / "step-3") == []
+    assert torch.equal(plain.fc2.bias, state["fc2.bias"])
+    again.load_state_dict(net.state_dict())
+    assert torch.equal(again.state_dict()["fc1.weight"], net.fc1.weight.detach())
 
 
 def test_distribute_names_what_does_not_match(net: Net, serial: unityc.Plan, one_rank: None) -> None:
