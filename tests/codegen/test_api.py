@@ -161,6 +161,21 @@ def test_the_users_loop_trains_as_the_plain_module(
     assert torch.equal(again.state_dict()["fc1.weight"], net.fc1.weight.detach())
 
 
+def test_frozen_parameters_stay_frozen(serial: unityc.Plan, one_rank: None) -> None:
+    torch.manual_seed(0)
+    net = Net()
+    net.fc1.weight.requires_grad_(False)
+    model = unityc.distribute(net, serial)
+    assert [k for k, _ in model.named_parameters()] == ["fc1.bias", "fc2.weight", "fc2.bias"]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=0.1)
+    model(**batch())[0].backward()
+    optimizer.step()
+    state = model.state_dict()
+    assert torch.equal(state["fc1.weight"], net.fc1.weight) and not torch.equal(
+        state["fc1.bias"], net.fc1.bias
+    )
+
+
 def test_distribute_names_what_does_not_match(net: Net, serial: unityc.Plan, one_rank: None) -> None:
     two = unityc.plan(net, batch(), machine="cpu:2", strategy="data-parallel")
     with pytest.raises(

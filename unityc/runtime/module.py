@@ -138,7 +138,12 @@ class DistributedModel(nn.Module):
         overlap = overlap and self.pipelined is None  # a schedule's gradients are whole after it
         self.sync = GradientSync(self.comm, self.zero.sync_layouts, self.pieces, bucket, overlap)
         self.names = forward_argument_names(module, None, type(module).__name__)
-        self.held, _ = self.zero.held()
+        frozen = {k for k, p in module.named_parameters(remove_duplicate=False) if not p.requires_grad}
+        self.frozen = {k for k in plan.weights if WeightKey.parse(k).stored in frozen}
+        """Weights of parameters the model does not train (requires_grad false): not among
+        `parameters()`, so no optimizer steps them and clipping leaves them out."""
+        held, _ = self.zero.held()
+        self.held = {k: p for k, p in held.items() if k not in self.frozen}
         """What the optimizer updates, by weight key: pieces, or ZeRO weights' shards."""
         loss = plan.outputs[0].pieces.get(rank)
         self.seeds_loss = loss is not None and loss[-1] == 0
