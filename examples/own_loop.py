@@ -179,7 +179,8 @@ def compare(name: str, losses: list[float], expected: list[float], model: Any, r
         error = relative_error(weights[key].double(), want.double())
         worst = max(worst, (error, key))
         if error > tolerance:
-            return f"{name}: weight '{key}' after {len(losses)} steps: relative error {error:.2e} > {tolerance:.0e}"
+            steps = len(losses)
+            return f"{name}: weight '{key}' after {steps} steps: relative error {error:.2e} > {tolerance:.0e}"
     if rank() == 0:
         print(f"{name}: equal to the single-device loop: {len(losses)} losses, {len(weights)} weights "
               f"(worst {worst[0]:.1e}, '{worst[1]}')", flush=True)  # fmt: skip
