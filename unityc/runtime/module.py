@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Mapping
+import weakref
+from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -86,6 +87,18 @@ class _Loss(torch.autograd.Function):
         ctx.owner._backward_started()
         piece_grad = (grad if ctx.seed else torch.zeros_like(grad)).to(ctx.dtype)
         return None, None, torch.zeros_like(grad), piece_grad
+
+
+def _checker(model: weakref.ref[DistributedModel]) -> Callable[..., None]:
+    """The optimizer pre-step hook of `model` (every optimizer's: torch has no per-parameter
+    one), holding it weakly."""
+
+    def check(optimizer: torch.optim.Optimizer, *_: Any) -> None:
+        alive = model()
+        if alive is not None:
+            alive._check_optimizer(optimizer)
+
+    return check
 
 
 class DistributedModel(nn.Module):
@@ -166,7 +179,7 @@ class DistributedModel(nn.Module):
                 self.pipelined, plan, self.ctx, self.zero, self.constants,
                 lambda: autocast(plan.precision, self.device), self.seeds_loss,
             )  # fmt: skip
-        self._hook = register_optimizer_step_pre_hook(self._check_optimizer)
+        self._hook = register_optimizer_step_pre_hook(_checker(weakref.ref(self)))
 
     # --- what the optimizer sees ----------------------------------------------------------
 
