@@ -34,8 +34,8 @@ fastest distinct ones); the --report JSON lists them all."""
 
 def shown_rows(rows: list[BaselineRow], few: int = THREE_D_SHOWN) -> tuple[list[BaselineRow], int]:
     """The rows a person reads, and how many were left out: each baseline once (its fastest
-    fitting row, else its fastest), then the `few` fastest 3-D candidates (`3-d k` rows) of
-    distinct note and time, fitting ones first."""
+    fitting row, else its fastest), then the `few` fastest 3-D candidates (`3-d k` rows), fitting
+    ones first, one of each that the table would show alike (time, peak memory, fits)."""
 
     def rank(b: BaselineRow) -> tuple[bool, float]:
         return (b.estimate is None or not b.estimate.fits, b.estimate.iteration_s if b.estimate else 0.0)
@@ -51,7 +51,11 @@ def shown_rows(rows: list[BaselineRow], few: int = THREE_D_SHOWN) -> tuple[list[
     seen: set[tuple[str, str]] = set()
     for b in three_d:
         assert b.estimate is not None
-        key = (b.note, f"{b.estimate.iteration_s:.4g}")
+        key = (
+            f"{b.estimate.iteration_s:.4g}",
+            b.estimate.peak_memory,
+            b.estimate.fits,
+        )  # what the table shows
         if key not in seen and len(seen) < few:
             seen.add(key)
             shown.append(b)
