@@ -229,7 +229,7 @@ class DistributedModel(nn.Module):
         with self.zero.saving(), autocast(self.plan.precision, self.device):
             outputs = list(self._program_forward(self.ctx, self.zero.forward_weights, batch))
         piece = outputs[0]
-        value = self._whole([0], [piece])[0].to(self.device, torch.float32)
+        value = self._loss_value(piece)
         if grad and piece is not None and piece.requires_grad:
             loss = _Loss.apply(value, self, self.ctx.token, piece)
         elif grad:
@@ -277,13 +277,21 @@ class DistributedModel(nn.Module):
             self.sync.finish()
         if backward:
             self.zero.after_sync()
-        loss = self._whole([0], outputs[:1])[0].to(self.device, torch.float32)
+        loss = self._loss_value(outputs[0])
         if len(outputs) == 1:
             return loss
         rest = outputs[1:]
         if self.full_outputs:
             rest = [w.to(self.device) for w in self._whole(list(range(1, len(outputs))), rest)]
         return (loss, *rest)
+
+    def _loss_value(self, piece: torch.Tensor | None) -> torch.Tensor:
+        """The whole loss (fp32, detached) on every rank: this rank's piece where every rank
+        holds a copy of the whole value (no collective), else assembled (one all-reduce)."""
+        layout = self.plan.outputs[0]
+        if piece is not None and layout.sum == 1 and len(layout.pieces) == self.comm.world:
+            return piece.detach().to(torch.float32)
+        return self._whole([0], [piece])[0].to(self.device, torch.float32)
 
     def _whole(self, which: list[int], pieces: list[Any]) -> list[torch.Tensor]:
         layouts = [self.plan.outputs[i] for i in which]
