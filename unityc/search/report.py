@@ -48,7 +48,7 @@ def shown_rows(rows: list[BaselineRow], few: int = THREE_D_SHOWN) -> tuple[list[
             best[b.name] = b
     shown = [b for b in rows if best.get(b.name) is b]
     three_d = sorted((b for b in rows if b.name.startswith("3-d") and b.estimate is not None), key=rank)
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, float, bool]] = set()
     for b in three_d:
         assert b.estimate is not None
         key = (
