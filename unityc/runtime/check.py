@@ -111,10 +111,12 @@ def assemble(
     rank: int,
     device: torch.device,
     copy: int = 0,
+    everywhere: bool = False,
 ) -> list[torch.Tensor] | None:
-    """The logical tensors (on rank 0, on the CPU; None elsewhere) from copy `copy` of every
-    piece: shards are placed, partial sums added. One reduce for all of them; tensors with fewer
-    copies are zeros. A collective: every rank calls it with the same layouts."""
+    """The logical tensors (on rank 0, on the CPU; None elsewhere; on every rank if
+    `everywhere`) from copy `copy` of every piece: shards are placed, partial sums added. One
+    reduce for all of them; tensors with fewer copies are zeros. A collective: every rank calls
+    it with the same layouts."""
     flat: list[torch.Tensor] = []
     for layout, piece in zip(layouts, pieces, strict=True):
         full = torch.zeros(layout.shape, dtype=torch.float64, device=device)
@@ -123,8 +125,11 @@ def assemble(
             full[layout.slices(coord)] += piece.detach().double()
         flat.append(full.flatten())
     buffer = torch.cat(flat) if flat else torch.zeros(0, dtype=torch.float64, device=device)
-    dist.reduce(buffer, dst=0, op=dist.ReduceOp.SUM)
-    if rank != 0:
+    if everywhere:
+        dist.all_reduce(buffer, op=dist.ReduceOp.SUM)
+    else:
+        dist.reduce(buffer, dst=0, op=dist.ReduceOp.SUM)
+    if rank != 0 and not everywhere:
         return None
     out = []
     for layout, part in zip(layouts, buffer.split([f.numel() for f in flat]), strict=True):

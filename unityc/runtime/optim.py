@@ -22,7 +22,7 @@ import argparse
 import ast
 import functools
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -231,15 +231,20 @@ def clip_factor(norm: float, max_norm: float) -> float:
 
 
 def global_grad_norm(
-    grads: Mapping[str, torch.Tensor | None], layouts: Mapping[str, Layout], rank: int, device: torch.device
+    grads: Mapping[str, torch.Tensor | None],
+    layouts: Mapping[str, Layout],
+    rank: int,
+    device: torch.device,
+    sharded: Collection[str] = (),
 ) -> float:
     """The 2-norm of all gradients of the logical weights, each element counted once: a
     collective over all ranks (each adds the squares of the pieces it holds as copy 0 and
-    partial sum 0)."""
+    partial sum 0; of the keys in `sharded`, whose gradients are ZeRO shards of the piece, the
+    shard every copy holds)."""
     total = torch.zeros((), dtype=torch.float64, device=device)
     for key, grad in grads.items():
         coord = layouts[key].pieces.get(rank)
-        if grad is None or coord is None or coord[-1] != 0 or coord[-2] != 0:
+        if grad is None or coord is None or coord[-2] != 0 or (coord[-1] != 0 and key not in sharded):
             continue
         total += grad.detach().double().pow(2).sum()
     dist.all_reduce(total)

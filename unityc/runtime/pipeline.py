@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -136,6 +137,11 @@ class StageModule(nn.Module):
         start = self.ctx.token = self.ctx.new_token()  # this micro-batch's own token chain
         try:
             data = {**self.constants, **(inputs or {})}
+            if _inferring():  # received integers (indices, targets) are torch.empty's: zeros instead
+                received = tuple(
+                    torch.zeros_like(r) if isinstance(r, torch.Tensor) and not r.is_floating_point() else r
+                    for r in received
+                )
             received = tuple(_ContiguousGrad.apply(r) if isinstance(r, torch.Tensor) else r for r in received)
             with self.autocast(), self.zero.saving():
                 out = self.fn(self.ctx, self.zero.forward_weights, data, *received)
@@ -162,65 +168,110 @@ class PipelineTrainer(Trainer):
 
     def __init__(self, plan: Plan, program: Pipelined, args: argparse.Namespace, *rest: Any) -> None:
         super().__init__(plan, program.stages[0], args, *rest)
-        self.pipeline = pipeline = program.pipeline
+        self.pipeline = program.pipeline
         self.agree(
-            pipeline.stages == len(program.stages),
-            f"{len(program.stages)} stage functions for {pipeline.stages} stages",
+            self.pipeline.stages == len(program.stages),
+            f"{len(program.stages)} stage functions for {self.pipeline.stages} stages",
         )
-        chains = pipeline.chains()
-        groups = self.comm.new_groups(chains)  # a collective: every rank creates every group
-        mine = next(c for c in chains if self.rank in c)
         constants = {k: v for k, v in self.data.items() if k not in plan.inputs}
-        self.modules = [
-            StageModule(program.stages[k], self.ctx, self.zero, constants, self.autocast)
-            for k in pipeline.stages_of(self.rank)
-        ]
-        stages = [
-            PipelineStage(module, k, pipeline.stages, self.device, group=groups[mine])
-            for module, k in zip(self.modules, pipeline.stages_of(self.rank), strict=True)
-        ]
-        self.is_last = pipeline.stages - 1 in pipeline.stages_of(self.rank)
-        m = pipeline.microbatches
-        schedule = SCHEDULES[pipeline.schedule]
-        loss = _loss_of_microbatch(m * plan.accumulation, self.seeds_loss)
-        if pipeline.schedule == "interleaved-1f1b":
-            self.schedule = schedule(stages, m, loss_fn=loss, scale_grads=False)
-        else:
-            (stage,) = stages
-            self.schedule = schedule(stage, m, loss_fn=loss, scale_grads=False)
+        self.modules, self.schedule, self.is_last = stage_schedule(
+            program, plan, self.ctx, self.zero, constants, self.autocast, self.seeds_loss
+        )
 
     def step(self, step: int) -> tuple[list[Any], list[torch.Tensor | None]]:
         """The schedule over every micro-batch (forward and backward), then the gradient sync of
         weight copies and the optimizer step."""
         self.ctx.begin_step(step)
-        for module in self.modules:
-            module.outputs.clear()
-            module.calls = 0
         self.at(f"step {step + 1}: pipeline schedule")
-        target = torch.zeros(self.pipeline.microbatches, device=self.device)  # the loss is the stage's own
         inputs = {k: v for k, v in self.data.items() if k in self.plan.inputs}  # this step's batch
-        accumulation = self.plan.accumulation
-        for part in range(accumulation):  # gradient accumulation: the schedule once per chunk
-            chunk = {k: v.chunk(accumulation, dim=0)[part] for k, v in inputs.items()}
-            # One `inputs` keyword, so no input name collides with the schedule's own (`target`);
-            # none on a rank without inputs (torch cannot split an empty dict into micro-batches).
-            given = {"inputs": chunk} if chunk else {}
-            self.schedule.step(target=target, losses=[], return_outputs=False, **given)
-        return self._outputs(), self.update(step)
+        outputs = run_schedule(self.schedule, self.modules, self.pipeline, self.plan, inputs, self.is_last)
+        return outputs, self.update(step)
 
-    def _outputs(self) -> list[Any]:
-        """This rank's pieces of the step's outputs (the last stage's): the loss is the mean of the
-        micro-batches' losses, other outputs their pieces concatenated."""
-        count = len(self.plan.outputs)
-        if not self.is_last:
-            return [None] * count
-        last = self.modules[-1].outputs[
-            -self.pipeline.microbatches * self.plan.accumulation :
-        ]  # the first step runs a warm-up forward
-        losses = [mb[0] for mb in last]
-        loss = None if any(x is None for x in losses) else torch.stack(losses).sum() / len(losses)
-        rest = [_concat([mb[i] for mb in last]) for i in range(1, count)]
-        return [loss, *rest]
+
+def stage_schedule(
+    program: Pipelined,
+    plan: Plan,
+    ctx: Context,
+    zero: Zero,
+    constants: dict[str, Any],
+    autocast: Callable[[], contextlib.AbstractContextManager],
+    seeds_loss: bool,
+) -> tuple[list[StageModule], Any, bool]:
+    """This rank's stage modules, the schedule that runs them (`torch.distributed.pipelining`),
+    and whether this rank runs the last stage. A collective: every rank creates every
+    pipeline's process group."""
+    pipeline, comm = program.pipeline, ctx.comm
+    chains = pipeline.chains()
+    groups = comm.new_groups(chains)
+    mine = next(c for c in chains if comm.rank in c)
+    ks = pipeline.stages_of(comm.rank)
+    modules = [StageModule(program.stages[k], ctx, zero, constants, autocast) for k in ks]
+    stages = [
+        PipelineStage(module, k, pipeline.stages, comm.device, group=groups[mine])
+        for module, k in zip(modules, ks, strict=True)
+    ]
+    is_last = pipeline.stages - 1 in ks
+    m = pipeline.microbatches
+    schedule = SCHEDULES[pipeline.schedule]
+    loss = _loss_of_microbatch(m * plan.accumulation, seeds_loss)
+    if pipeline.schedule == "interleaved-1f1b":
+        return modules, schedule(stages, m, loss_fn=loss, scale_grads=False), is_last
+    (stage,) = stages
+    return modules, schedule(stage, m, loss_fn=loss, scale_grads=False), is_last
+
+
+def run_schedule(
+    schedule: Any,
+    modules: list[StageModule],
+    pipeline: Pipeline,
+    plan: Plan,
+    inputs: dict[str, torch.Tensor],
+    is_last: bool,
+    backward: bool = True,
+) -> list[Any]:
+    """One step's forward and backward (`backward` false: forward only, the schedule's `eval`)
+    over every micro-batch of this rank's pieces of the batch (`inputs`); returns this rank's
+    pieces of the step's outputs (`pipeline_outputs`)."""
+    for module in modules:
+        module.outputs.clear()
+        module.calls = 0
+    target = torch.zeros(pipeline.microbatches, device=modules[0].ctx.device)  # the loss is the stage's own
+    accumulation = plan.accumulation
+    for part in range(accumulation):  # gradient accumulation: the schedule once per chunk
+        chunk = {k: v.chunk(accumulation, dim=0)[part] for k, v in inputs.items()}
+        # One `inputs` keyword, so no input name collides with the schedule's own (`target`);
+        # none on a rank without inputs (torch cannot split an empty dict into micro-batches).
+        given = {"inputs": chunk} if chunk else {}
+        run = schedule.step if backward else schedule.eval
+        run(target=target, losses=[], return_outputs=False, **given)
+    return pipeline_outputs(modules, pipeline, plan, is_last)
+
+
+def pipeline_outputs(modules: list[StageModule], pipeline: Pipeline, plan: Plan, is_last: bool) -> list[Any]:
+    """This rank's pieces of the step's outputs (the last stage's): the loss is the mean of the
+    micro-batches' losses, other outputs their pieces concatenated."""
+    count = len(plan.outputs)
+    if not is_last:
+        return [None] * count
+    last = modules[-1].outputs[
+        -pipeline.microbatches * plan.accumulation :
+    ]  # the first step runs a warm-up forward
+    losses = [mb[0] for mb in last]
+    loss = None if any(x is None for x in losses) else torch.stack(losses).sum() / len(losses)
+    rest = [_concat([mb[i] for mb in last]) for i in range(1, count)]
+    return [loss, *rest]
+
+
+def _inferring() -> bool:
+    """Whether torch's stage is running its shape inference (`_forward_metadata_inference`, at
+    the first step and at each switch between `step` and `eval`): its received tensors are made
+    from metadata by `torch.empty`, so their integers may index out of range."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "_forward_metadata_inference":
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 def _tied(out: tuple[Any, ...], token: torch.Tensor) -> tuple[Any, ...]:
@@ -252,4 +303,4 @@ def _concat(pieces: Sequence[Any]) -> torch.Tensor | None:
     return torch.cat(list(pieces), dim=0)
 
 
-__all__ = ["Pipeline", "PipelineTrainer", "Pipelined", "StageModule"]
+__all__ = ["Pipeline", "PipelineTrainer", "Pipelined", "StageModule", "run_schedule", "stage_schedule"]

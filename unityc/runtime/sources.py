@@ -108,6 +108,15 @@ def local_data(
         piece = layout.piece_of(rank, value.to(_dtype(layout.torch_dtype, float_dtype)))
         if piece is not None:
             out[key] = piece.to(device).contiguous()
+    out.update(local_constants(plan, rank, device, float_dtype))
+    return out
+
+
+def local_constants(
+    plan: Plan, rank: int, device: torch.device, float_dtype: torch.dtype | None = None
+) -> dict[str, torch.Tensor]:
+    """This rank's pieces of the plan's folded constants, by constant name."""
+    out: dict[str, torch.Tensor] = {}
     for name, constant in plan.constants.items():
         piece = constant.layout.piece_of(
             rank, constant.tensor().to(_dtype(constant.layout.torch_dtype, float_dtype))

@@ -27,6 +27,41 @@ class BaselineRow:
     error: str = ""
 
 
+THREE_D_SHOWN = 3
+"""How many of the joint search's priced 3-D factorisations the printed report lists (the
+fastest distinct ones); the --report JSON lists them all."""
+
+
+def shown_rows(rows: list[BaselineRow], few: int = THREE_D_SHOWN) -> tuple[list[BaselineRow], int]:
+    """The rows a person reads, and how many were left out: each baseline once (its fastest
+    fitting row, else its fastest), then the `few` fastest 3-D candidates (`3-d k` rows), fitting
+    ones first, one of each that the table would show alike (time, peak memory, fits)."""
+
+    def rank(b: BaselineRow) -> tuple[bool, float]:
+        return (b.estimate is None or not b.estimate.fits, b.estimate.iteration_s if b.estimate else 0.0)
+
+    best: dict[str, BaselineRow] = {}
+    for b in rows:
+        if b.name.startswith("3-d"):
+            continue
+        if b.name not in best or rank(b) < rank(best[b.name]):
+            best[b.name] = b
+    shown = [b for b in rows if best.get(b.name) is b]
+    three_d = sorted((b for b in rows if b.name.startswith("3-d") and b.estimate is not None), key=rank)
+    seen: set[tuple[str, float, bool]] = set()
+    for b in three_d:
+        assert b.estimate is not None
+        key = (
+            f"{b.estimate.iteration_s:.4g}",
+            b.estimate.peak_memory,
+            b.estimate.fits,
+        )  # what the table shows
+        if key not in seen and len(seen) < few:
+            seen.add(key)
+            shown.append(b)
+    return shown, len(rows) - len(shown)
+
+
 @dataclass
 class PlanReport:
     machine: str
@@ -124,7 +159,8 @@ def render(r: PlanReport) -> str:
     if r.baselines:
         out += ["", "baselines (same cost model):"]
         rows = []
-        for b in r.baselines:
+        shown, left_out = shown_rows(r.baselines)
+        for b in shown:
             if b.estimate is None:
                 rows.append([b.name, b.note, "-", "-", "-", "-", b.error])
                 continue
@@ -144,6 +180,10 @@ def render(r: PlanReport) -> str:
             "  " + line
             for line in table(["baseline", "", "iteration", "peak memory", "MFU", "plan speedup", ""], rows)
         ]
+        if left_out:
+            out += [
+                f"  ({left_out} more row(s), slower or equal 3-D candidates among them: the --report JSON)"
+            ]
     out += ["", "mapping summary:"]
     rows = [
         [

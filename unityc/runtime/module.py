@@ -1,0 +1,462 @@
+"""A plan's program as an `nn.Module` for the user's own training loop (`unityc.distribute`).
+
+    model = DistributedModel(PLAN, forward, module)   # on every rank, after init_process_group
+    optimizer = torch.optim.AdamW(model.parameters())  # this rank's pieces, the model's names
+    loss = model(**batch)                               # the whole batch; the loss on every rank
+    loss.backward()                                     # gradients of weight copies summed here
+    model.clip_grad_norm_(1.0)
+    optimizer.step()
+    optimizer.zero_grad()
+
+What `Trainer` does around a step, done where a user's loop expects it, with the same parts
+(`Zero`, `GradientSync`, `Context`, the plan's forward):
+
+* the call takes the whole batch (the same on every rank, as the single-device loop would see
+  it), checks it against the plan's inputs (names, shapes, dtypes), cuts this rank's pieces and
+  runs the plan's forward under `Zero.saving` and the plan's precision; it returns the loss as
+  one scalar on every rank (the sum of copy 0's partial pieces, all-reduced) whose backward
+  seeds this rank's loss piece as `Trainer` does (copy 0 with the gradient, other copies with
+  zeros) and runs the token chain, so every rank runs every collective's dual;
+* the gradient sync of weight copies is armed by the call and finished, with ZeRO's
+  reduce-scatters, by a callback at the end of the backward (DDP's `queue_callback`), so the
+  gradients are final when `backward()` returns; `no_sync()` skips the all-reduces for
+  accumulation (ZeRO-2/3's reduce-scatters still run each backward: their shards accumulate);
+* `parameters()` / `named_parameters()` are what the optimizer must update: this rank's pieces,
+  or a ZeRO weight's shard, under the plan's weight keys (the model's state_dict keys; a part of
+  a packed weight is `key[:, 0:8]`). Any element-wise torch.optim optimizer works (ZeRO shards
+  are element ranges); ZeRO-1/2's updated shards are gathered into the pieces at the next call
+  (when a shard changed: its version counter);
+* `train()` / `eval()`: dropout on or off (the plan's hashed masks, off as under --check);
+* `clip_grad_norm_`, `state_dict` / `load_state_dict` (whole tensors in the model's keys),
+  `save` / `load` (torch.distributed.checkpoint through `checkpoint.py`, what `--save` and
+  `--resume` read and write).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+from unityc.runtime import checkpoint
+from unityc.runtime.check import assemble
+from unityc.runtime.comm import Communicator
+from unityc.runtime.context import Context
+from unityc.runtime.factory import forward_argument_names
+from unityc.runtime.grads import BUCKET_BYTES, GradientSync
+from unityc.runtime.optim import clip_factor, global_grad_norm
+from unityc.runtime.parts import WeightKey
+from unityc.runtime.pipeline import Pipelined, StageModule, run_schedule, stage_schedule
+from unityc.runtime.plan import Plan
+from unityc.runtime.precision import autocast
+from unityc.runtime.sources import local_constants, local_weights, part_sizes
+from unityc.runtime.trainer import Forward
+from unityc.runtime.zero import Zero
+
+__all__ = ["DistributedModel", "PlanMismatch"]
+
+
+class PlanMismatch(ValueError):
+    """The model, a batch, the process group or an optimizer does not match the plan (one line)."""
+
+
+class _Loss(torch.autograd.Function):
+    """The whole loss on every rank; its backward seeds this rank's loss piece (`seed`: copy 0
+    gets the gradient, other copies zeros, as `Trainer` seeds them), ends the token chain with
+    zero, and queues the gradient sync for the end of the backward."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any, value: torch.Tensor, owner: DistributedModel, token: torch.Tensor, piece: torch.Tensor
+    ) -> torch.Tensor:
+        ctx.owner = owner
+        ctx.seed = owner.seeds_loss
+        ctx.dtype = piece.dtype
+        return value.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        ctx.owner._backward_started()
+        piece_grad = (grad if ctx.seed else torch.zeros_like(grad)).to(ctx.dtype)
+        return None, None, torch.zeros_like(grad), piece_grad
+
+
+def _checker(model: weakref.ref[DistributedModel]) -> Callable[..., None]:
+    """The optimizer pre-step hook of `model` (every optimizer's: torch has no per-parameter
+    one), holding it weakly."""
+
+    def check(optimizer: torch.optim.Optimizer, *_: Any) -> None:
+        alive = model()
+        if alive is not None:
+            alive._check_optimizer(optimizer)
+
+    return check
+
+
+class DistributedModel(nn.Module):
+    """This rank's part of a model under a plan (the plan's `PLAN` and `forward`)."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        forward: Forward,
+        module: nn.Module,
+        device: torch.device | str | None = None,
+        timeout: float = 600.0,
+        bucket_mb: float = BUCKET_BYTES / 2**20,
+        overlap: bool = True,
+        full_outputs: bool = False,
+    ) -> None:
+        super().__init__()
+        if not dist.is_available() or not dist.is_initialized():
+            raise PlanMismatch("call torch.distributed.init_process_group() before distributing a model")
+        if plan.accumulation > 1:
+            raise PlanMismatch(
+                f"the plan accumulates {plan.accumulation} micro-batches per step: accumulate in your "
+                "loop with no_sync() instead, on a plan made without accumulation"
+            )
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if world != plan.world_size:
+            raise PlanMismatch(
+                f"the plan was made for {plan.world_size} processes ({plan.machine}); this process "
+                f"group has {world}"
+            )
+        if device is None:
+            device = (
+                torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+            )
+        self.device = torch.device(device)
+        self.plan, self._program_forward, self.rank = plan, forward, rank
+        self.full_outputs = full_outputs
+        self.comm = Communicator(rank, world, plan.groups, self.device, None, timedelta(seconds=timeout))
+        self.ctx = Context(self.comm, seed=plan.model.seed)
+        self.ctx.tables = {
+            k: torch.tensor(v, dtype=torch.int64, device=self.device) for k, v in plan.tables.items()
+        }
+        self.pieces = local_weights(plan, rank, module, self.device)
+        self.sizes = part_sizes(plan, module)
+        self.constants = local_constants(plan, rank, self.device)
+        self.zero = Zero(self.comm, plan, self.pieces)
+        self.pipelined = forward if isinstance(forward, Pipelined) else None
+        """A pipelined plan's program: `step(batch)` runs its schedule (forward and backward)."""
+        bucket = max(1, round(bucket_mb * 2**20))
+        overlap = overlap and self.pipelined is None  # a schedule's gradients are whole after it
+        self.sync = GradientSync(self.comm, self.zero.sync_layouts, self.pieces, bucket, overlap)
+        self.names = forward_argument_names(module, None, type(module).__name__)
+        frozen = {k for k, p in module.named_parameters(remove_duplicate=False) if not p.requires_grad}
+        self.frozen = {k for k in plan.weights if WeightKey.parse(k).stored in frozen}
+        """Weights of parameters the model does not train (requires_grad false): not among
+        `parameters()`, so no optimizer steps them and clipping leaves them out."""
+        held, _ = self.zero.held()
+        self.held = {k: p for k, p in held.items() if k not in self.frozen}
+        """What the optimizer updates, by weight key: pieces, or ZeRO weights' shards."""
+        loss = plan.outputs[0].pieces.get(rank)
+        self.seeds_loss = loss is not None and loss[-1] == 0
+        self.steps = 0
+        self.syncing = True
+        self.armed = False
+        self.gathered = self._versions()
+        self.training = module.training
+        self.stages: list[StageModule] = []
+        """A pipelined plan: this rank's stages (`pipeline.StageModule`), run by `schedule`."""
+        self.schedule: Any = None
+        self.is_last = False
+        if self.pipelined is not None:
+            stages = self.pipelined.stages
+            if len(stages) != self.pipelined.pipeline.stages:
+                raise PlanMismatch(
+                    f"{len(stages)} stage functions for {self.pipelined.pipeline.stages} stages"
+                )
+            self.stages, self.schedule, self.is_last = stage_schedule(
+                self.pipelined, plan, self.ctx, self.zero, self.constants,
+                lambda: autocast(plan.precision, self.device), self.seeds_loss,
+            )  # fmt: skip
+        self._hook = register_optimizer_step_pre_hook(_checker(weakref.ref(self)))
+
+    # --- what the optimizer sees ----------------------------------------------------------
+
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, nn.Parameter]]:
+        """This rank's pieces (a ZeRO weight's shard) under the plan's weight keys."""
+        for key, p in self.held.items():
+            yield prefix + key, p  # type: ignore[misc]
+
+    def _versions(self) -> tuple[int, ...]:
+        return tuple(s.shard._version for s in self.zero.shards.values() if s.full is not None)
+
+    def _gather_if_stepped(self) -> None:
+        """ZeRO-1/2: an optimizer updated the shards since they were gathered: gather them.
+        ZeRO-1: a shard whose gradient the optimizer's `zero_grad` dropped drops its whole
+        piece's gradient too (the piece is no parameter the optimizer sees)."""
+        if self._versions() != self.gathered:
+            self.zero.after_step()
+            self.gathered = self._versions()
+        for shard in self.zero.shards.values():
+            if shard.full is not None and shard.shard.grad is None:
+                shard.full.grad = None
+
+    # --- the call -------------------------------------------------------------------------
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The plan's forward on the whole batch `args`, `kwargs` (the model's arguments): what
+        the model returns, the loss first as a scalar on every rank (see the module docstring)."""
+        if self.pipelined is not None:
+            if torch.is_grad_enabled():
+                raise PlanMismatch(
+                    "the plan is pipelined: its schedule runs forward and backward together; call "
+                    "model.step(**batch) in place of model(**batch) and loss.backward() (or call "
+                    "the model under torch.no_grad() to evaluate)"
+                )
+            return self._scheduled(args, kwargs, backward=False)
+        batch = self._batch(args, kwargs)
+        self._gather_if_stepped()
+        grad = torch.is_grad_enabled()
+        self.ctx.check = not self.training  # dropout off in eval mode
+        self.ctx.begin_step(self.steps)
+        self.steps += 1
+        if grad and self.syncing:
+            self.sync.begin()
+        self.armed = grad
+        with self.zero.saving(), autocast(self.plan.precision, self.device):
+            outputs = list(self._program_forward(self.ctx, self.zero.forward_weights, batch))
+        piece = outputs[0]
+        value = self._loss_value(piece)
+        if grad and piece is not None and piece.requires_grad:
+            loss = _Loss.apply(value, self, self.ctx.token, piece)
+        elif grad:
+            dummy = torch.zeros((), device=self.device)
+            loss = _Loss.apply(value, self, self.ctx.token, dummy)
+        else:
+            loss = value
+        if len(outputs) == 1:
+            return loss
+        rest = outputs[1:]
+        if self.full_outputs:
+            whole = self._whole(list(range(1, len(outputs))), rest)
+            rest = [w.to(self.device) for w in whole]
+        return (loss, *rest)
+
+    def step(self, *args: Any, **kwargs: Any) -> Any:
+        """A pipelined plan's forward and backward over every micro-batch of the whole batch
+        `args`, `kwargs` (the schedule's), the gradients of weight copies then summed: returns
+        what the model returns, the loss (detached: its backward ran) on every rank first. Then
+        clip and step the optimizer as usual. A plan that is not pipelined runs the call and
+        `backward()`."""
+        if self.pipelined is None:
+            out = self(*args, **kwargs)
+            loss = out[0] if isinstance(out, tuple) else out
+            loss.backward()
+            return loss.detach() if not isinstance(out, tuple) else (loss.detach(), *out[1:])
+        return self._scheduled(args, kwargs, backward=True)
+
+    def _scheduled(self, args: tuple[Any, ...], kwargs: dict[str, Any], backward: bool) -> Any:
+        """The pipeline schedule on the whole batch: forward and backward, then the gradient
+        sync (or, `backward` false, forward only)."""
+        batch = self._batch(args, kwargs)
+        self._gather_if_stepped()
+        self.ctx.check = not self.training
+        self.ctx.begin_step(self.steps)
+        self.steps += 1
+        inputs = {k: v for k, v in batch.items() if k in self.plan.inputs}
+        assert self.pipelined is not None
+        pipeline = self.pipelined.pipeline
+        outputs = run_schedule(
+            self.schedule, self.stages, pipeline, self.plan, inputs, self.is_last, backward
+        )
+        if backward and self.syncing:
+            self.sync.begin()
+            self.sync.finish()
+        if backward:
+            self.zero.after_sync()
+        loss = self._loss_value(outputs[0])
+        if len(outputs) == 1:
+            return loss
+        rest = outputs[1:]
+        if self.full_outputs:
+            rest = [w.to(self.device) for w in self._whole(list(range(1, len(outputs))), rest)]
+        return (loss, *rest)
+
+    def _loss_value(self, piece: torch.Tensor | None) -> torch.Tensor:
+        """The whole loss (fp32, detached) on every rank: this rank's piece where every rank
+        holds a copy of the whole value (no collective), else assembled (one all-reduce)."""
+        layout = self.plan.outputs[0]
+        if piece is not None and layout.sum == 1 and len(layout.pieces) == self.comm.world:
+            return piece.detach().to(torch.float32)
+        return self._whole([0], [piece])[0].to(self.device, torch.float32)
+
+    def _whole(self, which: list[int], pieces: list[Any]) -> list[torch.Tensor]:
+        layouts = [self.plan.outputs[i] for i in which]
+        whole = assemble(layouts, [None if p is None else p.detach() for p in pieces], self.rank,
+                         self.device, everywhere=True)  # fmt: skip
+        assert whole is not None
+        return whole
+
+    def _batch(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """This rank's pieces of the batch `args`, `kwargs` (PlanMismatch naming what differs)."""
+        if len(args) > len(self.names):
+            raise PlanMismatch(f"the model takes {len(self.names)} positional inputs, got {len(args)}")
+        given = dict(zip(self.names, args, strict=False)) | kwargs
+        given = {k: v for k, v in given.items() if v is not None}
+        out = dict(self.constants)
+        for key, layout in self.plan.inputs.items():
+            value = given.pop(key, None)
+            if value is None:
+                raise PlanMismatch(
+                    f"the plan needs the input '{key}' (its inputs: {', '.join(self.plan.inputs)})"
+                )
+            if not isinstance(value, torch.Tensor):
+                raise PlanMismatch(f"input '{key}' is a {type(value).__name__}, not a tensor")
+            if tuple(value.shape) != layout.shape:
+                raise PlanMismatch(
+                    f"input '{key}' has shape {list(value.shape)}, the plan was made for "
+                    f"{list(layout.shape)} "
+                    "(the whole batch, the same on every rank)"
+                )
+            if value.is_floating_point() != layout.torch_dtype.is_floating_point:
+                raise PlanMismatch(
+                    f"input '{key}' is {value.dtype}, the plan was made for {layout.torch_dtype}"
+                )
+            bound = self.plan.bounds.get(key)
+            if (
+                bound is not None
+                and value.numel()
+                and not (int(value.min()) >= 0 and int(value.max()) < bound)
+            ):
+                raise PlanMismatch(f"input '{key}' holds values outside [0, {bound}) (the rows it indexes)")
+            piece = layout.piece_of(self.rank, value.to(layout.torch_dtype))
+            if piece is not None:
+                out[key] = piece.to(self.device).contiguous()
+        if given:
+            raise PlanMismatch(
+                f"the plan has no input '{next(iter(given))}' (its inputs: {', '.join(self.plan.inputs)})"
+            )
+        return out
+
+    def _backward_started(self) -> None:
+        """At the loss's backward: the gradient sync queued for the end of this backward."""
+        if not self.armed:
+            return
+        self.armed = False
+        syncing = self.syncing
+        torch.autograd.Variable._execution_engine.queue_callback(lambda: self._backward_done(syncing))  # type: ignore[attr-defined]
+
+    def _backward_done(self, syncing: bool) -> None:
+        if syncing:
+            self.sync.finish()
+        self.zero.after_sync()
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Backwards inside it keep their gradients local (accumulate, then sync once outside
+        it), as DDP's `no_sync`."""
+        before, self.syncing = self.syncing, False
+        try:
+            yield
+        finally:
+            self.syncing = before
+
+    def train(self, mode: bool = True) -> DistributedModel:
+        self.training = mode
+        return self
+
+    # --- helpers that need the plan ---------------------------------------------------------
+
+    def clip_grad_norm_(self, max_norm: float) -> torch.Tensor:
+        """Scales every gradient by the factor of the global 2-norm over all ranks' pieces and
+        shards (each element once), as `torch.nn.utils.clip_grad_norm_`; returns that norm."""
+        grads = {k: p.grad for k, p in self.held.items()}
+        norm = global_grad_norm(grads, self.plan.weights, self.rank, self.device, set(self.zero.shards))
+        factor = clip_factor(norm, max_norm)
+        if factor < 1.0:
+            for g in grads.values():
+                if g is not None:
+                    g.mul_(factor)
+        return torch.tensor(norm)
+
+    def _check_optimizer(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
+        """Before any optimizer's step: PlanMismatch if it updates some of this model's pieces
+        but cannot step them alone: it needs a closure that re-evaluates the model (LBFGS), or
+        it also updates tensors that are not this model's `parameters()`."""
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        ours = {id(p) for p in self.held.values()}
+        mine = [id(p) in ours for p in params]
+        if not any(mine):
+            return
+        if isinstance(optimizer, torch.optim.LBFGS):
+            raise PlanMismatch(
+                "LBFGS needs a closure that re-evaluates the model: use an element-wise optimizer"
+            )
+        if not all(mine):
+            raise PlanMismatch("the optimizer also updates tensors that are not this model's parameters()")
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:  # type: ignore[override]
+        """The whole weights in the model's state_dict keys, on every rank (a collective; parts
+        of packed weights joined)."""
+        self._gather_if_stepped()
+        whole = self.zero.whole_weights()
+        keys = list(self.plan.weights)
+        layouts = [self.plan.weights[k] for k in keys]
+        values = assemble(layouts, [whole.get(k) for k in keys], self.rank, self.device, everywhere=True)
+        assert values is not None
+        out: dict[str, torch.Tensor] = {}
+        for key, value in zip(keys, values, strict=True):
+            part = WeightKey.parse(key)
+            dtype = self.plan.weights[key].torch_dtype
+            if not part.is_part:
+                out[key] = value.to(dtype)
+                continue
+            stored = out.setdefault(part.stored, torch.zeros(self.sizes[part.stored], dtype=dtype))
+            stored[part.slices(stored.shape)] = value.to(dtype)
+        return out
+
+    @torch.no_grad()
+    def load_state_dict(self, state: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:  # type: ignore[override]
+        """Takes this rank's pieces (and shards) of the whole weights `state` (the model's keys)."""
+        for key, layout in self.plan.weights.items():
+            part = WeightKey.parse(key)
+            if part.stored not in state:
+                raise PlanMismatch(f"the state_dict has no weight '{part.stored}'")
+            piece = layout.piece_of(self.rank, part.take(state[part.stored]).to(layout.torch_dtype))
+            if piece is None:
+                continue
+            shard = self.zero.shards.get(key)
+            if shard is None:
+                self.pieces[key].copy_(piece)
+                continue
+            flat = torch.zeros(shard.m * shard.n, dtype=piece.dtype)
+            flat[: shard.numel] = piece.reshape(-1)
+            shard.shard.copy_(flat[shard.index * shard.m : (shard.index + 1) * shard.m])
+            if shard.full is not None:
+                shard.full.copy_(piece)
+        self.gathered = self._versions()
+        return None
+
+    def save(self, path: str, optimizer: torch.optim.Optimizer | None = None, step: int = 0) -> None:
+        """A collective: a torch.distributed.checkpoint of the weights (and the optimizer's state)
+        in the model's keys, what a generated program's `--resume` and `--init` read."""
+        self._gather_if_stepped()
+        held, flats = self.zero.held()
+        checkpoint.save(path, step, held, self.plan.weights, self.rank, optimizer, self.sizes, flats)
+
+    def load(self, path: str, optimizer: torch.optim.Optimizer | None = None) -> int:
+        """A collective: this rank's pieces (and the optimizer's state) from a checkpoint of any
+        plan (`save`, a generated program's `--save`); returns its step."""
+        held, flats = self.zero.held()
+        step = checkpoint.load(str(checkpoint.resolve(path)), held, self.plan.weights, self.rank, optimizer,
+                               self.sizes, flats)  # fmt: skip
+        self.zero.after_step()
+        self.gathered = self._versions()
+        return step
+
+    def extra_repr(self) -> str:
+        count = sum(math.prod(p.shape) for p in self.held.values())
+        return f"plan {self.plan.source} on {self.plan.machine}, rank {self.rank}: {count} elements held"
