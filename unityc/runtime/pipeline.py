@@ -39,6 +39,7 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 
 from unityc.runtime.context import Context
 from unityc.runtime.plan import Plan
+from unityc.runtime.saved import SavedBytes
 from unityc.runtime.train import Trainer
 from unityc.runtime.zero import Zero
 
@@ -118,11 +119,14 @@ class StageModule(nn.Module):
         zero: Zero,
         constants: dict[str, Any],
         autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+        saved: SavedBytes | None = None,
     ):
         super().__init__()
         self.fn, self.ctx, self.zero, self.constants = fn, ctx, zero, constants
         self.autocast = autocast
         """The plan's precision (bf16-mixed: the stage's forward under autocast)."""
+        self.saved = saved
+        """--saved-bytes: the rank's counter of what each micro-batch's forward saves."""
         self.outputs: list[tuple[Any, ...]] = []
         self.calls = 0
 
@@ -137,7 +141,7 @@ class StageModule(nn.Module):
         try:
             data = {**self.constants, **(inputs or {})}
             received = tuple(_ContiguousGrad.apply(r) if isinstance(r, torch.Tensor) else r for r in received)
-            with self.autocast(), self.zero.saving():
+            with self.autocast(), self.zero.saving(self.saved):
                 out = self.fn(self.ctx, self.zero.forward_weights, data, *received)
         finally:
             self.ctx.step = step
@@ -172,7 +176,7 @@ class PipelineTrainer(Trainer):
         mine = next(c for c in chains if self.rank in c)
         constants = {k: v for k, v in self.data.items() if k not in plan.inputs}
         self.modules = [
-            StageModule(program.stages[k], self.ctx, self.zero, constants, self.autocast)
+            StageModule(program.stages[k], self.ctx, self.zero, constants, self.autocast, self.saved)
             for k in pipeline.stages_of(self.rank)
         ]
         stages = [

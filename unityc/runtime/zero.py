@@ -55,6 +55,7 @@ import torch.distributed as dist
 from unityc.runtime.comm import Communicator
 from unityc.runtime.patterns import zero_buckets
 from unityc.runtime.plan import Layout, Plan
+from unityc.runtime.saved import SavedBytes, counting
 
 
 class Shard:
@@ -358,13 +359,15 @@ class Zero:
     # --- the step ------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def saving(self) -> Iterator[None]:
-        """The forward: tensors saved from gathered ZeRO-3 pieces are packed as references."""
+    def saving(self, counter: SavedBytes | None = None) -> Iterator[None]:
+        """The forward: tensors saved from gathered ZeRO-3 pieces are packed as references;
+        with a `counter` (`--saved-bytes`), what autograd keeps is counted around that packing."""
         if not any(s.stage == 3 for s in self.shards.values()):
-            yield
+            with counting(counter, None):
+                yield
             return
         try:
-            with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
+            with counting(counter, (self._pack, self._unpack)):
                 yield
         finally:
             self._drop_gathers()
