@@ -51,7 +51,7 @@ SAVES_NOTHING = (
     "pcg.identity",
     "pcg.scalar_mul",
     "pcg.scalar_add",
-    "pcg.dropout",  # its mask is not counted
+    "pcg.dropout",  # its bool mask: `steps.dropout_mask`
     "pcg.cast",
     "pcg.compare",  # no gradient
     "pcg.cumsum",  # linear: its backward is a reversed cumsum of the gradient

@@ -220,6 +220,7 @@ class StepBuilder:
             extra = self.attention_memory(nid, attrs, types, node.types[0], parts.tasks, m)
         if backward:
             extra += self.autocast_copies(nid, node, types, parts.tasks)
+            extra += self.dropout_mask(nid, node, attrs, parts.tasks, m)
         fwd, bwd = parts.fwd, parts.bwd
         if node.recompute:  # its forward runs again in backward, and the checkpoint's hooks
             fwd = merge_work(fwd, self.recompute_overhead(parts.tasks, backward=False))
@@ -303,6 +304,22 @@ class StepBuilder:
         )
         if not per_task:
             return 0.0
+        held = self.internal.setdefault(nid, {})
+        for device, count in tasks.items():
+            held[device] = held.get(device, 0.0) + per_task * count
+            if not node.recompute:
+                self.memory[device]["activations"] += per_task * count
+        return 0.0 if node.recompute else self.total(tasks) * per_task
+
+    def dropout_mask(
+        self, nid: int, node: Node, attrs: Mapping[str, Any], tasks: Mapping[int, int], m: int
+    ) -> float:
+        """A dropout (p > 0) keeps its keep-mask for backward, one byte (bool) an element of its
+        piece: the program multiplies by it (`Context.dropout`), whose backward saves the mask,
+        not the input. Held like attention's internal tensors; returns the bytes kept."""
+        if node.op != "pcg.dropout" or not attrs.get("p", 0) > 0:
+            return 0.0
+        per_task = type_info(node.types[0]).piece.numel * m
         held = self.internal.setdefault(nid, {})
         for device, count in tasks.items():
             held[device] = held.get(device, 0.0) + per_task * count

@@ -210,6 +210,12 @@ class GatherWeight(torch.autograd.Function):
         return None, None, None
 
 
+def _root(t: torch.Tensor) -> torch.Tensor:
+    """The tensor whose storage `t` views (`t` itself if it is no view): every view of a view
+    shares its root's `_base`, so a gathered piece and its transposes are recognised by it."""
+    return t if t._base is None else t._base
+
+
 class ForwardWeights(Mapping[str, torch.Tensor]):
     """The weights as the forward reads them: ZeRO-3 pieces gathered on each read."""
 
@@ -223,7 +229,8 @@ class ForwardWeights(Mapping[str, torch.Tensor]):
         full = GatherWeight.apply(shard.shard, self.zero, shard)
         if full.requires_grad:  # its gradient will be handed in
             self.zero.bucket_of[key].reads += 1
-        self.zero.live[id(full)] = (weakref.ref(full), shard)
+        root = _root(full)  # the gathered piece is a view (of its bucket's buffer or copy)
+        self.zero.live[id(root)] = (weakref.ref(root), shard)
         return full
 
     def __iter__(self) -> Iterator[str]:
@@ -374,7 +381,7 @@ class Zero:
         self.live.clear()
 
     def _pack(self, t: torch.Tensor) -> Any:
-        base = t if t._base is None else t._base
+        base = _root(t)
         entry = self.live.get(id(base))
         if entry is None or entry[0]() is not base:
             return t
