@@ -205,6 +205,9 @@ def cross_entropy(
             logits, target, reduction="sum", ignore_index=-100 if ignore_index is None else ignore_index
         )
     else:
+        # in fp32, as autocast runs F.cross_entropy (and Megatron-LM its vocabulary-parallel one):
+        # the exponentials (kept for backward) and their sums are fp32
+        logits = logits.float() if logits.dtype in (torch.bfloat16, torch.float16) else logits
         with torch.no_grad():
             peak = classes.gather(logits.max(dim=1, keepdim=True).values, 1).max(dim=1).values
         sumexp = classes.sum((logits - peak.unsqueeze(1)).exp().sum(dim=1))
