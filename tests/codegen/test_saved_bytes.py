@@ -17,6 +17,7 @@ off under --check). The test prints each figure (`-s`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,13 +70,13 @@ class Runs:
     run: Run | None = None
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
-    directory = tmp_path_factory.mktemp("saved_bytes")
+def measure(directory: Path, cases: Sequence[tuple[str, str, str]]) -> Runs:
+    """Each case's plan on `MACHINE`, estimated, then run in one torchrun with --saved-bytes
+    (also what `benchmarks/program_memory_plans.py` runs)."""
     result = Runs()
     entries = []
     modules = {}
-    for model, precision, kind in CASES:
+    for model, precision, kind in cases:
         if (model, precision) not in modules:
             module = import_model(ModelSpec(f"hf:{model}", "small", batch=4))
             graph_function(module).attributes.update(precision_attrs(precision))
@@ -98,6 +99,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         if path.exists():
             result.measured[entry["name"]] = json.loads(path.read_text())["ranks"]
     return result
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    return measure(tmp_path_factory.mktemp("saved_bytes"), CASES)
 
 
 @pytest.mark.torchrun

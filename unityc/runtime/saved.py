@@ -44,8 +44,8 @@ def span(t: torch.Tensor) -> tuple[int, int]:
     size = t.element_size()
     if t.numel() == 0:
         return 0, 0
-    last = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
-    start = t.storage_offset() * size
+    last = sum((int(n) - 1) * int(s) for n, s in zip(t.shape, t.stride(), strict=True))
+    start = int(t.storage_offset()) * size
     return start, start + (last + 1) * size
 
 
