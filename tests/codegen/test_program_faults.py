@@ -104,6 +104,7 @@ def run_alone(program: Path, *args: str) -> subprocess.CompletedProcess[str]:
         (("--json", "/missing/dir/t.json"), "--json /missing/dir/t.json: no such directory"),
         (("--steps", "0"), "--steps must be at least 1"),
         (("--json", "."), "--json .: is a folder"),
+        (("--saved-bytes", "/missing/dir/s.json"), "--saved-bytes /missing/dir/s.json: no such directory"),
         (("--save", "{blocked}/ck"), "--save {blocked}/ck: cannot write there (Not a directory)"),
         (("--profile", "{blocked}"), "--profile {blocked}: cannot write there (File exists)"),
         (("--optimizer", "lbfgs"), "--optimizer lbfgs: its step re-evaluates the model through a closure"),

@@ -18,8 +18,9 @@ a heads, t tensor degree, one layer of the first stage keeps (each op's saved op
   result does not keep, and the dropout masks, which this graph has none of).
 * full (every pcg op recomputed; collectives are not, so each run between them is a region):
   the region inputs, 4sbh/t + 2sbh.
-The first stage also keeps the token ids (b s int64) and its output for the next stage
-(sbh/t), and holds P micro-batches in flight (1F1B: stage k holds P - k)."""
+The first stage also keeps the token ids (b s int64), not its output for the next stage (the
+next stage keeps the copy it receives, `StepBuilder.kept_on`; `tests/codegen/test_saved_bytes.py`
+measures it), and holds P micro-batches in flight (1F1B: stage k holds P - k)."""
 
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ def test_first_stage_memory_is_the_analytic_formula(recompute: str) -> None:
     assert first.weights == 4 * params  # fp32, each device its tensor shard
     assert first.gradients == 4 * params  # one fp32 gradient per weight element, not two
     assert first.optimizer == 2 * 4 * (split // T // D + replicated // (T * D))  # Adam's m, v / ZeRO-1 copies
-    per_microbatch = 8 * B * S + 4 * ((LAYERS // P) * layer_elements(recompute) + S * B * H // T)
+    per_microbatch = 8 * B * S + 4 * (LAYERS // P) * layer_elements(recompute)
     assert e.pipeline is not None and e.pipeline.groups[0].inflight == P
     assert first.activations == P * per_microbatch  # 1F1B: P in flight on the first stage, not M
     assert (
@@ -97,7 +98,8 @@ def test_interleaving_holds_megatrons_in_flight_count() -> None:
 def test_bf16_mixed_keeps_autocast_copies_not_fp32_views() -> None:
     """Under bf16-mixed a matmul reading a transposed fp32 weight (GPT-2's Conv1D) keeps
     autocast's bf16 copy of it (2 bytes an element), not the fp32 view (no bytes beyond the
-    weight), and an fp32 activation a matmul reads is kept as its bf16 copy."""
+    weight), an fp32 activation a matmul reads is kept as its bf16 copy, and the bf16 logits a
+    loss reads as the loss's fp32 copy."""
     g = Graph()
     x = g.add_source("pcg.input", "x", TensorType((8, 16), f32))
     labels = g.add_source("pcg.input", "labels", TensorType((8,), i64))
@@ -109,5 +111,7 @@ def test_bf16_mixed_keeps_autocast_copies_not_fp32_views() -> None:
     g.function_attrs.update(precision_attrs("bf16-mixed"))
     memory = estimate_graph(g, preset("cpu:1"), optimizer="adam").devices[0].memory
     copies = 2 * 16 * 32 + 2 * 8 * 16  # the weight's and the input's bf16 copies
-    loss_inputs = 2 * 8 * 32 + 8 * 8  # the loss keeps the bf16 logits and the int64 labels
+    # autocast runs the loss in fp32: it keeps an fp32 copy of the bf16 logits (its fp32
+    # log-softmax, `memory.upcast_operand`) and the int64 labels
+    loss_inputs = 4 * 8 * 32 + 8 * 8
     assert memory.activations == copies + loss_inputs  # not the fp32 view, not the fp32 input

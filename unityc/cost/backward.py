@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from unityc.cost.compute import SOURCES
-from unityc.cost.memory import cast_operand, saves, weight_view
+from unityc.cost.memory import autocast_copy_bytes, saves, weight_view
 from unityc.cost.pricing import type_info
 from unityc.graph import Graph, Ref
 from unityc.runtime.patterns import block_cuts, layer_of
@@ -116,15 +116,18 @@ def has_backward(graph: Graph, nid: int, gets_grad: set[Ref]) -> bool:
 
 def would_save(graph: Graph, nid: int, gets_grad: set[Ref]) -> tuple[Ref, ...]:
     """What op `nid`'s backward keeps from forward without recomputation: weights and their views
-    excluded (`memory.weight_view`), and what it reads through autocast's bf16 cast
-    (`memory.cast_operand`: it keeps the copy, `steps.autocast_copies`)."""
+    excluded (`memory.weight_view`), and what it reads through autocast's cast (to bf16,
+    `memory.cast_operand`, or to fp32, `memory.upcast_operand`: it keeps the copy,
+    `steps.autocast_copies`)."""
     if not has_backward(graph, nid, gets_grad):
         return ()
     node = graph.nodes[nid]
     rule = saves(node.op)
     if rule == "operands":
         return tuple(
-            o for o in node.operand_refs() if not weight_view(graph, o) and not cast_operand(graph, nid, o)
+            o
+            for o in node.operand_refs()
+            if not weight_view(graph, o) and not autocast_copy_bytes(graph, nid, o)
         )
     if rule == "result":
         return tuple((nid, i) for i in range(len(node.types)))
@@ -139,4 +142,14 @@ def saved_values(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> dic
     return saved
 
 
-__all__ = ["gradient_flags", "has_backward", "saved_by", "saved_values", "would_save"]
+def saved_readers(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> dict[Ref, list[int]]:
+    """The tensors some backward keeps from forward (in `saved_values`' order), each with the
+    ops whose backward keeps it."""
+    out: dict[Ref, list[int]] = {}
+    for nid, refs in saved_by(graph, order, gets_grad).items():
+        for r in refs:
+            out.setdefault(r, []).append(nid)
+    return out
+
+
+__all__ = ["gradient_flags", "has_backward", "saved_by", "saved_readers", "saved_values", "would_save"]

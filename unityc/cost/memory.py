@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import AnyFloat, bf16
 
 from unityc.cost.compute import Work
+from unityc.dialects.precision import BF16_MIXED
 from unityc.graph import Graph, Ref, op_class
+from unityc.graph.precision import graph_precision
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -51,7 +53,7 @@ SAVES_NOTHING = (
     "pcg.identity",
     "pcg.scalar_mul",
     "pcg.scalar_add",
-    "pcg.dropout",  # its mask is not counted
+    "pcg.dropout",  # its bool mask: `steps.dropout_mask`
     "pcg.cast",
     "pcg.compare",  # no gradient
     "pcg.cumsum",  # linear: its backward is a reversed cumsum of the gradient
@@ -93,6 +95,23 @@ def cast_operand(graph: Graph, nid: int, r: Ref) -> bool:
         return False
     t = graph.type_of(r)
     return t.element_type != bf16 and isinstance(t.element_type, AnyFloat)
+
+
+def upcast_operand(graph: Graph, nid: int, r: Ref) -> bool:
+    """Whether op `nid` of a priced graph is one autocast runs in fp32 (a loss: `AUTOCAST` "f32")
+    reading a bf16 value `r`: autocast casts it up, and the backward keeps that fp32 copy (the
+    cross-entropy its fp32 log-softmax, the same size), 4 bytes an element
+    (`steps.autocast_copies`), not the bf16 tensor."""
+    if op_class(graph.nodes[nid].op).AUTOCAST != "f32" or graph_precision(graph) != BF16_MIXED:
+        return False
+    return graph.type_of(r).element_type == bf16
+
+
+def autocast_copy_bytes(graph: Graph, nid: int, r: Ref) -> int:
+    """Bytes an element of autocast's copy of `r` that op `nid` keeps for backward (0: none)."""
+    if cast_operand(graph, nid, r):
+        return 2
+    return 4 if upcast_operand(graph, nid, r) else 0
 
 
 def saves(kind: str) -> str:
@@ -141,10 +160,26 @@ def update_work(optimizer: str, numel: int, element_bytes: int) -> Work:
     return Work(_UPDATE_FLOPS[optimizer] * numel, _UPDATE_PASSES[optimizer] * numel * element_bytes)
 
 
-def attention_saved_bytes(batch: int, sq: int, sk: int, eh: int, heads: int, element_bytes: int) -> int:
+def attention_saved_bytes(
+    batch: int, sq: int, sk: int, eh: int, heads: int, element_bytes: int, probs_bytes: int | None = None
+) -> int:
     """What one attention task keeps besides its operands: q, k, v projections, the attention
-    probabilities and the context."""
-    return (batch * (sq + 2 * sk) * eh + batch * heads * sq * sk + batch * sq * eh) * element_bytes
+    probabilities (`probs_bytes` an element, default `element_bytes`) and the context."""
+    probs = element_bytes if probs_bytes is None else probs_bytes
+    return (batch * (sq + 2 * sk) * eh + batch * sq * eh) * element_bytes + batch * heads * sq * sk * probs
+
+
+def probability_bytes(element_bytes: int, bf16_mixed: bool, dropout: bool) -> int:
+    """Bytes an attention probability keeps for backward in the hand-written attention: the
+    softmax's output (in fp32 under bf16-mixed: autocast runs the softmax in fp32), with
+    attention dropout its bool keep-mask (1 byte) and the dropped probabilities, and what
+    `probs @ v` reads: under bf16-mixed autocast's bf16 copy (2 bytes), else the dropped
+    probabilities (the softmax output itself without dropout)."""
+    softmax = 4 if bf16_mixed else element_bytes
+    mask = 1 if dropout else 0
+    if bf16_mixed:
+        return softmax + mask + 2
+    return softmax + mask + (element_bytes if dropout else 0)
 
 
 def context_attention_saved_bytes(

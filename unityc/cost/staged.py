@@ -27,7 +27,7 @@ from dataclasses import replace
 import numpy as np
 
 from unityc.cost.accumulation import accumulation_note, per_backward
-from unityc.cost.backward import saved_values
+from unityc.cost.backward import saved_readers
 from unityc.cost.memory import DeviceMemory, check_optimizer
 from unityc.cost.modes import compute_model
 from unityc.cost.pipeline import PipelineRun, StageCost, simulate_pipeline
@@ -224,13 +224,20 @@ def _tied_reduce(
 def _stage_activations(
     micro: Graph, order: list[int], b, stage: Mapping[int, int], S: int
 ) -> list[dict[int, float]]:  # type: ignore[no-untyped-def]
-    """Per stage, per device: bytes one micro-batch leaves saved for the backward."""
+    """Per stage, per device: bytes one micro-batch leaves saved for the backward, on the
+    devices keeping each saved tensor (`StepBuilder.kept_on`: a stage boundary value on the
+    reading stage's devices), counted in the stage of the op keeping it."""
     out: list[dict[int, float]] = [defaultdict(float) for _ in range(S)]
-    for v in saved_values(micro, order, b.gets_grad):
+    for v, savers in saved_readers(micro, order, b.gets_grad).items():
         p = piece(micro.type_of(v))
         assert p is not None
-        for d in b.where[v].values():
-            out[stage[v[0]]][d] += p.nbytes
+        held = set(b.where[v].values())
+        kept: dict[int, int] = {}  # device -> the stage keeping the tensor there
+        for nid in savers:
+            devices = set(b.where[(nid, 0)].values())
+            kept.update((d, stage[nid]) for d in (held if devices & held else devices))
+        for d, k in kept.items():
+            out[k][d] += p.nbytes
     return out
 
 

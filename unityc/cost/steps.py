@@ -14,7 +14,7 @@ from typing import Any
 
 from xdsl.dialects.builtin import bf16
 
-from unityc.cost.backward import gradient_flags, saved_values
+from unityc.cost.backward import gradient_flags, saved_readers
 from unityc.cost.communication import PARALLEL_PATTERN, Coord
 from unityc.cost.compute import (
     MATMUL_LIKE,
@@ -24,7 +24,13 @@ from unityc.cost.compute import (
     forward_work,
     recompute_overhead,
 )
-from unityc.cost.memory import attention_saved_bytes, cast_operand, context_attention_saved_bytes, saves
+from unityc.cost.memory import (
+    attention_saved_bytes,
+    autocast_copy_bytes,
+    context_attention_saved_bytes,
+    probability_bytes,
+    saves,
+)
 from unityc.cost.pricing import (
     ComputeModel,
     Placed,
@@ -47,7 +53,7 @@ from unityc.cost.schedule import Comm, Step
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg.attention import AttentionOp
 from unityc.dialects.pcg_types import TensorType, own_form
-from unityc.graph import Graph, Node, Ref, full_attrs, op_class
+from unityc.graph import Graph, Node, Ref, full_attrs
 from unityc.graph.precision import priced_graph
 from unityc.machine.spec import Machine
 
@@ -225,6 +231,7 @@ class StepBuilder:
             extra = self.attention_memory(nid, attrs, types, node.types[0], parts.tasks, m)
         if backward:
             extra += self.autocast_copies(nid, node, types, parts.tasks)
+            extra += self.dropout_mask(nid, node, attrs, parts.tasks, m)
         fwd, bwd = parts.fwd, parts.bwd
         if node.recompute:  # its forward runs again in backward, and the checkpoint's hooks
             fwd = merge_work(fwd, self.recompute_overhead(parts.tasks, backward=False))
@@ -296,18 +303,33 @@ class StepBuilder:
         """bf16-mixed: autocast casts each fp32 tensor a bf16 op (a matmul) reads to a bf16 copy
         that the op saves for its backward (`memory.cast_operand`): a weight or a view of one
         (`memory.weight_view`) once per forward (a leaf's cast is cached only inside one
-        autocast region: one micro-batch's forward), an activation once per reading op. Held
+        autocast region: one micro-batch's forward), an activation once per reading op; and each
+        bf16 tensor an fp32 op (a loss) reads to an fp32 copy (`memory.upcast_operand`). Held
         like attention's internal tensors (from forward to the op's backward, only then if it
         is recomputed). Returns the bytes kept from forward."""
-        if node.types[0].element_type != bf16 or op_class(node.op).AUTOCAST != "bf16":
-            return 0.0
         per_task = sum(
-            2 * type_info(t).piece.numel
+            autocast_copy_bytes(self.graph, nid, r) * type_info(t).piece.numel
             for r, t in zip(node.operands, types, strict=True)
-            if r is not None and t is not None and cast_operand(self.graph, nid, r)
+            if r is not None and t is not None
         )
         if not per_task:
             return 0.0
+        held = self.internal.setdefault(nid, {})
+        for device, count in tasks.items():
+            held[device] = held.get(device, 0.0) + per_task * count
+            if not node.recompute:
+                self.memory[device]["activations"] += per_task * count
+        return 0.0 if node.recompute else self.total(tasks) * per_task
+
+    def dropout_mask(
+        self, nid: int, node: Node, attrs: Mapping[str, Any], tasks: Mapping[int, int], m: int
+    ) -> float:
+        """A dropout (p > 0) keeps its keep-mask for backward, one byte (bool) an element of its
+        piece: the program multiplies by it (`Context.dropout`), whose backward saves the mask,
+        not the input. Held like attention's internal tensors; returns the bytes kept."""
+        if node.op != "pcg.dropout" or not attrs.get("p", 0) > 0:
+            return 0.0
+        per_task = type_info(node.types[0]).piece.numel * m
         held = self.internal.setdefault(nid, {})
         for device, count in tasks.items():
             held[device] = held.get(device, 0.0) + per_task * count
@@ -450,15 +472,31 @@ class StepBuilder:
     # --- memory ------------------------------------------------------------------------------
 
     def saved_activations(self, order: Sequence[int]) -> dict[Ref, float]:
-        """Adds what backward keeps to the devices holding it; returns bytes per value."""
-        saved = saved_values(self.graph, order, self.gets_grad)
+        """Adds what backward keeps to the devices keeping it (`kept_on`); returns bytes per
+        value."""
         per_value: dict[Ref, float] = {}
-        for v in saved:
-            on = self.bytes_on(v)
+        for v, savers in saved_readers(self.graph, order, self.gets_grad).items():
+            on = self.kept_on(v, savers)
             for device, nbytes in on.items():
                 self.memory[device]["activations"] += nbytes
             per_value[v] = self.total(on)
         return per_value
+
+    def kept_on(self, v: Ref, savers: Sequence[int]) -> dict[int, float]:
+        """Bytes of saved tensor `v` per device keeping it: the devices holding its pieces if an
+        op among `savers` (those whose backward keeps it) runs there, and the devices of each
+        saver that runs elsewhere (a pipeline stage reading the value of the stage before keeps
+        the copy it received; the sending stage keeps nothing of it)."""
+        on = self.bytes_on(v)
+        one = max(on.values(), default=0.0)
+        out: dict[int, float] = {}
+        for nid in savers:
+            devices = set(self.where[(nid, 0)].values())
+            if devices & on.keys():
+                out.update(on)
+                continue
+            out.update((d, one) for d in devices)
+        return out
 
     def bytes_on(self, v: Ref, micro_batches: bool = True) -> dict[int, float]:
         """Bytes of tensor `v` per device holding pieces of it (all its micro-batches, or one)."""
@@ -490,11 +528,13 @@ def attention_task_bytes(
     batch, sq, _ = operands[0].shape
     e = operands[0].shape[2]
     eh = operands[3].shape[0]
-    heads, element = attrs["heads"] * eh // e, out.nbytes // max(out.numel, 1)
+    heads, element_bytes = attrs["heads"] * eh // e, out.nbytes // max(out.numel, 1)
     if AttentionOp.context_split(attrs, types) is not None:  # fused block kernels: no probabilities
         assert operands[4] is not None
-        return context_attention_saved_bytes(batch, sq, eh, operands[4].shape[0], heads, element)
-    return attention_saved_bytes(batch, sq, operands[1].shape[1], eh, heads, element)
+        return context_attention_saved_bytes(batch, sq, eh, operands[4].shape[0], heads, element_bytes)
+    dropout = attrs.get("dropout") or 0.0
+    probs_bytes = probability_bytes(element_bytes, result.element_type == bf16, dropout > 0)
+    return attention_saved_bytes(batch, sq, operands[1].shape[1], eh, heads, element_bytes, probs_bytes)
 
 
 def build_steps(

@@ -108,6 +108,13 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--json", metavar="FILE", help="write the timing (rank 0) to FILE as JSON")
     parser.add_argument(
+        "--saved-bytes",
+        metavar="FILE",
+        help="count what autograd saves for backward on every rank (unique storages, parameters "
+        "excluded: the most one micro-batch's forward saves, the most held at once) and write it "
+        "to FILE as JSON (rank 0)",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT_S,
@@ -154,7 +161,8 @@ def parse_args(plan: Plan, argv: Sequence[str] | None) -> argparse.Namespace:
 
 def output_problem(args: argparse.Namespace) -> str | None:
     """Why an output path cannot be written (checked before any work), or None: the folders of
-    `--save` and `--profile` are created and written to, `--json`'s file must be writable."""
+    `--save` and `--profile` are created and written to, the files of `--json` and
+    `--saved-bytes` must be writable."""
     for flag, folder in (("--save", args.save), ("--profile", args.profile)):
         if folder is None:
             continue
@@ -164,15 +172,26 @@ def output_problem(args: argparse.Namespace) -> str | None:
                 pass
         except OSError as e:
             return f"{flag} {folder}: cannot write there ({e.strerror or e})"
-    if args.json is None:
+    for flag, path in (("--json", args.json), ("--saved-bytes", args.saved_bytes)):
+        problem = file_problem(flag, path)
+        if problem:
+            return problem
+    return None
+
+
+def file_problem(flag: str, path: str | None) -> str | None:
+    """Why output file `path` of `flag` cannot be written, or None."""
+    if path is None:
         return None
-    if os.path.isdir(args.json):
-        return f"--json {args.json}: is a folder"
+    if os.path.isdir(path):
+        return f"{flag} {path}: is a folder"
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        return f"{flag} {path}: no such directory"
     try:
-        with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(args.json))):
+        with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(path))):
             pass
     except OSError as e:
-        return f"--json {args.json}: cannot write there ({e.strerror or e})"
-    if os.path.exists(args.json) and not os.access(args.json, os.W_OK):
-        return f"--json {args.json}: not writable"
+        return f"{flag} {path}: cannot write there ({e.strerror or e})"
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        return f"{flag} {path}: not writable"
     return None

@@ -146,6 +146,23 @@ def check_classes(target: torch.Tensor, classes: int, ignore_index: int | None =
         raise ValueError(message)
 
 
+class _Picked(torch.autograd.Function):
+    """Each row's logit at `index`; its backward scatters the gradient there, keeping only the
+    indices (`Tensor.gather` keeps the whole logits shard for backward)."""
+
+    @staticmethod
+    def forward(ctx: Any, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(index)
+        ctx.shape = logits.shape
+        return logits.gather(1, index.unsqueeze(1)).squeeze(1)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (index,) = ctx.saved_tensors
+        out = grad.new_zeros(ctx.shape)
+        return out.scatter_(1, index.unsqueeze(1), grad.unsqueeze(1)), None
+
+
 def class_shard_losses(
     logits: torch.Tensor,
     target: torch.Tensor,
@@ -160,7 +177,7 @@ def class_shard_losses(
     over every shard, so the parts of all shards add up to logsumexp(row) - logit[target]."""
     local = target - start
     inside = (local >= 0) & (local < logits.shape[1])
-    picked = logits.gather(1, torch.where(inside, local, torch.zeros_like(local)).unsqueeze(1)).squeeze(1)
+    picked = _Picked.apply(logits, torch.where(inside, local, torch.zeros_like(local)))
     shifted = torch.where(inside, picked - peak, torch.zeros_like(picked))
     return sumexp.log() / shards - shifted
 
@@ -188,6 +205,9 @@ def cross_entropy(
             logits, target, reduction="sum", ignore_index=-100 if ignore_index is None else ignore_index
         )
     else:
+        # in fp32, as autocast runs F.cross_entropy (and Megatron-LM its vocabulary-parallel one):
+        # the exponentials (kept for backward) and their sums are fp32
+        logits = logits.float() if logits.dtype in (torch.bfloat16, torch.float16) else logits
         with torch.no_grad():
             peak = classes.gather(logits.max(dim=1, keepdim=True).values, 1).max(dim=1).values
         sumexp = classes.sum((logits - peak.unsqueeze(1)).exp().sum(dim=1))

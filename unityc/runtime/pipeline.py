@@ -40,6 +40,7 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 
 from unityc.runtime.context import Context
 from unityc.runtime.plan import Plan
+from unityc.runtime.saved import SavedBytes
 from unityc.runtime.train import Trainer
 from unityc.runtime.zero import Zero
 
@@ -119,11 +120,14 @@ class StageModule(nn.Module):
         zero: Zero,
         constants: dict[str, Any],
         autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+        saved: SavedBytes | None = None,
     ):
         super().__init__()
         self.fn, self.ctx, self.zero, self.constants = fn, ctx, zero, constants
         self.autocast = autocast
         """The plan's precision (bf16-mixed: the stage's forward under autocast)."""
+        self.saved = saved
+        """--saved-bytes: the rank's counter of what each micro-batch's forward saves."""
         self.outputs: list[tuple[Any, ...]] = []
         self.calls = 0
 
@@ -143,7 +147,7 @@ class StageModule(nn.Module):
                     for r in received
                 )
             received = tuple(_ContiguousGrad.apply(r) if isinstance(r, torch.Tensor) else r for r in received)
-            with self.autocast(), self.zero.saving():
+            with self.autocast(), self.zero.saving(self.saved):
                 out = self.fn(self.ctx, self.zero.forward_weights, data, *received)
         finally:
             self.ctx.step = step
@@ -175,7 +179,7 @@ class PipelineTrainer(Trainer):
         )
         constants = {k: v for k, v in self.data.items() if k not in plan.inputs}
         self.modules, self.schedule, self.is_last = stage_schedule(
-            program, plan, self.ctx, self.zero, constants, self.autocast, self.seeds_loss
+            program, plan, self.ctx, self.zero, constants, self.autocast, self.seeds_loss, self.saved
         )
 
     def step(self, step: int) -> tuple[list[Any], list[torch.Tensor | None]]:
@@ -196,16 +200,17 @@ def stage_schedule(
     constants: dict[str, Any],
     autocast: Callable[[], contextlib.AbstractContextManager],
     seeds_loss: bool,
+    saved: SavedBytes | None = None,
 ) -> tuple[list[StageModule], Any, bool]:
     """This rank's stage modules, the schedule that runs them (`torch.distributed.pipelining`),
     and whether this rank runs the last stage. A collective: every rank creates every
-    pipeline's process group."""
+    pipeline's process group. `saved`: --saved-bytes' counter, shared by the stage modules."""
     pipeline, comm = program.pipeline, ctx.comm
     chains = pipeline.chains()
     groups = comm.new_groups(chains)
     mine = next(c for c in chains if comm.rank in c)
     ks = pipeline.stages_of(comm.rank)
-    modules = [StageModule(program.stages[k], ctx, zero, constants, autocast) for k in ks]
+    modules = [StageModule(program.stages[k], ctx, zero, constants, autocast, saved) for k in ks]
     stages = [
         PipelineStage(module, k, pipeline.stages, comm.device, group=groups[mine])
         for module, k in zip(modules, ks, strict=True)

@@ -27,6 +27,8 @@ from unityc.runtime.parts import stored_key
 from unityc.runtime.plan import Layout, Plan
 from unityc.runtime.precision import autocast, condition_factor
 from unityc.runtime.progress import Progress, profiled
+from unityc.runtime.saved import SavedBytes
+from unityc.runtime.saved import write as write_saved
 from unityc.runtime.signals import Interrupted, Interrupts
 from unityc.runtime.signals import name as signal_name
 from unityc.runtime.sources import Build, load_reference, local_data, local_weights, part_sizes
@@ -100,6 +102,8 @@ class Trainer:
         self.zero = Zero(self.comm, plan, self.weights)  # ZeRO shards (none: plain copies)
         self.params = self.zero.params()
         self.optimizer = spec.build(self.params)
+        self.saved = SavedBytes.of([*self.weights.values(), *self.params]) if args.saved_bytes else None
+        """--saved-bytes: what each forward leaves saved for backward (`saved.py`)."""
         self.start_step = 0
         initial = self.initial = self.initial_checkpoint()
         if initial:
@@ -263,6 +267,8 @@ class Trainer:
                 self.stop_if_interrupted(step)
                 times.append(self.run_step(step))
         self.at("the end of the run")
+        if self.saved is not None:
+            write_saved(self.saved, args.saved_bytes, self.rank, self.world)
         if args.check_copies:
             differ = copies_differ(self.keys, self.layouts, self.weight_pieces(), self.rank, self.device)
             self.agree(differ is None, f"copies differ after {args.steps} step(s): {differ}")
@@ -291,6 +297,8 @@ class Trainer:
             self._reference_inputs()
         self._sync_device()
         dist.barrier()
+        if self.saved is not None:
+            self.saved.begin_step()
         start = time.perf_counter()
         outputs, grads = self.step(step)
         self._sync_device()
@@ -378,7 +386,7 @@ class Trainer:
             self.ctx.step = step * 1_000_003 + part
         self.at(f"{where}: forward")
         try:
-            with self.zero.saving(), self.autocast():
+            with self.zero.saving(self.saved), self.autocast():
                 outputs = list(self.forward(self.ctx, self.zero.forward_weights, data))
         finally:
             self.ctx.step = step

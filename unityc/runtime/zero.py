@@ -55,6 +55,7 @@ import torch.distributed as dist
 from unityc.runtime.comm import Communicator
 from unityc.runtime.patterns import zero_buckets
 from unityc.runtime.plan import Layout, Plan
+from unityc.runtime.saved import SavedBytes, counting
 
 
 class Shard:
@@ -210,6 +211,12 @@ class GatherWeight(torch.autograd.Function):
         return None, None, None
 
 
+def _root(t: torch.Tensor) -> torch.Tensor:
+    """The tensor whose storage `t` views (`t` itself if it is no view): every view of a view
+    shares its root's `_base`, so a gathered piece and its transposes are recognised by it."""
+    return t if t._base is None else t._base
+
+
 class ForwardWeights(Mapping[str, torch.Tensor]):
     """The weights as the forward reads them: ZeRO-3 pieces gathered on each read."""
 
@@ -223,7 +230,8 @@ class ForwardWeights(Mapping[str, torch.Tensor]):
         full = GatherWeight.apply(shard.shard, self.zero, shard)
         if full.requires_grad:  # its gradient will be handed in
             self.zero.bucket_of[key].reads += 1
-        self.zero.live[id(full)] = (weakref.ref(full), shard)
+        root = _root(full)  # the gathered piece is a view (of its bucket's buffer or copy)
+        self.zero.live[id(root)] = (weakref.ref(root), shard)
         return full
 
     def __iter__(self) -> Iterator[str]:
@@ -366,20 +374,22 @@ class Zero:
     # --- the step ------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def saving(self) -> Iterator[None]:
-        """The forward: tensors saved from gathered ZeRO-3 pieces are packed as references."""
+    def saving(self, counter: SavedBytes | None = None) -> Iterator[None]:
+        """The forward: tensors saved from gathered ZeRO-3 pieces are packed as references;
+        with a `counter` (`--saved-bytes`), what autograd keeps is counted around that packing."""
         if not any(s.stage == 3 for s in self.shards.values()):
-            yield
+            with counting(counter, None):
+                yield
             return
         try:
-            with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
+            with counting(counter, (self._pack, self._unpack)):
                 yield
         finally:
             self._drop_gathers()
         self.live.clear()
 
     def _pack(self, t: torch.Tensor) -> Any:
-        base = t if t._base is None else t._base
+        base = _root(t)
         entry = self.live.get(id(base))
         if entry is None or entry[0]() is not base:
             return t

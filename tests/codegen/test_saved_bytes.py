@@ -1,0 +1,131 @@
+"""The memory model follows the program (issue 38 item 5): for each plan kind, the bytes the
+generated program keeps for backward on each rank, counted by `--saved-bytes`
+(`unityc/runtime/saved.py`: a saved-tensor hook over unique storages, parameters and their views
+excluded), equal the estimate's stored activations of that device (`DeviceMemory.activations`:
+one micro-batch's saved tensors times the micro-batches in flight) within 5 %.
+
+The plans are built by the function the `megatron-lm` baseline and the joint search's 3-D
+candidates use (`search.megatron_lm.build`, one `Config` each) on 2 gloo ranks, tiny Hugging Face
+configs: data parallel, Megatron tensor x sequence, ZeRO-3, a 1F1B pipeline of two stages with
+two micro-batches, selective and full recomputation, two accumulated micro-batches (Llama in fp32,
+most in bf16-mixed too), and data parallel GPT-2 and BERT (dropout, attention dropout, LayerNorm,
+learned positions). All in one torchrun (`unityc.runtime.batch`), two steps each, no --check (the
+figure is the second step's: the first also runs torch's pipeline shape inference; dropout is
+off under --check). The test prints each figure (`-s`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from test_torchrun import _sections
+from torchrun import Run, torchrun, write_program
+from xdsl.dialects.builtin import StringAttr
+
+from unityc.dialects.container import graph_function
+from unityc.dialects.precision import BF16_MIXED, FP32, precision_attrs
+from unityc.frontend import ModelSpec, import_model
+from unityc.graph import from_module, to_module
+from unityc.machine.presets import preset
+from unityc.search.megatron_lm import FULL, NONE, SELECTIVE, Config, build
+from unityc.search.pipeline import plain_graph
+from unityc.search.plans import Pricing
+
+TOLERANCE = 0.05
+MACHINE = "cpu:2"
+
+KINDS = {
+    "data": Config(1, 1, 2, 1, 1, NONE),
+    "tensor-sequence": Config(2, 1, 1, 1, 1, NONE, sequence=True),
+    "zero3": Config(1, 1, 2, 1, 1, NONE, zero=3),
+    "1f1b": Config(1, 2, 1, 1, 2, NONE),
+    "selective": Config(1, 1, 2, 1, 1, SELECTIVE),
+    "full": Config(1, 1, 2, 1, 1, FULL),
+    "accumulation": Config(1, 1, 2, 1, 2, NONE),
+}
+
+# (model, precision, kind)
+CASES = [
+    *(("llama", FP32, kind) for kind in KINDS),
+    *(("llama", BF16_MIXED, kind) for kind in ("data", "tensor-sequence", "zero3", "1f1b", "selective")),
+    ("gpt2", FP32, "data"),
+    ("gpt2", BF16_MIXED, "data"),
+    ("bert", BF16_MIXED, "data"),
+]
+
+
+def case_name(model: str, precision: str, kind: str) -> str:
+    return f"{model}-{precision}-{kind}"
+
+
+@dataclass
+class Runs:
+    estimated: dict[str, dict[int, float]] = field(default_factory=dict)
+    measured: dict[str, list[dict]] = field(default_factory=dict)
+    sections: dict[str, str] = field(default_factory=dict)
+    run: Run | None = None
+
+
+def measure(directory: Path, cases: Sequence[tuple[str, str, str]]) -> Runs:
+    """Each case's plan on `MACHINE`, estimated, then run in one torchrun with --saved-bytes
+    (also what `benchmarks/program_memory_plans.py` runs)."""
+    result = Runs()
+    entries = []
+    modules = {}
+    for model, precision, kind in cases:
+        if (model, precision) not in modules:
+            module = import_model(ModelSpec(f"hf:{model}", "small", batch=4))
+            graph_function(module).attributes.update(precision_attrs(precision))
+            modules[model, precision] = module
+        name = case_name(model, precision, kind)
+        graph = plain_graph(from_module(modules[model, precision]))
+        plan = build(graph, preset(MACHINE), KINDS[kind], Pricing(optimizer="sgd"), kind)
+        result.estimated[name] = {row.device: row.memory.activations for row in plan.estimate.devices}
+        plan.graph.module_attrs["unityc.machine"] = StringAttr(MACHINE)
+        program = write_program(to_module(plan.graph), directory, name)
+        saved = directory / f"{name}.json"
+        args = ["--steps", "2", "--warmup", "0", "--saved-bytes", str(saved)]
+        entries.append({"name": name, "program": str(program), "args": args})
+    manifest = directory / "batch.json"
+    manifest.write_text(json.dumps(entries))
+    result.run = torchrun("unityc.runtime.batch", 2, str(manifest), cwd=directory)
+    result.sections = _sections(result.run.output)
+    for entry in entries:
+        path = Path(entry["args"][-1])
+        if path.exists():
+            result.measured[entry["name"]] = json.loads(path.read_text())["ranks"]
+    return result
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    return measure(tmp_path_factory.mktemp("saved_bytes"), CASES)
+
+
+@pytest.mark.torchrun
+@pytest.mark.parametrize(
+    "model, precision, kind",
+    [pytest.param(m, p, k, id=case_name(m, p, k)) for m, p, k in CASES],
+)
+def test_estimate_follows_the_saved_bytes(runs: Runs, model: str, precision: str, kind: str) -> None:
+    name = case_name(model, precision, kind)
+    assert runs.run is not None
+    records = runs.measured.get(name)
+    assert records is not None, f"no --saved-bytes record for {name}\n{runs.run.report()}"
+    assert runs.sections.get(name, "").endswith("exit 0"), runs.sections.get(name)
+    lines, wrong = [], []
+    for rank, record in enumerate(records):
+        measured = record["peak_bytes"]
+        estimated = runs.estimated[name].get(rank, 0.0)
+        lines.append(
+            f"rank {rank}: measured {measured} B {record['forward_by_dtype']}, estimated {estimated:.0f} B"
+        )
+        assert measured > 0, lines[-1]
+        if abs(estimated - measured) > TOLERANCE * measured:
+            wrong.append(lines[-1])
+    print(f"{name}: " + "; ".join(lines))
+    assert not wrong, f"{name}: the estimate is more than {TOLERANCE:.0%} off: " + "; ".join(wrong)
