@@ -31,6 +31,7 @@ from unityc.dialects.pcg.contraction import (
 )
 from unityc.dialects.pcg.elementwise import (
     COMPARISONS,
+    GATED_ACTIVATIONS,
     AddOp,
     BinaryOp,
     CastOp,
@@ -40,6 +41,7 @@ from unityc.dialects.pcg.elementwise import (
     DivOp,
     DropoutOp,
     ExpOp,
+    GatedActivationOp,
     GeluOp,
     IdentityOp,
     MulOp,
@@ -67,6 +69,7 @@ from unityc.dialects.pcg.normalization import (
     BatchNormOp,
     CumsumOp,
     LayerNormOp,
+    RmsNormOp,
     SoftmaxOp,
 )
 from unityc.dialects.pcg.shape import (
@@ -111,6 +114,7 @@ ALL_OPS: list[type[PcgOp]] = [
     MulOp,
     DivOp,
     CompareTensorsOp,
+    GatedActivationOp,
     LinearOp,
     MatmulOp,
     BatchMatmulOp,
@@ -118,6 +122,7 @@ ALL_OPS: list[type[PcgOp]] = [
     Pool2dOp,
     BatchNormOp,
     LayerNormOp,
+    RmsNormOp,
     SoftmaxOp,
     CumsumOp,
     ConcatOp,
@@ -158,6 +163,8 @@ __all__ = [
     "EmbeddingBagOp",
     "EmbeddingOp",
     "ExpOp",
+    "GATED_ACTIVATIONS",
+    "GatedActivationOp",
     "GatherOp",
     "GeluOp",
     "IdentityOp",
@@ -174,6 +181,7 @@ __all__ = [
     "ReduceOp",
     "ReluOp",
     "ReshapeOp",
+    "RmsNormOp",
     "ScalarAddOp",
     "ScalarMulOp",
     "SigmoidOp",
