@@ -259,12 +259,13 @@ class _RmsNorm(torch.autograd.Function):
         after_cast: bool,
     ) -> torch.Tensor:  # fmt: skip
         shape, wide = list(x.shape[-dims:]), _wide(x.dtype)
-        scale = None if weight is None else (weight + offset if offset else weight)
-        if scale is not None and not after_cast and scale.dtype == x.dtype == wide:
-            y, rstd = torch.ops.aten._fused_rms_norm(x, shape, scale, eps)
-        elif scale is None or after_cast:  # n cast to x's type first (HF Llama), then the weight
+        if weight is None:
             y, rstd = torch.ops.aten._fused_rms_norm(x, shape, None, eps)
-            y = y if scale is None else (y * scale).to(x.dtype)
+        elif not after_cast and weight.dtype == x.dtype == wide:
+            y, rstd = torch.ops.aten._fused_rms_norm(x, shape, weight + offset if offset else weight, eps)
+        elif after_cast:  # n cast to x's type first (HF Llama), then the weight
+            y, rstd = torch.ops.aten._fused_rms_norm(x, shape, None, eps)
+            y = (y * (weight + offset if offset else weight)).to(x.dtype)
         else:  # weight and normalization in fp32, one rounding to x's type (F.rms_norm, Gemma)
             _, rstd = torch.ops.aten._fused_rms_norm(x, shape, None, eps)
             y = (x.to(wide) * rstd * (weight.to(wide) + offset)).to(x.dtype)  # as Gemma's `1 + w.float()`
