@@ -205,7 +205,7 @@ class FuseNorms(RewritePattern):
             return
         fused.results[0].name_hint = "rms_norm" if isinstance(fused, pcg.RmsNormOp) else "gated"
         carry_plan(op, fused)
-        rewriter.replace_op(op, fused)
+        rewriter.replace(op, fused)
 
 
 @dataclass(frozen=True)
