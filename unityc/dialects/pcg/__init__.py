@@ -143,6 +143,7 @@ PCG = Dialect("pcg", ALL_OPS, [TensorType, MachineViewAttr])
 __all__ = [
     "ALL_OPS",
     "COMPARISONS",
+    "GATED_ACTIVATIONS",
     "PCG",
     "AddOp",
     "AttentionOp",
@@ -163,7 +164,6 @@ __all__ = [
     "EmbeddingBagOp",
     "EmbeddingOp",
     "ExpOp",
-    "GATED_ACTIVATIONS",
     "GatedActivationOp",
     "GatherOp",
     "GeluOp",
