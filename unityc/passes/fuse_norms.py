@@ -11,7 +11,8 @@ RMS norm (HF Llama, Qwen2, Mistral, T5, Gemma; the decomposition of `F.rms_norm`
       | cast(mul(w, n), x's type)       Gemma's `(n * (1 + w)).type_as(x)`
       | n | cast(n, x's type)           no weight
 
-with h' = x or h, and w = scalar_add(v, c) read as weight v with `offset` c (Gemma's `1 + w`).
+with h' = x or h, and w = scalar_add(v, c) read as weight v with `offset` c (Gemma's `1 + w`),
+v = cast(v', f32) as v' when x has v''s element type.
 
 Gated activation: mul(act(g), u) or mul(u, act(g)) with u of g's shape and element type, act
 SiLU (`mul(g, sigmoid(g))`, how SiLU is imported) or GELU (exact or tanh).
@@ -166,6 +167,8 @@ def _fuse_norm(root: Operation) -> Operation | None:
     if found is None or not _closed(found[4], root):
         return None
     core, weight, offset, after_cast, _ = found
+    if weight is not None and _type(weight).element_type != _type(core.x).element_type:
+        weight = _uncast(weight)  # Gemma's `w.float()` of a bf16 weight
     attrs: dict[str, Any] = {"dims": core.dims, "eps": core.eps}
     if offset is not None and offset != 0.0:
         attrs["offset"] = offset
