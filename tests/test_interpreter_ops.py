@@ -408,6 +408,33 @@ def test_layer_norm_weight_only():
     )
 
 
+@pytest.mark.parametrize("dims", [1, 2])
+@pytest.mark.parametrize("variant", [{}, {"offset": 1.0}, {"weight_after_cast": True}, None])
+def test_rms_norm(dims, variant):
+    x = randn(2, 3, 4) * 3
+    shape = [3, 4][-dims:]
+    w = randn(*shape, seed=1) if variant is not None else None
+    shift = (variant or {}).get("offset", 0.0)
+
+    def ref(x, w):
+        axes = list(range(-dims, 0))
+        y = x / torch.sqrt((x * x).mean(axes, keepdim=True) + 1e-6)
+        return y * (w + shift) if w is not None else y
+
+    check(pcg.RmsNormOp, [x, w], ref, dims=dims, eps=1e-6, **(variant or {}))
+
+
+@pytest.mark.parametrize("act", ["silu", "gelu", "gelu_tanh"])
+def test_gated_activation(act):
+    gate, up = randn(3, 5) * 2, randn(3, 5, seed=1)
+    fn = {
+        "silu": lambda g: g / (1 + torch.exp(-g)),
+        "gelu": F.gelu,
+        "gelu_tanh": lambda g: F.gelu(g, approximate="tanh"),
+    }
+    check(pcg.GatedActivationOp, [gate, up], lambda g, u: fn[act](g) * u, act=act)
+
+
 @pytest.mark.parametrize("dim", [0, 1, -1, 2])
 def test_softmax(dim):
     def ref(x):
@@ -698,6 +725,8 @@ def test_every_pcg_op_is_covered():
         pcg.Pool2dOp,
         pcg.BatchNormOp,
         pcg.LayerNormOp,
+        pcg.RmsNormOp,
+        pcg.GatedActivationOp,
         pcg.SoftmaxOp,
         pcg.CompareOp,
         pcg.CumsumOp,

@@ -54,6 +54,9 @@ FUSED = ("roberta-", "phi3-", "opt-", "qwen3-", "gemma2-", "gpt-neox-")
 """Families whose attention the importer fuses since issue 26: one attention call per layer;
 under Megatron each rank runs half of the 4 heads (GPT-NeoX: its packed query_key_value, q, k
 and v interleaved head by head, sharded by rows; the rotary on 2 of each head's 8 dims)."""
+RMS_NORMED = {"llama-": (5, 2), "qwen3-": (5, 2), "gemma2-": (9, 2)}
+"""Families whose RMS norms (Gemma-2's `1 + weight`, pre and post each block) and gated MLPs
+(SwiGLU, GeGLU) the importer fuses since issue 38: (norm calls, gated calls) in the program."""
 
 # (name, model, batch, how: a unityc-opt pass pipeline, "search", or "vocab")
 PROGRAMS = [
@@ -186,6 +189,13 @@ def test_hf_plan_trains_like_the_reference(programs: Programs, name: str) -> Non
         assert len(calls) == 2, calls
         if name.endswith("-megatron"):
             assert all("heads=2" in c for c in calls), calls
+    if name.startswith(tuple(RMS_NORMED)):  # issue 38: one RMS norm call per norm, one gated MLP call
+        text = programs.texts[name]
+        norms, gated = RMS_NORMED[name.split("-")[0] + "-"]
+        assert len(re.findall(r"rt\.kernels\.rms_norm\(", text)) == norms, name
+        assert len(re.findall(r"rt\.kernels\.gated_activation\(", text)) == gated, name
+        decomposed = "** -0.5" in text or "torch.sigmoid" in text
+        assert not decomposed, f"{name}: a decomposed norm or SiLU is left"
     if name == "gpt-neox-megatron":  # the packed weight itself split by rows (heads), none whole
         packed = re.findall(r"query_key_value\.(?:weight|bias)\": Layout\(.*\)", programs.texts[name])
         assert len(packed) == 4 and all("shard=(2" in p for p in packed), packed

@@ -23,7 +23,15 @@ STAGED = os.path.join(HERE, "..", "filecheck", "passes", "Inputs", "staged_plan.
 RULES = os.path.join(HERE, "..", "search", "Inputs", "search.rules")
 HETERO = os.path.join(HERE, "..", "..", "examples", "machines", "hetero_v100_m4.toml")
 
-KEEPS = ["fuse-collectives", "canonicalize", "fold-scalar-mul", "fuse-attention", "apply-rules", "estimate"]
+KEEPS = [
+    "fuse-collectives",
+    "canonicalize",
+    "fold-scalar-mul",
+    "fuse-attention",
+    "fuse-norms",
+    "apply-rules",
+    "estimate",
+]
 """Rewrite passes: the plan stays, op for op."""
 
 REPLANS = {

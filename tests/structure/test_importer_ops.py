@@ -15,6 +15,7 @@ FRONTEND = Path(__file__).resolve().parents[2] / "unityc" / "frontend"
 
 NOT_IMPORTED: dict[str, str] = {
     "AttentionOp": "built by passes/fuse_attention.py from the imported matmul-softmax-matmul chain",
+    "GatedActivationOp": "built by passes/fuse_norms.py from the imported act(gate) * up",
 }
 
 

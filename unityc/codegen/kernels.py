@@ -211,6 +211,15 @@ def _layer_norm(call: Call) -> str:
     return f"F.layer_norm({x}, {normalized}, {w}, {b}, {call.attrs['eps']!r})"
 
 
+def _rms_norm(call: Call) -> str:
+    x, w = call.args
+    a = call.attrs
+    text = f"rt.kernels.rms_norm({x}, {w or 'None'}, {a['dims']}, {literal(a['eps'])}"
+    if a.get("offset"):
+        text += f", offset={literal(a['offset'])}"
+    return text + (", after_cast=True)" if a.get("weight_after_cast") else ")")
+
+
 def _reduce(call: Call) -> str:
     (x,) = call.args
     t = call.operand_types[0]
@@ -356,6 +365,9 @@ KERNELS: dict[type[PcgOp], Callable[[Call], str]] = {
     pcg.AddOp: _binary("+"),
     pcg.SubOp: _binary("-"),
     pcg.MulOp: _binary("*"),
+    pcg.GatedActivationOp: lambda c: (
+        f'rt.kernels.gated_activation({c.args[0]}, {c.args[1]}, "{c.attrs["act"]}")'
+    ),
     pcg.DivOp: _binary("/"),
     pcg.CompareTensorsOp: lambda c: f"torch.{c.attrs['kind']}({c.args[0]}, {c.args[1]})",
     pcg.LinearOp: _linear,
@@ -368,6 +380,7 @@ KERNELS: dict[type[PcgOp], Callable[[Call], str]] = {
         f"eps={c.attrs['eps']!r})"
     ),
     pcg.LayerNormOp: _layer_norm,
+    pcg.RmsNormOp: _rms_norm,
     pcg.SoftmaxOp: lambda c: f"torch.softmax({c.args[0]}, dim={c.attrs['dim']})",
     pcg.ConcatOp: lambda c: f"torch.cat([{', '.join(a or 'None' for a in c.args)}], dim={c.attrs['dim']})",
     pcg.SplitOp: lambda c: f"torch.split({c.args[0]}, {list(c.attrs['sizes'])}, dim={c.attrs['dim']})",

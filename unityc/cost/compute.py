@@ -34,6 +34,8 @@ Forward FLOPs (n = elements of the result piece unless said otherwise):
 | binary element-wise | n |
 | softmax | 5·n (max, subtract, exp, sum, divide) |
 | layer_norm, batch_norm | 5·n, + n each for weight and bias |
+| rms_norm | 4·n (square, sum, scale by rstd; rsqrt per row), + n for the weight |
+| gated_activation | act's `UNARY_FLOPS` (silu: sigmoid's + 1) + 1, ·n |
 | reduce | elements of the input, + n for a mean |
 | embedding | 0 (a gather: bytes only) |
 | embedding_bag | L·B·D (+ B·D for a mean) |
@@ -182,6 +184,23 @@ CONTEXT_DEGREE = "context_degree"
 K/V blocks (the context degree) each task attends, its own and those the exchange brings."""
 
 
+def _rms_norm(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
+    x, w = ops
+    return 4 * _n(x) + (_n(x) if w is not None else 0)
+
+
+GATED_FLOPS = {
+    "silu": UNARY_FLOPS["pcg.sigmoid"] + 1,
+    "gelu": UNARY_FLOPS["pcg.gelu"],
+    "gelu_tanh": UNARY_FLOPS["pcg.gelu"],
+}
+"""FLOPs per element of each activation of `pcg.gated_activation` (SiLU is x · sigmoid(x))."""
+
+
+def _gated(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
+    return (GATED_FLOPS[attrs["act"]] + 1) * _n(res[0])
+
+
 def _attention_parts(attrs: Mapping[str, Any], ops: Operands) -> tuple[int, int, int, int, int, int]:
     """(B, Sq, Sk, E, Eh, local heads) of one attention task."""
     q, k, _, wq = ops[:4]
@@ -241,6 +260,8 @@ FORWARD_FLOPS: dict[str, Formula] = {
     "pcg.pool2d": _pool2d,
     "pcg.batch_norm": _norm,
     "pcg.layer_norm": _norm,
+    "pcg.rms_norm": _rms_norm,
+    "pcg.gated_activation": _gated,
     "pcg.softmax": lambda attrs, ops, res: 5 * _n(res[0]),
     "pcg.reduce": _reduce,
     "pcg.embedding_bag": _embedding_bag,
@@ -254,6 +275,8 @@ FORWARD_FLOPS: dict[str, Formula] = {
 KERNELS: dict[str, tuple[float, float]] = {
     "pcg.attention": (13, 12),
     "pcg.dropout": (10, 2),
+    "pcg.rms_norm": (1, 9),
+    "pcg.gated_activation": (2, 4),
 }
 """Fixed costs (kernel latencies) of a forward and a backward pass of ops the runtime runs as
 many framework ops (other ops: 1 each), measured in generated programs on a CPU core at tiny
@@ -261,7 +284,10 @@ sizes, where a step is all fixed cost (`benchmarks/fixed_costs.py`: BERT without
 against MLP and DLRM, with dropout against without): attention is ~12 torch ops forward
 (projections, head reshapes, scores, softmax, context, output) and ~28 backward, plus ~30 views
 each way; dropout is the mask's hash (18 torch ops) and the multiply. An attention with dropout
-on its probabilities adds the dropout's."""
+on its probabilities adds the dropout's. RMS norm and the gated activation are counted from their
+runtime kernels (`runtime.kernels.rms_norm`: one fused kernel forward, nine element-wise ops
+backward; `gated_activation`: act and multiply forward, two multiplies, the act's backward and
+the act again backward), not measured."""
 
 
 RECOMPUTE_KERNELS = (2.0, 4.0)

@@ -14,7 +14,8 @@ reverse, see `peaks.peaks`):
   (matmuls, norms, most ops), its result (relu, sigmoid, tanh, exp, sqrt, softmax: their
   derivative is a function of the result), or nothing (add, reshape, parallel ops, ...), counted
   on the devices holding their pieces, once per micro-batch; attention also keeps its internal
-  q, k, v projections, attention probabilities and context;
+  q, k, v projections, attention probabilities and context, and the norms their per-row fp32
+  statistics (`NORM_STATS`: rms_norm its rstd, layer_norm its mean and rstd);
 * communication buffers: the largest single collective buffer the device takes part in;
 * transient bytes at one moment: in backward, the gradients of the op's results and operands
   on the device (activation gradients), the region's recomputed activations (`recompute`), the
@@ -189,6 +190,18 @@ def context_attention_saved_bytes(
     q, k, v projections, the merged output (in float32) and its log-sum-exp, no probabilities:
     1/C of the sequence's activations and no S² term."""
     return batch * rows * (eh + 2 * ekv) * element_bytes + batch * rows * (eh + heads) * 4
+
+
+NORM_STATS = {"pcg.rms_norm": 1, "pcg.layer_norm": 2}
+"""Per-row fp32 statistics the backward of a norm keeps besides its input (measured with a
+saved-tensor hook, `tests/runtime/test_norm_kernels.py`): `runtime.kernels.rms_norm` keeps rstd,
+`F.layer_norm` its mean and rstd."""
+
+
+def norm_stats_bytes(kind: str, dims: int, shape: tuple[int, ...]) -> int:
+    """The statistics (`NORM_STATS`) one task of norm `kind` over the last `dims` dims of an
+    input piece of `shape` keeps for backward."""
+    return NORM_STATS[kind] * 4 * math.prod(shape[: len(shape) - dims])
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,11 @@ from unityc.cost.compute import (
     recompute_overhead,
 )
 from unityc.cost.memory import (
+    NORM_STATS,
     attention_saved_bytes,
     autocast_copy_bytes,
     context_attention_saved_bytes,
+    norm_stats_bytes,
     probability_bytes,
     saves,
 )
@@ -91,7 +93,7 @@ class StepBuilder:
         self.gets_grad: set[Ref] = set()
         self.memory: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self.internal: dict[int, dict[int, float]] = {}
-        """Attention's internal saved tensors per device, by node id."""
+        """Internal saved tensors per device (attention's, norm statistics, autocast copies), by node id."""
         self.weights: dict[int, WeightParts] = {}
         """The parts of each weight (ZeRO gathers, gradients per device), by node id."""
         self.transfers = 0
@@ -229,6 +231,12 @@ class StepBuilder:
         extra = 0.0
         if backward and node.op == "pcg.attention":
             extra = self.attention_memory(nid, attrs, types, node.types[0], parts.tasks, m)
+        if backward and node.op in NORM_STATS:
+            x = piece(types[0])
+            assert x is not None
+            extra = self.internal_memory(
+                nid, norm_stats_bytes(node.op, attrs["dims"], x.shape), parts.tasks, m
+            )
         if backward:
             extra += self.autocast_copies(nid, node, types, parts.tasks)
             extra += self.dropout_mask(nid, node, attrs, parts.tasks, m)
@@ -289,7 +297,12 @@ class StepBuilder:
     ) -> float:  # fmt: skip
         """Attention's internal saved tensors, added to its devices (to its backward's transient
         bytes if it is recomputed); returns the total kept from forward."""
-        per_task = attention_task_bytes(attrs, types, result)
+        return self.internal_memory(nid, attention_task_bytes(attrs, types, result), tasks, m)
+
+    def internal_memory(self, nid: int, per_task: float, tasks: Mapping[int, int], m: int) -> float:
+        """Tensors op `nid` keeps for its backward besides its operands and results, `per_task`
+        bytes a task (attention's internals, a norm's statistics), added to its devices (to its
+        backward's transient bytes if it is recomputed); returns the total kept from forward."""
         self.internal[nid] = {device: float(per_task * count * m) for device, count in tasks.items()}
         if self.graph.nodes[nid].recompute:
             return 0.0

@@ -438,7 +438,7 @@ def _check_mixing(
         and attrs["dim"] % max(first.rank, 1) == 0
     ):
         raise _refuse(i, "it works along dim 0, the batch")
-    if cls is pcg.LayerNormOp and attrs["dims"] >= first.rank:
+    if cls in (pcg.LayerNormOp, pcg.RmsNormOp) and attrs["dims"] >= first.rank:
         raise _refuse(i, "it normalizes over dim 0, the batch")
     if cls is pcg.ReduceOp and _reduces_batch(attrs, first) and attrs["kind"] != "mean":
         raise _refuse(i, "it sums over dim 0, the batch (only a mean averages over micro-batches)")

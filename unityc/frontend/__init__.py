@@ -2,7 +2,8 @@
 
 Route: build the model with parameters on the meta device -> torch.export ->
 run_decompositions keeping coarse ops whole -> FX walk (`importer.py`, lowerings in `aten.py`)
--> cleanup (`canonicalize`) and `fuse-attention`, which makes multi-head attention one op.
+-> cleanup (`canonicalize`), `fuse-attention`, which makes multi-head attention one op, and
+`fuse-norms` (RMS norms and gated activations, one op each).
 """
 
 from __future__ import annotations
@@ -88,12 +89,15 @@ def check_index_inputs(module: ModuleOp, inputs: Mapping[str, torch.Tensor]) -> 
 
 
 def simplify_graph(module: ModuleOp) -> None:
-    """Folds the shape plumbing export leaves behind, then fuses attention."""
+    """Folds the shape plumbing export leaves behind, then fuses attention, then RMS norms and
+    gated activations."""
     from xdsl.transforms.canonicalize import CanonicalizePass
 
     from unityc.passes.fuse_attention import FuseAttentionPass
+    from unityc.passes.fuse_norms import FuseNormsPass
 
     ctx = Context()
     CanonicalizePass().apply(ctx, module)
     FuseAttentionPass().apply(ctx, module)
+    FuseNormsPass().apply(ctx, module)
     CanonicalizePass().apply(ctx, module)

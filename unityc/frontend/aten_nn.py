@@ -165,6 +165,16 @@ def _layer_norm(
     return out
 
 
+@lowering(aten.rms_norm.default)
+def _rms_norm(
+    im: FxImporter, node: fx.Node, x: Value, shape: list[int], w: Value = None, eps: float | None = None
+) -> Value:
+    """F.rms_norm, nn.RMSNorm (eps None: the input type's machine epsilon, as torch's)."""
+    if eps is None:
+        eps = torch.finfo(node.meta["val"].dtype).eps
+    return im.op(pcg.RmsNormOp, [im.tensor(x), _optional(im, w)], dims=len(shape), eps=float(eps))
+
+
 @lowering(aten._softmax.default)
 def _softmax(im: FxImporter, node: fx.Node, x: Value, dim: int, half_to_float: bool = False) -> Value:
     return im.op(pcg.SoftmaxOp, [im.tensor(x)], dim=dim)

@@ -20,6 +20,7 @@ KEEP_WHOLE = (
     aten.linear.default,
     aten.layer_norm.default,
     aten.native_layer_norm.default,
+    aten.rms_norm.default,
     aten.scaled_dot_product_attention.default,
     aten.nll_loss_forward.default,
     aten.mse_loss.default,

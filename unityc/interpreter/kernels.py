@@ -217,6 +217,26 @@ def _cross_entropy(task: Task, logits: torch.Tensor, target: torch.Tensor) -> to
     return total / (assemble(values, "target") != ignore).sum().to(total.dtype)
 
 
+def _rms_norm(task: Task, x: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:
+    """The definition (HF's formulas): statistics in fp32 (float64 for a float64 x)."""
+    a = task.attrs
+    wide = x.to(torch.promote_types(x.dtype, torch.float32))
+    dims = tuple(range(x.dim() - a["dims"], x.dim()))
+    n = wide * torch.rsqrt(wide.pow(2).mean(dim=dims, keepdim=True) + a["eps"])
+    if w is None:
+        return n.to(x.dtype)
+    if a.get("weight_after_cast"):
+        return ((w + (a.get("offset") or 0.0)) * n.to(x.dtype)).to(x.dtype)
+    return (n * (w.to(wide.dtype) + (a.get("offset") or 0.0))).to(x.dtype)
+
+
+def _gated(task: Task, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    act = task.attrs["act"]
+    if act == "silu":
+        return gate * torch.sigmoid(gate) * up
+    return F.gelu(gate, approximate="tanh" if act == "gelu_tanh" else "none") * up
+
+
 def _mse(task: Task, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     total = ((x - target) ** 2).sum()
     return total / math.prod(task.operand_type(0).shape) if task.attrs["reduction"] == "mean" else total
@@ -252,6 +272,7 @@ KERNELS: dict[type, Kernel] = {
     pcg.AddOp: lambda t, a, b: a + b,
     pcg.SubOp: lambda t, a, b: a - b,
     pcg.MulOp: lambda t, a, b: a * b,
+    pcg.GatedActivationOp: _gated,
     pcg.DivOp: lambda t, a, b: a / b,
     pcg.CompareTensorsOp: lambda t, a, b: getattr(torch, t.attrs["kind"])(a, b),  # torch.le, torch.eq, ...
     pcg.LinearOp: lambda t, x, w, b: F.linear(x, w, _bias(t, b)),
@@ -261,6 +282,7 @@ KERNELS: dict[type, Kernel] = {
     pcg.Pool2dOp: _pool2d,
     pcg.BatchNormOp: lambda t, x, w, b: F.batch_norm(x, None, None, w, b, training=True, eps=t.attrs["eps"]),
     pcg.LayerNormOp: lambda t, x, w, b: F.layer_norm(x, x.shape[-t.attrs["dims"] :], w, b, t.attrs["eps"]),
+    pcg.RmsNormOp: _rms_norm,
     pcg.SoftmaxOp: lambda t, x: torch.softmax(x, dim=t.attrs["dim"]),
     pcg.ConcatOp: lambda t, *xs: torch.cat(xs, dim=t.attrs["dim"]),
     pcg.SplitOp: _split,

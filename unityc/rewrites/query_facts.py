@@ -17,7 +17,8 @@ from unityc.dialects import pcg
 from unityc.graph import op_class
 from unityc.rewrites.z3_encoding import FuncKey, Symbols, sort_named
 
-SHAPE_KEEPING = {"pcg.softmax", "pcg.layer_norm", "pcg.batch_norm", "parallel.sum_concat"}
+SHAPE_KEEPING = {"pcg.softmax", "pcg.layer_norm", "pcg.rms_norm", "pcg.gated_activation", "pcg.batch_norm"}
+SHAPE_KEEPING.add("parallel.sum_concat")
 SHAPE_KEEPING |= {
     f"parallel.{n}"
     for n in ("partition", "combine", "replicate", "reduce", "all_reduce", "reduce_scatter", "all_gather")

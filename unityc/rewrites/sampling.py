@@ -55,6 +55,7 @@ SLOT_RANKS: dict[tuple[str, str], tuple[int, ...]] = {
     ("pcg.batch_norm", "bias"): (1,),
     ("pcg.layer_norm", "weight"): (1,),
     ("pcg.layer_norm", "bias"): (1,),
+    ("pcg.rms_norm", "weight"): (1,),
     ("pcg.embedding", "indices"): (1, 2),
     ("pcg.embedding", "weight"): (2,),
     ("pcg.embedding_bag", "indices"): (2,),
@@ -85,6 +86,7 @@ STRING_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("pcg.compare", "kind"): pcg.COMPARISONS,
     ("pcg.compare_tensors", "kind"): pcg.COMPARISONS,
     ("pcg.attention", "context"): pcg.AttentionOp.CONTEXT_EXCHANGES,
+    ("pcg.gated_activation", "act"): pcg.GATED_ACTIVATIONS,
 }
 # Parallel ops whose operand must hold partial sums, or shards on the dim property named here,
 # divisible by their degree: their operands are sampled so that they do.

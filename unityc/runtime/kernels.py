@@ -260,3 +260,104 @@ def _filled(x: torch.Tensor, dim: int, rows: int, fill: float) -> torch.Tensor:
     shape = list(x.shape)
     shape[dim] = rows
     return torch.full(shape, fill, dtype=x.dtype, device=x.device)
+
+
+def _wide(dtype: torch.dtype) -> torch.dtype:
+    """The type a norm's statistics are computed in: fp32, or float64 for a float64 input."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+class _RmsNorm(torch.autograd.Function):
+    """RMS norm as one kernel would run it: forward by torch's fused `aten._fused_rms_norm`
+    (what `F.rms_norm` runs on CUDA), backward in closed form from x and the per-row rstd,
+    the only tensors kept (`F.rms_norm`'s CPU path also keeps an fp32 copy of x and the
+    normalized x)."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any, x: torch.Tensor, weight: torch.Tensor | None, dims: int, eps: float, offset: float,
+        after_cast: bool,
+    ) -> torch.Tensor:  # fmt: skip
+        shape, wide = list(x.shape[-dims:]), _wide(x.dtype)
+        if weight is None:
+            y, rstd = torch.ops.aten._fused_rms_norm(x, shape, None, eps)
+        elif not after_cast and weight.dtype == x.dtype == wide:
+            y, rstd = torch.ops.aten._fused_rms_norm(x, shape, weight + offset if offset else weight, eps)
+        elif after_cast:  # n cast to x's type first (HF Llama), then the weight
+            y, rstd = torch.ops.aten._fused_rms_norm(x, shape, None, eps)
+            y = (y * (weight + offset if offset else weight)).to(x.dtype)
+        else:  # weight and normalization in fp32, one rounding to x's type (F.rms_norm, Gemma)
+            _, rstd = torch.ops.aten._fused_rms_norm(x, shape, None, eps)
+            y = (x.to(wide) * rstd * (weight.to(wide) + offset)).to(x.dtype)  # as Gemma's `1 + w.float()`
+        ctx.save_for_backward(x, rstd, weight)
+        ctx.args = (dims, offset, after_cast)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+        x, rstd, weight = ctx.saved_tensors
+        dims, offset, after_cast = ctx.args
+        wide = _wide(x.dtype)
+        reduce_dims = tuple(range(x.dim() - dims, x.dim()))
+        n = x.to(wide) * rstd
+        g = dy.to(wide)
+        dw = None
+        if weight is not None:
+            scale = weight.to(wide) + offset
+            rows = tuple(range(x.dim() - dims))
+            normed = n.to(x.dtype).to(wide) if after_cast else n
+            dw = (g * normed).sum(dim=rows).to(weight.dtype) if ctx.needs_input_grad[1] else None
+            g = g * scale
+        dx = rstd * (g - n * (g * n).mean(dim=reduce_dims, keepdim=True))
+        return dx.to(x.dtype), dw, None, None, None, None
+
+
+def rms_norm(
+    x: torch.Tensor, weight: torch.Tensor | None, dims: int, eps: float, offset: float = 0.0,
+    after_cast: bool = False,
+) -> torch.Tensor:  # fmt: skip
+    """`pcg.rms_norm` on a piece: RMS norm over the last `dims` dims (see the op), keeping only x
+    and the per-row rstd (fp32) for backward."""
+    return _RmsNorm.apply(x, weight, dims, eps, offset, after_cast)  # type: ignore[no-any-return]
+
+
+def rms_norm_saved_bytes(rows: int) -> int:
+    """What `rms_norm` keeps besides its input x (and weight): the per-row rstd, fp32."""
+    return 4 * rows
+
+
+def _activation(act: str, x: torch.Tensor) -> torch.Tensor:
+    if act == "silu":
+        return F.silu(x)
+    return F.gelu(x, approximate="tanh" if act == "gelu_tanh" else "none")
+
+
+class _Gated(torch.autograd.Function):
+    """act(gate) * up keeping only gate and up: act(gate) is recomputed in backward (one
+    element-wise pass) instead of being kept, as torch.compile's min-cut partitioner does."""
+
+    @staticmethod
+    def forward(ctx: Any, gate: torch.Tensor, up: torch.Tensor, act: str) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(gate, up)
+        ctx.act = act
+        return _activation(act, gate) * up
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+        gate, up = ctx.saved_tensors
+        d_gate = d_up = None
+        if ctx.needs_input_grad[0]:
+            d_act = dy * up
+            if ctx.act == "silu":
+                d_gate = torch.ops.aten.silu_backward(d_act, gate)
+            else:
+                approximate = "tanh" if ctx.act == "gelu_tanh" else "none"
+                d_gate = torch.ops.aten.gelu_backward(d_act, gate, approximate=approximate)
+        if ctx.needs_input_grad[1]:
+            d_up = dy * _activation(ctx.act, gate)
+        return d_gate, d_up, None
+
+
+def gated_activation(gate: torch.Tensor, up: torch.Tensor, act: str) -> torch.Tensor:
+    """`pcg.gated_activation` on a piece: act(gate) * up, keeping only gate and up."""
+    return _Gated.apply(gate, up, act)  # type: ignore[no-any-return]

@@ -36,6 +36,7 @@ from unityc.passes.estimate import EstimatePass
 from unityc.passes.fold_scalar_mul import FoldScalarMulPass
 from unityc.passes.fuse_attention import FuseAttentionPass
 from unityc.passes.fuse_collectives import FuseCollectivesPass
+from unityc.passes.fuse_norms import FuseNormsPass
 from unityc.passes.pad_images import PadImagesPass
 from unityc.tools.search_cli import add_search_arguments, search_passes, search_pipeline, search_targets
 
@@ -44,6 +45,7 @@ def unityc_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "fuse-collectives": lambda: FuseCollectivesPass,
         "fuse-attention": lambda: FuseAttentionPass,
+        "fuse-norms": lambda: FuseNormsPass,
         "estimate": lambda: EstimatePass,
         "apply-rules": lambda: ApplyRulesPass,
         "fold-scalar-mul": lambda: FoldScalarMulPass,

@@ -104,6 +104,19 @@
 // NORMS-NEXT: %mse_loss = pcg.mse_loss %layer_norm_1, %target
 // NORMS-NEXT: func.return %mse_loss, %layer_norm_1 : !pcg.tensor<f32>, !pcg.tensor<2x4x5x6xf32>
 
+// RMS norm: nn.RMSNorm and F.rms_norm (aten.rms_norm; eps None is the dtype's
+// epsilon) and HF Llama's RMSNorm written out in element-wise ops (fuse-norms)
+// are one pcg.rms_norm each; act(gate) * up (SwiGLU's silu, GeGLU's gelu) one
+// pcg.gated_activation. No decomposed op is left.
+// RUN: unityc-import %S/Inputs/ops.py:rms_norms | filecheck %s --check-prefix=RMS
+// RMS:      %rms_norm = pcg.rms_norm %x weight %rms_weight dims 1 eps 1.0e-06 : !pcg.tensor<2x4x5x6xf32>, !pcg.tensor<6xf32> -> !pcg.tensor<2x4x5x6xf32>
+// RMS-NEXT: %rms_norm_1 = pcg.rms_norm %rms_norm dims 2 eps 1.1920928955078125e-07 : !pcg.tensor<2x4x5x6xf32> -> !pcg.tensor<2x4x5x6xf32>
+// RMS-NEXT: %rms_norm_2 = pcg.rms_norm %rms_norm_1 weight %weight dims 1 eps 1.0e-05 : !pcg.tensor<2x4x5x6xf32>, !pcg.tensor<6xf32> -> !pcg.tensor<2x4x5x6xf32>
+// RMS-NEXT: %linear = pcg.linear %rms_norm_2, %gate_weight
+// RMS-NEXT: %gated = pcg.gated_activation %linear, %rms_norm_2 act "silu" : !pcg.tensor<2x4x5x6xf32>, !pcg.tensor<2x4x5x6xf32> -> !pcg.tensor<2x4x5x6xf32>
+// RMS-NEXT: %gated_1 = pcg.gated_activation %gated, %x act "gelu_tanh"
+// RMS-NEXT: %mse_loss = pcg.mse_loss %gated_1, %target
+
 //===----------------------------------------------------------------------===//
 // Softmax and losses. F.cross_entropy, and F.log_softmax over the classes fed
 // to F.nll_loss, are both pcg.cross_entropy on the logits (no log_softmax op is

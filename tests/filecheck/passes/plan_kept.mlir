@@ -8,6 +8,7 @@
 // RUN: unityc-opt %S/Inputs/staged_plan.mlir -p fold-scalar-mul | filecheck %s --check-prefixes=FOLD,ALL
 // RUN: unityc-opt %S/Inputs/staged_plan.mlir -p apply-rules | filecheck %s --check-prefixes=RULES,ALL
 // RUN: unityc-opt %S/Inputs/staged_plan.mlir -p fuse-attention | filecheck %s --check-prefixes=ALL
+// RUN: unityc-opt %S/Inputs/staged_plan.mlir -p fuse-norms | filecheck %s --check-prefixes=ALL
 // RUN: unityc-opt %S/Inputs/staged_plan.mlir -p 'fuse-collectives,canonicalize,fold-scalar-mul,estimate{machine="cpu:4"}' 2>&1 >/dev/null | filecheck %s --check-prefix=EST
 // RUN: unityc-opt %S/Inputs/staged_plan.mlir -p 'apply-rules,estimate{machine="cpu:4"}' 2>&1 >/dev/null | filecheck %s --check-prefix=EST
 

@@ -31,6 +31,7 @@ from unityc.dialects.pcg.contraction import (
 )
 from unityc.dialects.pcg.elementwise import (
     COMPARISONS,
+    GATED_ACTIVATIONS,
     AddOp,
     BinaryOp,
     CastOp,
@@ -40,6 +41,7 @@ from unityc.dialects.pcg.elementwise import (
     DivOp,
     DropoutOp,
     ExpOp,
+    GatedActivationOp,
     GeluOp,
     IdentityOp,
     Log1pOp,
@@ -68,6 +70,7 @@ from unityc.dialects.pcg.normalization import (
     BatchNormOp,
     CumsumOp,
     LayerNormOp,
+    RmsNormOp,
     SoftmaxOp,
 )
 from unityc.dialects.pcg.shape import (
@@ -113,6 +116,7 @@ ALL_OPS: list[type[PcgOp]] = [
     MulOp,
     DivOp,
     CompareTensorsOp,
+    GatedActivationOp,
     LinearOp,
     MatmulOp,
     BatchMatmulOp,
@@ -120,6 +124,7 @@ ALL_OPS: list[type[PcgOp]] = [
     Pool2dOp,
     BatchNormOp,
     LayerNormOp,
+    RmsNormOp,
     SoftmaxOp,
     CumsumOp,
     ConcatOp,
@@ -140,6 +145,7 @@ PCG = Dialect("pcg", ALL_OPS, [TensorType, MachineViewAttr])
 __all__ = [
     "ALL_OPS",
     "COMPARISONS",
+    "GATED_ACTIVATIONS",
     "PCG",
     "AddOp",
     "AttentionOp",
@@ -160,6 +166,7 @@ __all__ = [
     "EmbeddingBagOp",
     "EmbeddingOp",
     "ExpOp",
+    "GatedActivationOp",
     "GatherOp",
     "GeluOp",
     "IdentityOp",
@@ -177,6 +184,7 @@ __all__ = [
     "ReduceOp",
     "ReluOp",
     "ReshapeOp",
+    "RmsNormOp",
     "ScalarAddOp",
     "ScalarMulOp",
     "SigmoidOp",

@@ -1,5 +1,5 @@
 """Element-wise `pcg` ops: unary functions (linear ones accept partial sums), comparisons,
-dropout, casts, and broadcasting binary arithmetic."""
+dropout, casts, broadcasting binary arithmetic, and gated activations."""
 
 from __future__ import annotations
 
@@ -256,3 +256,37 @@ class CompareTensorsOp(BinaryOp):
         if attrs["kind"] not in COMPARISONS:
             raise op_error(cls, f"kind must be one of {', '.join(COMPARISONS)}, got '{attrs['kind']}'")
         return i1
+
+
+GATED_ACTIVATIONS = ("silu", "gelu", "gelu_tanh")
+"""The activations of `pcg.gated_activation`: SwiGLU's SiLU, GeGLU's exact and tanh GELU."""
+
+
+@op_definition
+class GatedActivationOp(PcgOp):
+    """act(gate) * up element by element, `act` one of `GATED_ACTIVATIONS`: the gated MLP of
+    Llama, Qwen2, Mistral (SwiGLU) and Gemma (GeGLU) as one op. The backward keeps only `gate`
+    and `up` and recomputes act(gate) (the program's kernel, `runtime.kernels.gated_activation`).
+    Both operands have one shape and element type; every dim shards alike; not linear in
+    `gate`, so partial sums must be reduced first."""
+
+    name = "pcg.gated_activation"
+    gate = operand_def(TensorType)
+    up = operand_def(TensorType)
+    output = result_def(TensorType)
+    PROPS = (("act", Kind.STR, False),)
+
+    @classmethod
+    def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
+        gate, up = operands
+        if attrs["act"] not in GATED_ACTIVATIONS:
+            raise op_error(cls, f"act must be one of {', '.join(GATED_ACTIVATIONS)}, got '{attrs['act']}'")
+        if gate.shape != up.shape:
+            raise op_error(cls, f"gate shape {list(gate.shape)} differs from up shape {list(up.shape)}")
+        if gate.element_type != up.element_type:
+            raise op_error(cls, f"operand element types differ: {gate.element_type} vs {up.element_type}")
+        dtype = float_dtype(cls, gate)
+        b = form_builder(cls, ["gate", "up"], operands)
+        shard = [[b.shared_dim(f"d{i}", [(0, i), (1, i)])] for i in range(gate.rank)]
+        form = b.build([(shard, [])])
+        return form, [result_type(form, 0, gate.shape, dtype)]

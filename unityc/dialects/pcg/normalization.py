@@ -1,4 +1,4 @@
-"""Normalization and softmax in the `pcg` dialect: batch norm, layer norm, softmax, cumsum."""
+"""Normalization and softmax in the `pcg` dialect: batch norm, layer norm, RMS norm, softmax, cumsum."""
 
 from __future__ import annotations
 
@@ -94,6 +94,58 @@ class LayerNormOp(PcgOp):
         shard = same_dims(b, 0, x.rank, skip=normalized)
         form = b.build([(shard, [])])
         return form, [result_type(form, 0, x.shape, float_dtype(cls, x))]
+
+
+@op_definition
+class RmsNormOp(PcgOp):
+    """RMS norm over the last `dims` dimensions (Zhang & Sennrich 2019; Llama, Qwen2, Mistral,
+    Gemma, T5), computed in fp32 whatever the input's element type:
+
+        n = f32(x) * rsqrt(mean(f32(x)^2 over the last `dims` dims) + eps)
+        y = n * (weight + offset)                        cast to x's element type (F.rms_norm)
+        y = (n cast to x's element type) * (weight + offset)   with `weight_after_cast` (HF Llama)
+
+    `offset` (default 0) is Gemma's `1 + weight`. The weight, if any, has the normalized shape
+    and x's element type; the two orders differ only in rounding when x is narrower than fp32.
+    Every dim but the normalized ones shards; the backward keeps x and the per-row rstd.
+    """
+
+    name = "pcg.rms_norm"
+    AUTOCAST = "input"
+    input = operand_def(TensorType)
+    weight = opt_operand_def(TensorType)
+    output = result_def(TensorType)
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    PROPS = (
+        ("dims", Kind.INT, False),
+        ("eps", Kind.FLOAT, False),
+        ("offset", Kind.FLOAT, True),
+        ("weight_after_cast", Kind.FLAG, True),
+    )
+
+    @classmethod
+    def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
+        x, w = operands
+        n = attrs["dims"]
+        check_eps(cls, attrs["eps"])
+        offset = attrs.get("offset")
+        if offset is not None and not math.isfinite(offset):
+            raise op_error(cls, f"offset must be a finite number, got {offset}")
+        if not 1 <= n <= x.rank:
+            raise op_error(cls, f"cannot normalize {n} dims of a rank-{x.rank} tensor")
+        dtype = float_dtype(cls, x)
+        if w is None and (offset is not None or attrs.get("weight_after_cast")):
+            raise op_error(cls, "offset and weight_after_cast need a weight")
+        if w is not None and w.shape != x.shape[-n:]:
+            raise op_error(cls, f"weight shape {list(w.shape)} should be {list(x.shape[-n:])}")
+        if w is not None and w.element_type != dtype:
+            raise op_error(cls, f"weight element type {w.element_type} differs from the input's {dtype}")
+        b = form_builder(cls, ["input", "weight"], operands)
+        normalized = range(x.rank - n, x.rank)
+        for d in normalized:
+            b.forbid(0, d, "it is normalized over")
+        form = b.build([(same_dims(b, 0, x.rank, skip=normalized), [])])
+        return form, [result_type(form, 0, x.shape, dtype)]
 
 
 @op_definition

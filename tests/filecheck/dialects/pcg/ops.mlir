@@ -338,6 +338,27 @@
 %ln_b2 = pcg.layer_norm %xb weight %ln_w_c bias %ln_b_c dims 1 eps 1.0e-05 : !pcg.tensor<8x16xf32, shard [2, 1]>, !pcg.tensor<16xf32, copy 2>, !pcg.tensor<16xf32, copy 2> -> !pcg.tensor<8x16xf32, shard [2, 1]>
 // CHECK-NEXT:   %ln_b2 = pcg.layer_norm %xb weight %ln_w_c bias %ln_b_c dims 1 eps 1.0e-05 : !pcg.tensor<8x16xf32, shard [2, 1]>, !pcg.tensor<16xf32, copy 2>, !pcg.tensor<16xf32, copy 2> -> !pcg.tensor<8x16xf32, shard [2, 1]>
 
+// rms_norm: every dim but the normalized ones shards (Llama's, Gemma's `1 + weight` as
+// `offset 1.0`, HF Llama's order `weight_after_cast`).
+%rms_w = pcg.weight key "rms.weight" : !pcg.tensor<16xf32>
+// CHECK-NEXT:   %rms_w = pcg.weight key "rms.weight" : !pcg.tensor<16xf32>
+%rms = pcg.rms_norm %x weight %rms_w dims 1 eps 1.0e-06 weight_after_cast : !pcg.tensor<8x16xf32>, !pcg.tensor<16xf32> -> !pcg.tensor<8x16xf32>
+// CHECK-NEXT:   %rms = pcg.rms_norm %x weight %rms_w dims 1 eps 1.0e-06 weight_after_cast : !pcg.tensor<8x16xf32>, !pcg.tensor<16xf32> -> !pcg.tensor<8x16xf32>
+// GENERIC: %rms = "pcg.rms_norm"(%x, %rms_w) <{dims = 1 : i64, eps = 1.000000e-06 : f64, weight_after_cast, operandSegmentSizes = array<i32: 1, 1>}> : (!pcg.tensor<8x16xf32>, !pcg.tensor<16xf32>) -> !pcg.tensor<8x16xf32>
+%rms_plain = pcg.rms_norm %x3 dims 2 eps 1.0e-05 : !pcg.tensor<2x8x16xf32> -> !pcg.tensor<2x8x16xf32>
+// CHECK-NEXT:   %rms_plain = pcg.rms_norm %x3 dims 2 eps 1.0e-05 : !pcg.tensor<2x8x16xf32> -> !pcg.tensor<2x8x16xf32>
+%rms_w_c = pcg.weight key "rms.weight" : !pcg.tensor<16xf32, copy 2>
+// CHECK-NEXT:   %rms_w_c = pcg.weight key "rms.weight" : !pcg.tensor<16xf32, copy 2>
+%rms_b = pcg.rms_norm %xb weight %rms_w_c dims 1 eps 1.0e-06 offset 1.0 : !pcg.tensor<8x16xf32, shard [2, 1]>, !pcg.tensor<16xf32, copy 2> -> !pcg.tensor<8x16xf32, shard [2, 1]>
+// CHECK-NEXT:   %rms_b = pcg.rms_norm %xb weight %rms_w_c dims 1 eps 1.0e-06 offset 1.0 : !pcg.tensor<8x16xf32, shard [2, 1]>, !pcg.tensor<16xf32, copy 2> -> !pcg.tensor<8x16xf32, shard [2, 1]>
+
+// gated_activation: act(gate) * up (SwiGLU, GeGLU); both operands shard alike on every dim.
+%glu = pcg.gated_activation %x, %x act "silu" : !pcg.tensor<8x16xf32>, !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
+// CHECK-NEXT:   %glu = pcg.gated_activation %x, %x act "silu" : !pcg.tensor<8x16xf32>, !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
+// GENERIC: %glu = "pcg.gated_activation"(%x, %x) <{act = "silu"}> : (!pcg.tensor<8x16xf32>, !pcg.tensor<8x16xf32>) -> !pcg.tensor<8x16xf32>
+%glu_b = pcg.gated_activation %xb, %xb act "gelu_tanh" : !pcg.tensor<8x16xf32, shard [2, 1]>, !pcg.tensor<8x16xf32, shard [2, 1]> -> !pcg.tensor<8x16xf32, shard [2, 1]>
+// CHECK-NEXT:   %glu_b = pcg.gated_activation %xb, %xb act "gelu_tanh" : !pcg.tensor<8x16xf32, shard [2, 1]>, !pcg.tensor<8x16xf32, shard [2, 1]> -> !pcg.tensor<8x16xf32, shard [2, 1]>
+
 // gather: fixed indices along an unsharded dim (DLRM's interaction pairs); other dims shard.
 %gather = pcg.gather %x dim 1 indices [3, 0, 3] : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x3xf32>
 // CHECK-NEXT:   %gather = pcg.gather %x dim 1 indices [3, 0, 3] : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x3xf32>

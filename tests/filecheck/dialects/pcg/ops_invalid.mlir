@@ -741,3 +741,21 @@ func.func @use_before_def() -> !pcg.tensor<8x16xf32> {
 %x = pcg.input key "x" : !pcg.tensor<1x3x1x1xf32>
 %b = pcg.batch_norm %x eps 1.0e-05 : !pcg.tensor<1x3x1x1xf32> -> !pcg.tensor<1x3x1x1xf32>
 // CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.batch_norm: training statistics need more than 1 value per channel, got 1
+
+// -----
+
+%x = pcg.input key "x" : !pcg.tensor<8x16xf32, shard [1, 2]>
+%s = pcg.rms_norm %x dims 1 eps 1.0e-06 : !pcg.tensor<8x16xf32, shard [1, 2]> -> !pcg.tensor<8x16xf32, shard [1, 2]>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.rms_norm: operand 'input' dimension 1 has shard degree 2, but it is normalized over
+
+// -----
+
+%x = pcg.input key "x" : !pcg.tensor<8x16xf32>
+%s = pcg.rms_norm %x dims 1 eps 1.0e-06 offset 1.0 : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.rms_norm: offset and weight_after_cast need a weight
+
+// -----
+
+%x = pcg.input key "x" : !pcg.tensor<8x16xf32>
+%s = pcg.gated_activation %x, %x act "swish" : !pcg.tensor<8x16xf32>, !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.gated_activation: act must be one of silu, gelu, gelu_tanh, got 'swish'

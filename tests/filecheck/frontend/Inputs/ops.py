@@ -150,6 +150,29 @@ def norms():
     return Norms(), (_rand(2, 4, 5, 6), _rand(2, 4, 5, 6))
 
 
+class RmsNorms(_Mse):
+    """nn.RMSNorm, F.rms_norm over 2 dims without weight, HF Llama's RMSNorm written out, and a
+    SwiGLU and a GeGLU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rms = nn.RMSNorm(6, eps=1e-6)
+        self.weight = nn.Parameter(torch.ones(6))
+        self.gate = nn.Linear(6, 6, bias=False)
+
+    def body(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.rms_norm(self.rms(x), [5, 6])
+        hf = h.to(torch.float32)
+        hf = hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + 1e-5)
+        h = self.weight * hf.to(h.dtype)
+        h = F.silu(self.gate(h)) * h
+        return F.gelu(h, approximate="tanh") * x
+
+
+def rms_norms():
+    return RmsNorms(), (_rand(2, 4, 5, 6), _rand(2, 4, 5, 6))
+
+
 # --- elementwise ----------------------------------------------------------------------------
 
 
