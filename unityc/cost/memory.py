@@ -141,10 +141,33 @@ def update_work(optimizer: str, numel: int, element_bytes: int) -> Work:
     return Work(_UPDATE_FLOPS[optimizer] * numel, _UPDATE_PASSES[optimizer] * numel * element_bytes)
 
 
-def attention_saved_bytes(batch: int, sq: int, sk: int, eh: int, heads: int, element_bytes: int) -> int:
-    """What one attention task keeps besides its operands: q, k, v projections, the attention
-    probabilities and the context."""
-    return (batch * (sq + 2 * sk) * eh + batch * heads * sq * sk + batch * sq * eh) * element_bytes
+def attention_saved_bytes(
+    batch: int,
+    sq: int,
+    sk: int,
+    eh: int,
+    heads: int,
+    element_bytes: int,
+    kernel: str = "math",
+    ekv: int | None = None,
+    mask_elements: int = 0,
+) -> int:
+    """What one attention task keeps besides its operands, by kernel (`AttentionOp.kernel`):
+
+    * "math": the q, k, v projections, the attention probabilities (B·H·Sq·Sk) and the context;
+    * "sdpa" (torch's fused CPU kernel, measured with a saved-tensor hook: `tests/cost/
+      test_attention_saved.py`): the q, k, v heads it reads (k and v at the `ekv` key/value
+      width: grouped-query heads are not copied), its output (laid out [B, Sq, H, D] as its
+      query is, so the output projection reads it as a view), the fp32 logsumexp per query and
+      head, and `mask_elements` of a
+      mask it builds or casts (a causal mask combined with another one, or autocast's copy of a
+      float mask); no Sq x Sk tensor otherwise.
+    """
+    if kernel == "math":
+        return (batch * (sq + 2 * sk) * eh + batch * heads * sq * sk + batch * sq * eh) * element_bytes
+    kv = eh if ekv is None else ekv
+    heads_bytes = (2 * batch * sq * eh + 2 * batch * sk * kv + mask_elements) * element_bytes
+    return heads_bytes + batch * heads * sq * 4
 
 
 @dataclass(frozen=True)

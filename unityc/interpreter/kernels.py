@@ -168,7 +168,10 @@ def _attention(
     norms = {"q_norm": q_norm, "k_norm": k_norm, "norm_eps": task.attrs.get("norm_eps") or 0.0}
     norms |= {"scale": task.attrs.get("scale"), "softcap": task.attrs.get("softcap")}
     bo = _bias(task, bo)
-    return attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, heads, cos=cos, sin=sin, **norms)
+    causal = task.coords.get("s", 0) * q.shape[1] if task.attrs.get("causal") else None
+    kernel = pcg.AttentionOp.kernel(task.attrs)
+    rotary = {"cos": cos, "sin": sin, "causal": causal, "kernel": kernel}
+    return attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, heads, **rotary, **norms)
 
 
 def _cross_entropy(task: Task, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
