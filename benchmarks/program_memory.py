@@ -36,7 +36,9 @@ from typing import Any
 
 import torch
 
-SIZES = (("hidden", "512"), ("layers", "2"), ("heads", "8"), ("kv_heads", "4"), ("ffn", "1376"), ("vocab", "1024"))
+SIZES = (
+    ("hidden", "512"), ("layers", "2"), ("heads", "8"), ("kv_heads", "4"), ("ffn", "1376"), ("vocab", "1024"),
+)  # fmt: skip
 MODEL = "hf:llama"
 
 
@@ -62,9 +64,9 @@ def _program(seq: int, batch: int, precision: str, mask: bool, directory: Path) 
     from xdsl.dialects.builtin import StringAttr
 
     from unityc.codegen import emit_program
+    from unityc.dialects.container import graph_function
     from unityc.dialects.precision import precision_attrs
     from unityc.frontend import ModelSpec, import_model
-    from unityc.dialects.container import graph_function
     from unityc.graph import from_module, to_module
     from unityc.machine.presets import preset
     from unityc.search.baselines import zero
@@ -86,7 +88,8 @@ def _trainer(program: Any) -> Any:
 
     args = program_args(program.PLAN, ["--steps", "1", "--optimizer", "sgd"])
     args.data_function = None
-    return Trainer(program.PLAN, program.forward, args, "gloo", torch.device("cpu"), None, program.build_reference)
+    device = torch.device("cpu")
+    return Trainer(program.PLAN, program.forward, args, "gloo", device, None, program.build_reference)
 
 
 def _program_saved(trainer: Any) -> int:
@@ -171,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                     hf_saved, hf_step = _hf(program, precision)
                     theirs = hf_saved()
                     times: dict[str, list[float]] = {"program": [], "hf": []}
-                    steps = {"program": lambda: trainer.step(0), "hf": hf_step}
+                    steps = {"program": lambda trainer=trainer: trainer.step(0), "hf": hf_step}
                     for _ in range(args.rounds):
                         for name, run in steps.items():
                             started = time.perf_counter()
@@ -179,12 +182,17 @@ def main(argv: list[str] | None = None) -> int:
                             times[name].append(time.perf_counter() - started)
                     ms = {k: statistics.median(v) * 1e3 for k, v in times.items()}
                     under = (estimate - ours) / ours * 100
-                    print(
-                        f"| {seq} x {batch}, {precision}, {'yes' if mask else 'no'} | {ours / 1e6:.1f} MB"
-                        f" | {theirs / 1e6:.1f} MB | {ours / theirs:.2f}x | {estimate / 1e6:.1f} MB ({under:+.1f} %)"
-                        f" | {ms['program']:.0f} ms | {ms['hf']:.0f} ms | {ms['program'] / ms['hf']:.2f}x |",
-                        flush=True,
-                    )
+                    cells = [
+                        f"{seq} x {batch}, {precision}, {'yes' if mask else 'no'}",
+                        f"{ours / 1e6:.1f} MB",
+                        f"{theirs / 1e6:.1f} MB",
+                        f"{ours / theirs:.2f}x",
+                        f"{estimate / 1e6:.1f} MB ({under:+.1f} %)",
+                        f"{ms['program']:.0f} ms",
+                        f"{ms['hf']:.0f} ms",
+                        f"{ms['program'] / ms['hf']:.2f}x",
+                    ]
+                    print("| " + " | ".join(cells) + " |", flush=True)
     dist.destroy_process_group()
     return 0
 
