@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import f32, f64, i64
 from unityc.dialects import pcg
 from unityc.dialects.source import make_context, parse_source
 from unityc.interpreter import assemble, run_graph
+from unityc.runtime.kernels import attention as rt_attention
 
 FLOATS = (torch.float64, torch.float32)
 
@@ -629,6 +630,39 @@ ATTENTION_CASES = [
 def test_attention(case, heads):
     operands = attention_operands(**case)
     check(pcg.AttentionOp, operands, lambda *ops: mha_reference(*ops, heads=heads), heads=heads)
+
+
+def _causal(mask, sq, sk):
+    """mask (or zeros) with the dtype's lowest value where a key follows its query."""
+    allowed = torch.ones(sq, sk, dtype=torch.bool).tril()
+    base = torch.zeros(1, 1, sq, sk, dtype=torch.float64) if mask is None else mask
+    return base.masked_fill(~allowed, torch.finfo(torch.float64).min)
+
+
+@pytest.mark.parametrize("mask_shape", [None, [2, 1, 1, 4]], ids=["causal", "causal-padding"])
+def test_attention_causal(mask_shape):
+    """`causal` masks every key after its query, after the additive mask: as adding the causal
+    mask HF builds (the fused SDPA kernel runs: is_causal, or one mask it builds)."""
+    operands = attention_operands(sq=4, sk=4, self_attention=True, mask_shape=mask_shape)
+    assert pcg.AttentionOp.kernel({"heads": 2, "causal": True}) == "sdpa"
+
+    def ref(*ops):
+        return mha_reference(*ops[:11], _causal(ops[11], 4, 4), heads=2)
+
+    check(pcg.AttentionOp, operands, ref, heads=2, causal=True)
+
+
+@pytest.mark.parametrize("kernel", ["sdpa", "math"])
+def test_attention_causal_query_shards(kernel):
+    """A task holding queries [start, start + n) of a causal attention (the query-sequence
+    form) passes causal=start: the shards' outputs are the whole one's rows."""
+    q, k, v, *rest = attention_operands(sq=6, sk=6, self_attention=True, mask_shape=[2, 1, 1, 6])
+    weights, mask = rest[:8], rest[8]
+    whole = rt_attention(q, k, v, *weights, mask, 2, causal=0, kernel=kernel)
+    parts = [rt_attention(q[:, s : s + 3], k, v, *weights, mask, 2, causal=s, kernel=kernel) for s in (0, 3)]
+    assert_close(torch.cat(parts, dim=1), whole)
+    want = mha_reference(q, k, v, *weights, _causal(mask, 6, 6), heads=2)
+    assert_close(whole, want)
 
 
 def test_attention_matches_torch_multi_head_attention():

@@ -578,6 +578,15 @@ def test_attention_forms(b, s, h, mask_shape):
     check_form(pcg.AttentionOp, operands, specs, {"heads": 4}, ([b, s, 1], h, 1))
 
 
+@pytest.mark.parametrize("mask_shape", [(2, 1, 1, 6), None], ids=str)
+@pytest.mark.parametrize("b, s, h", [(1, 2, 1), (1, 4, 1), (2, 2, 2)], ids=str)
+def test_causal_attention_forms(b, s, h, mask_shape):
+    """A causal attention's query shards: each task masks from its first query's position."""
+    operands = _attention(mask_shape)
+    specs = _attention_specs(b, s, h, mask_shape)
+    check_form(pcg.AttentionOp, operands, specs, {"heads": 4, "causal": True}, ([b, s, 1], h, 1))
+
+
 @pytest.mark.parametrize(("b", "h"), [(1, 1), (2, 1), (1, 2), (2, 2)], ids=str)
 def test_grouped_query_rotary_attention_forms(b, h):
     """4 query heads reading 2 KV heads, rotary cos/sin: a head split of degree 2 keeps whole

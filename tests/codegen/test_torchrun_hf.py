@@ -217,10 +217,13 @@ def test_sequence_parallel_plan_reduce_scatters_and_all_gathers(programs: Progra
     assert "parallel.all_reduce" not in text
 
 
-def test_causal_mask_constant_keeps_its_minus_infinity(programs: Programs) -> None:
-    """The -inf of the causal mask survives the .mlir files (print, parse) and codegen."""
-    assert 'float("-inf")' in programs.texts["causal-data"]
-    assert "4286578688" not in programs.texts["causal-data"]  # -inf's bits read as an integer
+def test_causal_mask_constant_is_the_attentions_causal(programs: Programs) -> None:
+    """SDPA's causal mask, a constant holding -inf, is recognized as the attention's `causal`
+    (`passes/attention_masks.py`): the program runs SDPA with is_causal and stores no mask (the
+    -inf itself through print and parse: `filecheck/frontend/import_attention.mlir`)."""
+    text = programs.texts["causal-data"]
+    assert 'causal=0, kernel="sdpa"' in text
+    assert 'float("-inf")' not in text and "4286578688" not in text  # no mask constant at all
 
 
 def test_vocabulary_parallel_plan_applies_the_pad_row_on_its_shard(programs: Programs) -> None:

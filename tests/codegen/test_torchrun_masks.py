@@ -1,12 +1,14 @@
 """Masks recorded as ops, through the whole chain: at a sequence whose causal mask is past the
-importer's fold limit the mask is `pcg.compare_tensors` of position constants (then cast, and, where),
-computed by each rank for its own piece. The generated programs must train exactly like the
-single-device model under torchrun (`--check`: loss, outputs, every gradient, every updated
-weight) with the batch split (data parallelism: every rank computes the whole S x S mask, which
-broadcasts over its rows) and with the heads split (megatron: the mask is an operand of each
-head shard's attention). Pad tokens end every other sequence (hf:llama, hf:gpt2, hf:bert take
-the padding mask); hf:LlamaConfig takes none and builds its mask from position ids repeated
-over the batch, with transformers' packed-sequence check.
+importer's fold limit the mask is `pcg.compare_tensors` of position constants (then cast, and,
+where), which `fuse-attention` recognizes as the attention's `causal` (`passes/attention_masks.py`),
+leaving the padding mask [B, 1, 1, S] as its mask operand. The generated programs must train
+exactly like the single-device model under torchrun (`--check`: loss, outputs, every gradient,
+every updated weight) with the batch split (data parallelism) and with the heads split
+(megatron: each head shard's attention is causal and reads the padding mask). Pad tokens end
+every other sequence (hf:llama, hf:gpt2, hf:bert take the padding mask); hf:LlamaConfig takes
+none and builds its mask from position ids repeated over the batch, with transformers'
+packed-sequence check. Llama runs the fused SDPA kernel; GPT-2 and BERT, with attention dropout,
+the written-out one.
 """
 
 from __future__ import annotations
@@ -79,7 +81,10 @@ def test_masked_program_trains_like_the_reference(programs, name: str) -> None:
     section = sections[name]
     assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
     assert "= parallel." in plans[name], f"{name}: the plan has no parallel op"
-    if name in CAUSAL:  # the mask is computed by the program, not stored in it
-        assert "pcg.compare_tensors" in plans[name]
-        assert not re.search(rf"pcg\.constant .*{SEQ}x{SEQ}x", plans[name]), "a mask stored by value"
-        assert "torch.le(" in texts[name]
+    if name in CAUSAL:  # the causal mask is the attention's `causal`: neither stored nor built
+        assert re.search(r"pcg\.attention .* causal\b", plans[name]), "the causal mask not recognized"
+        assert not re.search(rf"x{SEQ}x{SEQ}x", plans[name]), "an S x S mask in the plan"
+        assert "pcg.compare_tensors" not in plans[name]
+        assert "causal=0" in texts[name]
+    kernel = "math" if name.startswith(("gpt2-", "bert-")) else "sdpa"  # GPT-2, BERT: dropout
+    assert f'kernel="{kernel}"' in texts[name]

@@ -13,9 +13,10 @@ a heads, t tensor degree, one layer of the first stage keeps (each op's saved op
   program's column-parallel linears keep the gathered tensor; Megatron keeps the shard and
   gathers again, one term where this program keeps more), the GeLU's input and output (sbf/t
   each): 2sbh/t + 2sbh + 2sbf/t. The recomputed attention keeps nothing of its own.
-* none: the same plus the attention's own q, k, v, probabilities and context: 3sbh/t + a s^2 b/t
-  + sbh/t (Korthikanti's 11sbh + 5as^2b less the scores, which a softmax derived from its
-  result does not keep, and the dropout masks, which this graph has none of).
+* none: the same plus what the fused attention (SDPA, `AttentionOp.kernel`) keeps: q, k, v,
+  its output and the fp32 logsumexp per query and head, 3sbh/t + sbh/t + asb/t: no s^2 term
+  (Korthikanti's 11sbh + 5as^2b less the scores and probabilities, which a fused kernel does
+  not keep, and the dropout masks, which this graph has none of).
 * full (every pcg op recomputed; collectives are not, so each run between them is a region):
   the region inputs, 4sbh/t + 2sbh.
 The first stage also keeps the token ids (b s int64), not its output for the next stage (the
@@ -62,7 +63,7 @@ def layer_elements(recompute: str) -> int:
         return 4 * sbh // T + 2 * sbh
     kept = 2 * sbh // T + 2 * sbh + 2 * sbf // T
     if recompute == "none":
-        kept += 3 * sbh // T + A * S * S * B // T + sbh // T
+        kept += 3 * sbh // T + sbh // T + A * S * B // T
     return kept
 
 

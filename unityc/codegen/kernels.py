@@ -278,6 +278,11 @@ def _attention(call: Call) -> str:
     for name in ("scale", "softcap"):
         if call.attrs.get(name) is not None:
             text += f", {name}={literal(call.attrs[name])}"
+    if call.attrs.get("causal"):
+        qt = call.operand_types[0]
+        assert qt is not None
+        text += f", causal={call.tasks.table(lambda task: task.get('s', 0) * qt.piece_shape[1])}"
+    text += f', kernel="{pcg.AttentionOp.kernel(call.attrs)}"'
     p = call.attrs.get("dropout") or 0.0
     if p > 0:
         qt, kt = call.operand_types[0], call.operand_types[1]

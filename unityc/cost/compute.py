@@ -44,11 +44,14 @@ Forward FLOPs (n = elements of the result piece unless said otherwise):
 | concat, split, transpose, gather, cast, identity, reshape | 0 |
 
 Bytes: every operand piece read once and every result piece written once; reshape moves
-nothing, embedding reads indices and the rows it gathers.
+nothing, embedding reads indices and the rows it gathers; attention's "math" kernel
+(`AttentionOp.kernel`) also writes and reads back its B·h·Sq·Sk scores, the fused "sdpa" kernel
+none.
 
 Backward: contractions (linear, matmul, batch_matmul, conv2d) cost their forward FLOPs once per
 operand that needs a gradient (dX and dW are each a product as large as the forward), plus n for
-a bias gradient; attention ≈ 2x forward (its dropout mask saved, not hashed again); embedding
+a bias gradient; attention ≈ 2x forward (its dropout mask saved, not hashed again; the fused
+"sdpa" kernel also recomputes the scores and softmax from its logsumexp); embedding
 and embedding_bag scatter-add their rows (n FLOPs, and `Work.rows` = the ids: one row added at a
 time, into a zeroed table gradient whose bytes count too); dropout multiplies by its saved mask
 and scale (2·n); every other op ≈ 1x its forward FLOPs. Backward bytes ≈ 2x forward bytes (read
@@ -63,6 +66,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from unityc.dialects.pcg.attention import AttentionOp
 from unityc.machine.spec import DeviceKind
 
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i1": 1, "i32": 4, "i64": 8}
@@ -349,7 +353,9 @@ def _forward_work(kind: str, attrs: Mapping[str, Any], operands: Operands, resul
         blocks = int(attrs[CONTEXT_DEGREE])  # each K/V block read once more per block received
         in_bytes += (blocks - 1) * sum(p.nbytes for p in operands[1:3] if p is not None)
         return Work(flops, in_bytes + out_bytes)
-    if kind == "pcg.attention":  # the score matrix is written and read back (no fused kernel)
+    if kind == "pcg.attention" and AttentionOp.kernel(attrs) == "sdpa":  # no score matrix in memory
+        return Work(flops, in_bytes + out_bytes)
+    if kind == "pcg.attention":  # "math": the score matrix is written and read back
         batch, sq, sk, _, _, h = _attention_parts(attrs, operands)
         in_bytes += 2 * batch * h * sq * sk * DTYPE_BYTES[results[0].dtype]
         masked = (UNARY_FLOPS["pcg.dropout"] + DROPOUT_HASH_FLOPS) * batch * h * sq * sk
@@ -386,6 +392,9 @@ def _backward_work(
         main = FORWARD_FLOPS[kind](attrs, (*operands[:2], None)[: len(operands)], results)  # no bias
         bias = _n(results[0]) if len(grads) > 2 and grads[2] else 0
         return Work(main * (int(grads[0]) + int(grads[1])) + bias, 2 * fwd.bytes)
+    if kind == "pcg.attention" and AttentionOp.kernel(attrs) == "sdpa":  # recomputes q·kᵀ, softmax
+        batch, sq, sk, _, eh, h = _attention_parts(attrs, operands)
+        return Work(2 * fwd.flops + 2 * batch * sq * sk * eh + 5 * batch * h * sq * sk, 2 * fwd.bytes)
     if kind == "pcg.attention":  # the dropout mask is saved, not hashed again
         return Work(
             2 * fwd.flops, 2 * fwd.bytes, 2 * fwd.vector / (UNARY_FLOPS["pcg.dropout"] + DROPOUT_HASH_FLOPS)

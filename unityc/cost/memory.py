@@ -162,12 +162,35 @@ def update_work(optimizer: str, numel: int, element_bytes: int) -> Work:
 
 
 def attention_saved_bytes(
-    batch: int, sq: int, sk: int, eh: int, heads: int, element_bytes: int, probs_bytes: int | None = None
+    batch: int,
+    sq: int,
+    sk: int,
+    eh: int,
+    heads: int,
+    element_bytes: int,
+    kernel: str = "math",
+    ekv: int | None = None,
+    mask_elements: int = 0,
+    probs_bytes: int | None = None,
 ) -> int:
-    """What one attention task keeps besides its operands: q, k, v projections, the attention
-    probabilities (`probs_bytes` an element, default `element_bytes`) and the context."""
-    probs = element_bytes if probs_bytes is None else probs_bytes
-    return (batch * (sq + 2 * sk) * eh + batch * sq * eh) * element_bytes + batch * heads * sq * sk * probs
+    """What one attention task keeps besides its operands, by kernel (`AttentionOp.kernel`):
+
+    * "math": the q, k, v projections, the attention probabilities (B·H·Sq·Sk, `probs_bytes` an
+      element, default `element_bytes`: see `probability_bytes`) and the context;
+    * "sdpa" (torch's fused CPU kernel, measured with a saved-tensor hook: `tests/cost/
+      test_attention_saved.py`): the q, k, v heads it reads (k and v at the `ekv` key/value
+      width: grouped-query heads are not copied), its output (laid out [B, Sq, H, D] as its
+      query is, so the output projection reads it as a view), the fp32 logsumexp per query and
+      head, and `mask_elements` of a mask it builds or casts (a causal mask combined with another
+      one, or autocast's copy of a float mask); no Sq x Sk tensor otherwise.
+    """
+    if kernel == "math":
+        probs = element_bytes if probs_bytes is None else probs_bytes
+        activations = (batch * (sq + 2 * sk) * eh + batch * sq * eh) * element_bytes
+        return activations + batch * heads * sq * sk * probs
+    kv = eh if ekv is None else ekv
+    heads_bytes = (2 * batch * sq * eh + 2 * batch * sk * kv + mask_elements) * element_bytes
+    return heads_bytes + batch * heads * sq * 4
 
 
 def probability_bytes(element_bytes: int, bf16_mixed: bool, dropout: bool) -> int:

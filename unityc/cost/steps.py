@@ -7,6 +7,7 @@ steps run on one representative device per role (`cost/roles.py`)."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -53,7 +54,7 @@ from unityc.cost.result import OpRow
 from unityc.cost.roles import Roles, device_arrays, find_roles
 from unityc.cost.schedule import Comm, Step
 from unityc.dialects.forms import Form
-from unityc.dialects.pcg.attention import AttentionOp
+from unityc.dialects.pcg import AttentionOp
 from unityc.dialects.pcg_types import TensorType, own_form
 from unityc.graph import Graph, Node, Ref, full_attrs
 from unityc.graph.precision import priced_graph
@@ -534,20 +535,32 @@ def merge_work(*parts: Sequence[tuple[int, float]]) -> tuple[tuple[int, float], 
 def attention_task_bytes(
     attrs: Mapping[str, Any], types: Sequence[TensorType | None], result: TensorType
 ) -> int:
-    """What one attention task keeps besides its operands (see `memory.attention_saved_bytes`)."""
+    """What one attention task keeps besides its operands (see `memory.attention_saved_bytes`),
+    for the kernel the program runs (`AttentionOp.kernel`)."""
     operands = [piece(t) for t in types]
     out = piece(result)
     assert out is not None and operands[0] is not None and operands[1] is not None and operands[3] is not None
-    batch, sq, _ = operands[0].shape
-    e = operands[0].shape[2]
+    batch, sq, e = operands[0].shape
+    sk = operands[1].shape[1]
     eh = operands[3].shape[0]
     heads, element_bytes = attrs["heads"] * eh // e, out.nbytes // max(out.numel, 1)
+    wk = operands[4]
     if AttentionOp.context_split(attrs, types) is not None:  # fused block kernels: no probabilities
-        assert operands[4] is not None
-        return context_attention_saved_bytes(batch, sq, eh, operands[4].shape[0], heads, element_bytes)
+        assert wk is not None
+        return context_attention_saved_bytes(batch, sq, eh, wk.shape[0], heads, element_bytes)
+    kernel = AttentionOp.kernel(attrs)
+    mask = operands[11] if len(operands) > 11 else None
+    built = 0  # `runtime.kernels._sdpa`: is_causal only unsharded, without another mask
+    if attrs.get("causal") and (mask is not None or sq != sk):
+        built = math.prod(mask.shape[:2]) * sq * sk if mask is not None else sq * sk
+    elif mask is not None and mask.nbytes // max(mask.numel, 1) != element_bytes:
+        built = mask.numel  # autocast's copy of the float mask
     dropout = attrs.get("dropout") or 0.0
     probs_bytes = probability_bytes(element_bytes, result.element_type == bf16, dropout > 0)
-    return attention_saved_bytes(batch, sq, operands[1].shape[1], eh, heads, element_bytes, probs_bytes)
+    return attention_saved_bytes(
+        batch, sq, sk, eh, heads, element_bytes, kernel,
+        wk.shape[0] if wk is not None else eh, built, probs_bytes,
+    )  # fmt: skip
 
 
 def build_steps(

@@ -168,14 +168,19 @@ def _attention(
     norms = {"q_norm": q_norm, "k_norm": k_norm, "norm_eps": task.attrs.get("norm_eps") or 0.0}
     norms |= {"scale": task.attrs.get("scale"), "softcap": task.attrs.get("softcap")}
     bo = _bias(task, bo)
+    kernel = pcg.AttentionOp.kernel(task.attrs)
     if task.degree("c") == 1:
-        return attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, heads, cos=cos, sin=sin, **norms)
+        causal = task.coords.get("s", 0) * q.shape[1] if task.attrs.get("causal") else None
+        rotary = {"cos": cos, "sin": sin, "causal": causal, "kernel": kernel}
+        return attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, heads, **rotary, **norms)
     # Context parallelism: whatever exchange the op names (ring or all-to-all), a task's rows
     # are those of the attention over the whole sequence, read from its context group's pieces.
     q, k, v, mask, cos, sin = (
         _context_whole(task, o, x) for o, x in ((0, q), (1, k), (2, v), (11, mask), (12, cos), (13, sin))
     )
-    out = attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, heads, cos=cos, sin=sin, **norms)
+    causal = 0 if task.attrs.get("causal") else None  # the whole sequence: no query offset
+    rotary = {"cos": cos, "sin": sin, "causal": causal, "kernel": kernel}
+    out = attention(q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask, heads, **rotary, **norms)
     rows = out.shape[1] // task.degree("c")
     return out.narrow(1, task.index("c") * rows, rows)
 

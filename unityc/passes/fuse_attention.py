@@ -42,6 +42,7 @@ from unityc.dialects import pcg
 from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.plan import carry_plan
+from unityc.passes.attention_masks import causal_masks
 from unityc.passes.attention_weights import (
     _is_zero,
     _owner,
@@ -734,6 +735,7 @@ class FuseAttentionPass(ModulePass):
         share_constants(op)
         unpack_linears(op)
         PatternRewriteWalker(FuseAttention()).rewrite_module(op)
+        causal_masks(op)
         region_dce(op.body)
         split_weights(op)
         share_constants(op)  # rotary tables widened per layer (`_Weights.table`)

@@ -67,6 +67,8 @@ def attention(
     norm_eps: float = 0.0,
     scale: float | None = None,
     softcap: float | None = None,
+    causal: int | None = None,
+    kernel: str = "math",
 ) -> torch.Tensor:
     """Multi-head attention over this task's `heads` (its shard of the projections). wk and wv
     hold this task's KV heads (as many as wq's heads or fewer: grouped-query attention, query
@@ -74,7 +76,13 @@ def attention(
     query and key head (Qwen3), before cos and sin rotate them (rotary, on the first
     cos.shape[-1] dims of each head: all, or GPT-NeoX's partial rotary). The scores are scaled
     by `scale` (default 1/sqrt(head width)) and, with `softcap` c, capped to c·tanh(s / c)
-    before the mask (Gemma-2)."""
+    before the additive mask (Gemma-2). `causal` (None: not causal) is the position of this
+    piece's first query in the whole sequence: query i attends keys j <= i + causal.
+
+    `kernel` "sdpa" runs `F.scaled_dot_product_attention` (no Sq x Sk tensor kept for backward:
+    `is_causal` where only the causal mask applies, grouped-query heads as `enable_gqa`; a
+    causal mask with another mask, or at a query offset, is one mask it builds); "math" writes
+    the scores out (soft-capping and dropout need it)."""
     batch, sq, _ = q.shape
     sk = k.shape[1]
     width = wq.shape[0] // heads
@@ -97,21 +105,71 @@ def attention(
         rotated = part * cos + torch.cat((-part[..., half:], part[..., :half]), dim=-1) * sin
         return rotated if dims == x.shape[-1] else torch.cat((rotated, rest), dim=-1)
 
+    query = rotate(project(q, wq, bq, sq, heads, q_norm))
+    keys = rotate(project(k, wk, bk, sk, groups, k_norm))
+    values = project(v, wv, bv, sk, groups)
+    if kernel == "sdpa":
+        assert dropout is None and softcap is None, "SDPA has no soft-capping and no program-drawn dropout"
+        context = _sdpa(query, keys, values, mask, causal, scale, groups != heads)
+    else:
+        context = _math_attention(query, keys, values, mask, causal, scale, softcap, dropout)
+    return F.linear(context.transpose(1, 2).reshape(batch, sq, heads * width), wo, bo)
+
+
+def _causal_allowed(sq: int, sk: int, start: int, device: torch.device) -> torch.Tensor:
+    """[Sq, Sk] booleans: query i (at `start` + i in the whole sequence) may attend key j <= that."""
+    return torch.ones(sq, sk, dtype=torch.bool, device=device).tril(start)
+
+
+def _sdpa(
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor | None,
+    causal: int | None,
+    scale: float | None,
+    gqa: bool,
+) -> torch.Tensor:
+    """F.scaled_dot_product_attention on heads [B, H, S, D] (keys, values: [B, G, Sk, D])."""
+    sq, sk = query.shape[2], keys.shape[2]
+    is_causal = causal == 0 and mask is None and sq == sk
+    if causal is not None and not is_causal:
+        allowed = _causal_allowed(sq, sk, causal, query.device)
+        mask = allowed if mask is None else mask.masked_fill(~allowed, torch.finfo(mask.dtype).min)
+    return F.scaled_dot_product_attention(
+        query, keys, values, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=gqa
+    )
+
+
+def _math_attention(
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor | None,
+    causal: int | None,
+    scale: float | None,
+    softcap: float | None,
+    dropout: Callable[[torch.Tensor], torch.Tensor] | None,
+) -> torch.Tensor:
+    """softmax(q kᵀ · scale [capped] + mask [causal]) [dropout] v, grouped-query heads repeated."""
+    heads, groups = query.shape[1], keys.shape[1]
+
     def repeat(x: torch.Tensor) -> torch.Tensor:
         return x if groups == heads else x.repeat_interleave(heads // groups, dim=1)
 
-    keys = repeat(rotate(project(k, wk, bk, sk, groups, k_norm)))
-    scores = rotate(project(q, wq, bq, sq, heads, q_norm)) @ keys.transpose(-1, -2)
-    scores = scores / math.sqrt(width) if scale is None else scores * scale
+    scores = query @ repeat(keys).transpose(-1, -2)
+    scores = scores / math.sqrt(query.shape[-1]) if scale is None else scores * scale
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
     if mask is not None:
         scores = scores + mask
+    if causal is not None:
+        allowed = _causal_allowed(scores.shape[2], scores.shape[3], causal, scores.device)
+        scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
     probs = torch.softmax(scores, dim=-1)
     if dropout is not None:
         probs = dropout(probs)
-    context = probs @ repeat(project(v, wv, bv, sk, groups))
-    return F.linear(context.transpose(1, 2).reshape(batch, sq, heads * width), wo, bo)
+    return probs @ repeat(values)
 
 
 class Shards(Protocol):

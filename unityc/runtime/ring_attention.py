@@ -629,12 +629,16 @@ def context_attention(
     k_norm: torch.Tensor | None = None,
     norm_eps: float = 0.0,
     scale: float | None = None,
+    causal: Any = None,
+    kernel: str = "sdpa",
 ) -> torch.Tensor:
     """One task of a context-parallel `pcg.attention` (what `-t torch` emits): this rank's
     sequence rows of q = k = v [B, L, E], projected onto this task's `heads` (and KV heads),
     rotated at their positions (cos/sin rows), attended over the whole sequence by the op's
     `exchange` among the `context` ranks, and projected out. `mask` [B|1, H|1, L|1, S]: the
-    additive mask's rows of these queries over every key."""
+    additive mask's rows of these queries over every key (a key-padding mask broadcast); `causal`
+    (the op's flag: not None) masks by global positions. `kernel` is the op's choice for the
+    whole-sequence attention; the blocks always run the fused kernels (plain torch in float64)."""
     if context is None:
         raise ValueError("a context-parallel attention task must be in a context group")
     if exchange not in EXCHANGES:
@@ -646,13 +650,14 @@ def context_attention(
     vh = _project(v, wv, bv, width, None, norm_eps)
     bias = None if mask is None else mask.expand(*mask.shape[:2], q.shape[1], mask.shape[3]).detach()
     math = q.dtype == torch.float64
+    masking = Masking(causal=causal is not None)
     group = context.process_group
     if exchange == "ring":
         out = ring_attention(
-            qh, kh, vh, group, chunking, bias=bias, scale=scale, math=math, ranks=context.ranks
+            qh, kh, vh, group, chunking, masking, bias=bias, scale=scale, math=math, ranks=context.ranks
         )
     elif list(context.ranks) != sorted(context.ranks):
         raise ValueError(f"all-to-all attention needs its ranks in order, got {list(context.ranks)}")
     else:
-        out = ulysses_attention(qh, kh, vh, group, chunking, bias=bias, scale=scale, math=math)
+        out = ulysses_attention(qh, kh, vh, group, chunking, masking, bias=bias, scale=scale, math=math)
     return F.linear(out.transpose(1, 2).reshape(q.shape[0], q.shape[1], heads * width), wo, bo)

@@ -190,3 +190,40 @@ def write(counter: SavedBytes, path: str, rank: int, world: int) -> None:
         return
     with open(path, "w") as f:
         json.dump({"ranks": records}, f, indent=2)
+
+
+def _storage_key(t: torch.Tensor) -> tuple[str, int]:
+    return str(t.device), t.untyped_storage().data_ptr()
+
+
+class StorageBytes:
+    """One region's counter for benchmarks and kernel tests (the program's is `SavedBytes`):
+    `bytes` is the total size of the distinct whole storages autograd saved inside the context,
+    storages of `exclude` (parameters, inputs) and tensors `skip` says are not counted."""
+
+    def __init__(
+        self, exclude: Iterable[torch.Tensor] = (), skip: Callable[[torch.Tensor], bool] | None = None
+    ) -> None:
+        self._exclude = {_storage_key(t) for t in exclude if t is not None}
+        self._skip = skip
+        self.sizes: dict[tuple[str, int], int] = {}
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+            return t
+        key = _storage_key(t)
+        if key not in self._exclude and not (self._skip is not None and self._skip(t)):
+            self.sizes[key] = max(self.sizes.get(key, 0), t.untyped_storage().nbytes())
+        return t
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.sizes.values())
+
+    def __enter__(self) -> StorageBytes:
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._hooks.__exit__(*exc)

@@ -131,8 +131,9 @@
 // as three weights, its column boxes `c_attn.weight[:, 0:E]` ... (each a part
 // of the stored tensor, a parameter of its own: shardable by heads), each
 // transposed to torch Linear layout as wq, wk, wv; its bias as bq, bk, bv;
-// c_proj's weight transposed is wo. HF's padding mask (finfo.min where a key
-// is masked) is the additive mask.
+// c_proj's weight transposed is wo. HF's mask (finfo.min where a key is
+// masked: causal and padding) is `causal` and the padding part alone, an
+// additive [B, 1, 1, S] key mask (`passes/attention_masks.py`).
 //===----------------------------------------------------------------------===//
 
 // RUN: unityc-import hf:gpt2 | filecheck %s --check-prefix=GPT2
@@ -148,13 +149,14 @@
 // GPT2-NEXT: %bq = pcg.weight key "model.transformer.h.0.attn.c_attn.bias[0:32]" : !pcg.tensor<32xf32>
 // GPT2-NEXT: %bk = pcg.weight key "model.transformer.h.0.attn.c_attn.bias[32:64]" : !pcg.tensor<32xf32>
 // GPT2-NEXT: %bv = pcg.weight key "model.transformer.h.0.attn.c_attn.bias[64:96]" : !pcg.tensor<32xf32>
-// GPT2-NEXT: %attention = pcg.attention %layer_norm, %layer_norm, %layer_norm, %wq, %wk, %wv, %wo bq %bq bk %bk bv %bv bo %model_transformer_h_0_attn_c_proj_bias mask %where_3 heads 4 dropout 0.1 : {{.*}} -> !pcg.tensor<2x16x32xf32>
+// GPT2-NEXT: %attention = pcg.attention %layer_norm, %layer_norm, %layer_norm, %wq, %wk, %wv, %wo bq %bq bk %bk bv %bv bo %model_transformer_h_0_attn_c_proj_bias mask %key_mask_3 heads 4 dropout 0.1 causal : {{.*}}, !pcg.tensor<2x1x1x16xf32> -> !pcg.tensor<2x16x32xf32>
 // GPT2:      %attention_1 = pcg.attention
 // GPT2-NOT:  pcg.split {{.*}}c_attn
 // GPT2-NOT:  pcg.softmax
 
 //===----------------------------------------------------------------------===//
-// Llama (eager, and SDPA whose boolean mask becomes the same additive mask):
+// Llama (eager, and SDPA whose boolean mask becomes the same additive mask,
+// then `causal` and its padding part, a [B, 1, 1, S] key mask):
 // RMSNorm, rotary embeddings between the projections and the attention, and
 // grouped-query attention: 4 query heads read 2 KV heads (wk, wv [16, 32]),
 // `kv_heads 2`. The rotary tables cos/sin [1, 1, S, D] are folded constants,
@@ -166,8 +168,8 @@
 // LLAMA-NOT:  pcg.batch_matmul
 // LLAMA:      %cos = pcg.constant value dense<{{.*}}> : tensor<1x1x16x8xf32> : !pcg.tensor<1x1x16x8xf32>
 // LLAMA-NEXT: %sin = pcg.constant value dense<{{.*}}> : tensor<1x1x16x8xf32> : !pcg.tensor<1x1x16x8xf32>
-// LLAMA:      %attention = pcg.attention %[[X:[a-z_0-9]+]], %[[X]], %[[X]], %model_model_layers_0_self_attn_q_proj_weight, %model_model_layers_0_self_attn_k_proj_weight, %model_model_layers_0_self_attn_v_proj_weight, %model_model_layers_0_self_attn_o_proj_weight mask %{{[a-z_0-9]+}} cos %cos sin %sin heads 4 kv_heads 2 : {{.*}}, !pcg.tensor<32x32xf32>, !pcg.tensor<16x32xf32>, !pcg.tensor<16x32xf32>, !pcg.tensor<32x32xf32>, !pcg.tensor<2x1x16x16xf32>, !pcg.tensor<1x1x16x8xf32>, !pcg.tensor<1x1x16x8xf32> -> !pcg.tensor<2x16x32xf32>
-// LLAMA:      %attention_1 = pcg.attention {{.*}} mask %{{[a-z_0-9]+}} cos %cos sin %sin heads 4 kv_heads 2
+// LLAMA:      %attention = pcg.attention %[[X:[a-z_0-9]+]], %[[X]], %[[X]], %model_model_layers_0_self_attn_q_proj_weight, %model_model_layers_0_self_attn_k_proj_weight, %model_model_layers_0_self_attn_v_proj_weight, %model_model_layers_0_self_attn_o_proj_weight mask %{{[a-z_0-9]+}} cos %cos sin %sin heads 4 kv_heads 2 causal : {{.*}}, !pcg.tensor<32x32xf32>, !pcg.tensor<16x32xf32>, !pcg.tensor<16x32xf32>, !pcg.tensor<32x32xf32>, !pcg.tensor<2x1x1x16xf32>, !pcg.tensor<1x1x16x8xf32>, !pcg.tensor<1x1x16x8xf32> -> !pcg.tensor<2x16x32xf32>
+// LLAMA:      %attention_1 = pcg.attention {{.*}} mask %{{[a-z_0-9]+}} cos %cos sin %sin heads 4 kv_heads 2 causal
 // LLAMA-NOT:  pcg.constant
 // LLAMA-NOT:  pcg.softmax
 

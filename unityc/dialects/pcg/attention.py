@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from xdsl.ir import Attribute
@@ -25,6 +26,9 @@ from unityc.dialects.pcg_types import (
     result_type,
 )
 from unityc.dialects.syntax import Kind, op_definition
+
+KERNELS = ("sdpa", "math")
+"""Attention's kernel variants (`AttentionOp.kernel`): fused SDPA, and the written-out math."""
 
 
 @op_definition
@@ -54,6 +58,15 @@ class AttentionOp(PcgOp):
     DeepSpeed-Ulysses, trades sequence rows for heads and back, so each task's heads must divide
     by the context degree).
     `dropout` (training only) applies to the attention probabilities, as in BERT.
+    `causal` masks every key after its query (query i of the whole sequence attends keys j <= i,
+    top-left aligned as torch's `is_causal`): those scores become the dtype's lowest value, after
+    the additive `mask` (which then holds only the rest, e.g. a padding mask [B, 1, 1, Sk]).
+    `fuse-attention` recognizes the causal structure of the masks models build.
+
+    The kernel (`kernel`): "sdpa", torch's `F.scaled_dot_product_attention` (a fused kernel that
+    keeps no Sq x Sk tensor: causal as `is_causal`, grouped-query heads as `enable_gqa`), for every
+    form it expresses; "math", the scores, softmax and context written out, for what it cannot:
+    soft-capping, and attention dropout (whose mask the program draws itself).
     """
 
     name = "pcg.attention"
@@ -83,6 +96,7 @@ class AttentionOp(PcgOp):
         ("scale", Kind.FLOAT, True),
         ("softcap", Kind.FLOAT, True),
         ("context", Kind.STR, True),
+        ("causal", Kind.FLAG, True),
     )
     CONTEXT_EXCHANGES = ("ring", "all-to-all")
     """What the tasks of one context group exchange (the context factor "c"): read by the cost
@@ -93,6 +107,12 @@ class AttentionOp(PcgOp):
         "query", "key", "value", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "mask", "cos", "sin",
         "q_norm", "k_norm",
     )  # fmt: skip
+
+    @staticmethod
+    def kernel(attrs: Mapping[str, Any]) -> str:
+        """The kernel the program runs for an attention with these attributes (see `KERNELS`):
+        the one choice that codegen, the interpreter and the cost model read."""
+        return "math" if attrs.get("softcap") or (attrs.get("dropout") or 0.0) > 0 else "sdpa"
 
     @classmethod
     def context_exchange(cls, attrs: dict[str, Any]) -> str | None:

@@ -1,0 +1,95 @@
+"""The memory model's attention row is what the fused (SDPA) attention kernel keeps: the bytes
+`runtime.kernels.attention` saves for backward (a saved-tensor hook over unique storages, its
+operands excluded) equal `steps.attention_task_bytes`, in fp32 and under bf16 autocast, and no
+Sq x Sk tensor is saved unless a causal mask is combined with another mask (one B x Sq x Sk
+mask then, as Hugging Face's SDPA path keeps too)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from xdsl.dialects.builtin import bf16, f32
+
+from unityc.cost.steps import attention_task_bytes
+from unityc.dialects.pcg import AttentionOp
+from unityc.dialects.pcg_types import TensorType
+from unityc.runtime.kernels import attention
+from unityc.runtime.saved import StorageBytes as SavedBytes
+
+B, S, E, HEADS = 2, 128, 32, 4
+VIEWS = ("TBackward0", "ViewBackward0", "TransposeBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0")
+
+
+def _case(kv_heads: int, rotary: bool, mask: str, causal: bool, autocast: bool) -> tuple[int, int, int]:
+    """(measured bytes, modelled bytes, largest saved numel) of one attention task."""
+    torch.manual_seed(0)
+    width = E // HEADS
+    x = torch.randn(B, S, E, requires_grad=True)
+    wq, wo = (torch.randn(E, E, requires_grad=True) for _ in range(2))
+    wk, wv = (torch.randn(kv_heads * width, E, requires_grad=True) for _ in range(2))
+    cos = sin = torch.randn(1, 1, S, width) if rotary else None
+    additive = None
+    if mask == "keys":
+        additive = torch.zeros(B, 1, 1, S)
+        additive[1, ..., S // 2 :] = torch.finfo(torch.float32).min
+    elif mask == "bias":
+        additive = torch.randn(1, HEADS, S, S)
+    attrs = {"heads": HEADS, "kv_heads": kv_heads, "causal": causal}
+    operands = [x, wq, wk, wv, wo, additive, cos, sin]
+    given = [t for t in operands if t is not None]
+
+    def autocast_copy(t: torch.Tensor) -> bool:
+        """autocast's bf16 copy of an operand (`StepBuilder.autocast_copies` counts those)."""
+        node = t.grad_fn
+        while node is not None and node.name() in VIEWS:
+            node = node.next_functions[0][0]
+        if node is None or node.name() != "ToCopyBackward0":
+            return False
+        source = node.next_functions[0][0]
+        return any(getattr(source, "variable", None) is g for g in given)
+
+    cast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast)
+    with SavedBytes(exclude=given, skip=autocast_copy) as saved, cast:
+        out = attention(
+            x, x, x, wq, wk, wv, wo, None, None, None, None, additive, HEADS, cos=cos, sin=sin,
+            causal=0 if causal else None, kernel=AttentionOp.kernel(attrs),
+        )  # fmt: skip
+    assert out.grad_fn is not None
+    largest = max((size for size in saved.sizes.values()), default=0)
+
+    def t(*shape: int) -> TensorType:
+        return TensorType(list(shape), f32)
+
+    types = [t(B, S, E)] * 3 + [t(E, E), t(kv_heads * width, E), t(kv_heads * width, E), t(E, E)]
+    types += [None] * 4 + [t(*additive.shape) if additive is not None else None]
+    types += [t(1, 1, S, width)] * 2 if rotary else [None, None]
+    result = TensorType([B, S, E], bf16 if autocast else f32)
+    return saved.bytes, attention_task_bytes(attrs, types, result), largest
+
+
+@pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16"])
+@pytest.mark.parametrize(
+    "kv_heads, rotary, mask, causal",
+    [
+        (4, False, None, False),
+        (2, True, None, True),  # Llama: grouped-query, rotary, is_causal
+        (4, False, "keys", False),  # BERT's padding mask
+        (2, True, "keys", True),  # Llama with a padding mask: one causal & padding mask built
+        (4, False, "bias", False),  # an arbitrary additive mask (T5's position bias, frozen here)
+    ],
+    ids=["plain", "llama-causal", "keys", "causal-keys", "bias"],
+)
+def test_fused_attention_saves_what_the_model_counts(kv_heads, rotary, mask, causal, autocast) -> None:
+    measured, modelled, largest = _case(kv_heads, rotary, mask, causal, autocast)
+    assert measured == modelled
+    element = 2 if autocast else 4
+    if mask != "bias" and not (causal and mask):
+        assert largest < S * S * element, "an Sq x Sk tensor was saved"
+    elif causal and mask:
+        assert largest == B * S * S * element  # the one causal & padding mask
+
+
+def test_math_kernel_keeps_the_scores_for_what_sdpa_cannot_express() -> None:
+    assert AttentionOp.kernel({"heads": 2, "softcap": 50.0}) == "math"
+    assert AttentionOp.kernel({"heads": 2, "dropout": 0.1}) == "math"
+    assert AttentionOp.kernel({"heads": 2, "dropout": None, "causal": True}) == "sdpa"
