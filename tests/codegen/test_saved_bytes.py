@@ -31,7 +31,8 @@ from unityc.dialects.precision import BF16_MIXED, FP32, precision_attrs
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import from_module, to_module
 from unityc.machine.presets import preset
-from unityc.search.megatron_lm import FULL, NONE, SELECTIVE, Config, build
+from unityc.search.layout import FULL, NONE, SELECTIVE
+from unityc.search.megatron_lm import Config, build
 from unityc.search.pipeline import plain_graph
 from unityc.search.plans import Pricing
 
