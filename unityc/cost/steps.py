@@ -113,6 +113,9 @@ class StepBuilder:
         self.step_copies: dict[int, float] = defaultdict(float)
         """bf16-mixed: of each device's activations, the bf16 weight copies made once per step
         and shared by every micro-batch (`autocast_copies`)."""
+        self.step_copies_of: dict[int, dict[int, float]] = {}
+        """The same by node id, per device (of `internal`): the search's stage memory counts
+        them once (`search.layers`)."""
         self.zero_buckets: dict[int, dict[tuple[int, ...], int]] = {}
         """The bytes of the bucket each ZeRO weight moves in over each of its copy groups, by
         node id (`bucket_zero_weights`)."""
@@ -328,6 +331,8 @@ class StepBuilder:
             if not node.recompute:
                 self.memory[device]["activations"] += per_task * count
                 self.step_copies[device] += once * count
+                if once:
+                    self.step_copies_of.setdefault(nid, {})[device] = once * count
         return 0.0 if node.recompute else self.total(tasks) * per_task
 
     def dropout_mask(
