@@ -8,10 +8,11 @@ The plans are built by the function the `megatron-lm` baseline and the joint sea
 candidates use (`search.megatron_lm.build`, one `Config` each) on 2 gloo ranks, tiny Hugging Face
 configs: data parallel, Megatron tensor x sequence, ZeRO-3, a 1F1B pipeline of two stages with
 two micro-batches, selective and full recomputation, two accumulated micro-batches (Llama in fp32,
-most in bf16-mixed too), and data parallel GPT-2 and BERT (dropout, attention dropout, LayerNorm,
-learned positions). All in one torchrun (`unityc.runtime.batch`), two steps each, no --check (the
-figure is the second step's: the first also runs torch's pipeline shape inference; dropout is
-off under --check). The test prints each figure (`-s`).
+most in bf16-mixed too: the 1F1B stage 0 holds two micro-batches but one bf16 copy of each weight,
+made once per step, `runtime.precision.step_region`), and data parallel GPT-2 and BERT (dropout,
+attention dropout, LayerNorm, learned positions). All in one torchrun (`unityc.runtime.batch`),
+two steps each, no --check (the figure is the second step's: the first also runs torch's
+pipeline shape inference; dropout is off under --check). The test prints each figure (`-s`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ KINDS = {
 # (model, precision, kind)
 CASES = [
     *(("llama", FP32, kind) for kind in KINDS),
-    *(("llama", BF16_MIXED, kind) for kind in ("data", "tensor-sequence", "zero3", "1f1b", "selective")),
+    *(
+        ("llama", BF16_MIXED, kind)
+        for kind in ("data", "tensor-sequence", "zero3", "1f1b", "selective", "accumulation")
+    ),
     ("gpt2", FP32, "data"),
     ("gpt2", BF16_MIXED, "data"),
     ("bert", BF16_MIXED, "data"),

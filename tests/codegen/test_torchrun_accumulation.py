@@ -1,7 +1,8 @@
 """Gradient accumulation (`unityc.accumulation = k`, `dialects/plan.py`) trains exactly like the
 single-device model under torchrun (`--check`: loss, outputs, every gradient and updated weight):
 data-parallel plans of the zoo MLP and BERT with 2 and 4 steps, with SGD and Adam, with ZeRO-1/2/3
-and recomputation, under bf16-mixed, a pipelined plan whose schedule runs twice per step, and a
+and recomputation, under bf16-mixed (data parallel, ZeRO-2/3 with recomputation, a pipeline: one
+bf16 copy of each weight per step), a pipelined plan whose schedule runs twice per step, and a
 run checkpointed after one step and resumed (the losses are the uninterrupted run's). One
 torchrun (`unityc.runtime.batch`) runs them all on 2 gloo processes.
 """
@@ -39,6 +40,11 @@ PROGRAMS = [
     ("mlp-zero3-recompute-acc2", "mlp", "zero3-recompute", 2, ADAM),
     ("bert-zero2-recompute-acc2", "bert", "zero2-recompute", 2, ADAM),
     ("mlp-bf16-dp-acc2", "mlp-bf16", "dp", 2, ADAM),
+    # bf16-mixed shares one bf16 copy of each weight across the step's micro-batches
+    # (`runtime.precision.step_region`): through recomputation and a pipeline's schedule too
+    ("mlp-bf16-zero2-recompute-acc2", "mlp-bf16", "zero2-recompute", 2, ADAM),  # recomputed: cached
+    ("mlp-bf16-zero3-recompute-acc2", "mlp-bf16", "zero3-recompute", 2, ADAM),  # gathered: cast each time
+    ("mlp-bf16-gpipe-acc2", "mlp-bf16", "gpipe", 2, ADAM),
     ("mlp-gpipe-acc2", "mlp", "gpipe", 2, ADAM),
 ]
 RESUMED = "mlp-dp-acc2-resume"

@@ -13,9 +13,10 @@ from cost_graphs import parse
 from unityc.cost.estimate import Estimate, estimate_graph
 from unityc.dialects.precision import BF16_MIXED, PRECISION, precision_attrs
 from unityc.frontend import ModelSpec, import_model
-from unityc.graph import Graph, from_module
+from unityc.graph import Graph, from_module, to_module
 from unityc.graph.precision import priced_graph, run_dtypes
 from unityc.machine import load_machine
+from unityc.passes.gpipe import GpipePass
 from unityc.search.baselines import data_parallel, megatron
 
 GRAPH = """
@@ -106,4 +107,21 @@ def test_gradient_reductions_stay_fp32_and_copies_are_counted() -> None:
     weights = fp32.devices[0].memory.weights
     activations, activations_bf16 = fp32.devices[0].memory.activations, bf16.devices[0].memory.activations
     # the MLP's weights are all read by linears: their copies add half the fp32 weight bytes
+    assert activations_bf16 == pytest.approx(activations / 2 + weights / 2, rel=0.05)
+
+
+@pytest.mark.parametrize("microbatches", [2, 4])
+def test_a_pipeline_stage_holds_one_bf16_copy_of_each_weight_per_step(microbatches: int) -> None:
+    """GPipe keeps every micro-batch in flight, but the program casts each weight to bf16 once
+    per step and every micro-batch reads that copy (`runtime.precision.step_region`): a stage's
+    activations are the micro-batches' (as many rows in all as one batch: as in fp32, at bf16)
+    plus one copy of its weights at 2 bytes an element, whatever the micro-batches."""
+    spec = load_machine("dgx-a100:2")
+    stage: dict[str, tuple[float, float]] = {}
+    for precision in ("fp32", BF16_MIXED):
+        module = to_module(_mlp(precision))
+        GpipePass(machine="dgx-a100:2", stages=2, microbatches=microbatches).apply(None, module)  # type: ignore[arg-type]
+        first = estimate_graph(from_module(module), spec).devices[0].memory
+        stage[precision] = (first.weights, first.activations)
+    (weights, activations), (_, activations_bf16) = stage["fp32"], stage[BF16_MIXED]
     assert activations_bf16 == pytest.approx(activations / 2 + weights / 2, rel=0.05)

@@ -108,6 +108,18 @@ def upcast_operand(graph: Graph, nid: int, r: Ref) -> bool:
     return graph.type_of(r).element_type == bf16
 
 
+def step_weight_copy(graph: Graph, nid: int, r: Ref) -> bool:
+    """Whether autocast's bf16 copy of `r` that op `nid` keeps (`cast_operand`) is made once per
+    step and shared by every micro-batch (`runtime.precision.step_region`): `r` is a trained
+    weight read directly (autocast caches the cast of a leaf that requires grad, not of a view),
+    not a ZeRO-3 one (its gathered piece is a view of its bucket, cast per forward). Counted
+    once per device, not per micro-batch in flight (`steps.autocast_copies`)."""
+    node = graph.nodes[r[0]]
+    if node.op != "pcg.weight" or node.attr("frozen") or node.zero >= 3:
+        return False
+    return cast_operand(graph, nid, r)
+
+
 def autocast_copy_bytes(graph: Graph, nid: int, r: Ref) -> int:
     """Bytes an element of autocast's copy of `r` that op `nid` keeps for backward (0: none)."""
     if cast_operand(graph, nid, r):

@@ -15,7 +15,8 @@
    per iteration (`_tied_reduce`), which each holding stage waits for.
 3. `pipeline.simulate_pipeline` runs the schedule: the iteration time, each group's bubble, the
    micro-batches in flight. A device's activations are one micro-batch's times the peak in flight
-   on its group (1F1B: min(S - k, M) on stage k; GPipe: M); 2BW adds a second copy of the weights.
+   on its group (1F1B: min(S - k, M) on stage k; GPipe: M), but for the bf16 weight copies made
+   once per step (`steps.Builder.step_copies`); 2BW adds a second copy of the weights.
 """
 
 from __future__ import annotations
@@ -269,7 +270,8 @@ def _assemble(
     devices = []
     for d in sorted(set(b.memory) | set(per_device)):
         mem = dict(b.memory[d])
-        mem["activations"] = mem.get("activations", 0.0) * factor.get(d, 1.0)
+        once = b.step_copies.get(d, 0.0)  # bf16 weight copies: one per step, not per micro-batch
+        mem["activations"] = (mem.get("activations", 0.0) - once) * factor.get(d, 1.0) + once
         if run.schedule == "2bw":
             mem["weights"] = 2 * mem.get("weights", 0.0)
         compute_s, comm_s, update_s, sync_s = per_device.get(d, [0.0] * 4)

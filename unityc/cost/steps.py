@@ -33,6 +33,7 @@ from unityc.cost.memory import (
     norm_stats_bytes,
     probability_bytes,
     saves,
+    step_weight_copy,
 )
 from unityc.cost.pricing import (
     ComputeModel,
@@ -112,6 +113,12 @@ class StepBuilder:
             self.rep_mask = self.roles.rep_mask
         self.placed: dict[int, Placed] = {}
         """Priced by roles: the placement of each array (by its id; nodes placed alike share)."""
+        self.step_copies: dict[int, float] = defaultdict(float)
+        """bf16-mixed: of each device's activations, the bf16 weight copies made once per step
+        and shared by every micro-batch (`autocast_copies`)."""
+        self.step_copies_of: dict[int, dict[int, float]] = {}
+        """The same by node id, per device (of `internal`): the search's stage memory counts
+        them once (`search.layers`)."""
         self.zero_buckets: dict[int, dict[tuple[int, ...], int]] = {}
         """The bytes of the bucket each ZeRO weight moves in over each of its copy groups, by
         node id (`bucket_zero_weights`)."""
@@ -316,16 +323,20 @@ class StepBuilder:
     ) -> float:
         """bf16-mixed: autocast casts each fp32 tensor a bf16 op (a matmul) reads to a bf16 copy
         that the op saves for its backward (`memory.cast_operand`): a weight or a view of one
-        (`memory.weight_view`) once per forward (a leaf's cast is cached only inside one
-        autocast region: one micro-batch's forward), an activation once per reading op; and each
+        (`memory.weight_view`) once per forward, an activation once per reading op; and each
         bf16 tensor an fp32 op (a loss) reads to an fp32 copy (`memory.upcast_operand`). Held
         like attention's internal tensors (from forward to the op's backward, only then if it
-        is recomputed). Returns the bytes kept from forward."""
-        per_task = sum(
-            autocast_copy_bytes(self.graph, nid, r) * type_info(t).piece.numel
-            for r, t in zip(node.operands, types, strict=True)
-            if r is not None and t is not None
-        )
+        is recomputed). A trained weight's copy is made once per step and shared by the
+        micro-batches (`memory.step_weight_copy`): its bytes also go to `step_copies`, which
+        a pipeline's estimate counts once, not per micro-batch in flight. Returns the bytes
+        kept from forward."""
+        per_task = once = 0
+        for r, t in zip(node.operands, types, strict=True):
+            if r is None or t is None:
+                continue
+            nbytes = autocast_copy_bytes(self.graph, nid, r) * type_info(t).piece.numel
+            per_task += nbytes
+            once += nbytes if step_weight_copy(self.graph, nid, r) else 0
         if not per_task:
             return 0.0
         held = self.internal.setdefault(nid, {})
@@ -333,6 +344,9 @@ class StepBuilder:
             held[device] = held.get(device, 0.0) + per_task * count
             if not node.recompute:
                 self.memory[device]["activations"] += per_task * count
+                self.step_copies[device] += once * count
+                if once:
+                    self.step_copies_of.setdefault(nid, {})[device] = once * count
         return 0.0 if node.recompute else self.total(tasks) * per_task
 
     def dropout_mask(

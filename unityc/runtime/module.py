@@ -56,7 +56,7 @@ from unityc.runtime.optim import clip_factor, global_grad_norm
 from unityc.runtime.parts import WeightKey
 from unityc.runtime.pipeline import Pipelined, StageModule, run_schedule, stage_schedule
 from unityc.runtime.plan import Plan
-from unityc.runtime.precision import autocast
+from unityc.runtime.precision import autocast, step_region
 from unityc.runtime.sources import local_constants, local_weights, part_sizes
 from unityc.runtime.trainer import Forward
 from unityc.runtime.zero import Zero
@@ -269,9 +269,10 @@ class DistributedModel(nn.Module):
         inputs = {k: v for k, v in batch.items() if k in self.plan.inputs}
         assert self.pipelined is not None
         pipeline = self.pipelined.pipeline
-        outputs = run_schedule(
-            self.schedule, self.stages, pipeline, self.plan, inputs, self.is_last, backward
-        )
+        with step_region(self.plan.precision, self.device, enabled=backward):  # one bf16 copy a weight
+            outputs = run_schedule(
+                self.schedule, self.stages, pipeline, self.plan, inputs, self.is_last, backward
+            )
         if backward and self.syncing:
             self.sync.begin()
             self.sync.finish()

@@ -188,7 +188,10 @@ class PipelineTrainer(Trainer):
         self.ctx.begin_step(step)
         self.at(f"step {step + 1}: pipeline schedule")
         inputs = {k: v for k, v in self.data.items() if k in self.plan.inputs}  # this step's batch
-        outputs = run_schedule(self.schedule, self.modules, self.pipeline, self.plan, inputs, self.is_last)
+        with self.step_region():  # bf16-mixed: one bf16 copy of each weight for every micro-batch
+            outputs = run_schedule(
+                self.schedule, self.modules, self.pipeline, self.plan, inputs, self.is_last
+            )
         return outputs, self.update(step)
 
 

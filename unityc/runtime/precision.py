@@ -3,9 +3,12 @@
 
 bf16-mixed runs each forward under `torch.autocast(dtype=torch.bfloat16)` (on CPU too) with the
 weights, their gradients, optimizer state and gradient reductions in fp32 (master weights); the
-backward runs outside autocast, as torch recommends. `--check` runs the single-device reference
-under the same autocast and compares at `BF16_TOLERANCE`, widened where bf16 itself is far from float64
-(`BF16_CONDITION_FACTOR`).
+backward runs outside autocast, as torch recommends. Each weight is cast to bf16 once per step and
+that copy is shared by every micro-batch (as Megatron-LM and FSDP2 do): the step's micro-batches
+run inside one `step_region`, a disabled autocast region that keeps autocast's cache of the
+weights' casts from one forward to the next (see `step_region`). `--check` runs the
+single-device reference under the same autocast and compares at `BF16_TOLERANCE`, widened where
+bf16 itself is far from float64 (`BF16_CONDITION_FACTOR`).
 """
 
 from __future__ import annotations
@@ -55,4 +58,25 @@ def autocast(precision: str, device: torch.device, enabled: bool = True) -> cont
     """The context a forward of a plan of `precision` runs in (nothing for fp32)."""
     if precision == BF16_MIXED and enabled:
         return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def step_region(
+    precision: str, device: torch.device, enabled: bool = True
+) -> contextlib.AbstractContextManager:
+    """The context a training step's forwards and backwards run in: under bf16-mixed a disabled
+    `torch.autocast` region around them all, so that each weight is cast to bf16 once per step.
+
+    autocast caches the bf16 cast of a leaf that requires grad (a trainable weight, not a view)
+    and drops the cache only when the outermost autocast region exits (`torch.autocast.__exit__`:
+    `autocast_decrement_nesting() == 0`); a disabled region counts as one but leaves autocast off.
+    So inside it each micro-batch's forward (`autocast`, nested) reads the copy the first one
+    made, and the backwards run outside autocast as before; all of them flow into the fp32 leaf
+    through the copy's `ToCopyBackward`, which keeps nothing, so one copy serves every backward.
+    The region must end before the optimizer updates the weights in place (the cache would be
+    stale): the trainer closes it before `update`. The copy's value is bf16(w) however often it
+    is made, so --check stays exact against the reference's own autocast. A frozen weight
+    (no grad) or a ZeRO-3 gathered piece (a view of its bucket) is not cached: cast per forward."""
+    if precision == BF16_MIXED and enabled:
+        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=False)
     return contextlib.nullcontext()

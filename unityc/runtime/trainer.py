@@ -25,7 +25,7 @@ from unityc.runtime.faults import RunError
 from unityc.runtime.grads import GradientSync
 from unityc.runtime.parts import stored_key
 from unityc.runtime.plan import Layout, Plan
-from unityc.runtime.precision import autocast, condition_factor
+from unityc.runtime.precision import autocast, condition_factor, step_region
 from unityc.runtime.progress import Progress, profiled
 from unityc.runtime.saved import SavedBytes
 from unityc.runtime.saved import write as write_saved
@@ -93,6 +93,8 @@ class Trainer:
         self.float_dtype = float_dtype
         # bf16-mixed: each forward under autocast (a float64 run computes everything in float64)
         self.autocast = lambda: autocast(plan.precision, device, enabled=float_dtype is None)
+        # ... and the step's micro-batches inside one region: each weight cast once per step
+        self.step_region = lambda: step_region(plan.precision, device, enabled=float_dtype is None)
         loaded = load_reference(plan.model, build)
         spec: optim.OptimizerSpec = args.optim
         spec.check_plan(plan.weights.values())
@@ -371,7 +373,8 @@ class Trainer:
         k = self.plan.accumulation
         if k == 1:
             return self._backward(step, self.data, 1.0, True), self.update(step)
-        parts = [self._backward(step, data, 1.0 / k, m == k - 1, m) for m, data in enumerate(self._chunks(k))]
+        with self.step_region():  # bf16-mixed: one bf16 copy of each weight for all k micro-batches
+            parts = [self._backward(step, d, 1.0 / k, m == k - 1, m) for m, d in enumerate(self._chunks(k))]
         return accumulated_outputs(parts), self.update(step)
 
     def _backward(

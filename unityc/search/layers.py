@@ -225,7 +225,8 @@ class LayerCosts:
         return next(d.index for d in self.machine.devices if d.kind.name == kind_name)
 
     def of(self, device: int, rows: int) -> dict[str, list[float]]:
-        """{"fwd", "bwd", "saved", "weights", "update", "out"}: per layer, on `device`'s kind."""
+        """{"fwd", "bwd", "saved", "copies", "weights", "update", "out"}: per layer, on `device`'s
+        kind ("copies": of "saved", the bf16 weight copies made once per step, `memory.step_weight_copy`)."""
         device = self.kind_device(self.machine.kind_of(device).name)
         key = (device, rows)
         hit = self._cache.get(key)
@@ -248,7 +249,7 @@ class LayerCosts:
         cuts, layer = self.layers
         users = self.graph.users()
         L = len(cuts) + 1
-        out = {k: [0.0] * L for k in ("fwd", "bwd", "saved", "weights", "update", "out")}
+        out = {k: [0.0] * L for k in ("fwd", "bwd", "saved", "copies", "weights", "update", "out")}
         tied: list[TiedWeight] = []
         for nid, step in zip(order, steps, strict=True):
             node = micro.nodes[nid]
@@ -271,9 +272,11 @@ class LayerCosts:
             out["saved"][k] += piece(micro.type_of(v)).nbytes  # type: ignore[union-attr]
         for nid, held in _kept_internals(micro, b.internal):  # as `estimate` counts them
             out["saved"][layer.get(nid, 0)] += held.get(device, 0.0)
+        for nid, held in b.step_copies_of.items():  # of "saved": one per step, not per micro-batch
+            out["copies"][layer.get(nid, 0)] += held.get(device, 0.0)
         for i, c in enumerate(cuts):
             out["out"][i] = piece(micro.nodes[c].types[0]).nbytes  # type: ignore[union-attr]
-        for name in ("fwd", "bwd", "saved", "weights", "update"):
+        for name in ("fwd", "bwd", "saved", "copies", "weights", "update"):
             out["sum_" + name] = list(itertools.accumulate(out[name], initial=0.0))
         self._cache[key] = out
         return out
@@ -315,7 +318,8 @@ class LayerCosts:
         )
         cuts = self.layers[0]
         out = {
-            k: [0.0] * (len(cuts) + 1) for k in ("fwd", "bwd", "saved", "weights", "update", "out", "sync")
+            k: [0.0] * (len(cuts) + 1)
+            for k in ("fwd", "bwd", "saved", "copies", "weights", "update", "out", "sync")
         }
         users = plan.users()
         compute = {n: where[n] for n in plan.nodes if not plan.nodes[n].is_source}
@@ -342,9 +346,11 @@ class LayerCosts:
             out["saved"][where[v[0]]] += piece(plan.type_of(v)).nbytes  # type: ignore[union-attr]
         for nid, held in _kept_internals(plan, b.internal):
             out["saved"][where[nid]] += max(held.values(), default=0.0)
+        for nid, held in b.step_copies_of.items():
+            out["copies"][where[nid]] += max(held.values(), default=0.0)
         for i, c in enumerate(cuts):
             out["out"][i] = piece(micro.nodes[c].types[0]).nbytes  # type: ignore[union-attr]
-        for name in ("fwd", "bwd", "saved", "weights", "update", "sync"):
+        for name in ("fwd", "bwd", "saved", "copies", "weights", "update", "sync"):
             out["sum_" + name] = list(itertools.accumulate(out[name], initial=0.0))
         self._cache[key] = out
         return out

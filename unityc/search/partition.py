@@ -10,7 +10,8 @@ min over the last stage (layers [i, j) on devices [c, d)) of max(A(i, c), stage 
 time into it), the stage time being M x (forward + backward) + sync + update (the slowest stage
 bounds the pipeline in steady state). A stage's memory (weights, gradients, optimizer state, and
 its activations times the micro-batches in flight, at most min(M, 1 + the devices after it)
-under 1F1B) must fit its devices. Devices are taken in machine order; stages may use fewer than
+under 1F1B, but for the bf16 weight copies made once per step, `memory.step_weight_copy`) must
+fit its devices. Devices are taken in machine order; stages may use fewer than
 all devices. `exhaustive_partition` enumerates the same space (tests).
 """
 
@@ -161,13 +162,16 @@ class StageModel:
             micro_rows = self.costs.batch // self.microbatches
             tied = self.costs.tied(0, micro_rows, width, self.tensor)
             weights += self._tied_share(tied, first, last, 0, width)[0]
-            return self.costs.state_bytes(weights) + inflight * (p["sum_saved"][last] - p["sum_saved"][first])
+            saved = p["sum_saved"][last] - p["sum_saved"][first]
+            copies = p["sum_copies"][last] - p["sum_copies"][first]  # one per step, not in flight
+            return self.costs.state_bytes(weights) + inflight * (saved - copies) + copies
         rows = self.rows(width)
         assert rows is not None and self.costs.feasible(0, rows)
         total = self.costs.total
         weights = total(0, rows, "weights", first, last)
         weights += self._tied_share(self.costs.tied(0, rows), first, last, 0, width)[0]
-        return self.costs.state_bytes(weights) + inflight * total(0, rows, "saved", first, last)
+        saved, copies = (total(0, rows, k, first, last) for k in ("saved", "copies"))
+        return self.costs.state_bytes(weights) + inflight * (saved - copies) + copies
 
     def capacity(self, start: int, width: int) -> float:
         return self.scale * min(self.machine.kind_of(d).memory for d in range(start, start + width))
