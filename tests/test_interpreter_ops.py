@@ -521,6 +521,23 @@ def test_reduce(kind, dims, keepdim):
     check(pcg.ReduceOp, [randn(2, 3, 4)], ref, **attrs)
 
 
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", [0, -1])
+@pytest.mark.parametrize("kind", ["max", "min", "argmax", "argmin"])
+def test_reduce_selects_over_one_dim(kind, dim, keepdim):
+    def ref(x):
+        values, indices = (x.max if kind.endswith("max") else x.min)(dim=dim, keepdim=keepdim)
+        return indices if kind.startswith("arg") else values
+
+    attrs = {"kind": kind, "dims": [dim], **({"keepdim": True} if keepdim else {})}
+    check(pcg.ReduceOp, [randn(2, 3, 4)], ref, **attrs)
+
+
+@pytest.mark.parametrize("kind", ["amax", "amin"])
+def test_reduce_amax_amin_over_dims(kind):
+    check(pcg.ReduceOp, [randn(2, 3, 4)], lambda x: getattr(x, kind)(dim=[0, 2]), kind=kind, dims=[0, 2])
+
+
 # ------------------------------------------------------------------------------------------
 # Embeddings, attention, losses
 # ------------------------------------------------------------------------------------------

@@ -490,6 +490,28 @@ def test_reduce_over_sharded_dims(kind, dims, keepdim, spec, expect):
     check_form(pcg.ReduceOp, [randn(4, 6)], [spec], attrs, expect)
 
 
+@pytest.mark.parametrize("kind", ["max", "min", "argmax", "argmin", "amax"])
+@pytest.mark.parametrize(
+    "dims, keepdim, spec, expect",
+    [
+        ([1], False, D(2, 1), ([2], 1, 1)),  # the kept dim shards, the reduced one is whole
+        ([1], True, D(2, 1, copy=2), ([2, 1], 1, 2)),
+        ([0], False, D(1, 3), ([3], 1, 1)),  # a dim after the reduced one moves down
+    ],
+)
+def test_reduce_selects_shard_kept_dims(kind, dims, keepdim, spec, expect):
+    attrs = {"kind": kind, "dims": dims, "keepdim": keepdim or None}
+    check_form(pcg.ReduceOp, [randn(4, 6)], [spec], attrs, expect)
+
+
+@pytest.mark.parametrize("kind", ["max", "argmin", "amax"])
+def test_reduce_selects_reject_a_sharded_reduced_dim(kind):
+    g = Graph()
+    x = g.partition(g.input("x", [4, 6]), 1, 2)
+    with pytest.raises(FormError, match=f"a {kind} needs the whole reduced dim"):
+        g.op(pcg.ReduceOp, [x], kind=kind, dims=[1])
+
+
 # ------------------------------------------------------------------------------------------
 # Embeddings, attention, losses
 # ------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ import pytest
 from xdsl.dialects.builtin import f32, i64
 
 from unityc.cost.estimate import estimate_graph
+from unityc.cost.memory import saves
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.precision import precision_attrs
 from unityc.graph import Graph
@@ -116,3 +117,14 @@ def test_bf16_mixed_keeps_autocast_copies_not_fp32_views() -> None:
     # log-softmax, `memory.upcast_operand`) and the int64 labels
     loss_inputs = 4 * 8 * 32 + 8 * 8
     assert memory.activations == copies + loss_inputs  # not the fp32 view, not the fp32 input
+
+
+@pytest.mark.parametrize(
+    "kind, kept",
+    [("sum", "nothing"), ("mean", "nothing"), ("max", "result"), ("min", "result"), ("amax", "operands")],
+)
+def test_reduce_kinds_keep_what_their_backward_reads(kind: str, kept: str) -> None:
+    """A sum's backward only broadcasts the gradient; torch.max/min over a dim keeps its indices
+    (as many elements as the result); amax/amin keep the input (and the result)."""
+    assert saves("pcg.reduce", {"kind": kind, "dims": [1]}) == kept
+    assert saves("pcg.reduce") == "nothing"  # no properties: the sum's rule

@@ -228,6 +228,12 @@ def _reduce(call: Call) -> str:
     if not dims:
         return x or "None"
     keep = ", keepdim=True" if call.attrs["keepdim"] else ""
+    kind = call.attrs["kind"]
+    if kind in ("max", "min", "argmax", "argmin"):  # torch.max/min over one dim: (values, indices)
+        pick = 1 if kind.startswith("arg") else 0
+        return f"{x}.{kind.removeprefix('arg')}(dim={dims[0]}{keep})[{pick}]"
+    if kind in ("amax", "amin"):
+        return f"{x}.{kind}(dim={dims}{keep})"
     total = f"{x}.sum(dim={dims}{keep})"
     if call.attrs["kind"] == "mean":
         return f"{total} / {math.prod(t.shape[d] for d in dims)}"

@@ -122,7 +122,7 @@ def would_save(graph: Graph, nid: int, gets_grad: set[Ref]) -> tuple[Ref, ...]:
     if not has_backward(graph, nid, gets_grad):
         return ()
     node = graph.nodes[nid]
-    rule = saves(node.op)
+    rule = saves(node.op, dict(node.attrs))
     if rule == "operands":
         return tuple(
             o

@@ -36,7 +36,7 @@ Forward FLOPs (n = elements of the result piece unless said otherwise):
 | layer_norm, batch_norm | 5·n, + n each for weight and bias |
 | rms_norm | 4·n (square, sum, scale by rstd; rsqrt per row), + n for the weight |
 | gated_activation | act's `UNARY_FLOPS` (silu: sigmoid's + 1) + 1, ·n |
-| reduce | elements of the input, + n for a mean |
+| reduce | elements of the input (an add or a compare each), + n for a mean |
 | embedding | 0 (a gather: bytes only) |
 | embedding_bag | L·B·D (+ B·D for a mean) |
 | cross_entropy logits[N,C] | 4·N·C |
@@ -227,7 +227,7 @@ def _attention(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) ->
 
 
 def _reduce(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
-    return _n(ops[0]) + (_n(res[0]) if attrs["kind"] == "mean" else 0)
+    return _n(ops[0]) + (_n(res[0]) if attrs["kind"] == "mean" else 0)  # a compare per element for max, min
 
 
 def _embedding_bag(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:

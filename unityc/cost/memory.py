@@ -31,7 +31,9 @@ Adam reads w, g, m, v and writes w, m, v (7 passes, ~12 FLOPs per element).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from xdsl.dialects.builtin import AnyFloat, bf16
 
@@ -127,8 +129,16 @@ def autocast_copy_bytes(graph: Graph, nid: int, r: Ref) -> int:
     return 4 if upcast_operand(graph, nid, r) else 0
 
 
-def saves(kind: str) -> str:
-    """What the backward of `kind` keeps from forward: "operands", "result" or "nothing"."""
+REDUCE_SAVES = {"max": "result", "min": "result", "amax": "operands", "amin": "operands"}
+"""What a selecting pcg.reduce keeps: torch.max/min over a dim its indices (as many elements as
+its result, counted as the result), amax/amin its input and result (counted as the input)."""
+
+
+def saves(kind: str, attrs: Mapping[str, Any] | None = None) -> str:
+    """What the backward of `kind` (with properties `attrs`) keeps from forward: "operands",
+    "result" or "nothing"."""
+    if kind == "pcg.reduce" and attrs is not None:
+        return REDUCE_SAVES.get(attrs.get("kind", ""), "nothing")
     if kind.startswith("parallel.") or kind in SAVES_NOTHING:
         return "nothing"
     return "result" if kind in SAVES_RESULT else "operands"

@@ -293,7 +293,7 @@ class StepBuilder:
         """The all-gathers of the ZeRO-3 weights `node` reads again in backward: those it saves
         (the program frees them after forward and gathers them when its backward unpacks them),
         or all it reads if it is recomputed."""
-        if saves(node.op) != "operands" and not node.recompute:
+        if saves(node.op, dict(node.attrs)) != "operands" and not node.recompute:
             return ()
         return tuple(
             c for r in node.operand_refs() if r[0] in self.weights for c in self.weights[r[0]].gather

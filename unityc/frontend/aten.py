@@ -1,5 +1,6 @@
 """Core ATen -> pcg lowerings, one small function per op family (see `LOWERINGS`): elementwise
-arithmetic, contractions and shape ops here; neural-network layers in `aten_nn.py`."""
+arithmetic, contractions and shape ops here; neural-network layers in `aten_nn.py`, reductions
+in `aten_reduce.py`."""
 
 from __future__ import annotations
 
@@ -669,6 +670,26 @@ def _scatter_into(im: FxImporter, node: fx.Node, base: Value, src: Value, dim: i
     return parts[0] if len(parts) == 1 else im.op(pcg.ConcatOp, [parts], dim=dim)
 
 
+@lowering(aten.unfold.default)
+def _unfold(im: FxImporter, node: fx.Node, x: Value, dim: int, size: int, step: int) -> Value:
+    """Tensor.unfold, windows of `size` every `step` along `dim` (a strided view, overlapping if
+    step < size): a gather of each window's elements along `dim` (exact also for gradients:
+    repeated reads add up), split into [windows, size] and the window axis moved last. The other
+    dims keep their parallel forms."""
+    x = im.tensor(x)
+    shape = tensor_type(x).shape
+    dim %= max(len(shape), 1)
+    if size < 1 or step < 1 or size > shape[dim]:
+        raise im.fail(f"unfold of {size} every {step} along a dim of {shape[dim]} is not a valid window")
+    windows = (shape[dim] - size) // step + 1
+    indices = [w * step + j for w in range(windows) for j in range(size)]
+    picked = x if indices == list(range(shape[dim])) else im.op(pcg.GatherOp, [x], dim=dim, indices=indices)
+    split = reshape_to(im, picked, (*shape[:dim], windows, size, *shape[dim + 1 :]))
+    rank = len(shape) + 1
+    perm = [d for d in range(rank) if d != dim + 1] + [dim + 1]
+    return split if perm == sorted(perm) else im.op(pcg.TransposeOp, [split], perm=perm)
+
+
 @lowering(aten.as_strided.default)
 def _as_strided(
     im: FxImporter, node: fx.Node, x: Value, size: list[int], stride: list[int], offset: int | None = None
@@ -767,17 +788,6 @@ def _is_arange_grid(shape: tuple[int, ...], indices: list[Value], result: tuple[
         if not torch.equal(index.value.flatten(), torch.arange(size, dtype=index.value.dtype)):
             return False
     return True
-
-
-@lowering(aten.sum.dim_IntList, aten.mean.dim, aten.sum.default, aten.mean.default)
-def _reduce(
-    im: FxImporter, node: fx.Node, x: Value, dims: Any = None, keepdim: bool = False, **_: Any
-) -> Value:
-    x = im.tensor(x)
-    rank = tensor_type(x).rank
-    dims = list(range(rank)) if not dims else [d % rank for d in dims]
-    kind = "mean" if node.target in (aten.mean.dim, aten.mean.default) else "sum"
-    return im.op(pcg.ReduceOp, [x], kind=kind, dims=dims, keepdim=bool(keepdim))
 
 
 @lowering(aten._assert_tensor_metadata.default, aten._assert_scalar.default)

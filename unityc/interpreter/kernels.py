@@ -142,7 +142,16 @@ def _reduce(task: Task, x: torch.Tensor) -> torch.Tensor:
     a = task.attrs
     t = task.operand_type(0)
     dims = sorted({d % t.rank for d in a["dims"]})
-    out = x.sum(dim=dims, keepdim=bool(a["keepdim"])) if dims else x.clone()
+    keep = bool(a["keepdim"])
+    match a["kind"]:
+        case "max" | "min" | "argmax" | "argmin":  # torch.max/min over one dim: values, indices
+            values, indices = (x.max if a["kind"].endswith("max") else x.min)(dim=dims[0], keepdim=keep)
+            return indices if a["kind"].startswith("arg") else values
+        case "amax":
+            return x.amax(dim=dims, keepdim=keep)
+        case "amin":
+            return x.amin(dim=dims, keepdim=keep)
+    out = x.sum(dim=dims, keepdim=keep) if dims else x.clone()
     if a["kind"] == "mean":
         out = out / math.prod(t.shape[d] for d in dims)
     return out

@@ -78,7 +78,7 @@ KERNELS = (1, 2, 3)
 WINDOW_OPS = ("pcg.conv2d", "pcg.pool2d")
 """Ops whose list properties are a sliding window's (`Sampler._window`)."""
 STRING_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
-    ("pcg.reduce", "kind"): ("sum", "mean"),
+    ("pcg.reduce", "kind"): ("sum", "mean", "max", "min", "argmax", "argmin"),
     ("pcg.pool2d", "kind"): ("max", "avg"),
     ("pcg.embedding_bag", "mode"): ("sum", "mean"),
     ("pcg.cross_entropy", "reduction"): ("mean", "sum"),

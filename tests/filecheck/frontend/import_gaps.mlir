@@ -81,11 +81,11 @@
 // PHI3:      %[[WQ:.*]] = pcg.weight key "model.model.layers.0.self_attn.qkv_proj.weight[0:32, :]" : !pcg.tensor<32x32xf32>
 // PHI3-NEXT: %[[WK:.*]] = pcg.weight key "model.model.layers.0.self_attn.qkv_proj.weight[32:64, :]" : !pcg.tensor<32x32xf32>
 // PHI3-NEXT: %[[WV:.*]] = pcg.weight key "model.model.layers.0.self_attn.qkv_proj.weight[64:96, :]" : !pcg.tensor<32x32xf32>
-// PHI3:      %attention = pcg.attention %mul_1, %mul_1, %mul_1, %[[WQ]], %[[WK]], %[[WV]], %model_model_layers_0_self_attn_o_proj_weight mask %{{.*}} cos %cos sin %sin heads 4 :
+// PHI3:      %attention = pcg.attention %rms_norm, %rms_norm, %rms_norm, %[[WQ]], %[[WK]], %[[WV]], %model_model_layers_0_self_attn_o_proj_weight mask %{{.*}} cos %cos sin %sin heads 4 :
 // PHI3:      %[[GATE:.*]] = pcg.weight key "model.model.layers.0.mlp.gate_up_proj.weight[0:64, :]" : !pcg.tensor<64x32xf32>
 // PHI3-NEXT: %[[UP:.*]] = pcg.weight key "model.model.layers.0.mlp.gate_up_proj.weight[64:128, :]" : !pcg.tensor<64x32xf32>
-// PHI3-NEXT: pcg.linear %mul_3, %[[GATE]] : !pcg.tensor<2x16x32xf32>, !pcg.tensor<64x32xf32> -> !pcg.tensor<2x16x64xf32>
-// PHI3-NEXT: pcg.linear %mul_3, %[[UP]] : !pcg.tensor<2x16x32xf32>, !pcg.tensor<64x32xf32> -> !pcg.tensor<2x16x64xf32>
+// PHI3-NEXT: pcg.linear %rms_norm_1, %[[GATE]] : !pcg.tensor<2x16x32xf32>, !pcg.tensor<64x32xf32> -> !pcg.tensor<2x16x64xf32>
+// PHI3-NEXT: pcg.linear %rms_norm_1, %[[UP]] : !pcg.tensor<2x16x32xf32>, !pcg.tensor<64x32xf32> -> !pcg.tensor<2x16x64xf32>
 // PHI3-NOT:  pcg.softmax
 // PHI3-NOT:  pcg.batch_matmul
 // PHI3-NOT:  pcg.split %{{[a-z0-9_]*}} dim 2

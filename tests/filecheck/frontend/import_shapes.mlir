@@ -90,3 +90,13 @@
 // GATHER-NEXT: %index_1 = pcg.gather %index dim 1 indices [4, 8, 9, 12, 13, 14] : !pcg.tensor<2x16xf32> -> !pcg.tensor<2x6xf32>
 // GATHER-NEXT: %mse_loss = pcg.mse_loss %index_1, %target
 // GATHER-NOT:  pcg.constant
+
+//===----------------------------------------------------------------------===//
+// Tensor.unfold (a strided view, its windows overlapping here): a pcg.gather of
+// each window's elements along the dim, reshaped to [windows, size].
+//===----------------------------------------------------------------------===//
+
+// RUN: unityc-import %S/Inputs/ops.py:unfold --check -o %t.unfold.mlir | filecheck %s --check-prefix=MATCHES
+// RUN: filecheck %s --check-prefix=UNFOLD < %t.unfold.mlir
+// UNFOLD:      %unfold = pcg.gather %x dim 1 indices [0, 1, 2, 2, 3, 4] : !pcg.tensor<2x5xf32> -> !pcg.tensor<2x6xf32>
+// UNFOLD-NEXT: %unfold_1 = pcg.reshape %unfold shape [2, 2, 3] : !pcg.tensor<2x6xf32> -> !pcg.tensor<2x2x3xf32>

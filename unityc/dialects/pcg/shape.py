@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from xdsl.dialects.builtin import i64
 from xdsl.ir import Attribute
 from xdsl.irdl import (
     operand_def,
@@ -208,9 +209,19 @@ class GatherOp(PcgOp):
         return form, [result_type(form, 0, shape, x.element_type)]
 
 
+REDUCE_SUMS = ("sum", "mean")
+"""Reduce kinds that are linear: a sharded reduced dim gives partial sums."""
+REDUCE_SELECTS = ("max", "min", "amax", "amin", "argmax", "argmin")
+"""Reduce kinds that pick an element: the reduced dims stay whole and partial sums are not
+accepted. `max`/`min` are torch.max/min over one dim (the gradient goes to the index picked),
+`amax`/`amin` over any dims (ties share the gradient), `argmax`/`argmin` the index (i64)."""
+ONE_DIM_SELECTS = ("max", "min", "argmax", "argmin")
+
+
 @op_definition
 class ReduceOp(PcgOp):
-    """Sum or mean over `dims`. A sharded reduced dim gives partial sums."""
+    """Sum, mean, max, min (values or indices) over `dims`. A sharded reduced dim gives partial
+    sums for a sum or mean; a selecting kind (`REDUCE_SELECTS`) keeps its reduced dims whole."""
 
     name = "pcg.reduce"
     input = operand_def(TensorType)
@@ -220,18 +231,33 @@ class ReduceOp(PcgOp):
     @classmethod
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
         (x,) = operands
-        if attrs["kind"] not in ("sum", "mean"):
-            raise op_error(cls, f"kind must be sum or mean, got '{attrs['kind']}'")
+        kind = attrs["kind"]
+        if kind not in REDUCE_SUMS + REDUCE_SELECTS:
+            raise op_error(
+                cls, f"kind must be one of {', '.join(REDUCE_SUMS + REDUCE_SELECTS)}, got '{kind}'"
+            )
         dims = sorted({normalize_dim(cls, d, x.rank) for d in attrs["dims"]})
+        if kind in ONE_DIM_SELECTS and len(dims) != 1:
+            raise op_error(cls, f"a {kind} reduces exactly one dim, got {len(dims)}")
+        linear = kind in REDUCE_SUMS
         b = form_builder(cls, ["input"], operands)
+        if not linear:
+            for d in dims:
+                b.forbid(0, d, f"a {kind} needs the whole reduced dim")
         shard: list[list[str]] = []
         reduced: list[str] = []
         for d in range(x.rank):
+            if not linear and d in dims:
+                if attrs["keepdim"]:
+                    shard.append([])
+                continue
             factor = b.shared_dim(f"d{d}", [(0, d)])
             if d in dims:
                 reduced.append(factor)
             if d not in dims or attrs["keepdim"]:
                 shard.append([] if d in dims else [factor])
-        form = b.build([(shard, [b.operand_sum("s", 0), *reduced])])
+        sums = [b.operand_sum("s", 0), *reduced] if linear else []
+        form = b.build([(shard, sums)])
         shape = [1 if d in dims else s for d, s in enumerate(x.shape) if attrs["keepdim"] or d not in dims]
-        return form, [result_type(form, 0, shape, float_dtype(cls, x))]
+        dtype = i64 if kind in ("argmax", "argmin") else float_dtype(cls, x)
+        return form, [result_type(form, 0, shape, dtype)]

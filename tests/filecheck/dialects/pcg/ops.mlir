@@ -427,6 +427,14 @@
 // CHECK-NEXT:   %sum_f = pcg.reduce %xf kind "sum" dims [1] : !pcg.tensor<8x16xf32, shard [1, 2]> -> !pcg.tensor<8xf32, sum 2>
 %mean_f = pcg.reduce %xf kind "mean" dims [1] keepdim : !pcg.tensor<8x16xf32, shard [1, 2]> -> !pcg.tensor<8x1xf32, sum 2>
 // CHECK-NEXT:   %mean_f = pcg.reduce %xf kind "mean" dims [1] keepdim : !pcg.tensor<8x16xf32, shard [1, 2]> -> !pcg.tensor<8x1xf32, sum 2>
+// Max and min pick an element: a kept dim shards, the reduced one stays whole; the indices
+// are i64.
+%max = pcg.reduce %xb kind "max" dims [1] : !pcg.tensor<8x16xf32, shard [2, 1]> -> !pcg.tensor<8xf32, shard [2]>
+// CHECK-NEXT:   %max = pcg.reduce %xb kind "max" dims [1] : !pcg.tensor<8x16xf32, shard [2, 1]> -> !pcg.tensor<8xf32, shard [2]>
+%argmin = pcg.reduce %x3 kind "argmin" dims [-1] keepdim : !pcg.tensor<2x8x16xf32> -> !pcg.tensor<2x8x1xi64>
+// CHECK-NEXT:   %argmin = pcg.reduce %x3 kind "argmin" dims [-1] keepdim : !pcg.tensor<2x8x16xf32> -> !pcg.tensor<2x8x1xi64>
+%amax = pcg.reduce %x3 kind "amax" dims [0, 2] : !pcg.tensor<2x8x16xf32> -> !pcg.tensor<8xf32>
+// CHECK-NEXT:   %amax = pcg.reduce %x3 kind "amax" dims [0, 2] : !pcg.tensor<2x8x16xf32> -> !pcg.tensor<8xf32>
 
 //===----------------------------------------------------------------------===//
 // Embeddings: weight [vocabulary, dim] looked up with i64 indices.

@@ -22,6 +22,26 @@
 
 // -----
 
+%x = pcg.input key "x" : !pcg.tensor<8x16xf32, shard [1, 2]>
+%m = pcg.reduce %x kind "max" dims [1] : !pcg.tensor<8x16xf32, shard [1, 2]> -> !pcg.tensor<8xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.reduce: operand 'input' dimension 1 has shard degree 2, but a max needs the whole reduced dim
+
+// -----
+
+%x = pcg.input key "x" : !pcg.tensor<8x16xf32, shard [1, 2]>
+%w = pcg.weight key "w" : !pcg.tensor<32x16xf32, shard [1, 2]>
+%p = pcg.linear %x, %w : !pcg.tensor<8x16xf32, shard [1, 2]>, !pcg.tensor<32x16xf32, shard [1, 2]> -> !pcg.tensor<8x32xf32, sum 2>
+%m = pcg.reduce %p kind "amax" dims [1] : !pcg.tensor<8x32xf32, sum 2> -> !pcg.tensor<8xf32, sum 2>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.reduce: operand 'input' has sum degree 2, but this operator is not linear in it: reduce the partial sums first
+
+// -----
+
+%x = pcg.input key "x" : !pcg.tensor<8x16xf32>
+%m = pcg.reduce %x kind "argmax" dims [0, 1] : !pcg.tensor<8x16xf32> -> !pcg.tensor<i64>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.reduce: a argmax reduces exactly one dim, got 2
+
+// -----
+
 %x = pcg.input key "x" : !pcg.tensor<8x16xf32>
 %g = pcg.gather %x dim 1 indices [16] : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x1xf32>
 // CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.gather: indices must be non-empty and within [0, 16)
@@ -438,8 +458,8 @@
 // -----
 
 %x = pcg.input key "x" : !pcg.tensor<8x16xf32>
-%s = pcg.reduce %x kind "max" dims [1] : !pcg.tensor<8x16xf32> -> !pcg.tensor<8xf32>
-// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.reduce: kind must be sum or mean, got 'max'
+%s = pcg.reduce %x kind "prod" dims [1] : !pcg.tensor<8x16xf32> -> !pcg.tensor<8xf32>
+// CHECK: ops_invalid.mlir:[[# @LINE - 1]]:1: error: pcg.reduce: kind must be one of sum, mean, max, min, amax, amin, argmax, argmin, got 'prod'
 
 // -----
 

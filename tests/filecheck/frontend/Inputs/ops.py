@@ -442,6 +442,17 @@ def gather():
     return Gather(), (_rand(2, 4, 4), _rand(2, 6))
 
 
+class Unfold(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        windows = x.unfold(1, 3, 2)  # [2, 5] -> [2, 2, 3]: windows of 3 every 2
+        return windows.sum(), windows
+
+
+def unfold():
+    """Tensor.unfold -> pcg.gather of each window's elements, reshape, window axis last."""
+    return Unfold(), (_rand(2, 5),)
+
+
 # --- attention, constants, tied weights -----------------------------------------------------
 
 

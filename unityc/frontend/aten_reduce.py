@@ -1,0 +1,69 @@
+"""Lowerings of ATen reductions to `pcg.reduce`: sum and mean, max and min over a dim (values
+and indices), amax and amin, argmax and argmin."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+from torch import fx
+
+from unityc.dialects import pcg
+from unityc.frontend.aten import Value
+from unityc.frontend.importer import FxImporter, Unusable, lowering, tensor_type
+
+aten = torch.ops.aten
+
+
+@lowering(aten.sum.dim_IntList, aten.mean.dim, aten.sum.default, aten.mean.default)
+def _reduce(
+    im: FxImporter, node: fx.Node, x: Value, dims: Any = None, keepdim: bool = False, **_: Any
+) -> Value:
+    x = im.tensor(x)
+    rank = tensor_type(x).rank
+    dims = list(range(rank)) if not dims else [d % rank for d in dims]
+    kind = "mean" if node.target in (aten.mean.dim, aten.mean.default) else "sum"
+    return im.op(pcg.ReduceOp, [x], kind=kind, dims=dims, keepdim=bool(keepdim))
+
+
+@lowering(aten.max.dim, aten.min.dim)
+def _max_min_dim(
+    im: FxImporter, node: fx.Node, x: Value, dim: int, keepdim: bool = False, **_: Any
+) -> tuple[Value, Value]:
+    """torch.max/min over one dim: (values, indices), each a pcg.reduce, built only if used."""
+    x = im.tensor(x)
+    dim %= tensor_type(x).rank
+    kind = "max" if node.target is aten.max.dim else "min"
+    used = {u.args[1] for u in node.users if u.target is operator.getitem}
+    out: list[Value] = []
+    for index, name in enumerate((kind, f"arg{kind}")):
+        if index not in used:
+            out.append(Unusable(f"the unused {name} of {kind}(dim)"))
+            continue
+        out.append(im.op(pcg.ReduceOp, [x], kind=name, dims=[dim], keepdim=bool(keepdim)))
+    return out[0], out[1]
+
+
+@lowering(aten.amax.default, aten.amin.default, aten.max.default, aten.min.default)
+def _amax_amin(
+    im: FxImporter, node: fx.Node, x: Value, dim: Any = None, keepdim: bool = False, **_: Any
+) -> Value:
+    """amax/amin over `dim` (all dims if empty), and max/min of the whole tensor (ties share
+    the gradient in both, as torch's backward does)."""
+    x = im.tensor(x)
+    rank = tensor_type(x).rank
+    dims = list(range(rank)) if not dim else [d % rank for d in dim]
+    kind = "amax" if node.target in (aten.amax.default, aten.max.default) else "amin"
+    return im.op(pcg.ReduceOp, [x], kind=kind, dims=dims, keepdim=bool(keepdim))
+
+
+@lowering(aten.argmax.default, aten.argmin.default)
+def _argmax_argmin(
+    im: FxImporter, node: fx.Node, x: Value, dim: int | None = None, keepdim: bool = False, **_: Any
+) -> Value:
+    x = im.tensor(x)
+    kind = "argmax" if node.target is aten.argmax.default else "argmin"
+    if dim is None:
+        raise im.fail(f"{kind} without a dim (an index into the flattened tensor) is not supported")
+    return im.op(pcg.ReduceOp, [x], kind=kind, dims=[dim % tensor_type(x).rank], keepdim=bool(keepdim))
