@@ -58,7 +58,9 @@ def test_context_attention_shares_the_work_and_prices_its_exchange(exchange: str
     assert split.flops == pytest.approx(whole.flops)  # every query still attends every key
     assert split.fwd_compute_s < 0.6 * whole.fwd_compute_s  # each device does half
     assert split.bwd_comm_s > 0 and (split.fwd_comm_s > 0) == (exchange == "all-to-all")
-    assert split.memory < whole.memory / 2  # the rows' share, and no S x S probabilities
+    # summed over the two devices, each its rows' share: no more than the whole attention keeps
+    # (which, fused too, keeps no S x S probabilities either)
+    assert split.memory <= whole.memory
 
 
 def test_ring_sends_hide_behind_block_compute_on_fast_links() -> None:

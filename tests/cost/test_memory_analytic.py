@@ -63,6 +63,7 @@ def layer_elements(recompute: str) -> int:
     if recompute == "full":
         return 4 * sbh // T + 2 * sbh
     kept = 2 * sbh // T + 2 * sbh + 2 * sbf // T
+    kept += 2 * 2 * S * B // T  # the two layer norms' fp32 mean and rstd per row (F.layer_norm keeps them)
     if recompute == "none":
         kept += 3 * sbh // T + sbh // T + A * S * B // T
     return kept

@@ -394,6 +394,7 @@ def _backward_work(
         return Work(main * (int(grads[0]) + int(grads[1])) + bias, 2 * fwd.bytes)
     if kind == "pcg.attention" and AttentionOp.kernel(attrs) == "sdpa":  # recomputes q·kᵀ, softmax
         batch, sq, sk, _, eh, h = _attention_parts(attrs, operands)
+        sk *= int(attrs.get(CONTEXT_DEGREE, 1))  # a context-parallel task's blocks recompute every key's
         return Work(2 * fwd.flops + 2 * batch * sq * sk * eh + 5 * batch * h * sq * sk, 2 * fwd.bytes)
     if kind == "pcg.attention":  # the dropout mask is saved, not hashed again
         return Work(

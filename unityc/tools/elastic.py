@@ -39,6 +39,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from unityc.codegen import emit_program
+from unityc.cost.estimate import estimate_module
+from unityc.dialects.container import graph_function
+from unityc.dialects.source import make_context, parse_source
+from unityc.machine import load_machine
+from unityc.passes.unity_search import UnitySearchPass
+from unityc.runtime import main
+
 PLANS = "plans"
 STATE = "elastic"
 """Under the --save folder: the plan cache, and the run's elastic bookkeeping."""
@@ -62,7 +70,6 @@ def machine_for(machine: str, world: int, nproc_per_node: int) -> str:
         )
     if base == "cpu":
         return f"cpu:{world}"
-    from unityc.machine import load_machine
 
     per_node = load_machine(f"{base}:1").num_devices
     if nproc_per_node != per_node or world % per_node:
@@ -74,7 +81,6 @@ def machine_for(machine: str, world: int, nproc_per_node: int) -> str:
 
 
 def devices_of(machine: str) -> int:
-    from unityc.machine import load_machine
 
     return load_machine(machine).num_devices
 
@@ -125,7 +131,6 @@ class CachedPlan:
 def summarize(module: Any) -> str:
     """A plan in a few words: its machine, how its weights are held (copies, ZeRO), its pipeline
     stages and schedule, and its parallel ops by kind."""
-    from unityc.dialects.container import graph_function
 
     function = graph_function(module)
     ops = list(function.body.block.ops)
@@ -172,7 +177,6 @@ class PlanCache:
 
     def give(self, plan: Path) -> CachedPlan:
         """`plan` (a plan file, `--plan`) as the cache's plan for its machine's world."""
-        from unityc.dialects.source import make_context, parse_source
 
         text = plan.read_text()
         with locked(self.folder):  # another node's launcher took it already: no parse
@@ -197,9 +201,6 @@ class PlanCache:
     def _search(self, world: int) -> CachedPlan:
         from xdsl.context import Context
 
-        from unityc.dialects.source import make_context, parse_source
-        from unityc.passes.unity_search import UnitySearchPass
-
         machine = machine_for(self.machine, world, self.nproc_per_node)
         module = parse_source(make_context(), self.model.read_text(), str(self.model))
         began = time.monotonic()
@@ -211,9 +212,6 @@ class PlanCache:
         return self._write(world, module, f"searched in {time.monotonic() - began:.1f} s", machine)
 
     def _write(self, world: int, module: Any, origin: str, machine: str) -> CachedPlan:
-        from unityc.codegen import emit_program
-        from unityc.cost.estimate import estimate_module
-        from unityc.machine import load_machine
 
         plan = self.folder / f"world-{world}.mlir"
         program = self.folder / f"world-{world}.py"
@@ -409,7 +407,6 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
     transition = (
         Transition.begin(args.save / STATE, cached, resume, nodes, plan.samples) if rank == 0 else None
     )
-    from unityc.runtime import main
 
     hook = transition.after_step if transition is not None else None
     return main(plan, forward, flags, build=program.get("build_reference"), on_step=hook)

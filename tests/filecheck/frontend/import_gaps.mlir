@@ -105,7 +105,7 @@
 
 // RUN: unityc-import hf:Qwen3Config --check -o %t.qwen3.mlir | filecheck %s --check-prefix=MATCHES
 // RUN: filecheck %s --check-prefix=QWEN3 < %t.qwen3.mlir
-// QWEN3:      %attention = pcg.attention %mul_1, %mul_1, %mul_1, %model_model_layers_0_self_attn_q_proj_weight, %model_model_layers_0_self_attn_k_proj_weight, %model_model_layers_0_self_attn_v_proj_weight, %model_model_layers_0_self_attn_o_proj_weight mask %{{.*}} cos %cos sin %sin q_norm %model_model_layers_0_self_attn_q_norm_weight k_norm %model_model_layers_0_self_attn_k_norm_weight heads 4 norm_eps 1.0e-06 :
+// QWEN3:      %attention = pcg.attention %rms_norm, %rms_norm, %rms_norm, %model_model_layers_0_self_attn_q_proj_weight, %model_model_layers_0_self_attn_k_proj_weight, %model_model_layers_0_self_attn_v_proj_weight, %model_model_layers_0_self_attn_o_proj_weight mask %{{.*}} cos %cos sin %sin q_norm %model_model_layers_0_self_attn_q_norm_weight k_norm %model_model_layers_0_self_attn_k_norm_weight heads 4 norm_eps 1.0e-06 :
 // QWEN3-NOT:  pcg.softmax
 // QWEN3-NOT:  pcg.reduce %{{.*}} dims [3]
 
@@ -153,7 +153,7 @@
 
 // RUN: filecheck %s --check-prefix=T5FUSED < %t.t5.mlir
 // T5FUSED:     %[[BIAS:.*]] = pcg.reshape %{{.*}} shape [1, 4, 16, 16] : !pcg.tensor<4x16x16xf32> -> !pcg.tensor<1x4x16x16xf32>
-// T5FUSED:     %attention = pcg.attention %mul_1, %mul_1, %mul_1, %model_encoder_block_0_layer_0_SelfAttention_q_weight, {{.*}} mask %[[BIAS]] heads 4 dropout 0.1 scale 1.0 :
+// T5FUSED:     %attention = pcg.attention %rms_norm, %rms_norm, %rms_norm, %model_encoder_block_0_layer_0_SelfAttention_q_weight, {{.*}} mask %[[BIAS]] heads 4 dropout 0.1 scale 1.0 :
 // T5FUSED:     %attention_1 = pcg.attention {{.*}}, %model_encoder_block_1_layer_0_SelfAttention_q_weight, {{.*}} mask %[[BIAS]] heads 4
 // T5FUSED:     %[[DBIAS:.*]] = pcg.reshape %{{.*}} shape [1, 4, 16, 16]
 // T5FUSED:     %mask = pcg.add %[[DBIAS]], %{{.*}} : !pcg.tensor<1x4x16x16xf32>, !pcg.tensor<1x1x16x16xf32> -> !pcg.tensor<1x4x16x16xf32>
