@@ -45,6 +45,34 @@ def embedding_bag(
     return out / bag_size if mode == "mean" else out
 
 
+def project_heads(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    b: torch.Tensor | None,
+    width: int,
+    norm: torch.Tensor | None,
+    eps: float,
+) -> torch.Tensor:
+    """[B, L, E] projected by w (and b) -> heads [B, N, L, width], N = w's rows / width; with
+    `norm`, each head RMS-normalized (Qwen3's q_norm / k_norm)."""
+    out = F.linear(x, w, b).reshape(x.shape[0], x.shape[1], w.shape[0] // width, width)
+    if norm is not None:
+        out = out * torch.rsqrt(out.pow(2).mean(-1, keepdim=True) + eps) * norm
+    return out.transpose(1, 2)
+
+
+def rotate_heads(x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None) -> torch.Tensor:
+    """Rotary embeddings (rotate_half) on the first cos.shape[-1] dims of each head (GPT-NeoX's
+    rotary_pct), else all, at the positions cos and sin hold."""
+    if cos is None or sin is None:
+        return x
+    dims = cos.shape[-1]
+    part, rest = x[..., :dims], x[..., dims:]
+    half = dims // 2
+    rotated = part * cos + torch.cat((-part[..., half:], part[..., :half]), dim=-1) * sin
+    return rotated if dims == x.shape[-1] else torch.cat((rotated, rest), dim=-1)
+
+
 def attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -84,30 +112,12 @@ def attention(
     causal mask with another mask, or at a query offset, is one mask it builds); "math" writes
     the scores out (soft-capping and dropout need it)."""
     batch, sq, _ = q.shape
-    sk = k.shape[1]
     width = wq.shape[0] // heads
     groups = wk.shape[0] // width
 
-    def project(
-        x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, s: int, n: int, norm: Any = None
-    ) -> torch.Tensor:
-        heads = F.linear(x, w, b).reshape(batch, s, n, width)
-        if norm is not None:
-            heads = heads * torch.rsqrt(heads.pow(2).mean(-1, keepdim=True) + norm_eps) * norm
-        return heads.transpose(1, 2)
-
-    def rotate(x: torch.Tensor) -> torch.Tensor:
-        if cos is None or sin is None:
-            return x
-        dims = cos.shape[-1]  # the first `dims` of each head (GPT-NeoX's rotary_pct), else all
-        part, rest = x[..., :dims], x[..., dims:]
-        half = dims // 2
-        rotated = part * cos + torch.cat((-part[..., half:], part[..., :half]), dim=-1) * sin
-        return rotated if dims == x.shape[-1] else torch.cat((rotated, rest), dim=-1)
-
-    query = rotate(project(q, wq, bq, sq, heads, q_norm))
-    keys = rotate(project(k, wk, bk, sk, groups, k_norm))
-    values = project(v, wv, bv, sk, groups)
+    query = rotate_heads(project_heads(q, wq, bq, width, q_norm, norm_eps), cos, sin)
+    keys = rotate_heads(project_heads(k, wk, bk, width, k_norm, norm_eps), cos, sin)
+    values = project_heads(v, wv, bv, width, None, norm_eps)
     if kernel == "sdpa":
         assert dropout is None and softcap is None, "SDPA has no soft-capping and no program-drawn dropout"
         context = _sdpa(query, keys, values, mask, causal, scale, groups != heads)

@@ -36,6 +36,8 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 import torch.nn.functional as F
 
+from unityc.runtime.kernels import project_heads, rotate_heads
+
 EXCHANGES = ("ring", "all-to-all")
 """The exchanges of a context-parallel attention (what `pcg.attention`'s context form declares)."""
 
@@ -580,33 +582,6 @@ class ContextGroup(Protocol):
     def process_group(self) -> Any: ...
 
 
-def _project(
-    x: torch.Tensor,
-    w: torch.Tensor,
-    b: torch.Tensor | None,
-    width: int,
-    norm: torch.Tensor | None,
-    eps: float,
-) -> torch.Tensor:
-    """[B, L, E] -> heads [B, N, L, width] (Qwen3's per-head RMS norm applied when given)."""
-    out = F.linear(x, w, b).reshape(x.shape[0], x.shape[1], w.shape[0] // width, width)
-    if norm is not None:
-        out = out * torch.rsqrt(out.pow(2).mean(-1, keepdim=True) + eps) * norm
-    return out.transpose(1, 2)
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None) -> torch.Tensor:
-    """Rotary embeddings on the first cos.shape[-1] dims of each head (rotate_half), at the
-    positions cos and sin hold: this rank's rows."""
-    if cos is None or sin is None:
-        return x
-    dims = cos.shape[-1]
-    part, rest = x[..., :dims], x[..., dims:]
-    half = dims // 2
-    rotated = part * cos + torch.cat((-part[..., half:], part[..., :half]), dim=-1) * sin
-    return rotated if dims == x.shape[-1] else torch.cat((rotated, rest), dim=-1)
-
-
 def context_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -645,9 +620,9 @@ def context_attention(
         raise ValueError(f'context exchange "{exchange}" is not one of {", ".join(EXCHANGES)}')
     chunking = Chunking(len(context.ranks), context.ranks.index(dist.get_rank()), zigzag=False)
     width = wq.shape[0] // heads
-    qh = _rotate(_project(q, wq, bq, width, q_norm, norm_eps), cos, sin)
-    kh = _rotate(_project(k, wk, bk, width, k_norm, norm_eps), cos, sin)
-    vh = _project(v, wv, bv, width, None, norm_eps)
+    qh = rotate_heads(project_heads(q, wq, bq, width, q_norm, norm_eps), cos, sin)
+    kh = rotate_heads(project_heads(k, wk, bk, width, k_norm, norm_eps), cos, sin)
+    vh = project_heads(v, wv, bv, width, None, norm_eps)
     bias = None if mask is None else mask.expand(*mask.shape[:2], q.shape[1], mask.shape[3]).detach()
     math = q.dtype == torch.float64
     masking = Masking(causal=causal is not None)

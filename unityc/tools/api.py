@@ -92,12 +92,12 @@ class Plan:
     """Processes the plan runs on (the machine's devices): torchrun's --nproc_per_node."""
     strategy: str
     """`search` or the baseline it was made by (`data-parallel`, `megatron`, `zero`, `gpipe`, ...)."""
-    iteration_s: float
-    """The cost model's time of one training iteration."""
-    peak_memory: int
-    """The cost model's peak bytes on the fullest device."""
-    fits: bool
-    """Whether every device's peak fits its memory."""
+    iteration_s: float | None
+    """The cost model's time of one training iteration (None: a plan it cannot price)."""
+    peak_memory: int | None
+    """The cost model's peak bytes on the fullest device (None: not priced)."""
+    fits: bool | None
+    """Whether every device's peak fits its memory (None: not priced)."""
     degrees: Mapping[str, Held] = field(default_factory=dict, compare=False)
     """State_dict key (or part of one) -> how the plan holds that weight."""
     pipeline: str = ""
@@ -117,8 +117,7 @@ class Plan:
         how = f", {self.pipeline}" if self.pipeline else ""
         return (
             f"Plan({self.strategy} on {self.machine}, {self.world_size} rank(s){how}, "
-            f"{self.iteration_s * 1e3:.3g} ms/iteration, peak {self.peak_memory / 2**20:.1f} MiB"
-            f"{'' if self.fits else ' (does not fit)'})"
+            f"{_priced(self.iteration_s, self.peak_memory, self.fits)})"
         )
 
     def __str__(self) -> str:
@@ -327,8 +326,8 @@ def _planned(module: ModuleOp, strategy: str, report: str, optimizer: str = "sgd
     try:
         estimate = estimate_module(module, load_machine(machine), optimizer=optimizer)
         seconds, peak, fits = estimate.iteration_s, estimate.peak_memory, estimate.fits
-    except (ValueError, KeyError, NotImplementedError):
-        seconds, peak, fits = 0.0, 0, True
+    except (ValueError, KeyError, NotImplementedError):  # runs all the same, but has no figures
+        seconds, peak, fits = None, None, None
     degrees = {
         key: Held(layout.shard, layout.sum, layout.copy, rt_plan.zero.get(key, 0))
         for key, layout in rt_plan.weights.items()
@@ -341,11 +340,15 @@ def _planned(module: ModuleOp, strategy: str, report: str, optimizer: str = "sgd
     return Plan(mlir, machine, rt_plan.world_size, strategy, seconds, peak, fits, degrees, how, summary)
 
 
-def _summary(strategy: str, machine: str, seconds: float, peak: int, fits: bool) -> str:
-    return (
-        f"{strategy} on {machine}: iteration time {seconds * 1e3:.3g} ms, peak memory "
-        f"{peak / 2**20:.1f} MiB{'' if fits else ' (does not fit)'}\n"
-    )
+def _priced(seconds: float | None, peak: int | None, fits: bool | None) -> str:
+    """The cost model's figures of a plan, as the report and repr print them."""
+    if seconds is None or peak is None:
+        return "not priced by the cost model"
+    return f"{seconds * 1e3:.3g} ms/iteration, peak {peak / 2**20:.1f} MiB{'' if fits else ' (does not fit)'}"
+
+
+def _summary(strategy: str, machine: str, seconds: float | None, peak: int | None, fits: bool | None) -> str:
+    return f"{strategy} on {machine}: {_priced(seconds, peak, fits)}\n"
 
 
 _PROGRAMS: dict[str, types.ModuleType] = {}
