@@ -28,6 +28,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check unityc tests benchmarks tools
+	$(VENV)/bin/ruff format --check unityc tests benchmarks tools
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 

@@ -173,7 +173,7 @@ def _mark_gradients(a: Analysis) -> None:
         if (op.name == "pcg.weight" and not op.attrs()["frozen"]) or (  # type: ignore[attr-defined]
             op.name not in ("pcg.input", "pcg.constant") and set(op.operands) & requires
         ):
-            requires.update(r for r in op.results if r.type.element_type in FLOAT_TYPES)  # type: ignore[union-attr]
+            requires.update(r for r in op.results if getattr(r.type, "element_type", None) in FLOAT_TYPES)
     gets: set[SSAValue] = {a.outputs[0]} & requires
     for op in reversed(a.ops):
         if any(r in gets for r in op.results):

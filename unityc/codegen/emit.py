@@ -268,7 +268,7 @@ class Writer:
         name = f"_recompute_{self.regions}"
         outer, self.lines = self.lines, []
         transfers = self.transfers
-        local = {r for op in (*region.sources, *region.ops) for r in op.results}
+        local: set[SSAValue] = {r for op in (*region.sources, *region.ops) for r in op.results}
         for op in sorted((*region.sources, *region.ops), key=self.a.ops.index):
             self.op(op)
             self.drop(op, local)

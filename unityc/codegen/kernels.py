@@ -267,10 +267,11 @@ def _embedding_bag(call: Call) -> str:
 
 
 def _attention(call: Call) -> str:
-    q, k, v, wq, wk, wv, wo, bq, bk, bv, bo, mask = call.args[:12]
+    bq, bk, bv, bo, mask = call.args[7:12]
     cos, sin, q_norm, k_norm = [*call.args[12:], None, None, None, None][:4]
     heads = call.attrs["heads"] // call.tasks.degree("h")
-    args = [q, k, v, wq, wk, wv, wo, bq or "None", bk or "None", bv or "None", call.bias(bo), mask or "None"]
+    required = [str(a) for a in call.args[:7]]  # q, k, v, wq, wk, wv, wo: never absent
+    args = [*required, bq or "None", bk or "None", bv or "None", call.bias(bo), mask or "None"]
     text = f"rt.kernels.attention({', '.join(args)}, heads={heads}"
     context = call.shard_groups("c")  # context parallelism: the exchange the op declares
     if context is not None:
@@ -287,7 +288,8 @@ def _attention(call: Call) -> str:
     if call.attrs.get("causal"):
         qt = call.operand_types[0]
         assert qt is not None
-        text += f", causal={call.tasks.table(lambda task: task.get('s', 0) * qt.piece_shape[1])}"
+        rows = qt.piece_shape[1]
+        text += f", causal={call.tasks.table(lambda task: task.get('s', 0) * rows)}"
     text += f', kernel="{pcg.AttentionOp.kernel(call.attrs)}"'
     p = call.attrs.get("dropout") or 0.0
     if p > 0:

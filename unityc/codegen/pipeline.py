@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from unityc.codegen.analysis import Analysis, CodegenError, analyze
 from unityc.codegen.emit import INDENT, Writer
@@ -65,12 +65,14 @@ def emit_pipelined(
     assert checked is not None
     pipeline, count = checked
     micro = microbatch_module(module, pipeline.microbatches * accumulation)
-    origin = dict(zip(graph_ops(graph_function(micro)), graph_ops(fn), strict=True))
+    origin: dict[Operation, Operation] = dict(
+        zip(graph_ops(graph_function(micro)), graph_ops(fn), strict=True)
+    )
     head = functools.partial(program_head, accumulation=accumulation)
     try:
         return _emit(a, analyze(micro, machine), pipeline, count, source, head, measures)
     except CodegenError as e:
-        raise CodegenError(str(e), origin.get(e.op, e.op) if e.op is not None else None) from None  # type: ignore[arg-type]
+        raise CodegenError(str(e), origin.get(e.op, e.op) if e.op is not None else None) from None
 
 
 def _emit(
@@ -82,7 +84,9 @@ def _emit(
     program_head: Callable[..., list[str]],
     measures: dict[str, float],
 ) -> str:
-    stage = {op: stage_of(op) for op in m.ops}
+    stages = {op: stage_of(op) for op in m.ops}
+    stage = {op: k for op, k in stages.items() if k is not None}
+    assert len(stage) == len(stages)  # check_pipeline: every op of a pipelined plan has a stage
     groups = _rank_groups(m, stage, pipeline.rank_groups(count))
     crossing = _crossings(m, stage, count)
     _check_held(m, stage, groups, crossing)

@@ -33,7 +33,8 @@ def bits_to_float(bits: int, element: Any) -> float | None:
 
 
 def _install() -> None:
-    element_class = AttrParser._TensorLiteralElement
+    # Any: the element class is patched in place, which its declared type does not allow.
+    element_class: Any = AttrParser._TensorLiteralElement
     if getattr(element_class, "_unityc_hex_floats", False):
         return
     to_type = element_class.to_type

@@ -21,6 +21,7 @@ import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 COPY = "copy"
 
@@ -96,6 +97,19 @@ class _Use:
     sum: tuple[str, ...] = ()
 
 
+class Degrees(Protocol):
+    """What a form reads of an operand's type: its shard, sum and copy degrees."""
+
+    @property
+    def shard(self) -> tuple[int, ...]: ...
+
+    @property
+    def sum_degree(self) -> int: ...
+
+    @property
+    def copy_degree(self) -> int: ...
+
+
 class FormBuilder:
     """Builds a Form from operand types, with errors that name the operand and dimension.
 
@@ -104,7 +118,7 @@ class FormBuilder:
     not bind must have degree 1 there (shards, sum) or is absorbed into its copy axis.
     """
 
-    def __init__(self, op: str, operands: Sequence[tuple[str, object | None]]):
+    def __init__(self, op: str, operands: Sequence[tuple[str, Degrees | None]]):
         self.op = op
         self.names = [n for n, _ in operands]
         self.types = [t for _, t in operands]

@@ -87,7 +87,7 @@ _FUSED = {
 
 def fusion(
     first: str, first_attrs: Attrs, second: str, second_attrs: Attrs
-) -> tuple[str, dict[str, int]] | None:
+) -> tuple[str, dict[str, Any]] | None:
     """The collective (name, attrs) that does `second(first(x))` at once, or None."""
     fused = _FUSED.get((first, second))
     n = second_attrs.get("degree")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from xdsl.ir import Attribute, Dialect
+from xdsl.ir import Attribute, Dialect, Operation
 from xdsl.irdl import operand_def, result_def, traits_def
 from xdsl.traits import HasCanonicalizationPatternsTrait
 
@@ -269,6 +269,6 @@ ALL_OPS: list[type[PcgOp]] = [
     SumConcatOp,
 ]
 
-PARALLEL = Dialect("parallel", ALL_OPS, [])
+PARALLEL = Dialect("parallel", list[type[Operation]](ALL_OPS), [])
 
 __all__ = ["ALL_OPS", "PARALLEL"]

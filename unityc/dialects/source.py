@@ -19,6 +19,7 @@ import dataclasses
 import math
 import os
 import re
+from typing import cast
 
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
@@ -77,7 +78,7 @@ _OPEN, _CLOSE = "[({<", "])}>"
 
 
 def format_parse_error(e: ParseError) -> str:
-    return format_diagnostic(e.span, e.msg)
+    return format_diagnostic(cast(Span[str], e.span), e.msg)
 
 
 def _error_at(text: str, name: str, line_offset: int, start: int, end: int, msg: str) -> LocatedParseError:
@@ -120,7 +121,7 @@ class LocatedParser(Parser):
 
     def __init__(self, ctx: Context, text: str, name: str, line_offset: int = 0):
         super().__init__(ctx, text, name)
-        self.lexer._unescaped_characters_regex = _STRING_LITERAL  # this parser's lexer only
+        self.lexer._unescaped_characters_regex = _STRING_LITERAL  # type: ignore[attr-defined]  # this lexer only
         self.op_spans: dict[Operation, Span] = {}
         self.line_offset = line_offset
         self.failed_in: Span | None = None  # the innermost op whose parsing raised
@@ -135,7 +136,7 @@ class LocatedParser(Parser):
         self.op_spans[op] = start
         return op
 
-    def _parse_dense_literal_type(self):  # type: ignore[override]  (xDSL's private hook)
+    def _parse_dense_literal_type(self):  # type: ignore[override]  # xDSL's private hook
         start = self.pos
         t = super()._parse_dense_literal_type()
         count = math.prod(t.get_shape())
@@ -175,8 +176,8 @@ def verify_located(module: ModuleOp, spans: dict[Operation, Span]) -> None:
 
 def _check_terminators(op: Operation) -> None:
     """xDSL's structural checks of blocks and terminators, made op by op so they can be located."""
-    for region in op.regions:
-        if len(region.blocks) == 1 and not region.block.ops and not op.has_trait(NoTerminator):
+    for body in op.regions:
+        if len(body.blocks) == 1 and not body.block.ops and not op.has_trait(NoTerminator):
             raise VerifyException("its body is empty: it needs at least a terminator (func.return)")
     block = op.parent_block()
     region = block.parent if block is not None else None
@@ -254,6 +255,7 @@ def read_module(path: str, ctx: Context | None = None) -> ModuleOp:
     except OSError as e:
         raise LocatedError(f"error: cannot read {path}: {e.strerror}") from None
     return parse_source(ctx or make_context(), text, path)
+
 
 def output_problem(path: str) -> str | None:
     """Why `path` cannot be written (checked before a run that may take minutes), or None."""

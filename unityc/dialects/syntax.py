@@ -254,12 +254,11 @@ class UnitycOp(IRDLOperation):
         if groups is None:
             parser.raise_error(f"wrong number of operands for {cls.name}", start, colon)
         result_defs = cls.get_irdl_definition().results
+        grouped: list[Any] = list(result_types)
         if len(result_defs) == 1 and isinstance(result_defs[0][1], VarResultDef):
-            result_types = [result_types]
+            grouped = [result_types]
         try:
-            return cls.build(
-                operands=groups, result_types=result_types, properties=props, attributes=attributes
-            )
+            return cls.build(operands=groups, result_types=grouped, properties=props, attributes=attributes)
         except ValueError as e:  # a result count the op does not have
             parser.raise_error(f"{cls.name}: {e}", start, colon)
 

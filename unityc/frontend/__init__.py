@@ -15,6 +15,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
 from unityc.dialects import pcg
+from unityc.dialects.pcg_types import TensorType
 from unityc.frontend.export import export_model
 from unityc.frontend.importer import ImportFailure, LostConstant, import_program
 from unityc.models.spec import LoadedModel, ModelError, ModelSpec, load_model
@@ -72,7 +73,9 @@ def check_index_inputs(module: ModuleOp, inputs: Mapping[str, torch.Tensor]) -> 
             source = source.operands[0].owner
         if not isinstance(source, pcg.InputOp) or source.attrs()["key"] not in inputs:
             continue  # targets computed from elsewhere: the declared ignore_index stays
-        key, classes = source.attrs()["key"], op.logits.type.shape[1]
+        logits = op.logits.type
+        assert isinstance(logits, TensorType)
+        key, classes = source.attrs()["key"], logits.shape[1]
         value = inputs[key]
         ignore = op.attrs().get("ignore_index")
         ignored = value == ignore if ignore is not None else torch.zeros_like(value, dtype=torch.bool)

@@ -59,7 +59,7 @@ UNARY = {
 
 @lowering(*UNARY)
 def _unary(im: FxImporter, node: fx.Node, x: Value) -> Value:
-    return im.op(UNARY[node.target], [im.tensor(x)])
+    return im.op(UNARY[node.target], [im.tensor(x)])  # type: ignore[index]  # @lowering: an OpOverload
 
 
 @lowering(aten.gelu.default)
@@ -340,7 +340,7 @@ def _compare(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
 
 def _promoted(node: fx.Node) -> torch.dtype:
     """The dtype torch compares the first two arguments of `node` in."""
-    stand_ins = []
+    stand_ins: list[Any] = []
     for arg in node.args[:2]:
         val = arg.meta["val"] if isinstance(arg, fx.Node) else arg
         if isinstance(val, torch.Tensor):  # a 1-element tensor of its rank class (0-d or not)

@@ -86,7 +86,7 @@ class GraphBuilder:
         return ModuleOp([graph], attributes=attributes or {})
 
 
-def dense_literal(value: torch.Tensor, literal_type: BuiltinTensorType) -> DenseIntOrFPElementsAttr:
+def dense_literal(value: torch.Tensor, literal_type: BuiltinTensorType[Any]) -> DenseIntOrFPElementsAttr[Any]:
     """`value` as a dense literal, from its row-major little-endian bytes (true as the signless
     i1 -1, one byte 0xFF, as xDSL holds it), so a large constant never becomes a list of Python
     numbers; bf16, which has no byte format in xDSL, goes through its values."""

@@ -166,8 +166,9 @@ def gradient_checks(module: ModuleOp, loaded: LoadedModel, run: Float64Run | Non
     loss_error = relative_error(actual_loss.detach(), expected_loss.detach())
     checks = [Check("loss", (), loss_error, FLOAT64_TOLERANCE)]
     for k in trained:
-        e = torch.zeros_like(params[k]) if expected[k] is None else expected[k]
-        a = torch.zeros_like(params[k]) if actual[k] is None else actual[k]
+        want, got = expected[k], actual[k]
+        e = torch.zeros_like(params[k]) if want is None else want
+        a = torch.zeros_like(params[k]) if got is None else got
         checks.append(
             Check(f"gradient of '{k}'", tuple(e.shape), relative_error(a, e, floor), FLOAT64_TOLERANCE)
         )

@@ -226,7 +226,7 @@ class FxImporter:
         # A folded constant is a value, its strides are the fold's own (broadcast, compact): a
         # view of it that strides do not allow (GPT-J's interleaved rotary table, after a
         # repeat_interleave) is the same reshape of its values.
-        target = FOLDED_AS.get(node.target, node.target)
+        target = FOLDED_AS.get(node.target, node.target)  # type: ignore[call-overload]  # an OpOverload
         try:
             result = target(*real_args, **real_kwargs)  # type: ignore[operator]
         except Exception as e:

@@ -23,7 +23,7 @@ from unityc.interpreter.pieces import CopiesDiffer, MicroBatches, Pieces, assemb
 
 __all__ = ["CopiesDiffer", "Pieces", "assemble", "entry_function", "int_bounds", "run_graph", "scatter"]
 
-_PASS_THROUGH = (
+_PASS_THROUGH: tuple[type[Operation], ...] = (
     pcg.ReshapeOp,
     pcg.TransposeOp,
     pcg.SplitOp,
@@ -32,6 +32,12 @@ _PASS_THROUGH = (
     pcg.GatherOp,
     *parallel.ALL_OPS,
 )
+
+
+def _dim(value: SSAValue, d: int) -> int:
+    t = value.type
+    assert isinstance(t, TensorType)
+    return t.shape[d]
 
 
 def _bound_from_use(value: SSAValue, seen: set[SSAValue]) -> int | None:
@@ -43,9 +49,9 @@ def _bound_from_use(value: SSAValue, seen: set[SSAValue]) -> int | None:
     for use in value.uses:
         user = use.operation
         if isinstance(user, pcg.EmbeddingOp | pcg.EmbeddingBagOp) and use.index == 0:
-            bounds.append(user.weight.type.shape[0])
+            bounds.append(_dim(user.weight, 0))
         elif isinstance(user, pcg.CrossEntropyOp) and use.index == 1:
-            bounds.append(user.logits.type.shape[1])
+            bounds.append(_dim(user.logits, 1))
         elif isinstance(user, _PASS_THROUGH):
             bounds.extend(b for r in user.results if (b := _bound_from_use(r, seen)) is not None)
     return min(bounds) if bounds else None

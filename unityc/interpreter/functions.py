@@ -255,13 +255,13 @@ def _make_functions() -> type[InterpreterFunctions]:
             return (_batch(op, value),)
         return _per_micro_batch(op, lambda vs: (run_parallel(op, vs[0]),), [value])
 
-    for op_type, kind in ((pcg.InputOp, "input"), (pcg.WeightOp, "weight"), (pcg.ConstantOp, "constant")):
-        methods[f"run_{kind}"] = impl(op_type)(source_impl(kind))
+    for source_type, kind in ((pcg.InputOp, "input"), (pcg.WeightOp, "weight"), (pcg.ConstantOp, "constant")):
+        methods[f"run_{kind}"] = impl(source_type)(source_impl(kind))
     # keyed by the op name: class names clash across dialects (pcg.ReduceOp, parallel.ReduceOp)
-    for op_type in KERNELS:
-        methods[f"run_{op_type.name.replace('.', '_')}"] = impl(op_type)(pcg_impl)
-    for op_type in parallel.ALL_OPS:
-        methods[f"run_{op_type.name.replace('.', '_')}"] = impl(op_type)(parallel_impl)
+    for kernel_type in KERNELS:
+        methods[f"run_{kernel_type.name.replace('.', '_')}"] = impl(kernel_type)(pcg_impl)
+    for parallel_type in parallel.ALL_OPS:
+        methods[f"run_{parallel_type.name.replace('.', '_')}"] = impl(parallel_type)(parallel_impl)
     return register_impls(type("PcgFunctions", (PcgFunctionsBase,), methods))
 
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from unityc.dialects import pcg
 from unityc.dialects.forms import Form
-from unityc.dialects.pcg_types import FLOAT_TYPES, TORCH_NAMES, TensorType
+from unityc.dialects.pcg_types import FLOAT_TYPES, TORCH_NAMES, PcgOp, TensorType
 from unityc.dialects.spatial import Halo, window_halo
 from unityc.interpreter.pieces import Pieces, assemble
 from unityc.runtime.kernels import (
@@ -213,7 +213,7 @@ def _cross_entropy(task: Task, logits: torch.Tensor, target: torch.Tensor) -> to
     kept = None if ignore is None else target != ignore
     if task.degree("v") == 1:
         total = F.cross_entropy(
-            logits, target, reduction="sum", ignore_index=-100 if kept is None else ignore
+            logits, target, reduction="sum", ignore_index=-100 if ignore is None else ignore
         )
     else:
         rows = torch.cat(task.peers(0, "v"), dim=1)
@@ -224,11 +224,12 @@ def _cross_entropy(task: Task, logits: torch.Tensor, target: torch.Tensor) -> to
         total = (losses if kept is None else torch.where(kept, losses, torch.zeros_like(losses))).sum()
     if task.attrs["reduction"] == "sum":
         return total
-    if kept is None:
+    if ignore is None:
         return total / t.shape[0]
     values = task.values[1]
     assert values is not None
-    return total / (assemble(values, "target") != ignore).sum().to(total.dtype)
+    whole: torch.Tensor = assemble(values, "target")
+    return total / whole.ne(ignore).sum().to(total.dtype)
 
 
 def _rms_norm(task: Task, x: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:
@@ -265,7 +266,7 @@ def _result_piece_shape(task: Task) -> tuple[int, ...]:
     return task.op.results[0].type.piece_shape
 
 
-KERNELS: dict[type, Kernel] = {
+KERNELS: dict[type[PcgOp], Kernel] = {
     pcg.ReluOp: lambda t, x: F.relu(x),
     pcg.GeluOp: lambda t, x: F.gelu(x, approximate="tanh" if t.attrs["tanh"] else "none"),
     pcg.SigmoidOp: lambda t, x: torch.sigmoid(x),

@@ -70,7 +70,7 @@ def run_microbatched(
     assert ret is not None
     results = [torch.stack([outs[0] for outs in per_output]).mean(0)]
     for i, v in enumerate(ret.operands[1:], start=1):
-        t = v.type
-        assert isinstance(t, TensorType)
-        results.append(merge([outs[i] for outs in per_output], t.shard[0]))
+        out_type = v.type
+        assert isinstance(out_type, TensorType)
+        results.append(merge([outs[i] for outs in per_output], out_type.shard[0]))
     return results

@@ -90,6 +90,9 @@ class EncoderLayer(nn.Module):
 class BertMLM(nn.Module):
     """Embeddings, encoder stack and MLM head; returns (token cross-entropy, logits [B, S, V])."""
 
+    position_ids: torch.Tensor  # buffers
+    token_type_ids: torch.Tensor
+
     def __init__(
         self,
         vocab_size: int,

@@ -62,6 +62,9 @@ def _mlp(widths: Sequence[int], sigmoid_last: bool) -> nn.Sequential:
 class DLRM(nn.Module):
     """Bottom MLP, embedding bags, dot interaction, top MLP; returns (MSE, click probability)."""
 
+    li: torch.Tensor  # buffers: the interaction's lower-triangle indices
+    lj: torch.Tensor
+
     def __init__(
         self, bottom: Sequence[int], top: Sequence[int], embedding_dim: int, table_sizes: Sequence[int]
     ) -> None:

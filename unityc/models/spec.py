@@ -133,7 +133,7 @@ def parameters_on_meta() -> Iterator[None]:
         if p is not None and p.device.type != "meta":
             module._parameters[name] = type(p)(p.to("meta"), requires_grad=p.requires_grad)
 
-    nn.Module.register_parameter = register_on_meta  # type: ignore[method-assign]
+    nn.Module.register_parameter = register_on_meta  # type: ignore[method-assign, assignment]
     try:
         yield
     finally:

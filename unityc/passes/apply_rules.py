@@ -38,7 +38,7 @@ from unityc.rewrites.parser import RuleSyntaxError, load_axioms, load_library, p
 from unityc.rewrites.terms import Rule
 
 if TYPE_CHECKING:
-    from unityc.rewrites.verify import Verdict
+    from unityc.rewrites.verify import Proof
 
 
 class ApplyRulesPattern(RewritePattern):
@@ -168,7 +168,7 @@ def _select(rules: list[Rule], names: str, where: str) -> list[Rule]:
 
 
 @cache
-def _verdict(rule: Rule) -> Verdict:
+def _verdict(rule: Rule) -> Proof:
     """The verifier's verdict, once per rule and process (--split-input-file runs the pass per
     chunk)."""
     from unityc.rewrites.verify import check_rule  # heavy: z3 and torch, for a user's rules only

@@ -135,7 +135,13 @@ def _structure(mask: SSAValue) -> _Structure | None:
     scaled = _owner(mask, pcg.ScalarMulOp)
     shifted = _owner(scaled.input, pcg.ScalarAddOp) if scaled is not None else None
     negated = _owner(shifted.input, pcg.NegOp) if shifted is not None else None
-    if negated is None or shifted.attrs()["value"] != 1.0 or not scaled.attrs()["scale"] <= BIG:
+    if (
+        scaled is None
+        or shifted is None
+        or negated is None
+        or shifted.attrs()["value"] != 1.0
+        or not scaled.attrs()["scale"] <= BIG
+    ):
         return None
     factors = _factors(negated.input)
     causal = [f for f in factors if _is_causal(f)]

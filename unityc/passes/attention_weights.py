@@ -66,22 +66,21 @@ def unpack_linears(module: ModuleOp) -> None:
     for op in list(module.walk()):
         if not isinstance(op, pcg.LinearOp) or not _plain(op.output):
             continue
-        readers = [use.operation for use in op.output.uses]
         last = len(_shape(op.output)) - 1
-        if not readers or not all(
-            isinstance(r, pcg.SplitOp) and r.attrs()["dim"] % (last + 1) == last for r in readers
-        ):
+        readers = [use.operation for use in op.output.uses]
+        splits = [r for r in readers if isinstance(r, pcg.SplitOp) and r.attrs()["dim"] % (last + 1) == last]
+        if not readers or len(splits) != len(readers):
             continue
         cuts = {0, _shape(op.output)[-1]}
-        for reader in set(readers):
-            cuts.update(itertools.accumulate(reader.attrs()["sizes"]))
+        for split in set(splits):
+            cuts.update(itertools.accumulate(split.attrs()["sizes"]))
         cuts_list = sorted(cuts)
         if len(cuts_list) < 3:
             continue
-        _unpack(op, cuts_list, set(readers))
+        _unpack(op, cuts_list, set(splits))
 
 
-def _unpack(op: pcg.LinearOp, cuts: list[int], readers: set[Operation]) -> None:
+def _unpack(op: pcg.LinearOp, cuts: list[int], readers: set[pcg.SplitOp]) -> None:
     sizes = [b - a for a, b in itertools.pairwise(cuts)]
     new_ops: list[Operation] = []
     parts = []

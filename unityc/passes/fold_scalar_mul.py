@@ -25,14 +25,20 @@ from xdsl.pattern_rewriter import (
 )
 
 from unityc.dialects import pcg
+from unityc.dialects.pcg.elementwise import UnaryOp
 from unityc.dialects.plan import carry_plan
 
 
 class FoldNestedScalarMul(RewritePattern):
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: pcg.ScalarMulOp, rewriter: PatternRewriter) -> None:
+    def match_and_rewrite(self, op: UnaryOp, rewriter: PatternRewriter) -> None:
+        # ScalarMulOp is built by a factory (a value, not a type to annotate with): match its family
         inner = op.input.owner
-        if not isinstance(inner, pcg.ScalarMulOp) or not inner.output.has_one_use():
+        if (
+            not isinstance(op, pcg.ScalarMulOp)
+            or not isinstance(inner, pcg.ScalarMulOp)
+            or not inner.output.has_one_use()
+        ):
             return
         scale = inner.attrs()["scale"] * op.attrs()["scale"]
         folded = pcg.ScalarMulOp.build_inferred([inner.input], scale=scale)
@@ -45,8 +51,12 @@ class FoldNestedScalarMul(RewritePattern):
 
 class DropUnitScale(RewritePattern):
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: pcg.ScalarMulOp, rewriter: PatternRewriter) -> None:
-        if op.attrs()["scale"] != 1.0 or op.input.type != op.output.type:
+    def match_and_rewrite(self, op: UnaryOp, rewriter: PatternRewriter) -> None:
+        if (
+            not isinstance(op, pcg.ScalarMulOp)
+            or op.attrs()["scale"] != 1.0
+            or op.input.type != op.output.type
+        ):
             return
         rewriter.replace(op, [], [op.input])
 

@@ -150,12 +150,13 @@ def _head_norm(value: SSAValue) -> tuple[SSAValue, SSAValue, float, list[Operati
             rsqrt = _pow(scale, -0.5)
             eps = _owner(rsqrt.input, pcg.ScalarAddOp) if rsqrt is not None else None
             mean = _owner(eps.input, pcg.ReduceOp) if eps is not None else None
-            if mean is None or _shape(h) != _shape(value):
+            if rsqrt is None or eps is None or mean is None or _shape(h) != _shape(value):
                 continue
             a = mean.attrs()
             square = _pow(mean.input, 2.0)
-            squares_h = square is not None and square.input == h
-            if a["kind"] == "mean" and list(a["dims"]) == [3] and a["keepdim"] and squares_h:
+            if square is None or square.input != h:
+                continue
+            if a["kind"] == "mean" and list(a["dims"]) == [3] and a["keepdim"]:
                 return h, w, eps.attrs()["value"], [outer, inner, rsqrt, eps, mean, square]
     return None
 
@@ -207,7 +208,7 @@ def _mha_heads(value: SSAValue) -> _Heads | None:
     r1 = _owner(value, pcg.ReshapeOp)
     t = _owner(r1.input, pcg.TransposeOp) if r1 is not None else None
     r2 = _owner(t.input, pcg.ReshapeOp) if t is not None and _perm(t) == [1, 0, 2] else None
-    if r1 is None or r2 is None or len(_shape(r1.output)) != 4:
+    if r1 is None or t is None or r2 is None or len(_shape(r1.output)) != 4:
         return None
     b, h, s, d = _shape(r1.output)
     picked = _select(r2.input)
@@ -218,7 +219,7 @@ def _mha_heads(value: SSAValue) -> _Heads | None:
     t2 = _owner(r3.input, pcg.TransposeOp) if r3 is not None else None
     r4 = _owner(t2.input, pcg.ReshapeOp) if t2 is not None and _perm(t2) == [3, 1, 2, 0, 4] else None
     lin = _owner(r4.input, pcg.LinearOp) if r4 is not None else None
-    if lin is None or r3 is None or len(_shape(lin.output)) != 3:
+    if lin is None or r3 is None or t2 is None or r4 is None or len(_shape(lin.output)) != 3:
         return None
     parts = _shape(r3.output)[0]
     if _shape(r4.output) != (1, s, b, parts, h * d) or _shape(lin.output) != (s, b, parts * h * d):
@@ -238,7 +239,7 @@ def _interleaved_heads(value: SSAValue) -> _Heads | None:
     t = _owner(split.input, pcg.TransposeOp)
     r = _owner(t.input, pcg.ReshapeOp) if t is not None and _perm(t) == [0, 2, 1, 3] else None
     lin = _owner(r.input, pcg.LinearOp) if r is not None else None
-    if lin is None or len(_shape(lin.input)) != 3:
+    if t is None or r is None or lin is None or len(_shape(lin.input)) != 3:
         return None
     b, s, h, packed = _shape(r.output)
     sizes = list(split.attrs()["sizes"])
@@ -661,8 +662,9 @@ def _fuse(root: Operation) -> list[Operation] | None:
         inputs = [weights.batch_first(x) for x in inputs]
     operands = inputs + [weights.part(p, False) for p in projections] + [wo]
     operands += [weights.part(p, True) for p in projections] + [out.bias, mask]
-    tables = [weights.table(t, query.rotary_dims) for t in query.rotary or ()]
-    if None in tables:
+    found = [weights.table(t, query.rotary_dims) for t in query.rotary or ()]
+    tables = [t for t in found if t is not None]
+    if len(tables) != len(found):
         return None
     operands += tables or [None, None]
     operands += [n[0] if n is not None else None for n in norms]
@@ -696,7 +698,7 @@ def _widened(constant: pcg.ConstantOp, dims: int) -> pcg.ConstantOp:
     assert isinstance(t, TensorType)
     values = [v for v in constant.attrs()["value"].get_values() for _ in range(dims)]
     shape = [*t.shape[:-1], dims]
-    literal = DenseIntOrFPElementsAttr.from_list(BuiltinTensorType(t.element_type, shape), values)
+    literal = DenseIntOrFPElementsAttr.from_list(BuiltinTensorType[Any](t.element_type, shape), values)
     wide = TensorType(shape, t.element_type)
     return pcg.ConstantOp.build(result_types=[wide], properties={"value": literal})
 

@@ -29,7 +29,7 @@ from unityc.dialects import parallel
 from unityc.dialects.identities import fusion
 from unityc.dialects.plan import carry_plan
 
-_OPS = {cls.name: cls for cls in parallel.PARALLEL.operations}
+_OPS = {cls.name: cls for cls in parallel.ALL_OPS}
 
 
 class FusePair(RewritePattern):

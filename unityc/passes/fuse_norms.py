@@ -82,7 +82,9 @@ def _core(value: SSAValue) -> _Core | None:
         eps = _owner(rsqrt.input, pcg.ScalarAddOp) if rsqrt is not None else None
         mean = _owner(eps.input, pcg.ReduceOp) if eps is not None else None
         square = _pow(mean.input, 2.0) if mean is not None else None
-        if square is None or _uncast(square.input) != _uncast(h) or _type(h).shape != _type(value).shape:
+        if rsqrt is None or eps is None or mean is None or square is None:
+            continue
+        if _uncast(square.input) != _uncast(h) or _type(h).shape != _type(value).shape:
             continue
         x, rank = _uncast(h), len(_type(value).shape)
         a = mean.attrs()

@@ -225,8 +225,8 @@ class _Generalizer:
         dim_expr = dict(t.attrs).get("dim")
         if operand is None or len(set(value)) != 1 or dim_expr is None:
             return Lit(value)
-        dim = self.memo_attr(t, "dim", dim_expr)
-        half = BinOp("/", Query("size", operand, dim), Lit(len(value)))
+        split_dim = self.memo_attr(t, "dim", dim_expr)
+        half = BinOp("/", Query("size", operand, split_dim), Lit(len(value)))
         return ListExpr(tuple(half for _ in value))
 
     def concat_dim(self, concat: App) -> tuple[Expr, int] | None:

@@ -164,10 +164,10 @@ def _compare(graph: Graph, values: Mapping[Ref, Any], s: Ref, t: Ref, expected: 
     scale = max(1.0, float(torch.nan_to_num(a.abs(), nan=0.0, posinf=0.0).max()) if a.numel() else 1.0)
     if a.numel() == 0 or float(diff.max()) <= TOLERANCE * scale:
         return None
-    index = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0].tolist())
+    worst = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0].tolist())
     return (
-        f"differs: max abs difference {float(diff.max()):.6g} at {list(index)} "
-        f"(source {a[index].item():.6g}, target {b[index].item():.6g})"
+        f"differs: max abs difference {float(diff.max()):.6g} at {list(worst)} "
+        f"(source {a[worst].item():.6g}, target {b[worst].item():.6g})"
     )
 
 

@@ -81,6 +81,12 @@ LIBRARY_DIR = Path(__file__).with_name("library")
 ELEMENT_TYPE_NAMES = {str(t): t for t in ELEMENT_TYPES}
 
 
+def _children(tree: Tree) -> list[Any]:
+    """A parse tree's children: tokens or subtrees, as the grammar has them at that node (lark
+    types them as either, so each unpacking site would otherwise need a cast)."""
+    return tree.children
+
+
 class RuleSyntaxError(ValueError):
     """A problem in a rules file, located: the message starts `path:line:col: `."""
 
@@ -297,7 +303,7 @@ class _Converter:
         return axiom
 
     def rule(self, tree: Tree) -> Rule:
-        name, doc, source_tree, target_tree, *clauses = tree.children
+        name, doc, source_tree, target_tree, *clauses = _children(tree)
         by_kind: dict[str, Tree] = {}
         for clause in clauses:
             assert isinstance(clause, Tree)
@@ -376,7 +382,7 @@ class _Converter:
                     raise self.error(
                         binding, f"example binds '{name}', which is no tensor variable of the source"
                     )
-                bindings[name] = self.tensor_type(binding.children[1])
+                bindings[name] = self.tensor_type(_children(binding)[1])
                 continue
             if name not in attrs:
                 raise self.error(
@@ -403,7 +409,7 @@ class _Converter:
 
     def term(self, tree: Tree, scope: _Scope) -> Term:
         if tree.data == "var":
-            return self.var(tree.children[0], scope)
+            return self.var(_children(tree)[0], scope)
         if tree.data == "let_result":
             return self.let_result(tree, scope)
         return self.app(tree, scope)
@@ -418,7 +424,7 @@ class _Converter:
         return Var(name)
 
     def let_result(self, tree: Tree, scope: _Scope) -> Term:
-        name, index = tree.children
+        name, index = _children(tree)
         bound = scope.lets.get(str(name))
         if bound is None:
             where = "the source may not use let names" if scope.side == "source" else "no let binds it"
@@ -431,7 +437,7 @@ class _Converter:
         return replace(bound, result=int(index))
 
     def app(self, tree: Tree, scope: _Scope) -> App:
-        opname, props, *rest = tree.children
+        opname, props, *rest = _children(tree)
         result = rest.pop()
         token = opname.children[0]
         op = self.resolve(token)
@@ -560,7 +566,7 @@ class _Converter:
 
     def expr(self, tree: Tree, scope: _Scope) -> Expr:
         kind = tree.data
-        children = tree.children
+        children = _children(tree)
         if kind in _LITERALS:
             return Lit(_LITERALS[kind](children[0] if children else None))
         if kind == "attr_var":

@@ -79,7 +79,7 @@ RoundHook = Callable[[list[Accepted]], list[Rule]]
 
 def _concrete_rules(accepted: list[Accepted]) -> list[Rule]:
     """Both directions of each candidate with ops on both sides."""
-    return [r for a in accepted if a.concrete[1] is not None for r in a.concrete]
+    return [r for a in accepted if a.concrete[1] is not None for r in (a.concrete[0], a.concrete[1])]
 
 
 def size_key(buckets: Buckets, pair: Pair) -> tuple[int, int, int]:

@@ -160,9 +160,8 @@ class Sampler:
         if where == ("pcg.conv2d", "weight") and rank == 4:
             shape[2:] = [self.rng.choice(KERNELS)] * 2  # a window, not a feature size
         shard, sum_, copy = self._degrees(shape, element)
-        degree = (
-            fixed.get("degree") if isinstance(fixed.get("degree"), int) else self.rng.choice(self.degrees)
-        )
+        given = fixed.get("degree")
+        degree = given if isinstance(given, int) else self.rng.choice(self.degrees)
         if op in SUM_READERS and element in (f32, f64):
             sum_ = degree * (sum_ if self.rng.random() < 0.3 else 1)
         if op in SHARD_READERS and rank:

@@ -94,7 +94,7 @@ class Plan:
     """`search` or the baseline it was made by (`data-parallel`, `megatron`, `zero`, `gpipe`, ...)."""
     iteration_s: float | None
     """The cost model's time of one training iteration (None: a plan it cannot price)."""
-    peak_memory: int | None
+    peak_memory: float | None
     """The cost model's peak bytes on the fullest device (None: not priced)."""
     fits: bool | None
     """Whether every device's peak fits its memory (None: not priced)."""
@@ -340,14 +340,16 @@ def _planned(module: ModuleOp, strategy: str, report: str, optimizer: str = "sgd
     return Plan(mlir, machine, rt_plan.world_size, strategy, seconds, peak, fits, degrees, how, summary)
 
 
-def _priced(seconds: float | None, peak: int | None, fits: bool | None) -> str:
+def _priced(seconds: float | None, peak: float | None, fits: bool | None) -> str:
     """The cost model's figures of a plan, as the report and repr print them."""
     if seconds is None or peak is None:
         return "not priced by the cost model"
     return f"{seconds * 1e3:.3g} ms/iteration, peak {peak / 2**20:.1f} MiB{'' if fits else ' (does not fit)'}"
 
 
-def _summary(strategy: str, machine: str, seconds: float | None, peak: int | None, fits: bool | None) -> str:
+def _summary(
+    strategy: str, machine: str, seconds: float | None, peak: float | None, fits: bool | None
+) -> str:
     return f"{strategy} on {machine}: {_priced(seconds, peak, fits)}\n"
 
 

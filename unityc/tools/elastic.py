@@ -39,6 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xdsl.dialects.builtin import IntegerAttr, StringAttr
+from xdsl.ir import Attribute
+
 from unityc.codegen import emit_program
 from unityc.cost.estimate import estimate_module
 from unityc.dialects.container import graph_function
@@ -128,6 +131,11 @@ class CachedPlan:
         )
 
 
+def _integer(attr: Attribute) -> int:
+    assert isinstance(attr, IntegerAttr), attr
+    return attr.value.data
+
+
 def summarize(module: Any) -> str:
     """A plan in a few words: its machine, how its weights are held (copies, ZeRO), its pipeline
     stages and schedule, and its parallel ops by kind."""
@@ -144,16 +152,16 @@ def summarize(module: Any) -> str:
     }
     if copies and max(copies) > 1:
         words.append(f"weights in {max(copies)} copies")
-    zero = {op.attributes["zero"].value.data for op in ops if "zero" in op.attributes}
+    zero = {_integer(op.attributes["zero"]) for op in ops if "zero" in op.attributes}
     words += [f"ZeRO-{stage}" for stage in sorted(zero)]
-    stages = {op.attributes["stage"].value.data for op in ops if "stage" in op.attributes}
+    stages = {_integer(op.attributes["stage"]) for op in ops if "stage" in op.attributes}
     if stages:
         schedule = function.attributes.get("unityc.schedule")
         micro = function.attributes.get("unityc.microbatches")
         words.append(
             f"{len(stages)} pipeline stages"
-            + (f", {schedule.data}" if schedule is not None else "")
-            + (f", {micro.value.data} micro-batches" if micro is not None else "")
+            + (f", {schedule.data}" if isinstance(schedule, StringAttr) else "")
+            + (f", {_integer(micro)} micro-batches" if micro is not None else "")
         )
     kinds = Counter(op.name.removeprefix("parallel.") for op in ops if op.name.startswith("parallel."))
     words += [f"{n} {k}" for k, n in sorted(kinds.items())]
@@ -403,6 +411,7 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
     program = runpy.run_path(str(cached.program), run_name="unityc_elastic_program")
     plan = program["PLAN"]
     forward = program.get("PROGRAM", program.get("forward"))
+    assert forward is not None, f"{cached.program} defines no PROGRAM"
     flags = [*training, "--save", str(args.save)] + (["--resume", str(newest[0])] if newest else [])
     transition = (
         Transition.begin(args.save / STATE, cached, resume, nodes, plan.samples) if rank == 0 else None

@@ -13,7 +13,7 @@ import inspect
 import sys
 from collections.abc import Callable, Sequence
 from io import StringIO
-from typing import IO, get_type_hints
+from typing import IO, Any, get_type_hints
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
@@ -98,7 +98,8 @@ class UnitycOptMain(xDSLOptMain):
         target = parse_spec(self.args.target)
         factory = self.available_targets[target.name]
         if not inspect.signature(factory).parameters:
-            check_options("-t", factory(), target)  # type: ignore[call-arg]
+            made: Any = factory()  # type: ignore[call-arg]  # xDSL types factories loosely
+            check_options("-t", made, target)
         super().setup_pipeline()
 
     def register_all_frontends(self) -> None:

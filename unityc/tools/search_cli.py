@@ -9,6 +9,7 @@ and the `dot` target.
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,10 @@ ON_OFF = {f.name.replace("_", "-") for f in option_fields(UnitySearchOptions) if
 """The flags of bool options, given as `on` or `off`."""
 
 
+def _same(pass_type: type[ModulePass]) -> type[ModulePass]:
+    return pass_type
+
+
 def search_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     passes: dict[str, Callable[[], type[ModulePass]]] = {
         "unity-search": lambda: UnitySearchPass,
@@ -44,7 +49,7 @@ def search_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "hetero-gpipe": lambda: HeteroGpipePass,
     }
     for baseline in BASELINE_PASSES:
-        passes[baseline.name] = lambda baseline=baseline: baseline
+        passes[baseline.name] = functools.partial(_same, baseline)
     return passes
 
 

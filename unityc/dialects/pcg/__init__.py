@@ -16,7 +16,7 @@ The ops live in one module per concept (`sources`, `elementwise`, `contraction`,
 from __future__ import annotations
 
 from xdsl.dialects.builtin import f32, i64
-from xdsl.ir import Dialect
+from xdsl.ir import Dialect, Operation
 
 from unityc.dialects.pcg.attention import (
     AttentionOp,
@@ -140,7 +140,7 @@ ALL_OPS: list[type[PcgOp]] = [
     MseLossOp,
 ]
 
-PCG = Dialect("pcg", ALL_OPS, [TensorType, MachineViewAttr])
+PCG = Dialect("pcg", list[type[Operation]](ALL_OPS), [TensorType, MachineViewAttr])
 
 __all__ = [
     "ALL_OPS",

@@ -89,7 +89,7 @@ class SplitOp(PcgOp):
         shard = same_dims(b, 0, x.rank, skip=[dim])
         sums = [b.operand_sum("s", 0)]
         form = b.build([(shard, sums)] * len(sizes))
-        types = []
+        types: list[Attribute] = []
         for i, size in enumerate(sizes):
             shape = list(x.shape)
             shape[dim] = size
