@@ -113,6 +113,9 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     if settings["attn"] not in ("eager", "sdpa"):
         raise ModelError(f"'{spec.model}': attn={settings['attn']}: use eager or sdpa")
     config._attn_implementation = settings["attn"]
+    # MoE experts as the model defines them (the per-expert loop): its grouped_mm kernel has no
+    # float64, which --check's gradients use; the importer exports them as one op either way
+    config._experts_implementation = "eager"
     for flag in ("use_cache", "tie_word_embeddings"):
         if hasattr(config, flag):
             setattr(config, flag, False)
