@@ -42,7 +42,8 @@ Forward FLOPs (n = elements of the result piece unless said otherwise):
 | cross_entropy logits[N,C] | 4·N·C |
 | mse_loss | 3·elements of the input |
 | topk | elements of the input · ⌈log2(k + 1)⌉; no backward (indices) |
-| experts x[T,H] ids[T,k] gate_up[E,2I,H] | T·k·(6·H·I + (silu + 1)·I + 2·H): the routed rows only (dropless, sorted by expert); backward 2x |
+| experts x[T,H] ids[T,k] gate_up[E,2I,H] | T·k·(6·H·I + (silu + 1)·I + 2·H): the routed rows only |
+| | (dropless, sorted by expert); backward 2x |
 | concat, split, transpose, gather, take, cast, identity, reshape | 0 |
 
 Bytes: every operand piece read once and every result piece written once; reshape moves

@@ -54,7 +54,9 @@ def _(
     return torch.empty_like(x)
 
 
-def _static_experts(module: nn.Module, hidden: torch.Tensor, index: torch.Tensor, weights: torch.Tensor) -> Any:
+def _static_experts(
+    module: nn.Module, hidden: torch.Tensor, index: torch.Tensor, weights: torch.Tensor
+) -> Any:
     return torch.ops.unityc.experts(hidden, index, weights, module.gate_up_proj, module.down_proj)
 
 

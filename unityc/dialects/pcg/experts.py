@@ -92,7 +92,9 @@ class TakeOp(PcgOp):
         check_indices(cls, index, "index")
         dim = normalize_dim(cls, attrs["dim"], x.rank)
         if index.rank != x.rank or any(index.shape[d] != x.shape[d] for d in range(x.rank) if d != dim):
-            raise op_error(cls, f"index {list(index.shape)} does not fit input {list(x.shape)} but for dim {dim}")
+            raise op_error(
+                cls, f"index {list(index.shape)} does not fit input {list(x.shape)} but for dim {dim}"
+            )
         b = form_builder(cls, ["input", "index"], operands)
         b.forbid(0, dim, "gathered elements would not be shards of the result")
         b.forbid(1, dim, "each task needs the whole input row its indices pick from")
