@@ -79,13 +79,13 @@ def _static_grouped_router(module: Any, hidden: torch.Tensor) -> tuple[torch.Ten
 def _static_experts_apply(module: nn.Module) -> bool:
     """Whether `module` is a Hugging Face experts module `unityc::experts` computes: gate and up
     concatenated, not transposed, no biases, SiLU, the default gating."""
+    if not (hasattr(module, "gate_up_proj") and hasattr(module, "down_proj")):
+        return False  # before importing transformers: zoo models do not need it
     from transformers.activations import SiLUActivation
     from transformers.integrations import moe
 
     return (
-        hasattr(module, "gate_up_proj")
-        and hasattr(module, "down_proj")
-        and getattr(module, "config", None) is not None
+        getattr(module, "config", None) is not None
         and getattr(module, "has_gate", False)
         and getattr(module, "is_concatenated", False)
         and not getattr(module, "is_transposed", True)
