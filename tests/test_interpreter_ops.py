@@ -759,6 +759,65 @@ def test_mse_loss(reduction, shape):
     )
 
 
+# ------------------------------------------------------------------------------------------
+# Mixture of experts
+# ------------------------------------------------------------------------------------------
+
+
+def test_topk_indices():
+    x = randn(3, 5, 8)
+    check(pcg.TopkOp, [x], lambda x: torch.topk(x, 3, dim=-1).indices, k=3)
+
+
+def test_topk_group_limited_as_deepseek_v3_routes():
+    """2 of 4 groups (each scored by its best two) are candidates; the top 3 among them."""
+    x = randn(6, 16)
+
+    def ref(x):
+        groups = x.view(6, 4, 4).topk(2, dim=-1).values.sum(-1)
+        mask = torch.zeros_like(groups).scatter(1, groups.topk(2, dim=-1).indices, 1)
+        masked = x.masked_fill(~mask.bool().repeat_interleave(4, dim=1), float("-inf"))
+        return masked.topk(3, dim=-1).indices
+
+    check(pcg.TopkOp, [x], ref, k=3, groups=4, group_k=2, group_top=2)
+
+
+def test_take_gathers_at_runtime_indices():
+    x, index = randn(4, 6), torch.randint(0, 6, (4, 2))
+    check(pcg.TakeOp, [x, index], lambda x, i: torch.gather(x, 1, i), dim=1)
+
+
+def _hf_experts(x, index, weights, gate_up, down):
+    """Hugging Face's experts loop (MixtralExperts.forward, eager)."""
+    out = torch.zeros_like(x)
+    for e in range(gate_up.shape[0]):
+        token, slot = torch.where(index == e)
+        gate, up = F.linear(x[token], gate_up[e]).chunk(2, dim=-1)
+        out.index_add_(0, token, F.linear(F.silu(gate) * up, down[e]) * weights[token, slot, None])
+    return out
+
+
+def test_experts_match_the_hugging_face_loop_and_the_runtime_kernel():
+    """The interpreter's dense definition equals HF's loop (forward) and the program's
+    sort-based kernel (forward and every gradient); one expert chosen by no token."""
+    from unityc.runtime.kernels import experts
+
+    x, gate_up, down = randn(7, 6), randn(4, 10, 6), randn(4, 6, 5)
+    index = torch.stack([torch.randperm(3)[:2] for _ in range(7)])  # expert 3 unused
+    weights = torch.rand(7, 2, dtype=torch.float64)
+    check(pcg.ExpertsOp, [x, index, weights, gate_up, down], _hf_experts, activation="silu")
+    leaves = [t.clone().requires_grad_() for t in (x, weights, gate_up, down)]
+    dense = run_op(pcg.ExpertsOp, [x, index, weights, gate_up, down], {"activation": "silu"})[0]
+    sparse = experts(leaves[0], index, *leaves[1:])
+    assert_close(sparse, dense)
+    sparse.square().sum().backward()
+    reference = [t.clone().requires_grad_() for t in (x, weights, gate_up, down)]
+    _hf_experts(reference[0], index, *reference[1:]).square().sum().backward()
+    for got, want in zip(leaves, reference, strict=True):
+        assert_close(got.grad, want.grad)
+    assert not leaves[2].grad[3].any()
+
+
 def test_every_pcg_op_is_covered():
     """Keeps this file honest: a new pcg op must get a test here."""
     tested = {
@@ -792,6 +851,9 @@ def test_every_pcg_op_is_covered():
         pcg.AttentionOp,
         pcg.CrossEntropyOp,
         pcg.MseLossOp,
+        pcg.TopkOp,
+        pcg.TakeOp,
+        pcg.ExpertsOp,
     }
     tested |= {cls for cls, _, _ in UNARY} | {cls for cls, _ in BINARY}
     assert set(pcg.ALL_OPS) == tested

@@ -425,6 +425,30 @@ def test_gather_sharded_off_its_dim():
     check_form(pcg.GatherOp, [x], [D(2, 1, 1, copy=2)], attrs, ([2, 1, 1], 1, 2))
 
 
+def test_moe_ops_split_tokens():
+    """Data parallelism of a router and its experts: tokens shard, the expert weights copy."""
+    scores, index = randn(4, 8), torch.stack([torch.randperm(4)[:2] for _ in range(4)])
+    check_form(pcg.TopkOp, [scores], [D(2, 1)], {"k": 2}, ([2, 1], 1, 1))
+    check_form(pcg.TopkOp, [scores], [D(2, 1)], {"k": 2, "groups": 2, "group_k": 1}, ([2, 1], 1, 1))
+    check_form(pcg.TakeOp, [scores, index], [D(2, 1), D(2, 1)], {"dim": 1}, ([2, 1], 1, 1))
+    check_form(pcg.TakeOp, [scores, index], [D(1, 1, sum=2), D(1, 1, copy=2)], {"dim": 1}, ([1, 1], 2, 1))
+    operands = [randn(4, 6), index, torch.rand(4, 2, dtype=torch.float64), randn(4, 10, 6), randn(4, 6, 5)]
+    specs = [D(2, 1), D(2, 1), D(2, 1), D(1, 1, 1, copy=2), D(1, 1, 1, copy=2)]
+    check_form(pcg.ExpertsOp, operands, specs, {"activation": "silu"}, ([2, 1], 1, 1))
+
+
+def test_experts_refuse_split_experts_and_a_split_top_k():
+    g = Graph()
+    x, w = g.input("x", [4, 6]), g.input("w", [4, 2])
+    index = g.input("i", [4, 2], i64)
+    gate_up = g.partition(g.input("gu", [4, 10, 6]), 0, 2)
+    down = g.input("d", [4, 6, 5])
+    with pytest.raises(FormError, match="routes its whole tokens over every expert"):
+        g.op(pcg.ExpertsOp, [x, index, w, gate_up, down], activation="silu")
+    with pytest.raises(FormError, match="a top-k needs the whole dimension"):
+        g.op(pcg.TopkOp, [g.partition(w, 1, 2)], k=1)
+
+
 def test_concat_on_unsharded_dim():
     xs = [randn(4, 2, 6), randn(4, 3, 6, seed=1), randn(4, 1, 6, seed=2)]
     check_form(pcg.ConcatOp, [xs], [[D(2, 1, 3)] * 3], {"dim": 1}, ([2, 1, 3], 1, 1))

@@ -89,6 +89,9 @@ PROGRAMS = [
     ("falcon-gpipe", "hf:FalconConfig", SMALL_BATCH, 'gpipe{machine="cpu:2" stages=2 microbatches=2}'),
     # issue 42: GPT-J's interleaved rotary (a view of a folded table its strides do not allow)
     ("gptj-megatron", "hf:GPTJConfig", SMALL_BATCH, 'megatron{machine="cpu:2"}'),
+    # issue 40: DeepSeek-V3's MoE (grouped sigmoid router, routed and shared experts) and its
+    # latent attention, data-parallel: each rank routes its half of the tokens
+    ("deepseek-v3-data", "hf:DeepseekV3Config", SMALL_BATCH, 'data-parallel{machine="cpu:2"}'),
     ("convnext-data", f"{VISION}:convnext", 8, 'data-parallel{machine="cpu:2"}'),
     ("mobilenet-data", f"{VISION}:mobilenet", 8, 'data-parallel{machine="cpu:2"}'),
     ("conv1d-data", f"{VISION}:conv1d", 8, 'data-parallel{machine="cpu:2"}'),
@@ -196,6 +199,10 @@ def test_hf_plan_trains_like_the_reference(programs: Programs, name: str) -> Non
         assert len(re.findall(r"rt\.kernels\.gated_activation\(", text)) == gated, name
         decomposed = "** -0.5" in text or "torch.sigmoid" in text
         assert not decomposed, f"{name}: a decomposed norm or SiLU is left"
+    if name.startswith("deepseek-"):  # issue 40: one sort-based experts call per MoE layer
+        text = programs.texts[name]
+        assert len(re.findall(r"rt\.kernels\.experts\(", text)) == 1, name
+        assert re.search(r"rt\.kernels\.topk_indices\(.*, 2, 2, 1, 2\)", text), name
     if name == "gpt-neox-megatron":  # the packed weight itself split by rows (heads), none whole
         packed = re.findall(r"query_key_value\.(?:weight|bias)\": Layout\(.*\)", programs.texts[name])
         assert len(packed) == 4 and all("shard=(2" in p for p in packed), packed

@@ -405,6 +405,14 @@ KERNELS: dict[type[PcgOp], Callable[[Call], str]] = {
     pcg.AttentionOp: _attention,
     pcg.CrossEntropyOp: _cross_entropy,
     pcg.MseLossOp: _mse,
+    pcg.TopkOp: lambda c: (
+        f"rt.kernels.topk_indices({c.args[0]}, {c.attrs['k']}, {c.attrs.get('groups') or 1}, "
+        f"{c.attrs.get('group_k')}, {c.attrs.get('group_top') or 1})"
+    ),
+    pcg.TakeOp: lambda c: f"torch.gather({c.args[0]}, {c.attrs['dim']}, {c.args[1]})",
+    pcg.ExpertsOp: lambda c: (
+        f"rt.kernels.experts({', '.join(a or 'None' for a in c.args)}, \"{c.attrs['activation']}\")"
+    ),
 }
 """pcg.gather is emitted by the writer: its indices become a table of the plan."""
 

@@ -41,7 +41,10 @@ Forward FLOPs (n = elements of the result piece unless said otherwise):
 | embedding_bag | L·B·D (+ B·D for a mean) |
 | cross_entropy logits[N,C] | 4·N·C |
 | mse_loss | 3·elements of the input |
-| concat, split, transpose, gather, cast, identity, reshape | 0 |
+| topk | elements of the input · ⌈log2(k + 1)⌉; no backward (indices) |
+| experts x[T,H] ids[T,k] gate_up[E,2I,H] | T·k·(6·H·I + (silu + 1)·I + 2·H): the routed rows only |
+| | (dropless, sorted by expert); backward 2x |
+| concat, split, transpose, gather, take, cast, identity, reshape | 0 |
 
 Bytes: every operand piece read once and every result piece written once; reshape moves
 nothing, embedding reads indices and the rows it gathers; attention's "math" kernel
@@ -142,12 +145,12 @@ a whole dropout measured 10-11 f32 adds per element (`benchmarks/measure_cpu_mac
 2026-11-27 on the cpu preset's Intel core; 19-23 on the AMD core before, 67-92 with the
 earlier int64 hash). Its backward multiplies by the saved mask and scale (2 per element)."""
 BINARY = ("pcg.add", "pcg.sub", "pcg.mul", "pcg.div", "pcg.compare_tensors")
-NOT_DIFFERENTIABLE = ("pcg.compare", "pcg.compare_tensors")
+NOT_DIFFERENTIABLE = ("pcg.compare", "pcg.compare_tensors", "pcg.topk")
 """Ops whose result carries no gradient back (a boolean mask)."""
 SOURCES = ("pcg.input", "pcg.weight", "pcg.constant")
-DATA_MOVEMENT = ("pcg.concat", "pcg.split", "pcg.transpose", "pcg.gather")
+DATA_MOVEMENT = ("pcg.concat", "pcg.split", "pcg.transpose", "pcg.gather", "pcg.take")
 CONTRACTIONS = ("pcg.linear", "pcg.matmul", "pcg.batch_matmul", "pcg.conv2d")
-MATMUL_LIKE = (*CONTRACTIONS, "pcg.attention")
+MATMUL_LIKE = (*CONTRACTIONS, "pcg.attention", "pcg.experts")
 """Ops that run at the matmul rate (tf32 where the device allows it)."""
 
 
@@ -230,6 +233,19 @@ def _reduce(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> fl
     return _n(ops[0]) + (_n(res[0]) if attrs["kind"] == "mean" else 0)  # a compare per element for max, min
 
 
+def _topk(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
+    return _n(ops[0]) * max(1, math.ceil(math.log2(attrs["k"] + 1)))  # a heap of k per row
+
+
+def _experts(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
+    """The routed tokens' FFNs: T·k rows, each 2·H·2I (gate and up) + 2·I·H (down) + the gated
+    activation's (silu + 1)·I, then scaled by its weight and added at its token (2·H)."""
+    x, ids, _, gate_up = ops[:4]
+    assert x is not None and ids is not None and gate_up is not None
+    rows, hidden, ffn = _n(ids), x.shape[1], gate_up.shape[1] // 2
+    return rows * (6 * hidden * ffn + (GATED_FLOPS["silu"] + 1) * ffn + 2 * hidden)
+
+
 def _embedding_bag(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
     ids, w = ops
     assert w is not None
@@ -272,6 +288,8 @@ FORWARD_FLOPS: dict[str, Formula] = {
     "pcg.attention": _attention,
     "pcg.cross_entropy": _cross_entropy,
     "pcg.mse_loss": lambda attrs, ops, res: 3 * _n(ops[0]),
+    "pcg.topk": _topk,
+    "pcg.experts": _experts,
 }
 """Forward FLOPs of one task, by op name: every pcg op must have an entry (a test checks)."""
 
@@ -281,6 +299,7 @@ KERNELS: dict[str, tuple[float, float]] = {
     "pcg.dropout": (10, 2),
     "pcg.rms_norm": (1, 9),
     "pcg.gated_activation": (2, 4),
+    "pcg.experts": (30, 60),
 }
 """Fixed costs (kernel latencies) of a forward and a backward pass of ops the runtime runs as
 many framework ops (other ops: 1 each), measured in generated programs on a CPU core at tiny
@@ -291,7 +310,9 @@ each way; dropout is the mask's hash (18 torch ops) and the multiply. An attenti
 on its probabilities adds the dropout's. RMS norm and the gated activation are counted from their
 runtime kernels (`runtime.kernels.rms_norm`: one fused kernel forward, nine element-wise ops
 backward; `gated_activation`: act and multiply forward, two multiplies, the act's backward and
-the act again backward), not measured."""
+the act again backward), not measured. The experts kernel (`runtime.kernels.experts`) is
+counted for 4 experts: a sort, a bincount, a gather and 5 ops per expert, the scale and the
+index_add forward, ~2x backward; not measured."""
 
 
 RECOMPUTE_KERNELS = (2.0, 4.0)
@@ -346,8 +367,13 @@ def _forward_work(kind: str, attrs: Mapping[str, Any], operands: Operands, resul
         assert w is not None
         rows = _n(ids) * w.shape[1] * DTYPE_BYTES[w.dtype]
         return Work(flops, (ids.nbytes if ids else 0) + rows + out_bytes)
-    if kind == "pcg.gather":
+    if kind in ("pcg.gather", "pcg.take"):
         return Work(flops, 2 * out_bytes)
+    if kind == "pcg.experts":  # the operands, and each routed row written and read back thrice
+        x, ids = operands[:2]
+        assert x is not None and ids is not None
+        dispatched = _n(ids) * x.shape[1] * DTYPE_BYTES[x.dtype]
+        return Work(flops, sum(p.nbytes for p in operands if p is not None) + out_bytes + 6 * dispatched)
     in_bytes = sum(p.nbytes for p in operands if p is not None)
     if kind == "pcg.attention" and attrs.get(CONTEXT_DEGREE, 1) > 1:  # fused block kernels
         blocks = int(attrs[CONTEXT_DEGREE])  # each K/V block read once more per block received
@@ -407,6 +433,8 @@ def _backward_work(
         return Work(added, fwd.bytes + w.nbytes, rows=_n(ids))
     if kind == "pcg.dropout":
         return Work(2 * _n(results[0]) if fwd.flops else 0, 2 * fwd.bytes)
+    if kind == "pcg.experts":  # dX and dW of each expert matmul
+        return Work(2 * fwd.flops, 2 * fwd.bytes)
     return Work(fwd.flops, 2 * fwd.bytes)
 
 

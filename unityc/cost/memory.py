@@ -61,6 +61,7 @@ SAVES_NOTHING = (
     "pcg.compare",  # no gradient
     "pcg.cumsum",  # linear: its backward is a reversed cumsum of the gradient
     "pcg.compare_tensors",  # a mask: no gradient
+    "pcg.topk",  # indices: no gradient
     "pcg.reshape",
     "pcg.transpose",
     "pcg.concat",
@@ -275,3 +276,11 @@ class DeviceMemory:
             self.weights + self.gradients + self.optimizer + self.activations + self.buffers
             + self.transient + self.reserved
         )  # fmt: skip
+
+
+def experts_saved_bytes(rows: int, hidden: int, ffn: int, element_bytes: int) -> int:
+    """What one `pcg.experts` task keeps besides its operands, for its `rows` routed (token,
+    expert) pairs (`runtime.kernels.experts`): the dispatched tokens and each expert's output
+    (hidden each), its gate and up projections (2 x ffn) and their gated product (ffn), and the
+    sort order (i64)."""
+    return rows * ((2 * hidden + 3 * ffn) * element_bytes + 8)

@@ -30,6 +30,7 @@ from unityc.cost.memory import (
     attention_saved_bytes,
     autocast_copy_bytes,
     context_attention_saved_bytes,
+    experts_saved_bytes,
     norm_stats_bytes,
     probability_bytes,
     saves,
@@ -245,6 +246,11 @@ class StepBuilder:
             extra = self.internal_memory(
                 nid, norm_stats_bytes(node.op, attrs["dims"], x.shape), parts.tasks, m
             )
+        if backward and node.op == "pcg.experts":
+            x, ids, gate_up = piece(types[0]), piece(types[1]), piece(types[3])
+            assert x is not None and ids is not None and gate_up is not None
+            per_task = experts_saved_bytes(ids.numel, x.shape[1], gate_up.shape[1] // 2, x.nbytes // x.numel)
+            extra = self.internal_memory(nid, per_task, parts.tasks, m)
         if backward:
             extra += self.autocast_copies(nid, node, types, parts.tasks)
             extra += self.dropout_mask(nid, node, attrs, parts.tasks, m)

@@ -230,11 +230,16 @@ def _masked_fill(im: FxImporter, node: fx.Node, x: Value, mask: Value, value: Va
 
 @lowering(aten.gather.default)
 def _gather_elements(im: FxImporter, node: fx.Node, x: Value, dim: int, index: Value, **_: Any) -> Value:
-    """torch.gather from a constant holding one repeated value (RoBERTa's all-zero token type
-    ids gathered at its position ids): that value, whatever the indices."""
+    """torch.gather: from a constant holding one repeated value (RoBERTa's all-zero token type
+    ids gathered at its position ids), that value whatever the indices; from a computed float
+    tensor at computed indices of its shape but for `dim` (a router's selected scores), a
+    `pcg.take`."""
     if isinstance(x, Const) and x.value.numel() and bool((x.value == x.value.flatten()[0]).all()):
         return Const(torch.full(im.meta_shape(), x.value.flatten()[0].item(), dtype=x.value.dtype))
-    raise im.fail("gather is supported only from a constant of one repeated value")
+    if not isinstance(x, Const) and not isinstance(index, Const):
+        source = im.tensor(x)
+        return im.op(pcg.TakeOp, [source, im.tensor(index)], dim=dim % tensor_type(source).rank)
+    raise im.fail("gather is supported only from a constant of one repeated value or at computed indices")
 
 
 def _zero_one(

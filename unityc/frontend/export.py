@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from unityc.frontend.moe import static_moe
 from unityc.models.spec import ModelError
 
 aten = torch.ops.aten
@@ -75,7 +76,7 @@ def export_model(module: nn.Module, inputs: dict[str, torch.Tensor]) -> Exported
     # Tensors the forward creates without `device=` must land beside the meta weights too.
     device = torch.device("meta") if on_meta else contextlib.nullcontext()
     try:
-        with warnings.catch_warnings(), _quiet_torch_logs(), device:
+        with warnings.catch_warnings(), _quiet_torch_logs(), device, static_moe(module):
             warnings.simplefilter("ignore")
             program = torch.export.export(module, (), kwargs=inputs, strict=False)
             program = program.run_decompositions(decomposition_table())

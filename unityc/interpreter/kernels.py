@@ -24,6 +24,7 @@ from unityc.runtime.kernels import (
     check_classes,
     clamp,
     class_shard_losses,
+    topk_indices,
     vocab_lookup,
     with_halo,
 )
@@ -262,6 +263,23 @@ def _split(task: Task, x: torch.Tensor) -> list[torch.Tensor]:
     return [p.clone() for p in torch.split(x, list(task.attrs["sizes"]), dim=dim)]
 
 
+def _topk(task: Task, x: torch.Tensor) -> torch.Tensor:
+    a = task.attrs
+    return topk_indices(x, a["k"], a.get("groups") or 1, a.get("group_k"), a.get("group_top") or 1)
+
+
+def _experts(
+    task: Task, x: torch.Tensor, ids: torch.Tensor, w: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor
+) -> torch.Tensor:
+    """The dense definition: every expert on every token, summed under gates that are the
+    token's weight for the experts it chose and zero for the others (E/k times the FLOPs of the
+    program's sort-based kernel, which it checks)."""
+    gates = torch.zeros(x.shape[0], gate_up.shape[0], dtype=w.dtype).scatter_add(1, ids, w)
+    gate, up = torch.einsum("th,efh->tef", x, gate_up).chunk(2, dim=-1)
+    each = torch.einsum("tef,ehf->teh", F.silu(gate) * up, down)
+    return torch.einsum("te,teh->th", gates.to(each.dtype), each)
+
+
 def _result_piece_shape(task: Task) -> tuple[int, ...]:
     return task.op.results[0].type.piece_shape
 
@@ -312,6 +330,9 @@ KERNELS: dict[type[PcgOp], Kernel] = {
     pcg.AttentionOp: _attention,
     pcg.CrossEntropyOp: _cross_entropy,
     pcg.MseLossOp: _mse,
+    pcg.TopkOp: _topk,
+    pcg.TakeOp: lambda t, x, index: torch.gather(x, t.attrs["dim"] % x.dim(), index),
+    pcg.ExpertsOp: _experts,
 }
 
 

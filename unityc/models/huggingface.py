@@ -43,7 +43,36 @@ CONFIG_NAMES = {
     "image": ("image_size",),
     "patch": ("patch_size",),
     "classes": ("num_labels",),
+    "experts": ("num_local_experts", "num_experts", "n_routed_experts"),
+    "top_k": ("num_experts_per_tok",),
+    "expert_ffn": ("moe_intermediate_size",),
+    "shared_ffn": ("shared_expert_intermediate_size",),
+    "expert_groups": ("n_group",),
+    "group_k": ("topk_group",),
+    "dense_layers": ("first_k_dense_replace",),
+    "q_rank": ("q_lora_rank",),
+    "kv_rank": ("kv_lora_rank",),
+    "rope_dim": ("qk_rope_head_dim",),
+    "nope_dim": ("qk_nope_head_dim",),
+    "v_dim": ("v_head_dim",),
 }
+MOE_SMALL = {
+    "experts": 4,
+    "top_k": 2,
+    "expert_ffn": 32,
+    "shared_ffn": 32,
+    "expert_groups": 2,
+    "group_k": 1,
+    "dense_layers": 1,
+    "q_rank": 16,
+    "kv_rank": 16,
+    "rope_dim": 4,
+    "nope_dim": 4,
+    "v_dim": 8,
+}
+"""What the small config of a mixture-of-experts model sets, of the settings its config has: 4
+experts, top-2 (DeepSeek-V3: 2 groups of which the best 1 is a candidate, the first layer dense,
+small multi-head latent attention ranks and head dims)."""
 BATCH = {"small": 2, "paper": 4}
 SIZES = ("hidden", "layers", "heads", "kv_heads", "ffn", "vocab", "seq", "image", "patch")
 """The settings that size a model: setting some of them on the small config keeps the others small."""
@@ -80,6 +109,8 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     # one; by default for the aliases only: some models compute more from it than the importer
     # lowers (OPT's positions are a cumsum of the mask), and they imported without it.
     sizes = {**SMALL, **ALIAS_SMALL.get(name, {})} if spec.config == "small" else PAPER
+    if spec.config == "small":
+        sizes |= {k: v for k, v in MOE_SMALL.items() if k in _current(config)}
     # an encoder-decoder (T5, BART) trains on its own `labels=` loss: its decoder reads the
     # labels shifted right (T5's `_shift_right`), so there is no loss without them
     seq2seq = bool(getattr(config, "is_encoder_decoder", False))
@@ -113,6 +144,9 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     if settings["attn"] not in ("eager", "sdpa"):
         raise ModelError(f"'{spec.model}': attn={settings['attn']}: use eager or sdpa")
     config._attn_implementation = settings["attn"]
+    # MoE experts as the model defines them (the per-expert loop): its grouped_mm kernel has no
+    # float64, which --check's gradients use; the importer exports them as one op either way
+    config._experts_implementation = "eager"
     for flag in ("use_cache", "tie_word_embeddings"):
         if hasattr(config, flag):
             setattr(config, flag, False)
@@ -195,6 +229,9 @@ def _apply(config: Any, settings: dict[str, Any]) -> None:
     derived = isinstance(getattr(type(config), "head_dim", None), property)  # Falcon's: hidden / heads
     if getattr(config, "head_dim", None) and not derived and "hidden" in settings and "heads" in settings:
         config.head_dim = settings["hidden"] // settings["heads"]  # Llama's default is 128
+    if getattr(config, "qk_rope_head_dim", None):  # DeepSeek's latent attention: rotary on the rope part
+        config.head_dim = config.qk_rope_head_dim
+        config.qk_head_dim = config.qk_nope_head_dim + config.qk_rope_head_dim
     if getattr(config, "rotary_dim", None) and "hidden" in settings and "heads" in settings:
         config.rotary_dim = min(config.rotary_dim, settings["hidden"] // settings["heads"])  # GPT-J's: 64
 

@@ -429,3 +429,51 @@ class _Gated(torch.autograd.Function):
 def gated_activation(gate: torch.Tensor, up: torch.Tensor, act: str) -> torch.Tensor:
     """`pcg.gated_activation` on a piece: act(gate) * up, keeping only gate and up."""
     return _Gated.apply(gate, up, act)  # type: ignore[no-any-return]
+
+
+def topk_indices(
+    x: torch.Tensor, k: int, groups: int = 1, group_k: int | None = None, group_top: int = 1
+) -> torch.Tensor:
+    """The indices of the `k` largest elements along the last dim (descending). With `groups`
+    G > 1, group-limited (DeepSeek-V3's router): each of the G equal groups of the last dim is
+    scored by the sum of its `group_top` largest elements, and only the `group_k` best groups'
+    elements are candidates. Indices carry no gradient."""
+    with torch.no_grad():
+        if groups > 1:
+            grouped = x.reshape(*x.shape[:-1], groups, x.shape[-1] // groups)
+            scores = grouped.topk(group_top, dim=-1).values.sum(dim=-1)
+            best = scores.topk(group_k or groups, dim=-1).indices
+            keep = torch.zeros_like(scores, dtype=torch.bool).scatter(-1, best, True)
+            x = grouped.masked_fill(~keep.unsqueeze(-1), -math.inf).reshape(x.shape)
+        return x.topk(k, dim=-1).indices
+
+
+def experts(
+    x: torch.Tensor,
+    indices: torch.Tensor,
+    weights: torch.Tensor,
+    gate_up: torch.Tensor,
+    down: torch.Tensor,
+    activation: str = "silu",
+) -> torch.Tensor:
+    """The routed experts, dropless, sort-based: the (token, slot) pairs sorted by expert, one
+    gated FFN per expert on its contiguous slice (its size known only now, at run time), each row
+    scaled by its gate weight and added back at its token. x [T, H], indices and weights [T, k],
+    gate_up [E, 2I, H] (gate rows, then up rows), down [E, H, I]. An expert no token chose
+    runs nothing (its weights' gradient is zero)."""
+    if activation != "silu":
+        raise ValueError(f"experts: unknown activation '{activation}'")
+    k = indices.shape[1]
+    flat = indices.reshape(-1)
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=gate_up.shape[0]).tolist()
+    token = order // k
+    rows = x[token]
+    outs = []
+    for e, part in enumerate(torch.split(rows, counts)):
+        if part.shape[0] == 0:
+            continue
+        gate, up = F.linear(part, gate_up[e]).chunk(2, dim=-1)
+        outs.append(F.linear(F.silu(gate) * up, down[e]))
+    routed = torch.cat(outs) * weights.reshape(-1)[order].unsqueeze(-1)
+    return torch.zeros_like(x).index_add(0, token, routed.to(x.dtype))

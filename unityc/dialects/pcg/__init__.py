@@ -62,6 +62,12 @@ from unityc.dialects.pcg.embedding import (
     EmbeddingBagOp,
     EmbeddingOp,
 )
+from unityc.dialects.pcg.experts import (
+    EXPERT_ACTIVATIONS,
+    ExpertsOp,
+    TakeOp,
+    TopkOp,
+)
 from unityc.dialects.pcg.loss import (
     CrossEntropyOp,
     MseLossOp,
@@ -138,6 +144,9 @@ ALL_OPS: list[type[PcgOp]] = [
     AttentionOp,
     CrossEntropyOp,
     MseLossOp,
+    TopkOp,
+    TakeOp,
+    ExpertsOp,
 ]
 
 PCG = Dialect("pcg", list[type[Operation]](ALL_OPS), [TensorType, MachineViewAttr])
@@ -145,6 +154,7 @@ PCG = Dialect("pcg", list[type[Operation]](ALL_OPS), [TensorType, MachineViewAtt
 __all__ = [
     "ALL_OPS",
     "COMPARISONS",
+    "EXPERT_ACTIVATIONS",
     "GATED_ACTIVATIONS",
     "PCG",
     "AddOp",
@@ -166,6 +176,7 @@ __all__ = [
     "EmbeddingBagOp",
     "EmbeddingOp",
     "ExpOp",
+    "ExpertsOp",
     "GatedActivationOp",
     "GatherOp",
     "GeluOp",
@@ -193,8 +204,10 @@ __all__ = [
     "SplitOp",
     "SqrtOp",
     "SubOp",
+    "TakeOp",
     "TanhOp",
     "TensorType",
+    "TopkOp",
     "TransposeOp",
     "UnaryOp",
     "WeightOp",
