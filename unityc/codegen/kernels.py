@@ -411,7 +411,7 @@ KERNELS: dict[type[PcgOp], Callable[[Call], str]] = {
     ),
     pcg.TakeOp: lambda c: f"torch.gather({c.args[0]}, {c.attrs['dim']}, {c.args[1]})",
     pcg.ExpertsOp: lambda c: (
-        f"rt.kernels.experts({', '.join(a or 'None' for a in c.args)}, \"{c.attrs['activation']}\")"
+        f'rt.kernels.experts({", ".join(a or "None" for a in c.args)}, "{c.attrs["activation"]}")'
     ),
 }
 """pcg.gather is emitted by the writer: its indices become a table of the plan."""

@@ -108,7 +108,7 @@ def static_moe(model: nn.Module) -> Iterator[None]:
     from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
 
     ALL_EXPERTS_FUNCTIONS.register(IMPLEMENTATION, _static_experts)
-    configs = {id(m.config): m.config for m in chosen}
+    configs: dict[int, Any] = {id(m.config): m.config for m in chosen}  # HF PretrainedConfigs
     saved = {key: c._experts_implementation for key, c in configs.items()}
     try:
         for c in configs.values():
