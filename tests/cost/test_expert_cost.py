@@ -3,6 +3,9 @@ the DGX A100 preset (NVSwitch 300 GB/s and 2 us per direction, 200 GB/s and 6 us
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from unityc.cost.experts import ExpertLoad, expert_devices, expert_exchange, expert_memory
@@ -63,3 +66,9 @@ def test_memory() -> None:
 def test_bad_loads_are_named(make: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         make()  # type: ignore[operator]
+
+
+def test_the_compiler_side_imports_no_torch() -> None:
+    # the layout and the cost model read the group layout from a torch-free runtime module
+    code = "import sys, unityc.cost.experts, unityc.search.layout; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0

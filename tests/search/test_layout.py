@@ -12,7 +12,7 @@ import pytest
 from search_graphs import mlp
 
 from unityc.machine.presets import cpu, dgx_a100, dgx_h100
-from unityc.runtime.experts import expert_group_ranks
+from unityc.runtime.expert_ranks import expert_group_ranks
 from unityc.search import strategies
 from unityc.search.layout import FULL, SELECTIVE, Axis, Layout, tilings
 from unityc.search.strategies import (

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from unityc.cost.communication import collective_floor
 from unityc.cost.schedule import Comm
 from unityc.machine.spec import Machine
-from unityc.runtime.experts import expert_group_ranks
+from unityc.runtime.expert_ranks import expert_group_ranks
 
 COUNT_BYTES = 8
 """Bytes of one exchanged row count (int64, `runtime/experts.dispatch`)."""
@@ -83,7 +83,7 @@ class ExpertLoad:
 
 def expert_devices(degree: int, tensor: int = 1, start: int = 0) -> tuple[int, ...]:
     """The devices of the first EP group of a stage group starting at device `start`, laid out
-    as the runtime lays its ranks (`runtime.experts.expert_group_ranks`: tensor innermost, then
+    as the runtime lays its ranks (`runtime.expert_ranks.expert_group_ranks`: tensor innermost, then
     expert): within a node while degree x tensor fits one."""
     ep, _ = expert_group_ranks(degree * tensor, degree, tensor)
     return tuple(start + r for r in ep[0])

@@ -38,20 +38,22 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from unityc.runtime.expert_ranks import expert_group_ranks
+
+__all__ = [
+    "AllToAll",
+    "Dispatch",
+    "Expert",
+    "combine",
+    "dispatch",
+    "expert_group_ranks",
+    "expert_parallel_moe",
+    "reduce_expert_grads",
+    "run_experts",
+]
+
 Expert = Callable[[torch.Tensor], torch.Tensor]
 """One local expert: rows [n, H] -> rows [n, H] (a SwiGLU FFN, a module, a closure)."""
-
-
-def expert_group_ranks(ranks: int, expert: int, tensor: int = 1) -> tuple[list[list[int]], list[list[int]]]:
-    """(EP groups, expert-data-parallel groups) over `ranks` ranks (0 ... ranks-1 of one stage
-    group): rank = t + tensor·(e + expert·d) for tensor index t, expert index e and expert-data
-    index d. An EP group varies e (t, d fixed); an expert-data group varies d (t, e fixed)."""
-    if expert < 1 or tensor < 1 or ranks % (expert * tensor):
-        raise ValueError(f"experts: expert {expert} x tensor {tensor} does not divide {ranks} ranks")
-    data = ranks // (expert * tensor)
-    ep = [[t + tensor * (e + expert * d) for e in range(expert)] for d in range(data) for t in range(tensor)]
-    edp = [[t + tensor * (e + expert * d) for d in range(data)] for e in range(expert) for t in range(tensor)]
-    return ep, edp
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 
-from unityc.runtime.experts import expert_group_ranks
+from unityc.runtime.expert_ranks import expert_group_ranks
 
 NONE = "none"
 SELECTIVE = "selective"
@@ -186,7 +186,7 @@ class Layout:
 
     def expert_groups(self) -> tuple[list[list[int]], list[list[int]]]:
         """(expert-parallel groups, expert-data-parallel groups) over one stage group's ranks,
-        as the runtime builds them (`runtime.experts.expert_group_ranks`): tensor innermost,
+        as the runtime builds them (`runtime.expert_ranks.expert_group_ranks`): tensor innermost,
         then expert, then the expert-data rest, so an expert group stays within a node while
         expert x tensor fits one, as a tensor group does."""
         return expert_group_ranks(self.group, self.expert, self.tensor)

@@ -679,7 +679,7 @@ def graph_experts(graph: Graph) -> int:
 
 def expert_degrees(machine: Machine, experts: int, tensor: int = 1) -> list[int]:
     """Expert-parallel degrees for `experts` experts beside tensor degree `tensor`, placed within
-    a node first as tensor parallelism is (`runtime.experts.expert_group_ranks`: tensor
+    a node first as tensor parallelism is (`runtime.expert_ranks.expert_group_ranks`: tensor
     innermost, then expert): the degrees dividing the experts whose groups fit a node beside
     the tensor group, largest first, then those spanning whole nodes, fewest nodes first; 1
     last. No experts (0): [1]."""
