@@ -11,8 +11,17 @@ from typing import ClassVar
 import pytest
 from search_graphs import mlp
 
+from unityc.machine.presets import cpu, dgx_a100, dgx_h100
+from unityc.runtime.expert_ranks import expert_group_ranks
+from unityc.search import strategies
 from unityc.search.layout import FULL, SELECTIVE, Axis, Layout, tilings
-from unityc.search.strategies import megatron_graph, megatron_layouts
+from unityc.search.strategies import (
+    expert_degrees,
+    graph_experts,
+    megatron_graph,
+    megatron_layouts,
+    with_experts,
+)
 
 
 def test_validated() -> None:
@@ -105,3 +114,34 @@ def test_toy_axis() -> None:
         megatron_layouts(graph, RingLayout(data=2, ring=2))
     with pytest.raises(ValueError, match="no strategy lays out the context axis yet"):
         megatron_layouts(graph, Layout(data=2, context=2))
+
+
+# --- the expert axis: placed within a node first, degree 1 for a dense graph ---------------------
+
+
+def test_expert_degrees_within_a_node_first() -> None:
+    assert expert_degrees(dgx_a100(4), 8) == [8, 4, 2, 1]
+    assert expert_degrees(dgx_a100(4), 8, tensor=2) == [4, 2, 8, 1]  # beside tensor 2; 8: two nodes
+    assert expert_degrees(dgx_h100(16), 64) == [8, 4, 2, 16, 32, 64, 1]  # then whole nodes
+    assert expert_degrees(dgx_h100(16), 6) == [2, 1] and expert_degrees(cpu(4), 8) == [4, 2, 1]
+    assert expert_degrees(dgx_a100(4), 0) == [1]  # a dense graph
+
+
+def test_expert_groups_follow_the_runtime() -> None:
+    layout = Layout(data=4, tensor=2, expert=2)
+    assert layout.expert_groups() == expert_group_ranks(8, 2, 2)
+    ep, edp = layout.expert_groups()
+    assert ep[0] == [0, 2] and edp[0] == [0, 4]  # the tensor stride, within a node of 8
+    assert layout.describe().startswith("data 4 x tensor 2 x pipeline 1, expert 2,")
+
+
+def test_dense_graphs_keep_expert_degree_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    graph, machine = mlp(layers=3), dgx_a100(1)
+    layouts = list(tilings(8, {"tensor": [4, 2, 1]}))
+    assert graph_experts(graph) == 0 and list(with_experts(layouts, graph, machine)) == layouts
+    with pytest.raises(ValueError, match="no strategy lays out the expert axis yet"):
+        megatron_layouts(graph, Layout(data=2, expert=2))
+    # a graph with 4 experts: each layout with each degree dividing its data ranks, beside tensor
+    monkeypatch.setattr(strategies, "graph_experts", lambda g: 4)
+    got = [(x.tensor, x.expert) for x in with_experts(layouts, graph, machine)]
+    assert got == [(4, 2), (4, 1), (2, 4), (2, 2), (2, 1), (1, 4), (1, 2), (1, 1)]

@@ -22,6 +22,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 
+from unityc.runtime.expert_ranks import expert_group_ranks
+
 NONE = "none"
 SELECTIVE = "selective"
 FULL = "full"
@@ -71,7 +73,8 @@ class Layout:
     context: int = 1
     """The sequence split across ranks (context parallelism; no strategy lays it out yet)."""
     expert: int = 1
-    """Expert parallelism, carved out of the data x context ranks (no strategy lays it out yet)."""
+    """Expert parallelism, carved out of the data x context ranks, placed within a node first
+    (`expert_groups`; degrees: `strategies.expert_degrees`); no op lays experts out yet."""
     sequence: bool = False
     """Megatron's sequence parallelism inside each tensor group (needs tensor >= 2)."""
     zero: int = 0
@@ -180,6 +183,13 @@ class Layout:
         """This layout without what only the pipeline sees (stages, chunks, micro-batches, levers):
         what lays out one stage group (`pipeline.Layouts` is keyed by it)."""
         return replace(self, pipeline=1, virtual=1, zero=0, recompute=NONE, microbatches=1, microbatch_size=1)
+
+    def expert_groups(self) -> tuple[list[list[int]], list[list[int]]]:
+        """(expert-parallel groups, expert-data-parallel groups) over one stage group's ranks,
+        as the runtime builds them (`runtime.expert_ranks.expert_group_ranks`): tensor innermost,
+        then expert, then the expert-data rest, so an expert group stays within a node while
+        expert x tensor fits one, as a tensor group does."""
+        return expert_group_ranks(self.group, self.expert, self.tensor)
 
     @property
     def schedule(self) -> str:

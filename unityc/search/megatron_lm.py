@@ -44,7 +44,7 @@ from unityc.search.layers import PipelineError, Stage, batch_size, layer_of
 from unityc.search.layout import FULL, RECOMPUTE_LEVELS, SELECTIVE, Layout, tilings
 from unityc.search.pipeline import materialize, plain_graph
 from unityc.search.plans import PricedPlan, Pricing
-from unityc.search.strategies import tensor_degrees
+from unityc.search.strategies import tensor_degrees, with_experts
 
 VIRTUAL_CHOICES = (1, 2, 4)
 """Model chunks per rank group tried where the layers and micro-batches allow."""
@@ -176,7 +176,7 @@ def stage_counts(graph: Graph, machine: Machine, shape: Layout) -> Iterator[Layo
     B = batch_size(graph)
     D = machine.num_devices
     choices = {"tensor": [shape.tensor], "pipeline": range(1, min(layers, D // shape.tensor) + 1)}
-    for layout in tilings(D, choices, "data", shape):
+    for layout in with_experts(tilings(D, choices, "data", shape), graph, machine):
         if B % layout.data == 0:
             yield replace(layout, microbatches=B // layout.data)
 

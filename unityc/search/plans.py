@@ -26,6 +26,7 @@ from unityc.search.strategies import (
     spatial_graph,
     spatial_layouts,
     tensor_degrees,
+    with_experts,
     with_levers,
 )
 from unityc.search.views import Block, big_degrees, canonical_view, task_degrees, to_attr, views_in
@@ -217,7 +218,8 @@ def megatron_plans(
     4,096 roles, about 90 CPU s a plan)."""
     plans = []
     refused: list[str] = []
-    for tiling in tilings(machine.num_devices, {"tensor": tensor_degrees(machine) or [1]}):
+    tiled = tilings(machine.num_devices, {"tensor": tensor_degrees(machine) or [1]})
+    for tiling in with_experts(tiled, graph, machine):
         d, why = data_degree(graph, tiling.data)
         if d != tiling.data:  # the layout needs every device: another tensor degree may fit the batch
             refused.append(f"tensor {tiling.tensor}: data {why}")
@@ -228,6 +230,7 @@ def megatron_plans(
                 kept = ", ".join(f"{op} x{k}" for op, k in sorted(laid.stops.items()))
                 note = (
                     f"data {layout.data} x tensor {layout.tensor}"
+                    + (f", expert {layout.expert}" if layout.expert > 1 else "")
                     + (", sequence parallel" if layout.sequence else "")
                     + (f"; replicated where a column split met {kept}" if kept else "")
                 )

@@ -36,6 +36,7 @@ from unityc.search.strategies import (
     spatial_graph,
     spatial_layouts,
     tensor_degrees,
+    with_experts,
 )
 from unityc.search.substitution import Candidate, SearchStats, SubstitutionOptions, best_first
 from unityc.search.views import canonical_view, to_attr
@@ -221,7 +222,8 @@ class SegmentSearch:
             spatial_graph(seg.graph, n, b, seg.keep)
             for _, b in spatial_layouts(seg.graph, n, every_device=True)
         ]
-        for layout in tilings(n, {"tensor": tensor_degrees(self.machine)}):
+        tiled = tilings(n, {"tensor": tensor_degrees(self.machine)})
+        for layout in with_experts(tiled, seg.graph, self.machine):
             seeds += [laid.graph for laid in megatron_layouts(seg.graph, layout, seg.keep)]
         return seeds
 

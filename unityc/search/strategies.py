@@ -26,8 +26,8 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.precision import BF16_MIXED
@@ -662,6 +662,48 @@ def tensor_degrees(machine: Machine) -> list[int]:
     """Tensor-parallel degrees within a node (dividing both a node and the machine), largest first."""
     per_node = math.gcd(machine.nodes[0].num_devices, machine.num_devices)
     return [k for k in range(per_node, 1, -1) if per_node % k == 0]
+
+
+EXPERT_OPS: frozenset[str] = frozenset()
+"""Ops whose experts (attribute `num_experts`) a strategy shards over the `expert` axis; none
+yet. An MoE op joins with its expert form in `_Megatron` (and "expert" joins `MEGATRON_AXES`):
+until then every graph, dense or not, lays out with expert degree 1 (`with_experts`)."""
+
+
+def graph_experts(graph: Graph) -> int:
+    """The expert count every expert-sharded op of `graph` divides by (the gcd of their
+    `num_experts`; `EXPERT_OPS`); 0 where it has none (a dense graph)."""
+    counts = [int(n.attr("num_experts")) for n in graph.nodes.values() if n.op in EXPERT_OPS]
+    return math.gcd(*counts) if counts else 0
+
+
+def expert_degrees(machine: Machine, experts: int, tensor: int = 1) -> list[int]:
+    """Expert-parallel degrees for `experts` experts beside tensor degree `tensor`, placed within
+    a node first as tensor parallelism is (`runtime.expert_ranks.expert_group_ranks`: tensor
+    innermost, then expert): the degrees dividing the experts whose groups fit a node beside
+    the tensor group, largest first, then those spanning whole nodes, fewest nodes first; 1
+    last. No experts (0): [1]."""
+    per_node = math.gcd(machine.nodes[0].num_devices, machine.num_devices)
+    if experts < 1 or per_node % tensor:
+        return [1]
+    width = per_node // tensor
+    within = [e for e in range(width, 1, -1) if width % e == 0 and experts % e == 0]
+    nodes = machine.num_devices // per_node
+    spanning = [width * n for n in range(2, nodes + 1) if nodes % n == 0 and experts % (width * n) == 0]
+    return [*within, *spanning, 1]
+
+
+def with_experts(layouts: Iterable[Layout], graph: Graph, machine: Machine) -> Iterator[Layout]:
+    """Each layout with each of `expert_degrees` of the graph's experts that divides its data x
+    context ranks (where the expert axis is carved out); a dense graph's layouts as they are."""
+    experts = graph_experts(graph)
+    for layout in layouts:
+        if not experts:
+            yield layout
+            continue
+        for e in expert_degrees(machine, experts, layout.tensor):
+            if layout.degree("data", "context") % e == 0:
+                yield replace(layout, expert=e)
 
 
 def sync_batch_norm(graph: Graph) -> Graph:
