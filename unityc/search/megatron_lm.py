@@ -30,11 +30,12 @@ and priced by `estimate` like every other plan.
    input a `parallel.all_gather` from it: the same volume, 1/t of those ops' activations, which
    is what lets a large model fit with selective rather than full recomputation.
 7. *Context parallelism* (Megatron-LM's `--context-parallel-size` c, what its users set by hand
-   for long sequences): with selective recomputation, c = 1 where some stage count fits, else
-   the smallest c (`context_degrees`: 2, 4, ... splitting the sequence and the devices left by
-   the tensor group) that fits: every attention split over the sequence by the ring
-   (`strategies.megatron_layouts`), the token stream sharded c ways from the embedding on.
-   Full recomputation only where no context degree fits with selective.
+   for long sequences): the smallest c (`context_degrees`: 2, 4, ... splitting the sequence and
+   the devices left by the tensor group) leaving each rank at most `HAND_CHUNK` tokens of the
+   sequence (Llama 3's 128K-token stage: 16 ways, 8K each), none for a sequence that short; then,
+   where nothing fits with it, the other degrees, smallest first. Every attention split over
+   the sequence by the ring (`strategies.megatron_layouts`), the token stream sharded c ways
+   from the embedding on. Full recomputation only where no degree fits with selective.
 """
 
 from __future__ import annotations
@@ -210,7 +211,7 @@ def megatron_lm_plan(
     t = tensor or tensor_degree(graph, machine)
     if machine.num_devices % t:
         raise PipelineError(f"megatron-lm: tensor degree {t} does not divide {machine.num_devices} devices")
-    contexts = [context] if context else [1, *context_degrees(graph, machine, t)]
+    contexts = [context] if context else hand_contexts(graph, machine, t)
     counts = {
         c: [n for n in stage_counts(graph, machine, Layout(tensor=t, context=c)) if stages in (0, n.pipeline)]
         for c in contexts
@@ -285,6 +286,21 @@ def context_degrees(graph: Graph, machine: Machine, tensor: int) -> list[int]:
     return out
 
 
+def hand_contexts(graph: Graph, machine: Machine, tensor: int) -> list[int]:
+    """The context degrees a Megatron-LM user tries, in order: the smallest (1 included) that
+    leaves each rank at most `HAND_CHUNK` tokens (else the largest), then the others ascending;
+    only 1 for a sequence of at most `HAND_CHUNK` (no one sets context parallelism for it)."""
+    degrees = [1, *context_degrees(graph, machine, tensor)]
+    length = context_length(graph)
+    if length <= HAND_CHUNK:
+        return [1]
+    hand = next((c for c in degrees if length // c <= HAND_CHUNK), degrees[-1])
+    return [hand, *(c for c in degrees if c != hand)]
+
+
+HAND_CHUNK = 8192
+"""Tokens of the sequence per rank that Megatron-LM users aim context parallelism at."""
+
 MAX_CONTEXT = 16
 """The largest context degree tried (Dubey et al. 2024 trained Llama 3 at 128K tokens with 16)."""
 
@@ -324,15 +340,16 @@ def three_d_plans(
     (the `megatron-lm` plan), reused where a configuration repeats one. Raises PipelineError
     where the graph has no batched input.
 
-    Then, for a sequence of `LONG_SEQUENCE` tokens or more, the same beside context parallelism
-    (`context_degrees`, smallest first) at the largest tensor degree, as Megatron-LM places it
-    beyond a node's tensor group: after every plan without it, so that a time limit cuts these
-    first, and chosen by the caller only where one is faster."""
+    For a sequence of `LONG_SEQUENCE` tokens or more, the same with context parallelism
+    (`hand_contexts`' degrees) at the largest tensor degree, as Megatron-LM places it beyond a
+    node's tensor group, first (there the activations are what a plan must fit); the caller
+    takes one only where it is faster. Below that length, none is tried."""
     graph = plain_graph(graph)
     tensors = head_degrees(graph, machine)
     shapes = [(t, 1) for t in tensors]
     if context_length(graph) >= LONG_SEQUENCE:
-        shapes += [(tensors[0], c) for c in context_degrees(graph, machine, tensors[0])]
+        degrees = [c for c in hand_contexts(graph, machine, tensors[0]) if c > 1]
+        shapes = [(tensors[0], c) for c in degrees] + shapes
     for t, c in shapes:
         all_counts = list(stage_counts(graph, machine, Layout(tensor=t, context=c)))
         for sequence in (True, False) if t > 1 else (False,):

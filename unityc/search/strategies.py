@@ -282,10 +282,14 @@ class _Megatron:
 
     def _in_context(self, o: Operand) -> bool:
         """Whether context parallelism shards `o` on its dim 1: a batched activation of rank 3 or
-        more running along the sequence, or a lookup's token ids (`_ids`)."""
+        more running along the sequence, a lookup's token ids (`_ids`), or (batch, sequence)
+        labels flattened for a token loss (a padding mask, read whole by the attentions as their
+        key columns, is not)."""
         if self.c == 1 or o.logical is None or o.logical.rank < 2 or o.logical.shape[1] != self.length:
             return False
-        return _tokens(o) or (self.reading is not None and _ids(o, self.reading))
+        node = self.reading
+        flattened = node is not None and bool(node.types) and node.types[0].rank < 2 and o.logical.rank == 2
+        return _tokens(o) or (node is not None and _ids(o, node)) or (o.batched and flattened)
 
     def _source_forms(self, o: Operand) -> list[TensorType | None]:
         """A weight, input or constant: sharded t ways on each dim it can be, then replicated."""
@@ -336,11 +340,20 @@ class _Megatron:
             return [by_heads, *self.fallback(operands)]
         started = self._start(nid, node, operands)
         if started is None:
-            return self._along_sequence(nid, node, operands) + self.fallback(operands)
+            return self._along_sequence(nid, node, operands) + self._on_tokens(node, operands) + self.fallback(operands)
         proposal, types = started
         if types[0].sum_degree == 1:
             self.regions[(nid, 0)] = frozenset({nid})
         return [proposal]
+
+    def _on_tokens(self, node: Node, operands: Sequence[Operand]) -> list[Proposal]:
+        """With context parallelism, an op reading no weight (a token loss on flattened logits
+        and labels) on its computed operands as they are: data parallel over the tokens, where
+        the fallback would gather the sequence for it."""
+        if self.c == 1 or any(o.source == "pcg.weight" for o in operands):
+            return []
+        kept = self._keep(node, operands)
+        return [] if kept is None else [kept[0]]
 
     def _keep(
         self, node: Node, operands: Sequence[Operand]
