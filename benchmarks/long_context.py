@@ -24,17 +24,19 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-import llm_scale  # noqa: E402  (the benchmark these rows extend)
+import llm_scale  # (the benchmark these rows extend)
 
 MODELS = {
     "llama3-8b-128k": (
         "hf:LlamaConfig",
-        {"hidden": 4096, "layers": 32, "heads": 32, "kv_heads": 8, "ffn": 14336, "vocab": 128256, "seq": 131072},
+        {"hidden": 4096, "layers": 32, "heads": 32, "kv_heads": 8, "ffn": 14336, "vocab": 128256,
+         "seq": 131072},
         16,
     ),
     "llama2-70b-32k": (
         "hf:LlamaConfig",
-        {"hidden": 8192, "layers": 80, "heads": 64, "kv_heads": 8, "ffn": 28672, "vocab": 32000, "seq": 32768},
+        {"hidden": 8192, "layers": 80, "heads": 64, "kv_heads": 8, "ffn": 28672, "vocab": 32000,
+         "seq": 32768},
         128,
     ),
 }

@@ -340,7 +340,8 @@ class _Megatron:
             return [by_heads, *self.fallback(operands)]
         started = self._start(nid, node, operands)
         if started is None:
-            return self._along_sequence(nid, node, operands) + self._on_tokens(node, operands) + self.fallback(operands)
+            along = self._along_sequence(nid, node, operands)
+            return along + self._on_tokens(node, operands) + self.fallback(operands)
         proposal, types = started
         if types[0].sum_degree == 1:
             self.regions[(nid, 0)] = frozenset({nid})
