@@ -319,6 +319,8 @@ class _Megatron:
         partial = any(o.current is not None and o.current.sum_degree > 1 for o in operands)
         if regions:
             kept = None if partial else self._keep(node, operands)
+            if kept is None and not partial and self.c > 1:  # (HF's shifted logits, split on the sequence)
+                kept = self._keep(node, operands, gather=True)
             sharded = self._sequence_operands(node, operands)
             if kept is None and sharded:  # whole in the group next pass, the region kept
                 self.gathered |= sharded
@@ -357,10 +359,28 @@ class _Megatron:
         return [] if kept is None else [kept[0]]
 
     def _keep(
-        self, node: Node, operands: Sequence[Operand]
+        self, node: Node, operands: Sequence[Operand], gather: bool = False
     ) -> tuple[Proposal, tuple[TensorType, ...]] | None:
-        """The first form keeping every computed operand as it is (weights and constants free)."""
-        return next(self._choices(node, operands, self._kept(operands, self._source_forms)), None)
+        """The first form keeping every computed operand as it is (weights and constants free);
+        `gather`: with its context shards gathered (a column-parallel region kept through an op
+        that needs the whole sequence: the vocabulary-sharded logits before HF's shift)."""
+        candidates = self._kept(operands, self._source_forms)
+        if gather:
+            candidates = [
+                [self._context_gathered(o)] if o.source is None and o.current is not None else c
+                for c, o in zip(candidates, operands, strict=True)
+            ]
+        return next(self._choices(node, operands, candidates), None)
+
+    def _context_gathered(self, o: Operand) -> TensorType | None:
+        """`o` as it is held, its sequence shard's context factor gathered into copies."""
+        t = o.current
+        assert t is not None and o.logical is not None
+        if t.rank < 2 or t.shape[1] != self.length or t.shard[1] % self.c:
+            return t
+        shard = {k: v for k, v in enumerate(t.shard) if v > 1}
+        shard[1] = t.shard[1] // self.c
+        return with_degrees(o.logical, shard, t.copy_degree * self.c, t.sum_degree)
 
     def _kept(
         self, operands: Sequence[Operand], sourced: Callable[[Operand], list[TensorType | None]]
