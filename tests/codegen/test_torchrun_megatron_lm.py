@@ -21,7 +21,8 @@ each all-reduce):
   recomputation) and with ZeRO-3 (sequence parallel, the attention recomputed): the sharded
   shapes `three_d_plans` tries where ZeRO-1 needs more stages, ZeRO-3's gathers and ZeRO-2/3's
   reduce-scatters after each micro-batch's backward inside torch pipeline stages, each rank's
-  shards as the memory model predicts.
+  shards as the memory model predicts; and context 2 x tensor 2 (sequence parallel) and
+  context 2 x pipeline 2 (issue 41: every attention split over the sequence by the ring).
 """
 
 from __future__ import annotations
@@ -86,6 +87,18 @@ SHAPES = [
         ),
     ),
     ("3d-tp2-dp4-sp-none", 8, 8, Layout(data=4, tensor=2, microbatches=2, sequence=True, zero=1)),
+    (  # context parallelism (issue 41): the ring inside a tensor group, then beside a pipeline
+        "3d-cp2-tp2-sp-selective",
+        4,
+        4,
+        Layout(context=2, tensor=2, microbatches=4, sequence=True, zero=1, recompute=SELECTIVE),
+    ),
+    (
+        "3d-cp2-pp2-selective",
+        4,
+        4,
+        Layout(context=2, pipeline=2, microbatches=4, zero=1, recompute=SELECTIVE),
+    ),
 ]
 
 
@@ -180,7 +193,11 @@ def test_three_d_candidate_shape_trains_exactly(runs: Runs, name: str, config: L
     weights = [n for n in plan.nodes.values() if n.op == "pcg.weight"]
     assert any(n.zero for n in weights) and all(n.zero in (0, config.zero) for n in weights)
     assert ("parallel.reduce_scatter" in collectives(plan)) == config.sequence
-    assert any(n.types[0].copy_degree == config.data for n in plan.nodes.values() if n.op == "pcg.weight")
+    copies = config.data * config.context  # (context parallelism shards no weight)
+    assert any(n.types[0].copy_degree == copies for n in plan.nodes.values() if n.op == "pcg.weight")
+    if config.context > 1:
+        attentions = [n for n in ops if n.op == "pcg.attention"]
+        assert attentions and all(plan.type_of(n.operands[1]).shard[1] == config.context for n in attentions)
     if config.pipeline > 1:
         assert len({n.stage for n in plan.nodes.values()} - {None}) == config.pipeline * config.virtual
     assert plan.plan.pipeline is not None and plan.plan.pipeline.microbatches == config.microbatches

@@ -112,8 +112,8 @@ def test_toy_axis() -> None:
     )
     with pytest.raises(ValueError, match="no strategy lays out the ring axis yet"):
         megatron_layouts(graph, RingLayout(data=2, ring=2))
-    with pytest.raises(ValueError, match="no strategy lays out the context axis yet"):
-        megatron_layouts(graph, Layout(data=2, context=2))
+    with pytest.raises(ValueError, match="no strategy lays out the expert axis yet"):
+        megatron_layouts(graph, Layout(data=2, context=2, expert=2))
 
 
 # --- the expert axis: placed within a node first, degree 1 for a dense graph ---------------------

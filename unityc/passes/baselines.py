@@ -90,7 +90,8 @@ class MegatronLmPass(_BaselinePass):
     """Megatron-LM's hand-picked 3-D plan (`search/megatron_lm.py`): tensor parallel within a
     node, the fewest pipeline stages that fit with ZeRO-1 and selective recomputation,
     micro-batch 1, interleaving where layers allow, data parallel over the rest; `tensor`,
-    `stages`, `virtual` fix those degrees (0: chosen as a user would)."""
+    `stages`, `virtual`, `context` fix those degrees (0: chosen as a user would; context
+    parallelism, `--context-parallel-size`, only where nothing fits without it)."""
 
     name = "megatron-lm"
 
@@ -99,6 +100,7 @@ class MegatronLmPass(_BaselinePass):
     virtual: int = 0
     sequence: bool = True
     """Megatron's sequence parallelism in the tensor-parallel groups (`sequence=false`: off)."""
+    context: int = 0
 
 
 @dataclass(frozen=True)

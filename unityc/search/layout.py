@@ -3,7 +3,7 @@ Megatron-Core's `parallel_state` groups), and the levers beside them.
 
 The *mesh axes* (`AXES`) are named degrees whose product is the devices a layout runs on:
 `data` (replicas, each on its own samples), `context` (the sequence split across ranks, ring
-attention: room for it, no strategy lays it out yet), `tensor` (Megatron's column/row-parallel
+attention: `strategies.megatron_layouts`), `tensor` (Megatron's column/row-parallel
 regions and attention heads within a node) and `pipeline` (stage groups, each running `virtual`
 model chunks). `expert` is carved out of the data x context ranks, as Megatron-Core does (room
 for MoE). Beside the axes: `sequence` (Megatron's sequence parallelism inside the tensor group),
@@ -71,7 +71,8 @@ class Layout:
     virtual: int = 1
     """Model chunks per stage group (interleaved 1F1B beyond 1)."""
     context: int = 1
-    """The sequence split across ranks (context parallelism; no strategy lays it out yet)."""
+    """The sequence split across ranks (context parallelism: the token stream sharded on the
+    sequence, every attention split over it by the ring; `strategies.megatron_layouts`)."""
     expert: int = 1
     """Expert parallelism, carved out of the data x context ranks, placed within a node first
     (`expert_groups`; degrees: `strategies.expert_degrees`); no op lays experts out yet."""

@@ -29,6 +29,13 @@ and priced by `estimate` like every other plan.
    a row-parallel linear a `parallel.reduce_scatter` onto the sequence and each column-parallel
    input a `parallel.all_gather` from it: the same volume, 1/t of those ops' activations, which
    is what lets a large model fit with selective rather than full recomputation.
+7. *Context parallelism* (Megatron-LM's `--context-parallel-size` c, what its users set by hand
+   for long sequences): the smallest c (`context_degrees`: 2, 4, ... splitting the sequence and
+   the devices left by the tensor group) leaving each rank at most `HAND_CHUNK` tokens of the
+   sequence (Llama 3's 128K-token stage: 16 ways, 8K each), none for a sequence that short; then,
+   where nothing fits with it, the other degrees, smallest first. Every attention split over
+   the sequence by the ring (`strategies.megatron_layouts`), the token stream sharded c ways
+   from the embedding on. Full recomputation only where no degree fits with selective.
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ from unityc.search.layers import PipelineError, Stage, batch_size, layer_of
 from unityc.search.layout import FULL, RECOMPUTE_LEVELS, SELECTIVE, Layout, tilings
 from unityc.search.pipeline import materialize, plain_graph
 from unityc.search.plans import PricedPlan, Pricing
-from unityc.search.strategies import tensor_degrees, with_experts
+from unityc.search.strategies import context_length, tensor_degrees, with_experts
 
 VIRTUAL_CHOICES = (1, 2, 4)
 """Model chunks per rank group tried where the layers and micro-batches allow."""
@@ -175,7 +182,12 @@ def stage_counts(graph: Graph, machine: Machine, shape: Layout) -> Iterator[Layo
     layers = len(layer_of(graph)[0]) + 1
     B = batch_size(graph)
     D = machine.num_devices
-    choices = {"tensor": [shape.tensor], "pipeline": range(1, min(layers, D // shape.tensor) + 1)}
+    group = shape.tensor * shape.context
+    choices = {
+        "context": [shape.context],
+        "tensor": [shape.tensor],
+        "pipeline": range(1, min(layers, D // group) + 1),
+    }
     for layout in with_experts(tilings(D, choices, "data", shape), graph, machine):
         if B % layout.data == 0:
             yield replace(layout, microbatches=B // layout.data)
@@ -189,27 +201,34 @@ def megatron_lm_plan(
     stages: int = 0,
     virtual: int = 0,
     sequence: bool = True,
+    context: int = 0,
 ) -> PricedPlan:
-    """Megatron-LM's hand-picked plan (see the module docstring); `tensor`, `stages`, `virtual`
-    fix those choices (0: chosen as a user would); `sequence`: sequence parallel. Raises
-    PipelineError where the graph has no batched input, or the given degrees do not tile the
-    machine or split the batch."""
+    """Megatron-LM's hand-picked plan (see the module docstring); `tensor`, `stages`, `virtual`,
+    `context` fix those choices (0: chosen as a user would); `sequence`: sequence parallel.
+    Raises PipelineError where the graph has no batched input, or the given degrees do not tile
+    the machine or split the batch."""
     graph = plain_graph(graph)
     t = tensor or tensor_degree(graph, machine)
     if machine.num_devices % t:
         raise PipelineError(f"megatron-lm: tensor degree {t} does not divide {machine.num_devices} devices")
-    counts = [c for c in stage_counts(graph, machine, Layout(tensor=t)) if stages in (0, c.pipeline)]
-    if not counts:
+    contexts = [context] if context else hand_contexts(graph, machine, t)
+    counts = {
+        c: [n for n in stage_counts(graph, machine, Layout(tensor=t, context=c)) if stages in (0, n.pipeline)]
+        for c in contexts
+    }
+    if not any(counts.values()):
         raise PipelineError(
-            f"megatron-lm: no pipeline of {stages or 'any number of'} stages x tensor {t} tiles the "
-            f"{machine.num_devices} devices with a data degree dividing the batch of {batch_size(graph)}"
+            f"megatron-lm: no pipeline of {stages or 'any number of'} stages x tensor {t} x context "
+            f"{'/'.join(map(str, contexts))} tiles the {machine.num_devices} devices with a data degree "
+            f"dividing the batch of {batch_size(graph)}"
         )
     tried: list[PricedPlan] = []
     for recompute in (SELECTIVE, FULL):
-        shape = Layout(tensor=t, sequence=sequence and t > 1, zero=1, recompute=recompute)
-        found = _fewest_stages(graph, machine, pricing, shape, counts, tried, virtual)
-        if found is not None:
-            return found[0]
+        for c in contexts:
+            shape = Layout(tensor=t, context=c, sequence=sequence and t > 1, zero=1, recompute=recompute)
+            found = _fewest_stages(graph, machine, pricing, shape, counts[c], tried, virtual)
+            if found is not None:
+                return found[0]
     if not tried:
         raise PipelineError("megatron-lm: no configuration could be built on this graph and machine")
     return min(tried, key=lambda p: p.estimate.peak_memory)
@@ -253,6 +272,45 @@ def _at(shape: Layout, count: Layout, virtual: int = 1) -> Layout:
     )
 
 
+def context_degrees(graph: Graph, machine: Machine, tensor: int) -> list[int]:
+    """Context-parallel degrees beyond 1 (`strategies.megatron_layouts`), smallest first: powers
+    of two splitting the self-attentions' sequence (`strategies.context_length`) and the devices
+    beside a tensor group of `tensor`, at most `MAX_CONTEXT` (Llama 3's 128K-token stage ran
+    with 16); none for a graph without such attention."""
+    length = context_length(graph)
+    out: list[int] = []
+    c = 2
+    while length and c <= MAX_CONTEXT and length % c == 0 and (machine.num_devices // tensor) % c == 0:
+        out.append(c)
+        c *= 2
+    return out
+
+
+def hand_contexts(graph: Graph, machine: Machine, tensor: int) -> list[int]:
+    """The context degrees a Megatron-LM user tries, in order: the smallest (1 included) that
+    leaves each rank at most `HAND_CHUNK` tokens (else the largest), then the others ascending;
+    only 1 for a sequence of at most `HAND_CHUNK` (no one sets context parallelism for it)."""
+    degrees = [1, *context_degrees(graph, machine, tensor)]
+    length = context_length(graph)
+    if length <= HAND_CHUNK:
+        return [1]
+    hand = next((c for c in degrees if length // c <= HAND_CHUNK), degrees[-1])
+    return [hand, *(c for c in degrees if c != hand)]
+
+
+HAND_CHUNK = 8192
+"""Tokens of the sequence per rank that Megatron-LM users aim context parallelism at."""
+
+MAX_CONTEXT = 16
+"""The largest context degree tried (Dubey et al. 2024 trained Llama 3 at 128K tokens with 16)."""
+
+LONG_SEQUENCE = 16384
+"""The sequence from which the joint search's 3-D plans try context parallelism: below it the
+activations of a sequence are small beside the weights (Megatron-LM's guidance sets it for 8K
+and more), and each degree adds a scan of stage counts; the `megatron-lm` baseline tries it at
+any length where nothing fits without it."""
+
+
 def head_degrees(graph: Graph, machine: Machine) -> list[int]:
     """Tensor degrees dividing a node and the machine that split every fused attention by whole
     heads, largest first, then 1."""
@@ -280,16 +338,26 @@ def three_d_plans(
     `worth(shape)`: whether a plan of that layout's recomputation could still beat the plan at
     hand (`bounds.three_d_bound`); levels that cannot are skipped. `priced`: plans built here before
     (the `megatron-lm` plan), reused where a configuration repeats one. Raises PipelineError
-    where the graph has no batched input."""
+    where the graph has no batched input.
+
+    For a sequence of `LONG_SEQUENCE` tokens or more, the same with context parallelism
+    (`hand_contexts`' degrees) at the largest tensor degree, as Megatron-LM places it beyond a
+    node's tensor group, first (there the activations are what a plan must fit); the caller
+    takes one only where it is faster. Below that length, none is tried."""
     graph = plain_graph(graph)
-    for t in head_degrees(graph, machine):
-        all_counts = list(stage_counts(graph, machine, Layout(tensor=t)))
+    tensors = head_degrees(graph, machine)
+    shapes = [(t, 1) for t in tensors]
+    if context_length(graph) >= LONG_SEQUENCE:
+        degrees = [c for c in hand_contexts(graph, machine, tensors[0]) if c > 1]
+        shapes = [(tensors[0], c) for c in degrees] + shapes
+    for t, c in shapes:
+        all_counts = list(stage_counts(graph, machine, Layout(tensor=t, context=c)))
         for sequence in (True, False) if t > 1 else (False,):
             counts = sharded = all_counts  # the stage counts left to scan with ZeRO-1, with ZeRO-3
             for recompute in RECOMPUTE_LEVELS:
                 if not counts and not sharded:
                     break  # less recomputation fits nowhere either
-                shape = Layout(tensor=t, sequence=sequence, zero=1, recompute=recompute)
+                shape = Layout(tensor=t, context=c, sequence=sequence, zero=1, recompute=recompute)
                 if not worth(shape):
                     continue
                 tried = list(priced)

@@ -76,7 +76,7 @@ def materialize(
     gradient back)."""
     if isinstance(layout, int):
         layout = Layout(pipeline=len(stages), microbatches=layout)
-    virtual, tensor = layout.virtual, layout.tensor
+    virtual, tensor = layout.virtual, layout.tensor * layout.context  # (both laid out by Megatron's)
     if layout.pipeline * virtual != len(stages):
         raise PipelineError(
             f"{len(stages)} stages are not {layout.pipeline} stage groups x {virtual} chunks ({layout!r})"
@@ -124,7 +124,7 @@ def materialize(
 
     def lay_out() -> tuple[Graph, dict[int, View] | None]:
         if tensor > 1:
-            group = replace(layout.within_stage, data=width[0] // tensor)
+            group = replace(layout.within_stage, data=width[0] // tensor)  # (tensor x context)
             laid = fuse_collectives(simplify(megatron_layouts(graph, group)[0].graph))
             return laid, block_views(laid, machine, width[0])
         return fuse_collectives(simplify(rebuild(base, propose))), None

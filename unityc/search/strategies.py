@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.precision import BF16_MIXED
-from unityc.graph import Graph, Node, Ref
+from unityc.graph import Graph, Node, Ref, canonical_attrs
 from unityc.graph.precision import graph_precision
 from unityc.machine.spec import Machine
 from unityc.search.layout import Layout
@@ -229,10 +229,17 @@ class _Megatron:
         loss: int | None,
         unsequenced: Collection[int] = (),
         wanted: dict[int, int] | None = None,
+        length: int = 0,
     ) -> None:
         self.layout = layout
         self.d, self.t = layout.replicas, layout.tensor
         """The axes splitting the batch (data, and any other: `Layout.replicas`), the tensor group."""
+        self.c, self.length = layout.context, length
+        """Context parallelism: the token stream (dim 1 of this `length`, `_context_length`)
+        sharded c ways; weights held in d x c copies (`copies`)."""
+        self.copies = self.d * self.c
+        self.reading: Node | None = None
+        """The op being proposed for (whether a batched input is a lookup's token ids: `_ids`)."""
         self.replicated, self.loss = replicated, loss
         self.sequence = layout.sequence
         """Megatron's sequence parallelism: ops outside the regions run sharded on dim 1."""
@@ -255,14 +262,34 @@ class _Megatron:
         self.head_chains: frozenset[int] = frozenset()
         """Ops computing an attention's per-head operand from weights (`_head_chains`)."""
 
-    def act(self, o: Operand, extra: dict[int, int] | None = None, copy: int = 1) -> TensorType | None:
-        """`o` data parallel d across the tensor-parallel groups, `extra` degrees within one."""
+    def act(
+        self, o: Operand, extra: dict[int, int] | None = None, copy: int = 1, whole: bool = False
+    ) -> TensorType | None:
+        """`o` data parallel d across the tensor-parallel groups, a token stream (`_in_context`)
+        also sharded c ways on the sequence unless `whole` (then in c copies more), `extra`
+        degrees within one group (on the sequence: within each context shard)."""
         assert o.logical is not None
         if not o.batched:
-            return with_degrees(o.logical, extra, copy * self.d)
+            return with_degrees(o.logical, extra, copy * self.copies)
         shard = {0: self.d} if self.d > 1 else {}
-        shard.update(extra or {})
+        if self._in_context(o) and not whole:
+            shard[1] = self.c
+        else:
+            copy *= self.c
+        for k, v in (extra or {}).items():
+            shard[k] = shard.get(k, 1) * v
         return with_degrees(o.logical, shard, copy)
+
+    def _in_context(self, o: Operand) -> bool:
+        """Whether context parallelism shards `o` on its dim 1: a batched activation of rank 3 or
+        more running along the sequence, a lookup's token ids (`_ids`), or (batch, sequence)
+        labels flattened for a token loss (a padding mask, read whole by the attentions as their
+        key columns, is not)."""
+        if self.c == 1 or o.logical is None or o.logical.rank < 2 or o.logical.shape[1] != self.length:
+            return False
+        node = self.reading
+        flattened = node is not None and bool(node.types) and node.types[0].rank < 2 and o.logical.rank == 2
+        return _tokens(o) or (node is not None and _ids(o, node)) or (o.batched and flattened)
 
     def _source_forms(self, o: Operand) -> list[TensorType | None]:
         """A weight, input or constant: sharded t ways on each dim it can be, then replicated."""
@@ -287,10 +314,13 @@ class _Megatron:
                 yield proposal, types
 
     def propose(self, nid: int, node: Node, operands: Sequence[Operand]) -> list[Proposal]:
+        self.reading = node
         regions = frozenset().union(*(self.regions.get(r, ()) for r in node.operand_refs()))
         partial = any(o.current is not None and o.current.sum_degree > 1 for o in operands)
         if regions:
             kept = None if partial else self._keep(node, operands)
+            if kept is None and not partial and self.c > 1:  # (HF's shifted logits, split on the sequence)
+                kept = self._keep(node, operands, gather=True)
             sharded = self._sequence_operands(node, operands)
             if kept is None and sharded:  # whole in the group next pass, the region kept
                 self.gathered |= sharded
@@ -305,23 +335,52 @@ class _Megatron:
             self.regions.update({(nid, i): regions for i, r in enumerate(types) if r.sum_degree == 1})
             return [proposal]
         if node.op == "pcg.attention":
-            return _complete([self._heads(operands), *self.fallback(operands)], operands)
+            split = [self._heads(operands, whole=True)] if self.c > 1 else []  # (a mask's rows held whole)
+            return _complete([self._heads(operands), *split, *self.fallback(operands)], operands)
         by_heads = self._by_heads(node, operands) if nid in self.head_chains else None
         if by_heads is not None:
             return [by_heads, *self.fallback(operands)]
         started = self._start(nid, node, operands)
         if started is None:
-            return self._along_sequence(nid, node, operands) + self.fallback(operands)
+            along = self._along_sequence(nid, node, operands)
+            return along + self._on_tokens(node, operands) + self.fallback(operands)
         proposal, types = started
         if types[0].sum_degree == 1:
             self.regions[(nid, 0)] = frozenset({nid})
         return [proposal]
 
+    def _on_tokens(self, node: Node, operands: Sequence[Operand]) -> list[Proposal]:
+        """With context parallelism, an op reading no weight (a token loss on flattened logits
+        and labels) on its computed operands as they are: data parallel over the tokens, where
+        the fallback would gather the sequence for it."""
+        if self.c == 1 or any(o.source == "pcg.weight" for o in operands):
+            return []
+        kept = self._keep(node, operands)
+        return [] if kept is None else [kept[0]]
+
     def _keep(
-        self, node: Node, operands: Sequence[Operand]
+        self, node: Node, operands: Sequence[Operand], gather: bool = False
     ) -> tuple[Proposal, tuple[TensorType, ...]] | None:
-        """The first form keeping every computed operand as it is (weights and constants free)."""
-        return next(self._choices(node, operands, self._kept(operands, self._source_forms)), None)
+        """The first form keeping every computed operand as it is (weights and constants free);
+        `gather`: with its context shards gathered (a column-parallel region kept through an op
+        that needs the whole sequence: the vocabulary-sharded logits before HF's shift)."""
+        candidates = self._kept(operands, self._source_forms)
+        if gather:
+            candidates = [
+                [self._context_gathered(o)] if o.source is None and o.current is not None else c
+                for c, o in zip(candidates, operands, strict=True)
+            ]
+        return next(self._choices(node, operands, candidates), None)
+
+    def _context_gathered(self, o: Operand) -> TensorType | None:
+        """`o` as it is held, its sequence shard's context factor gathered into copies."""
+        t = o.current
+        assert t is not None and o.logical is not None
+        if t.rank < 2 or t.shape[1] != self.length or t.shard[1] % self.c:
+            return t
+        shard = {k: v for k, v in enumerate(t.shard) if v > 1}
+        shard[1] = t.shard[1] // self.c
+        return with_degrees(o.logical, shard, t.copy_degree * self.c, t.sum_degree)
 
     def _kept(
         self, operands: Sequence[Operand], sourced: Callable[[Operand], list[TensorType | None]]
@@ -406,16 +465,16 @@ class _Megatron:
             elif _tokens(o) or _ids(o, node):
                 candidates.append([self.act(o, {1: self.t})])
             elif o.source is not None:
-                along = [self.act(o, {k: self.t}) for k in _sequence_dims(o.logical, rank, length)]
+                along = [self._along(o, k) for k in _sequence_dims(o.logical, rank, length)]
                 candidates.append(along + self._source_forms(o)[::-1])  # replicated before other shardings
             else:
                 assert o.current is not None
                 candidates.append([o.current])
                 dims = _sequence_dims(o.logical, rank, length)
-                if dims and o.current.shard[dims[0]] != self.t:
+                if dims and o.current.shard[dims[0]] != self.c * self.t:
                     pending.add(ref[0])
         for proposal, types in self._choices(node, operands, candidates):
-            if rank or any(types[0].shard[k] == self.t for k in _sequence_dims(types[0], 0, length)):
+            if rank or any(types[0].shard[k] == self.c * self.t for k in _sequence_dims(types[0], 0, length)):
                 return [proposal]
         self.wanted.update({p: length for p in pending if p not in self.unsequenced})
         self._mixed(node, operands)
@@ -446,7 +505,7 @@ class _Megatron:
             and o.current is not None
             and o.batched
             and o.current.rank >= 3
-            and o.current.shard[1] == self.t
+            and o.current.shard[1] == self.c * self.t
             and o.current.copy_degree == 1
         }
 
@@ -467,21 +526,27 @@ class _Megatron:
                 return proposal
         return None
 
-    def _heads(self, operands: Sequence[Operand]) -> Proposal:
+    def _heads(self, operands: Sequence[Operand], whole: bool = False) -> Proposal:
         """`pcg.attention` split by heads: q/k/v projections column-parallel, the output
-        projection row-parallel (partial sums), its bias added once."""
+        projection row-parallel (partial sums), its bias added once. With context parallelism
+        (unless `whole`) also over the sequence (the op's `context` exchange): q, k, v as the
+        token stream is, cos/sin and a mask's query rows sharded alike on their dim 2."""
         heads: list[TensorType | None] = []
         for i, o in enumerate(operands):
             if o.logical is None:
                 heads.append(None)
             elif i < 3:
-                heads.append(self.act(o, copy=self.t))
+                heads.append(self.act(o, copy=self.t, whole=whole))
             elif i in (3, 4, 5, 7, 8, 9):
-                heads.append(with_degrees(o.logical, {0: self.t}, self.d))
+                heads.append(with_degrees(o.logical, {0: self.t}, self.copies))
             elif i == 6:
-                heads.append(with_degrees(o.logical, {1: self.t}, self.d))
+                heads.append(with_degrees(o.logical, {1: self.t}, self.copies))
             elif i == 10 or i >= 14:  # the output bias, the q/k norm weights: whole on every task
-                heads.append(with_degrees(o.logical, copy=self.d * self.t))
+                heads.append(with_degrees(o.logical, copy=self.copies * self.t))
+            elif i in (11, 12, 13) and self.c > 1 and not whole and self._rows(o):
+                batch = o.logical.shape[0] > 1
+                shard = {0: self.d, 2: self.c} if batch and self.d > 1 else {2: self.c}
+                heads.append(with_degrees(o.logical, shard, self.t * (1 if batch else self.d)))
             elif (  # a per-head mask computed split by heads (`_by_heads`): its heads' slice
                 i == 11
                 and o.source is None
@@ -495,21 +560,35 @@ class _Megatron:
                 heads.append(
                     self.act(o, copy=self.t)
                     if o.logical.shape[0] > 1
-                    else with_degrees(o.logical, copy=self.d * self.t)
+                    else with_degrees(o.logical, copy=self.copies * self.t)
                 )
         return tuple(heads)
 
+    def _rows(self, o: Operand) -> bool:
+        """Whether an attention's mask, cos or sin runs along the query sequence (dim 2)."""
+        return o.logical is not None and o.logical.rank == 4 and o.logical.shape[2] == self.length
+
+    def _along(self, o: Operand, k: int) -> TensorType | None:
+        """A source broadcast along the sequence (a position embedding) sharded on its dim `k`
+        as the sequence-parallel tokens are (c x t ways), copied over the data replicas."""
+        assert o.logical is not None
+        return with_degrees(o.logical, {k: self.c * self.t}, self.d)
+
     def fallback(self, operands: Sequence[Operand]) -> list[Proposal]:
-        """Replicated in the tensor-parallel group (data parallel d), else data parallel d*t."""
-        replicated: list[TensorType | None] = []
-        for o in operands:
-            if o.logical is None:
-                replicated.append(None)
-            elif o.batched or o.source is None:
-                replicated.append(self.act(o, copy=self.t))
-            else:
-                replicated.append(with_degrees(o.logical, copy=self.d * self.t))
-        return _complete([tuple(replicated), *_batch_forms(operands, self.d * self.t)], operands)
+        """Replicated in the tensor-parallel group (data parallel d; on the context shards, then
+        whole in the context group), else data parallel over the whole group."""
+        proposals: list[Proposal] = []
+        for whole in (False, True) if self.c > 1 else (False,):
+            replicated: list[TensorType | None] = []
+            for o in operands:
+                if o.logical is None:
+                    replicated.append(None)
+                elif o.batched or o.source is None:
+                    replicated.append(self.act(o, copy=self.t, whole=whole))
+                else:
+                    replicated.append(with_degrees(o.logical, copy=self.copies * self.t))
+            proposals.append(tuple(replicated))
+        return _complete([*proposals, *_batch_forms(operands, self.copies * self.t)], operands)
 
 
 HEAD_OPERANDS = (3, 4, 5, 7, 8, 9)
@@ -593,11 +672,13 @@ class MegatronLayout:
     instead of running replicated (0: none)."""
 
 
-MEGATRON_AXES = ("tensor",)
+MEGATRON_AXES = ("tensor", "context")
 """The axes beyond the batch's (`Layout.replicas`) that the Megatron layout lays out itself."""
 
 
-def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -> list[MegatronLayout]:
+def megatron_layouts(
+    graph: Graph, layout: Layout, keep: Collection[int] = (), exchange: str = "ring"
+) -> list[MegatronLayout]:
     """`layout`'s tensor parallel x data parallel (Megatron-LM) over its stage group (every mesh
     axis but the pipeline's), batch norms synchronized (`sync_batch_norm`), with Megatron's
     sequence parallelism where `layout.sequence`. Every start (`_Megatron`) begins
@@ -607,10 +688,25 @@ def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -
     sharded classes, its logits returned), a second layout keeps those column-parallel and
     gathers their result for the loss (Megatron-LM's `gather_output`): less memory and compute
     than a replicated head, one all-gather more; the caller prices both. Raises ValueError for
-    an axis no hook lays out (context, expert: `MEGATRON_AXES`)."""
+    an axis no hook lays out (expert: `MEGATRON_AXES`).
+
+    Context parallelism (`layout.context` c, Megatron-LM's `--context-parallel-size`): the token
+    stream (the lookups' ids, every activation running along the sequence) sharded c ways on
+    the sequence within each data replica, every attention split over it by `exchange`
+    (`with_context`; the ring by default, as Megatron-LM's `cp_comm_type` p2p), weights held in
+    d x c copies (their gradients reduced over the context group too); an op that cannot take
+    the shard (the loss after HF's shifted logits) runs whole in the context group."""
     beyond = layout.beyond(("pipeline", *MEGATRON_AXES))
     if beyond:
         raise ValueError(f"megatron: no strategy lays out the {', '.join(beyond)} axis yet ({layout!r})")
+    length = 0
+    if layout.context > 1:
+        graph, length = with_context(graph, exchange), context_length(graph)
+        if not length or length % layout.context:
+            raise ValueError(
+                f"megatron: context degree {layout.context} does not split the attention's sequence "
+                f"({length or 'no self-attention'})"
+            )
     base = sync_batch_norm(graph)
     loss = base.outputs[0][0] if base.outputs else None
     replicated: set[int] = set()
@@ -621,7 +717,7 @@ def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -
     wanted: dict[int, int] = {}
     head_chains = _head_chains(base)
     while True:
-        pass_ = _Megatron(layout, frozenset(replicated), loss, frozenset(unsequenced), wanted)
+        pass_ = _Megatron(layout, frozenset(replicated), loss, frozenset(unsequenced), wanted, length)
         pass_.head_chains = head_chains
         out = rebuild(base, pass_.propose, keep)
         stops += pass_.stops
@@ -639,10 +735,39 @@ def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -
     layouts = [MegatronLayout(out, +stops)]
     gatherable = at_loss - elsewhere
     if gatherable:
-        again = _Megatron(layout, frozenset(replicated - gatherable), loss, frozenset(unsequenced), wanted)
+        again = _Megatron(
+            layout, frozenset(replicated - gatherable), loss, frozenset(unsequenced), wanted, length
+        )
         again.head_chains = head_chains
         layouts.append(MegatronLayout(rebuild(base, again.propose, keep), +stops, len(gatherable)))
     return layouts
+
+
+def context_length(graph: Graph) -> int:
+    """The sequence length context parallelism splits: that of the self-attentions that may
+    split it (no dropout or soft-capping, query and key of one length), 0 if none or several."""
+    lengths = set()
+    for node in graph.nodes.values():
+        if node.op != "pcg.attention" or node.attr("dropout") or node.attr("softcap"):
+            continue
+        q, k = (graph.type_of(r) for r in node.operands[:2] if r is not None)
+        if q.rank == 3 and q.shape[1] == k.shape[1]:
+            lengths.add(q.shape[1])
+    return lengths.pop() if len(lengths) == 1 else 0
+
+
+def with_context(graph: Graph, exchange: str) -> Graph:
+    """A copy whose attentions that may split the sequence (`context_length`) declare their
+    context-parallel exchange (`pcg.attention`'s `context`: "ring" or "all-to-all")."""
+    length = context_length(graph)
+    out = graph.copy()
+    for nid, node in graph.nodes.items():
+        if node.op != "pcg.attention" or node.attr("dropout") or node.attr("softcap"):
+            continue
+        if graph.type_of(node.operands[0]).shape[1] == length:  # type: ignore[arg-type]
+            attrs = canonical_attrs(node.op, {**dict(node.attrs), "context": exchange})
+            out.nodes[nid] = replace(node, attrs=attrs)
+    return out
 
 
 def megatron_graph(
