@@ -140,8 +140,13 @@ def _sdpa(
     scale: float | None,
     gqa: bool,
 ) -> torch.Tensor:
-    """F.scaled_dot_product_attention on heads [B, H, S, D] (keys, values: [B, G, Sk, D])."""
+    """F.scaled_dot_product_attention on heads [B, H, S, D] (keys, values: [B, G, Sk, D]). A key
+    mask that masks nothing in this batch (no sequence padded) is dropped, as HF's SDPA path
+    checks at run time (`padding_mask.all()`): a causal attention then runs `is_causal`, which
+    builds no B x Sq x Sk mask and skips the masked half of the scores."""
     sq, sk = query.shape[2], keys.shape[2]
+    if mask is not None and _masks_nothing(mask):
+        mask = None
     is_causal = causal == 0 and mask is None and sq == sk
     if causal is not None and not is_causal:
         allowed = _causal_allowed(sq, sk, causal, query.device)
@@ -149,6 +154,14 @@ def _sdpa(
     return F.scaled_dot_product_attention(
         query, keys, values, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=gqa
     )
+
+
+def _masks_nothing(mask: torch.Tensor) -> bool:
+    """An additive key mask ([..., 1, Sk], not learned) that is zero everywhere: it keeps every
+    key. One pass over B x Sk values (a host sync on a GPU, as HF's own check)."""
+    if not mask.is_floating_point() or mask.requires_grad or mask.dim() < 2 or mask.shape[-2] != 1:
+        return False
+    return not bool(mask.any())
 
 
 def _math_attention(
