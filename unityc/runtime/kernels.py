@@ -110,7 +110,10 @@ def attention(
     `kernel` "sdpa" runs `F.scaled_dot_product_attention` (no Sq x Sk tensor kept for backward:
     `is_causal` where only the causal mask applies, grouped-query heads as `enable_gqa`; a
     causal mask with another mask, or at a query offset, is one mask it builds); "math" writes
-    the scores out (soft-capping and dropout need it)."""
+    the scores out (soft-capping and dropout need it). A key mask that masks nothing in this
+    batch (no sequence padded) is dropped, as HF's SDPA path checks at run time
+    (`padding_mask.all()`): a causal SDPA then runs `is_causal`, building no B x Sq x Sk mask
+    and skipping the masked half of the scores."""
     batch, sq, _ = q.shape
     width = wq.shape[0] // heads
     groups = wk.shape[0] // width
@@ -118,6 +121,8 @@ def attention(
     query = rotate_heads(project_heads(q, wq, bq, width, q_norm, norm_eps), cos, sin)
     keys = rotate_heads(project_heads(k, wk, bk, width, k_norm, norm_eps), cos, sin)
     values = project_heads(v, wv, bv, width, None, norm_eps)
+    if mask is not None and _masks_nothing(mask):
+        mask = None  # no key padded in this batch: SDPA runs is_causal, the math kernel adds nothing
     if kernel == "sdpa":
         assert dropout is None and softcap is None, "SDPA has no soft-capping and no program-drawn dropout"
         context = _sdpa(query, keys, values, mask, causal, scale, groups != heads)
@@ -140,13 +145,8 @@ def _sdpa(
     scale: float | None,
     gqa: bool,
 ) -> torch.Tensor:
-    """F.scaled_dot_product_attention on heads [B, H, S, D] (keys, values: [B, G, Sk, D]). A key
-    mask that masks nothing in this batch (no sequence padded) is dropped, as HF's SDPA path
-    checks at run time (`padding_mask.all()`): a causal attention then runs `is_causal`, which
-    builds no B x Sq x Sk mask and skips the masked half of the scores."""
+    """F.scaled_dot_product_attention on heads [B, H, S, D] (keys, values: [B, G, Sk, D])."""
     sq, sk = query.shape[2], keys.shape[2]
-    if mask is not None and _masks_nothing(mask):
-        mask = None
     is_causal = causal == 0 and mask is None and sq == sk
     if causal is not None and not is_causal:
         allowed = _causal_allowed(sq, sk, causal, query.device)
