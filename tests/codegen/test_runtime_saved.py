@@ -73,3 +73,14 @@ def test_in_flight_forwards_add_up_and_a_new_step_starts_afresh() -> None:
     for loss in losses:
         loss.backward()  # the earlier step's releases are ignored
     assert counter.live_bytes == 0 and counter.peak_bytes == 0 and counter.forwards == 0
+
+
+def test_a_region_counts_as_one_forward_with_skipped_tensors_left_out() -> None:
+    """The benchmarks' and kernel tests' form: `with SavedBytes.of(inputs, skip) as saved`."""
+    x = torch.randn(4, 8, requires_grad=True)
+    with SavedBytes.of([x], skip=lambda t: t.dtype == torch.bfloat16) as saved:
+        h = (x * 2.0).exp()  # saves its result (4 x 8 fp32); x * 2.0 saves nothing
+        (h.to(torch.bfloat16) * h.to(torch.bfloat16)).sum()  # the bf16 copies: skipped
+        (x * x).sum()  # x: excluded
+    assert saved.bytes == saved.forward_bytes == 4 * 8 * 4
+    assert list(saved.sizes.values()) == [4 * 8 * 4]

@@ -14,7 +14,7 @@ from unityc.cost.steps import attention_task_bytes
 from unityc.dialects.pcg import AttentionOp
 from unityc.dialects.pcg_types import TensorType
 from unityc.runtime.kernels import attention
-from unityc.runtime.saved import StorageBytes as SavedBytes
+from unityc.runtime.saved import SavedBytes
 
 B, S, E, HEADS = 2, 128, 32, 4
 VIEWS = ("TBackward0", "ViewBackward0", "TransposeBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0")
@@ -49,7 +49,7 @@ def _case(kv_heads: int, rotary: bool, mask: str, causal: bool, autocast: bool) 
         return any(getattr(source, "variable", None) is g for g in given)
 
     cast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast)
-    with SavedBytes(exclude=given, skip=autocast_copy) as saved, cast:
+    with SavedBytes.of(given, autocast_copy) as saved, cast:
         out = attention(
             x, x, x, wq, wk, wv, wo, None, None, None, None, additive, HEADS, cos=cos, sin=sin,
             causal=0 if causal else None, kernel=AttentionOp.kernel(attrs),
@@ -93,3 +93,29 @@ def test_math_kernel_keeps_the_scores_for_what_sdpa_cannot_express() -> None:
     assert AttentionOp.kernel({"heads": 2, "softcap": 50.0}) == "math"
     assert AttentionOp.kernel({"heads": 2, "dropout": 0.1}) == "math"
     assert AttentionOp.kernel({"heads": 2, "dropout": None, "causal": True}) == "sdpa"
+
+
+def test_a_key_mask_that_masks_nothing_runs_is_causal() -> None:
+    """No sequence padded in this batch: the zero key mask is dropped (HF's SDPA path checks the
+    same at run time), so no B x Sq x Sk causal & padding mask is built or kept, and the output
+    is the masked one's."""
+    torch.manual_seed(0)
+    x = torch.randn(B, S, E, requires_grad=True)
+    wq, wk, wv, wo = (torch.randn(E, E) / E**0.5 for _ in range(4))
+    zero = -(torch.zeros(B, 1, 1, S) + 0.0) * torch.finfo(torch.float32).min  # -0.0: keeps every key
+    padded = zero.clone()
+    padded[1, ..., S // 2 :] = torch.finfo(torch.float32).min
+
+    def run(mask: torch.Tensor, kernel: str) -> tuple[torch.Tensor, int]:
+        with SavedBytes.of([x, wq, wk, wv, wo, mask]) as saved:
+            out = attention(
+                x, x, x, wq, wk, wv, wo, None, None, None, None, mask, HEADS, causal=0, kernel=kernel
+            )  # fmt: skip
+        return out, max(saved.sizes.values())
+
+    out, largest = run(zero, "sdpa")
+    assert largest < S * S * 4, "an Sq x Sk tensor was saved"
+    torch.testing.assert_close(out, run(zero, "math")[0], atol=1e-5, rtol=1e-4)
+    out, largest = run(padded, "sdpa")
+    assert largest == B * S * S * 4  # padded: the one causal & padding mask, as before
+    torch.testing.assert_close(out, run(padded, "math")[0], atol=1e-5, rtol=1e-4)

@@ -110,7 +110,10 @@ def attention(
     `kernel` "sdpa" runs `F.scaled_dot_product_attention` (no Sq x Sk tensor kept for backward:
     `is_causal` where only the causal mask applies, grouped-query heads as `enable_gqa`; a
     causal mask with another mask, or at a query offset, is one mask it builds); "math" writes
-    the scores out (soft-capping and dropout need it)."""
+    the scores out (soft-capping and dropout need it). A key mask that masks nothing in this
+    batch (no sequence padded) is dropped, as HF's SDPA path checks at run time
+    (`padding_mask.all()`): a causal SDPA then runs `is_causal`, building no B x Sq x Sk mask
+    and skipping the masked half of the scores."""
     batch, sq, _ = q.shape
     width = wq.shape[0] // heads
     groups = wk.shape[0] // width
@@ -118,6 +121,8 @@ def attention(
     query = rotate_heads(project_heads(q, wq, bq, width, q_norm, norm_eps), cos, sin)
     keys = rotate_heads(project_heads(k, wk, bk, width, k_norm, norm_eps), cos, sin)
     values = project_heads(v, wv, bv, width, None, norm_eps)
+    if mask is not None and _masks_nothing(mask):
+        mask = None  # no key padded in this batch: SDPA runs is_causal, the math kernel adds nothing
     if kernel == "sdpa":
         assert dropout is None and softcap is None, "SDPA has no soft-capping and no program-drawn dropout"
         context = _sdpa(query, keys, values, mask, causal, scale, groups != heads)
@@ -149,6 +154,14 @@ def _sdpa(
     return F.scaled_dot_product_attention(
         query, keys, values, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=gqa
     )
+
+
+def _masks_nothing(mask: torch.Tensor) -> bool:
+    """An additive key mask ([..., 1, Sk], not learned) that is zero everywhere: it keeps every
+    key. One pass over B x Sk values (a host sync on a GPU, as HF's own check)."""
+    if not mask.is_floating_point() or mask.requires_grad or mask.dim() < 2 or mask.shape[-2] != 1:
+        return False
+    return not bool(mask.any())
 
 
 def _math_attention(

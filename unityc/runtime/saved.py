@@ -18,6 +18,10 @@ released when autograd drops what the pack returned (after its node's backward).
 the last step's (`begin_step` starts one afresh): the first step of a pipelined program also
 runs torch's shape inference (`PipelineStage`'s metadata forward, with autograd on), whose saved
 tensors torch frees only later.
+
+The same counter measures one region in benchmarks and kernel tests: `with SavedBytes.of(inputs,
+skip) as saved:` counts that region as one forward (`bytes`, and `sizes` per storage), the given
+tensors' storages excluded and the tensors `skip` names not counted (autocast's copies of them).
 """
 
 from __future__ import annotations
@@ -89,11 +93,37 @@ class SavedBytes:
     forwards: int = 0
     epoch: int = 0
     """The step counted (what an earlier step's saved tensors give back is ignored)."""
+    skip: Callable[[torch.Tensor], bool] | None = None
+    """Saved tensors not counted (besides the excluded storages' views)."""
+    last: dict[Key, tuple[int, int]] = field(default_factory=dict)
+    """The byte range of each storage the last forward saved."""
     _current: dict[Key, tuple[int, int]] | None = None
+    _region: contextlib.AbstractContextManager | None = None
 
     @classmethod
-    def of(cls, params: Iterable[torch.Tensor]) -> SavedBytes:
-        return cls(excluded={p.untyped_storage().data_ptr() for p in params})
+    def of(
+        cls, params: Iterable[torch.Tensor | None], skip: Callable[[torch.Tensor], bool] | None = None
+    ) -> SavedBytes:
+        return cls(excluded={p.untyped_storage().data_ptr() for p in params if p is not None}, skip=skip)
+
+    @property
+    def bytes(self) -> int:
+        """What the last forward saved (the region's, used as a context manager)."""
+        return sum(self.sizes.values())
+
+    @property
+    def sizes(self) -> dict[Key, int]:
+        return {key: end - start for key, (start, end) in self.last.items()}
+
+    def __enter__(self) -> SavedBytes:
+        self._region = self.forward()
+        self._region.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        region, self._region = self._region, None
+        assert region is not None
+        region.__exit__(*exc)
 
     def begin_step(self) -> None:
         """Counts afresh from here (a new step)."""
@@ -124,6 +154,7 @@ class SavedBytes:
                 yield
         finally:
             current, self._current = self._current, None
+            self.last = current
             by_dtype: dict[str, int] = {}
             for (_, dtype), (start, end) in current.items():
                 by_dtype[dtype] = by_dtype.get(dtype, 0) + end - start
@@ -133,9 +164,10 @@ class SavedBytes:
                 self.forward_bytes, self.forward_by_dtype = total, by_dtype
 
     def count(self, t: torch.Tensor) -> Key | None:
-        storage = t.untyped_storage()
-        ptr = storage.data_ptr()
-        if ptr in self.excluded or t.numel() == 0 or t.device.type == "meta":
+        if t.layout != torch.strided or t.numel() == 0 or t.device.type == "meta":
+            return None
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in self.excluded or (self.skip is not None and self.skip(t)):
             return None
         key = (ptr, str(t.dtype).removeprefix("torch."))
         start, end = span(t)
@@ -190,40 +222,3 @@ def write(counter: SavedBytes, path: str, rank: int, world: int) -> None:
         return
     with open(path, "w") as f:
         json.dump({"ranks": records}, f, indent=2)
-
-
-def _storage_key(t: torch.Tensor) -> tuple[str, int]:
-    return str(t.device), t.untyped_storage().data_ptr()
-
-
-class StorageBytes:
-    """One region's counter for benchmarks and kernel tests (the program's is `SavedBytes`):
-    `bytes` is the total size of the distinct whole storages autograd saved inside the context,
-    storages of `exclude` (parameters, inputs) and tensors `skip` says are not counted."""
-
-    def __init__(
-        self, exclude: Iterable[torch.Tensor] = (), skip: Callable[[torch.Tensor], bool] | None = None
-    ) -> None:
-        self._exclude = {_storage_key(t) for t in exclude if t is not None}
-        self._skip = skip
-        self.sizes: dict[tuple[str, int], int] = {}
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
-
-    def _pack(self, t: torch.Tensor) -> torch.Tensor:
-        if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
-            return t
-        key = _storage_key(t)
-        if key not in self._exclude and not (self._skip is not None and self._skip(t)):
-            self.sizes[key] = max(self.sizes.get(key, 0), t.untyped_storage().nbytes())
-        return t
-
-    @property
-    def bytes(self) -> int:
-        return sum(self.sizes.values())
-
-    def __enter__(self) -> StorageBytes:
-        self._hooks.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._hooks.__exit__(*exc)
