@@ -251,7 +251,7 @@ def test_the_time_limit_still_writes_the_best_plan_so_far(
     report = tmp_path / "r.json"
     search = UnitySearchPass(
         machine="cpu:2",
-        time_limit=4,
+        time_limit=10,  # the worker's share of a loaded 2-core machine (the algebraic phase keeps to it now)
         baselines="data-parallel,zero,pipedream",
         progress=False,
         budget=2,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from unityc.cost.estimate import Estimate
 from unityc.dialects.plan import ZERO_STAGES
@@ -135,6 +135,8 @@ def alternative_plans(
     """The megatron-lm plan once priced (None: it cannot be had): early where data parallelism
     does not fit (a big model: it is the plan most likely to fit, and a time limit keeps it),
     else with the pipelines."""
+    made: list[PricedPlan] = []
+    """Every plan the megatron-lm scan priced, which the 3-D scan reuses where it repeats one."""
     if options.whole_graph:
         for alternative, plan, bare in whole_graph_plans(
             graph, machine, pricing, options.levers, memo, worth
@@ -145,12 +147,12 @@ def alternative_plans(
             if options.levers and bare and not plan.estimate.fits:
                 unfit.append(plan)
             if options.pipelines and plan.name == "data-parallel" and not plan.estimate.fits and not hand:
-                hand.append(megatron_lm_candidate(graph, machine, pricing))
+                hand.append(megatron_lm_candidate(graph, machine, pricing, made))
                 if hand[0] is not None:
                     if hand[0].estimate.fits or not options.memory_check:
                         best = min(best, hand[0].estimate.iteration_s)
                     yield hand[0], hand[0]
-                for plan in three_d_candidates(graph, machine, pricing, one, fastest, hand[0]):
+                for plan in three_d_candidates(graph, machine, pricing, one, fastest, made):
                     best = min(best, plan.estimate.iteration_s)
                     yield plan, plan
     for plan in sorted(unfit, key=lambda p: p.estimate.backward_s):
@@ -209,14 +211,17 @@ def pipelines_pruned(
     return pipeline_bound(one.estimate, machine, batch, pricing.cost) >= best
 
 
-def megatron_lm_candidate(graph: Graph, machine: Machine, pricing: Pricing) -> PricedPlan | None:
+def megatron_lm_candidate(
+    graph: Graph, machine: Machine, pricing: Pricing, tried: list[PricedPlan] | None = None
+) -> PricedPlan | None:
     """The `megatron-lm` baseline's plan (`megatron_lm.py`), a pipelined plan the search's
     result competes with; None on one device, where micro-batches cannot compute the loss, or
-    where the machine and batch allow no configuration."""
+    where the machine and batch allow no configuration. `tried` (an empty list) gets every plan
+    priced on the way (`megatron_lm_plan`)."""
     if machine.num_devices < 2 or not microbatchable(graph):
         return None
     try:
-        return megatron_lm_plan(graph, machine, pricing)
+        return megatron_lm_plan(graph, machine, pricing, tried=tried)
     except (PipelineError, ValueError):
         return None
 
@@ -227,14 +232,15 @@ def three_d_candidates(
     pricing: Pricing,
     one: UnityResult | None,
     best: Callable[[], float],
-    hand: PricedPlan | None = None,
+    priced: Sequence[PricedPlan] = (),
 ) -> Iterator[PricedPlan]:
     """The search's own 3-D plans (`megatron_lm.three_d_plans`: tensor x pipeline x data, ZeRO-1,
     recomputation none / attention core / full, accumulation to the global batch), each fitting,
     as priced; a recomputation level whose lower bound (`bounds.three_d_bound`, from the graph
     on one device `one`) cannot beat the fastest fitting plan at hand (`best()`) is skipped.
-    None on one device or where micro-batches cannot compute the loss. The `megatron-lm` plan
-    `hand` is reused where a candidate repeats its configuration (a 70B plan is costly to price)."""
+    None on one device or where micro-batches cannot compute the loss. The plans the
+    `megatron-lm` scan `priced` (its pick and the stage counts it tried) are reused where a
+    candidate repeats their configuration (a 70B plan is costly to price)."""
     if machine.num_devices < 2 or not microbatchable(graph):
         return
 
@@ -245,7 +251,7 @@ def three_d_candidates(
         return bound < best()
 
     with contextlib.suppress(PipelineError):  # no batched input
-        yield from three_d_plans(graph, machine, pricing, worth, () if hand is None else (hand,))
+        yield from three_d_plans(graph, machine, pricing, worth, priced)
 
 
 def pipeline_plans(graph: Graph, machine: Machine, pricing: Pricing) -> list[PricedPlan]:

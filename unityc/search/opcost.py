@@ -57,6 +57,7 @@ from unityc.search.views import (
     View,
     as_view,
     canonical_view,
+    last_device,
     task_degrees,
     view_array,
     view_placement,
@@ -351,7 +352,7 @@ class Prices:
                 if sview is not None:
                     return sview, 0.0
         sview = canonical_view(degrees, view.start)
-        if max(view_placement(degrees, sview).values()) >= self.machine.num_devices:
+        if last_device(degrees, sview) >= self.machine.num_devices:
             sview = canonical_view(degrees, 0)
         return sview, self._edge_cost(p, t, sview, nid, view, i)
 

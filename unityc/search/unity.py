@@ -77,6 +77,11 @@ from unityc.search.segments import WORK_PER_EXPANSION, SegmentSearch, is_algebra
 from unityc.search.substitution import SubstitutionOptions, best_first
 from unityc.search.views import Block, big_degrees, strip_views, task_degrees
 
+ALGEBRAIC_SHARE = 0.1
+"""Share of a time limit the algebraic phase (`algebraic_phase`) may take before the rest of
+the search starts: it prices the whole graph once per candidate (seconds each at GPT-3's 4,000
+ops), and its budget, scaled by the graph's size, would otherwise run for hours there."""
+
 MEMORY_WEIGHTS = (1.0, 10.0, 100.0, 1e3, 1e4, 1e5)
 """Memory rounds after the first: multiples of (iteration time / device capacity) per byte."""
 
@@ -119,7 +124,8 @@ def unity_search(
     # Unity's sequential ablation searches the graph as the algebraic rules leave it on one
     # device: the parallel pass and the whole-graph plans start from it too, so that what the
     # ablation reaches the joint search does (it costs a few CPU seconds on a 1,600-op graph)
-    rewritten = _rewritten(start, machine, rules, options, profile)
+    phase = None if limit is None else began + ALGEBRAIC_SHARE * (limit - began)
+    rewritten = _rewritten(start, machine, rules, options, profile, phase)
     # the whole-graph and pipelined plans do not depend on the segment search: priced beside it
     # (background.py), those of the rewritten graph after the input's (compared, no report rows)
     wholes = (
@@ -188,13 +194,15 @@ def _rewritten(
     rules: Sequence[CompiledRule],
     options: UnityOptions,
     profile: ProfileCache | None,
+    deadline: float | None = None,
 ) -> Graph:
-    """`start` as `algebraic_phase` leaves it, or `start` itself where that changes nothing, or
-    the rules are all algebraic or all parallel (the ablation's own second phase)."""
+    """`start` as `algebraic_phase` leaves it (by `deadline`, a `time.monotonic()` value), or
+    `start` itself where that changes nothing, or the rules are all algebraic or all parallel
+    (the ablation's own second phase)."""
     parallel = [r for r in rules if not is_algebraic(r)]
     if not 0 < len(parallel) < len(rules):
         return start
-    rewritten = algebraic_phase(start, machine, rules, options, profile)
+    rewritten = algebraic_phase(start, machine, rules, options, profile, deadline)
     return start if rewritten.structural_hash() == start.structural_hash() else rewritten
 
 
@@ -204,10 +212,12 @@ def algebraic_phase(
     rules: Sequence[CompiledRule],
     options: UnityOptions,
     profile: ProfileCache | None = None,
+    deadline: float | None = None,
 ) -> Graph:
     """`start` as the algebraic rules alone leave it on one device: the first phase of Unity's
     sequential ablation (`baselines.sequential`), a best-first search of the whole graph with
-    the budget scaled by its size (12 ops a unit)."""
+    the budget scaled by its size (12 ops a unit), stopped at `deadline` (a `time.monotonic()`
+    value) with the best graph priced by then."""
     algebraic = [r for r in rules if is_algebraic(r)]
     pricing = Pricing(options.cost, options.optimizer, options.sync_weight, options.side_by_side, profile)
     mapper = pricing.mapper(machine)
@@ -218,7 +228,9 @@ def algebraic_phase(
 
     budget = None if options.budget is None else options.budget * max(1, len(start.nodes) // 12)
     work = None if options.budget is None else options.budget * WORK_PER_EXPANSION
-    searched = best_first(start, price, algebraic, (), SubstitutionOptions(options.alpha, budget, work=work))
+    searched = best_first(
+        start, price, algebraic, (), SubstitutionOptions(options.alpha, budget, deadline, work=work)
+    )
     return searched.best.graph
 
 
