@@ -67,6 +67,9 @@ class Writer:
         """The ranks the transfers and collectives written so far involve."""
         self.regions = 0
         self.dropping: dict[PcgOp, list[SSAValue]] = {}
+        self.regathered: set[SSAValue] = set()
+        """Sequence-parallel all-gathers whose readers keep the shard (`runtime.regather`)."""
+        self.in_region = False
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -190,7 +193,11 @@ class Writer:
         else:
             raise CodegenError(f"-t torch has no kernel for {op.name}", op)
         targets = ", ".join(r.var for r in results)
-        self.emit(f"{targets} = {self.guarded(expr, tasks.ranks, len(results))}")
+        line = f"{targets} = {self.guarded(expr, tasks.ranks, len(results))}"
+        if not self.in_region and any(o in self.regathered for o in op.operands):
+            self.emit("with ctx.regathering():  # keeps the sequence shard, gathered again in backward")
+            line = INDENT + line
+        self.emit(line)
 
     def parallel(self, op: PcgOp) -> None:
         (source,) = op.operands
@@ -218,11 +225,15 @@ class Writer:
         if not texts:
             self.emit(f"{dst.var} = {src.var}")
             return
-        call = f"ctx.parallel({src.var}, {', '.join(texts)}, grad={src.grad})"
+        flags = f"grad={src.grad}"
+        if not self.in_region and regathers(op.name, stages, src.grad):
+            self.regathered.add(op.results[0])
+            flags += ", regather=True"
+        call = f"ctx.parallel({src.var}, {', '.join(texts)}, {flags})"
         if len(call) + len(dst.var) + 7 > 110:
             stage_lines = ",\n".join(INDENT * 2 + t for t in texts)
             inner = INDENT * 2
-            call = f"ctx.parallel(\n{inner}{src.var},\n{stage_lines},\n{inner}grad={src.grad},\n{INDENT})"
+            call = f"ctx.parallel(\n{inner}{src.var},\n{stage_lines},\n{inner}{flags},\n{INDENT})"
         self.emit(f"{dst.var} = {call}")
 
     def sum_concat(self, op: PcgOp) -> None:
@@ -331,6 +342,16 @@ class Writer:
             *self.lines,
             f"{INDENT}return ({outputs})",
         ]
+
+
+def regathers(name: str, stages: Sequence[Sequence[Collective]], grad: bool) -> bool:
+    """Whether the readers of parallel op `name`'s output keep this rank's input piece for
+    backward and gather it again there (`runtime.regather`, issue 38 item 4): an all-gather
+    run as one all-gather stage, whose input wants a gradient (`cost.backward.regathered` is
+    the memory model's side)."""
+    if name != "parallel.all_gather" or not grad or len(stages) != 1:
+        return False
+    return all(c.kind == "all_gather" for c in stages[0])
 
 
 def packed_splat(value: Any) -> str | None:

@@ -124,14 +124,28 @@ def would_save(graph: Graph, nid: int, gets_grad: set[Ref]) -> tuple[Ref, ...]:
     node = graph.nodes[nid]
     rule = saves(node.op, dict(node.attrs))
     if rule == "operands":
-        return tuple(
+        kept = (
             o
             for o in node.operand_refs()
             if not weight_view(graph, o) and not autocast_copy_bytes(graph, nid, o)
         )
+        return tuple(dict.fromkeys(regathered(graph, o, gets_grad) or o for o in kept))
     if rule == "result":
         return tuple((nid, i) for i in range(len(node.types)))
     return ()
+
+
+def regathered(graph: Graph, r: Ref, gets_grad: set[Ref]) -> Ref | None:
+    """The piece an op outside a checkpoint region keeps in place of value `r` (None: `r`
+    itself): of a sequence-parallel all-gather whose input wants a gradient, that input (the
+    program keeps the shard and gathers it again in backward, `runtime.regather`; the codegen
+    side is `codegen.emit.regathers`). Under bf16-mixed a bf16 op reading it keeps the shard's
+    bf16 copy, once for all its readers (`steps.StepBuilder.autocast_copies`)."""
+    node = graph.nodes[r[0]]
+    if node.op != "parallel.all_gather":
+        return None
+    source = node.operands[0]
+    return source if source is not None and source in gets_grad else None
 
 
 def saved_values(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> dict[Ref, None]:
@@ -152,4 +166,12 @@ def saved_readers(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> di
     return out
 
 
-__all__ = ["gradient_flags", "has_backward", "saved_by", "saved_readers", "saved_values", "would_save"]
+__all__ = [
+    "gradient_flags",
+    "has_backward",
+    "regathered",
+    "saved_by",
+    "saved_readers",
+    "saved_values",
+    "would_save",
+]
