@@ -269,7 +269,8 @@ class Writer:
 
     def region(self, region: Region, done: set[PcgOp]) -> None:
         """A run of recompute ops as one function under `torch.utils.checkpoint` (non-reentrant):
-        its activations are made again in backward; what it reads from outside is its argument."""
+        its activations are made again in backward; what it reads from outside is its argument
+        (an all-gather read only inside it runs inside it: `Region.gathers`)."""
         for v in region.inputs:  # sources read inside and outside come first
             owner = v.owner
             if isinstance(owner, PcgOp) and owner.name in SOURCES and owner not in done:
@@ -279,11 +280,13 @@ class Writer:
         name = f"_recompute_{self.regions}"
         outer, self.lines = self.lines, []
         transfers = self.transfers
-        local = {r for op in (*region.sources, *region.ops) for r in op.results}
-        for op in sorted((*region.sources, *region.ops), key=self.a.ops.index):
+        local = {r for op in (*region.sources, *region.gathers, *region.ops) for r in op.results}
+        self.in_region = True
+        for op in sorted((*region.sources, *region.gathers, *region.ops), key=self.a.ops.index):
             self.op(op)
             self.drop(op, local)
             done.add(op)
+        self.in_region = False
         if self.transfers != transfers:
             raise CodegenError(
                 "a recompute region reads pieces held on other ranks (implicit transfers): -t torch "
@@ -309,7 +312,7 @@ class Writer:
         owners = regions(self.a)
         self.dropping = last_readers(self.a)
         chosen = set(ops)
-        done: set[PcgOp] = set()
+        done: set[PcgOp] = {g for region in owners.values() for g in region.gathers}
         for op in ops:
             if op in done:
                 continue
@@ -319,7 +322,7 @@ class Writer:
                 self.drop(op)
                 done.add(op)
             elif op.name not in SOURCES:  # a region's sources are read inside it
-                if not set(region.ops) <= chosen:
+                if not {*region.ops, *region.gathers} <= chosen:
                     raise CodegenError(
                         "a run of recompute ops spans pipeline stages: -t torch recomputes each "
                         "stage's runs on their own (end the run at the stage's last op)",

@@ -96,17 +96,36 @@ def saved_by(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> dict[in
     hidden state per block boundary); the rest it makes again in backward."""
     out: dict[int, tuple[Ref, ...]] = {}
     region = recompute_regions(graph, order)
+    pulled = pulled_gathers(graph, order, region)
     for nid in order:
         node = graph.nodes[nid]
         if not node.recompute:
             out[nid] = would_save(graph, nid, gets_grad)
         elif has_backward(graph, nid, gets_grad):
-            out[nid] = tuple(
-                o
+            kept = (
+                (graph.nodes[o[0]].operands[0] or o) if o[0] in pulled else o
                 for o in node.operand_refs()
                 if not weight_view(graph, o) and region.get(o[0]) != region[nid]
             )
+            out[nid] = tuple(dict.fromkeys(o for o in kept if region.get(o[0]) != region[nid]))
     return out
+
+
+def pulled_gathers(graph: Graph, order: Sequence[int], region: dict[int, int]) -> dict[int, int]:
+    """The all-gathers a checkpoint region runs itself (node id -> the region's first node id):
+    those whose output only ops of one region read (`codegen.memory.Region.gathers`): the region
+    keeps the gathered piece and gathers it again when it recomputes in backward."""
+    readers: dict[int, set[int | None]] = {}
+    for nid in order:
+        for r in graph.nodes[nid].operand_refs():
+            if graph.nodes[r[0]].op == "parallel.all_gather":
+                readers.setdefault(r[0], set()).add(region.get(nid))
+    outputs = {r[0] for r in graph.outputs}
+    return {
+        g: next(iter(regions))  # type: ignore[misc]
+        for g, regions in readers.items()
+        if len(regions) == 1 and None not in regions and g not in outputs
+    }
 
 
 def has_backward(graph: Graph, nid: int, gets_grad: set[Ref]) -> bool:
@@ -169,6 +188,7 @@ def saved_readers(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> di
 __all__ = [
     "gradient_flags",
     "has_backward",
+    "pulled_gathers",
     "regathered",
     "saved_by",
     "saved_readers",

@@ -15,7 +15,7 @@ from typing import Any
 
 from xdsl.dialects.builtin import bf16
 
-from unityc.cost.backward import gradient_flags, regathered, saved_readers
+from unityc.cost.backward import gradient_flags, pulled_gathers, recompute_regions, regathered, saved_readers
 from unityc.cost.communication import PARALLEL_PATTERN, Coord
 from unityc.cost.compute import (
     MATMUL_LIKE,
@@ -126,6 +126,8 @@ class StepBuilder:
         self.gathers: dict[Ref, tuple[Comm, ...]] = {}
         """The forward collectives of each sequence-parallel all-gather's output (`regathered`)."""
         self.regathering: set[Ref] = set()
+        self.pulled: dict[int, int] = {}
+        """The all-gathers checkpoint regions run themselves (`backward.pulled_gathers`)."""
         """The all-gathers whose backward re-run is priced (`sequence_regathers`)."""
         self.zero_buckets: dict[int, dict[tuple[int, ...], int]] = {}
         """The bytes of the bucket each ZeRO weight moves in over each of its copy groups, by
@@ -308,15 +310,17 @@ class StepBuilder:
         )
 
     def sequence_regathers(self, node: Node) -> tuple[Comm, ...]:
-        """The sequence-parallel all-gathers run again in backward (`runtime.regather`): each
-        one whose output this op keeps as the shard (it saves its operands, outside a checkpoint
-        region), priced once, at its first such reader (consecutive readers' unpacks share one
-        gather: q, k and v, or the MLP's gate and up)."""
-        if node.recompute or saves(node.op, dict(node.attrs)) != "operands":
-            return ()
+        """The sequence-parallel all-gathers run again in backward: each one whose output this
+        op keeps as the shard (it saves its operands, outside a checkpoint region:
+        `runtime.regather`) or whose output it recomputes (the gather runs inside its checkpoint
+        region: `backward.pulled_gathers`), priced once, at its first such reader
+        (consecutive readers' unpacks share one gather: q, k and v, or the MLP's gate and up)."""
+        keeps = saves(node.op, dict(node.attrs)) == "operands"
         out: list[Comm] = []
         for r in node.operand_refs():
-            if r in self.gathers and r not in self.regathering and not weight_view(self.graph, r):
+            if r not in self.gathers or r in self.regathering or weight_view(self.graph, r):
+                continue
+            if r[0] in self.pulled if node.recompute else keeps and regathered(self.graph, r, self.gets_grad):
                 self.regathering.add(r)
                 out.extend(self.gathers[r])
         return tuple(out)
@@ -427,7 +431,7 @@ class StepBuilder:
             base["grad_operands"][0],
         )
         step, row = self._moving_step(base, node, name, where, fwd, bwd, m, PARALLEL_PATTERN[node.op])
-        if regathered(self.graph, (nid, 0), self.gets_grad) is not None:
+        if node.op == "parallel.all_gather":
             self.gathers[(nid, 0)] = step.fwd_comm
         return step, row
 
@@ -619,6 +623,7 @@ def build_steps(
     order = graph.topological()
     b = StepBuilder(graph, machine, compute, optimizer, roles)
     _, b.gets_grad = gradient_flags(graph, order)
+    b.pulled = pulled_gathers(graph, order, recompute_regions(graph, order))
     b.bucket_zero_weights(order)
     steps: list[Step] = []
     rows: list[OpRow] = []
