@@ -47,7 +47,7 @@ from pathlib import Path
 
 from llm_scale import imported
 
-from unityc.cost.backward import saved_values
+from unityc.cost.backward import regathered, saved_values
 from unityc.cost.memory import cast_operand, weight_view
 from unityc.cost.modes import compute_model
 from unityc.cost.pricing import piece
@@ -113,6 +113,7 @@ def breakdown(plan: Graph, machine_name: str, microbatches: int) -> dict[str, fl
     b, order, _, _ = build_steps(micro, preset(machine_name), compute_model("roofline", None), "adam")
     g = b.graph
     out: dict[str, float] = defaultdict(float)
+    shards: set[tuple[int, int]] = set()
     for v in saved_values(g, order, b.gets_grad):
         nbytes = b.bytes_on(v).get(0, 0.0)
         t = g.type_of(v)
@@ -123,6 +124,15 @@ def breakdown(plan: Graph, machine_name: str, microbatches: int) -> dict[str, fl
             continue
         per_task: dict[str, float] = {}
         for r in node.operand_refs():
+            shard = regathered(g, r, b.gets_grad)
+            if shard is not None and cast_operand(g, nid, r):  # one bf16 copy of the shard
+                if shard not in shards:
+                    shards.add(shard)
+                    p = piece(g.type_of(shard))
+                    assert p is not None
+                    kind = "bf16 copies of sequence shards (gathered again in backward)"
+                    per_task[kind] = per_task.get(kind, 0.0) + 2 * p.numel
+                continue
             if cast_operand(g, nid, r):
                 kind = "autocast copies of weights" if weight_view(g, r) else "autocast copies of activations"
                 p = piece(g.type_of(r))

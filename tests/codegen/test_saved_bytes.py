@@ -6,7 +6,9 @@ one micro-batch's saved tensors times the micro-batches in flight) within 5 %.
 
 The plans are built by the function the `megatron-lm` baseline and the joint search's 3-D
 candidates use (`search.megatron_lm.build`, one `Config` each) on 2 gloo ranks, tiny Hugging Face
-configs: data parallel, Megatron tensor x sequence, ZeRO-3, a 1F1B pipeline of two stages with
+configs: data parallel, Megatron tensor x sequence (the column-parallel linears keep the
+sequence shard, `runtime.regather`; with selective recomputation the checkpoint runs the
+all-gather itself), ZeRO-3, a 1F1B pipeline of two stages with
 two micro-batches, selective and full recomputation, two accumulated micro-batches (Llama in fp32,
 most in bf16-mixed too: the 1F1B stage 0 holds two micro-batches but one bf16 copy of each weight,
 made once per step, `runtime.precision.step_region`), and data parallel GPT-2 and BERT (dropout,
@@ -43,6 +45,7 @@ MACHINE = "cpu:2"
 KINDS = {
     "data": Config(1, 1, 2, 1, 1, NONE),
     "tensor-sequence": Config(2, 1, 1, 1, 1, NONE, sequence=True),
+    "tensor-sequence-selective": Config(2, 1, 1, 1, 1, SELECTIVE, sequence=True),
     "zero3": Config(1, 1, 2, 1, 1, NONE, zero=3),
     "1f1b": Config(1, 2, 1, 1, 2, NONE),
     "selective": Config(1, 1, 2, 1, 1, SELECTIVE),
@@ -57,6 +60,7 @@ CASES = [
         ("llama", BF16_MIXED, kind)
         for kind in ("data", "tensor-sequence", "zero3", "1f1b", "selective", "accumulation")
     ),
+    ("llama", BF16_MIXED, "tensor-sequence-selective"),  # the checkpoint runs its all-gather
     ("gpt2", FP32, "data"),
     ("gpt2", BF16_MIXED, "data"),
     ("bert", BF16_MIXED, "data"),

@@ -9,16 +9,20 @@ optimizer state not divided by the ZeRO degree.
 In elements (fp32: 4 bytes), b samples per micro-batch and replica, s sequence, h hidden, f FFN,
 a heads, t tensor degree, one layer of the first stage keeps (each op's saved operands):
 * selective (the attention core recomputed): the two norm inputs (sequence-sharded, sbh/t
-  each), the all-gathered inputs of the attention and of the first MLP linear (sbh each: the
-  program's column-parallel linears keep the gathered tensor; Megatron keeps the shard and
-  gathers again, one term where this program keeps more), the GeLU's input and output (sbf/t
-  each): 2sbh/t + 2sbh + 2sbf/t. The recomputed attention keeps nothing of its own.
+  each), the sequence shards of the all-gathered inputs of the attention and of the first MLP
+  linear (sbh/t each: as Megatron, the program keeps the shard and gathers again in backward,
+  `runtime.regather`; the recomputed attention's checkpoint runs its all-gather itself), the
+  GeLU's input and output (sbf/t each): 4sbh/t + 2sbf/t. The recomputed attention keeps
+  nothing of its own.
 * none: the same plus what the fused attention (SDPA, `AttentionOp.kernel`) keeps: q, k, v,
   its output and the fp32 logsumexp per query and head, 3sbh/t + sbh/t + asb/t: no s^2 term
   (Korthikanti's 11sbh + 5as^2b less the scores and probabilities, which a fused kernel does
   not keep, and the dropout masks, which this graph has none of).
-* full (every pcg op recomputed; collectives are not, so each run between them is a region):
-  the region inputs, 4sbh/t + 2sbh.
+* full (every pcg op recomputed; a region runs the all-gathers only it reads, the other
+  collectives cut the runs into regions): the region inputs, all sequence-sharded: the layer's
+  input, the two norms' outputs (the gathered inputs' shards), the attention's and the MLP's
+  reduce-scattered outputs and the residual between them, 6sbh/t (Megatron: the layer's input
+  alone, 2sbh/t in bf16, one region spanning the reduce-scatters too).
 The first stage also keeps the token ids (b s int64), not its output for the next stage (the
 next stage keeps the copy it receives, `StepBuilder.kept_on`; `tests/codegen/test_saved_bytes.py`
 measures it), and holds P micro-batches in flight (1F1B: stage k holds P - k)."""
@@ -61,8 +65,8 @@ def first_stage_parameters() -> tuple[int, int]:
 def layer_elements(recompute: str) -> int:
     sbh, sbf = S * B * H, S * B * F
     if recompute == "full":
-        return 4 * sbh // T + 2 * sbh
-    kept = 2 * sbh // T + 2 * sbh + 2 * sbf // T
+        return 6 * sbh // T
+    kept = 4 * sbh // T + 2 * sbf // T
     kept += 2 * 2 * S * B // T  # the two layer norms' fp32 mean and rstd per row (F.layer_norm keeps them)
     if recompute == "none":
         kept += 3 * sbh // T + sbh // T + A * S * B // T

@@ -67,6 +67,9 @@ class Writer:
         """The ranks the transfers and collectives written so far involve."""
         self.regions = 0
         self.dropping: dict[PcgOp, list[SSAValue]] = {}
+        self.regathered: set[SSAValue] = set()
+        """Sequence-parallel all-gathers whose readers keep the shard (`runtime.regather`)."""
+        self.in_region = False
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -190,7 +193,11 @@ class Writer:
         else:
             raise CodegenError(f"-t torch has no kernel for {op.name}", op)
         targets = ", ".join(r.var for r in results)
-        self.emit(f"{targets} = {self.guarded(expr, tasks.ranks, len(results))}")
+        line = f"{targets} = {self.guarded(expr, tasks.ranks, len(results))}"
+        if not self.in_region and any(o in self.regathered for o in op.operands):
+            self.emit("with ctx.regathering():  # keeps the sequence shard, gathered again in backward")
+            line = INDENT + line
+        self.emit(line)
 
     def parallel(self, op: PcgOp) -> None:
         (source,) = op.operands
@@ -218,11 +225,15 @@ class Writer:
         if not texts:
             self.emit(f"{dst.var} = {src.var}")
             return
-        call = f"ctx.parallel({src.var}, {', '.join(texts)}, grad={src.grad})"
+        flags = f"grad={src.grad}"
+        if not self.in_region and regathers(op.name, stages, src.grad):
+            self.regathered.add(op.results[0])
+            flags += ", regather=True"
+        call = f"ctx.parallel({src.var}, {', '.join(texts)}, {flags})"
         if len(call) + len(dst.var) + 7 > 110:
             stage_lines = ",\n".join(INDENT * 2 + t for t in texts)
             inner = INDENT * 2
-            call = f"ctx.parallel(\n{inner}{src.var},\n{stage_lines},\n{inner}grad={src.grad},\n{INDENT})"
+            call = f"ctx.parallel(\n{inner}{src.var},\n{stage_lines},\n{inner}{flags},\n{INDENT})"
         self.emit(f"{dst.var} = {call}")
 
     def sum_concat(self, op: PcgOp) -> None:
@@ -258,7 +269,8 @@ class Writer:
 
     def region(self, region: Region, done: set[PcgOp]) -> None:
         """A run of recompute ops as one function under `torch.utils.checkpoint` (non-reentrant):
-        its activations are made again in backward; what it reads from outside is its argument."""
+        its activations are made again in backward; what it reads from outside is its argument
+        (an all-gather read only inside it runs inside it: `Region.gathers`)."""
         for v in region.inputs:  # sources read inside and outside come first
             owner = v.owner
             if isinstance(owner, PcgOp) and owner.name in SOURCES and owner not in done:
@@ -268,11 +280,15 @@ class Writer:
         name = f"_recompute_{self.regions}"
         outer, self.lines = self.lines, []
         transfers = self.transfers
-        local: set[SSAValue] = {r for op in (*region.sources, *region.ops) for r in op.results}
-        for op in sorted((*region.sources, *region.ops), key=self.a.ops.index):
+        local: set[SSAValue] = {
+            r for op in (*region.sources, *region.gathers, *region.ops) for r in op.results
+        }
+        self.in_region = True
+        for op in sorted((*region.sources, *region.gathers, *region.ops), key=self.a.ops.index):
             self.op(op)
             self.drop(op, local)
             done.add(op)
+        self.in_region = False
         if self.transfers != transfers:
             raise CodegenError(
                 "a recompute region reads pieces held on other ranks (implicit transfers): -t torch "
@@ -298,7 +314,7 @@ class Writer:
         owners = regions(self.a)
         self.dropping = last_readers(self.a)
         chosen = set(ops)
-        done: set[PcgOp] = set()
+        done: set[PcgOp] = {g for region in owners.values() for g in region.gathers}
         for op in ops:
             if op in done:
                 continue
@@ -308,7 +324,7 @@ class Writer:
                 self.drop(op)
                 done.add(op)
             elif op.name not in SOURCES:  # a region's sources are read inside it
-                if not set(region.ops) <= chosen:
+                if not {*region.ops, *region.gathers} <= chosen:
                     raise CodegenError(
                         "a run of recompute ops spans pipeline stages: -t torch recomputes each "
                         "stage's runs on their own (end the run at the stage's last op)",
@@ -331,6 +347,16 @@ class Writer:
             *self.lines,
             f"{INDENT}return ({outputs})",
         ]
+
+
+def regathers(name: str, stages: Sequence[Sequence[Collective]], grad: bool) -> bool:
+    """Whether the readers of parallel op `name`'s output keep this rank's input piece for
+    backward and gather it again there (`runtime.regather`, issue 38 item 4): an all-gather
+    run as one all-gather stage, whose input wants a gradient (`cost.backward.regathered` is
+    the memory model's side)."""
+    if name != "parallel.all_gather" or not grad or len(stages) != 1:
+        return False
+    return all(c.kind == "all_gather" for c in stages[0])
 
 
 def packed_splat(value: Any) -> str | None:

@@ -69,6 +69,10 @@ class Region:
 
     ops: list[PcgOp] = field(default_factory=list)
     sources: list[PcgOp] = field(default_factory=list)
+    gathers: list[PcgOp] = field(default_factory=list)
+    """All-gathers read only inside it: run inside it too (again in backward), so the region
+    keeps the piece gathered, not the gathered tensor (issue 38 item 4; the memory model's side
+    is `cost.backward.pulled_gathers`)."""
     inputs: list[SSAValue] = field(default_factory=list)
     outputs: list[SSAValue] = field(default_factory=list)
 
@@ -137,7 +141,7 @@ def _regions(a: Analysis, runs: list[Region]) -> dict[PcgOp, Region]:
     outputs = set(a.outputs)
     for region in runs:
         inside = set(region.ops)
-        made = {r for op in region.ops for r in op.results}
+        made: set[SSAValue] = {r for op in region.ops for r in op.results}
         for op in a.ops:
             if op.name not in SOURCES or op.results[0] in outputs:
                 continue
@@ -145,6 +149,18 @@ def _regions(a: Analysis, runs: list[Region]) -> dict[PcgOp, Region]:
                 region.sources.append(op)
         local = made | {s.results[0] for s in region.sources}
         for op in region.ops:
+            for o in op.operands:
+                owner = o.owner
+                if (
+                    o not in local
+                    and isinstance(owner, PcgOp)
+                    and owner.name == "parallel.all_gather"
+                    and readers[o] <= inside
+                    and o not in outputs
+                ):
+                    region.gathers.append(owner)
+                    local.add(o)
+        for op in (*region.gathers, *region.ops):
             for o in op.operands:
                 if o not in local and o not in region.inputs:
                     region.inputs.append(o)

@@ -96,17 +96,36 @@ def saved_by(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> dict[in
     hidden state per block boundary); the rest it makes again in backward."""
     out: dict[int, tuple[Ref, ...]] = {}
     region = recompute_regions(graph, order)
+    pulled = pulled_gathers(graph, order, region)
     for nid in order:
         node = graph.nodes[nid]
         if not node.recompute:
             out[nid] = would_save(graph, nid, gets_grad)
         elif has_backward(graph, nid, gets_grad):
-            out[nid] = tuple(
-                o
+            kept = (
+                (graph.nodes[o[0]].operands[0] or o) if o[0] in pulled else o
                 for o in node.operand_refs()
                 if not weight_view(graph, o) and region.get(o[0]) != region[nid]
             )
+            out[nid] = tuple(dict.fromkeys(o for o in kept if region.get(o[0]) != region[nid]))
     return out
+
+
+def pulled_gathers(graph: Graph, order: Sequence[int], region: dict[int, int]) -> dict[int, int]:
+    """The all-gathers a checkpoint region runs itself (node id -> the region's first node id):
+    those whose output only ops of one region read (`codegen.memory.Region.gathers`): the region
+    keeps the gathered piece and gathers it again when it recomputes in backward."""
+    readers: dict[int, set[int | None]] = {}
+    for nid in order:
+        for r in graph.nodes[nid].operand_refs():
+            if graph.nodes[r[0]].op == "parallel.all_gather":
+                readers.setdefault(r[0], set()).add(region.get(nid))
+    outputs = {r[0] for r in graph.outputs}
+    return {
+        g: next(iter(regions))  # type: ignore[misc]
+        for g, regions in readers.items()
+        if len(regions) == 1 and None not in regions and g not in outputs
+    }
 
 
 def has_backward(graph: Graph, nid: int, gets_grad: set[Ref]) -> bool:
@@ -124,14 +143,28 @@ def would_save(graph: Graph, nid: int, gets_grad: set[Ref]) -> tuple[Ref, ...]:
     node = graph.nodes[nid]
     rule = saves(node.op, dict(node.attrs))
     if rule == "operands":
-        return tuple(
+        kept = (
             o
             for o in node.operand_refs()
             if not weight_view(graph, o) and not autocast_copy_bytes(graph, nid, o)
         )
+        return tuple(dict.fromkeys(regathered(graph, o, gets_grad) or o for o in kept))
     if rule == "result":
         return tuple((nid, i) for i in range(len(node.types)))
     return ()
+
+
+def regathered(graph: Graph, r: Ref, gets_grad: set[Ref]) -> Ref | None:
+    """The piece an op outside a checkpoint region keeps in place of value `r` (None: `r`
+    itself): of a sequence-parallel all-gather whose input wants a gradient, that input (the
+    program keeps the shard and gathers it again in backward, `runtime.regather`; the codegen
+    side is `codegen.emit.regathers`). Under bf16-mixed a bf16 op reading it keeps the shard's
+    bf16 copy, once for all its readers (`steps.StepBuilder.autocast_copies`)."""
+    node = graph.nodes[r[0]]
+    if node.op != "parallel.all_gather":
+        return None
+    source = node.operands[0]
+    return source if source is not None and source in gets_grad else None
 
 
 def saved_values(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> dict[Ref, None]:
@@ -152,4 +185,13 @@ def saved_readers(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> di
     return out
 
 
-__all__ = ["gradient_flags", "has_backward", "saved_by", "saved_readers", "saved_values", "would_save"]
+__all__ = [
+    "gradient_flags",
+    "has_backward",
+    "pulled_gathers",
+    "regathered",
+    "saved_by",
+    "saved_readers",
+    "saved_values",
+    "would_save",
+]

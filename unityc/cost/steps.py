@@ -15,7 +15,7 @@ from typing import Any
 
 from xdsl.dialects.builtin import bf16
 
-from unityc.cost.backward import gradient_flags, saved_readers
+from unityc.cost.backward import gradient_flags, pulled_gathers, recompute_regions, regathered, saved_readers
 from unityc.cost.communication import PARALLEL_PATTERN, Coord
 from unityc.cost.compute import (
     MATMUL_LIKE,
@@ -29,12 +29,14 @@ from unityc.cost.memory import (
     NORM_STATS,
     attention_saved_bytes,
     autocast_copy_bytes,
+    cast_operand,
     context_attention_saved_bytes,
     experts_saved_bytes,
     norm_stats_bytes,
     probability_bytes,
     saves,
     step_weight_copy,
+    weight_view,
 )
 from unityc.cost.pricing import (
     ComputeModel,
@@ -120,6 +122,14 @@ class StepBuilder:
         self.step_copies_of: dict[int, dict[int, float]] = {}
         """The same by node id, per device (of `internal`): the search's stage memory counts
         them once (`search.layers`)."""
+        self.regather_copies: set[Ref] = set()
+        """bf16-mixed: the sequence shards (`backward.regathered`) whose bf16 copy is counted."""
+        self.gathers: dict[Ref, tuple[Comm, ...]] = {}
+        """The forward collectives of each sequence-parallel all-gather's output (`regathered`)."""
+        self.regathering: set[Ref] = set()
+        self.pulled: dict[int, int] = {}
+        """The all-gathers checkpoint regions run themselves (`backward.pulled_gathers`)."""
+        """The all-gathers whose backward re-run is priced (`sequence_regathers`)."""
         self.zero_buckets: dict[int, dict[tuple[int, ...], int]] = {}
         """The bytes of the bucket each ZeRO weight moves in over each of its copy groups, by
         node id (`bucket_zero_weights`)."""
@@ -264,7 +274,7 @@ class StepBuilder:
             fwd_comm=parts.fwd_comm,
             fwd_compute=fwd,
             bwd_compute=bwd,
-            bwd_gather=self.regathers(node) if backward else (),
+            bwd_gather=(*self.regathers(node), *self.sequence_regathers(node)) if backward else (),
             bwd_comm=parts.bwd_comm,
             **base,
         )
@@ -305,6 +315,22 @@ class StepBuilder:
             c for r in node.operand_refs() if r[0] in self.weights for c in self.weights[r[0]].gather
         )
 
+    def sequence_regathers(self, node: Node) -> tuple[Comm, ...]:
+        """The sequence-parallel all-gathers run again in backward: each one whose output this
+        op keeps as the shard (it saves its operands, outside a checkpoint region:
+        `runtime.regather`) or whose output it recomputes (the gather runs inside its checkpoint
+        region: `backward.pulled_gathers`), priced once, at its first such reader
+        (consecutive readers' unpacks share one gather: q, k and v, or the MLP's gate and up)."""
+        keeps = saves(node.op, dict(node.attrs)) == "operands"
+        out: list[Comm] = []
+        for r in node.operand_refs():
+            if r not in self.gathers or r in self.regathering or weight_view(self.graph, r):
+                continue
+            if r[0] in self.pulled if node.recompute else keeps and regathered(self.graph, r, self.gets_grad):
+                self.regathering.add(r)
+                out.extend(self.gathers[r])
+        return tuple(out)
+
     def attention_memory(
         self, nid: int, attrs: Mapping[str, Any], types: Sequence[TensorType | None], result: TensorType,
         tasks: Mapping[int, int], m: int,
@@ -339,6 +365,13 @@ class StepBuilder:
         per_task = once = 0
         for r, t in zip(node.operands, types, strict=True):
             if r is None or t is None:
+                continue
+            shard = None if node.recompute else regathered(self.graph, r, self.gets_grad)
+            if shard is not None and cast_operand(self.graph, nid, r):
+                # the shard's bf16 copy, once for every op reading the gather (`runtime.regather`)
+                if shard not in self.regather_copies:
+                    self.regather_copies.add(shard)
+                    per_task += 2 * type_info(self.graph.type_of(shard)).piece.numel
                 continue
             nbytes = autocast_copy_bytes(self.graph, nid, r) * type_info(t).piece.numel
             per_task += nbytes
@@ -403,7 +436,10 @@ class StepBuilder:
             where,
             base["grad_operands"][0],
         )
-        return self._moving_step(base, node, name, where, fwd, bwd, m, PARALLEL_PATTERN[node.op])
+        step, row = self._moving_step(base, node, name, where, fwd, bwd, m, PARALLEL_PATTERN[node.op])
+        if node.op == "parallel.all_gather":
+            self.gathers[(nid, 0)] = step.fwd_comm
+        return step, row
 
     def sum_concat_step(
         self, nid: int, node: Node, t: TensorType, where: dict[Coord, int], name: str, m: int
@@ -593,6 +629,7 @@ def build_steps(
     order = graph.topological()
     b = StepBuilder(graph, machine, compute, optimizer, roles)
     _, b.gets_grad = gradient_flags(graph, order)
+    b.pulled = pulled_gathers(graph, order, recompute_regions(graph, order))
     b.bucket_zero_weights(order)
     steps: list[Step] = []
     rows: list[OpRow] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import zlib
 from collections.abc import Callable, Sequence
@@ -12,6 +13,7 @@ import torch
 from unityc.runtime.comm import Communicator, Exchange
 from unityc.runtime.kernels import with_halo
 from unityc.runtime.plan import Collective
+from unityc.runtime.regather import Regathers
 
 Stage = Sequence[Collective]
 
@@ -28,10 +30,12 @@ class Context:
         self.step = 0
         self.tables: dict[str, torch.Tensor] = {}
         self._index_terms: dict[tuple[int, ...], torch.Tensor] = {}
+        self.regathers = Regathers(comm)
         self.token = self.new_token()
 
     def new_token(self) -> torch.Tensor:
         """The start of a token chain (a step's, or a pipeline stage's micro-batch's)."""
+        self.regathers.clear()
         return torch.zeros((), device=self.device, requires_grad=True)
 
     def begin_step(self, step: int) -> None:
@@ -49,19 +53,30 @@ class Context:
         self.token, *out = Exchange.apply(self.comm, c, self.token, x)
         return out[0] if out else None
 
-    def parallel(self, x: torch.Tensor | None, *stages: Stage, grad: bool = False) -> torch.Tensor | None:
+    def parallel(
+        self, x: torch.Tensor | None, *stages: Stage, grad: bool = False, regather: bool = False
+    ) -> torch.Tensor | None:
         """Runs a parallel op: stages one after the other, each a set of independent collectives
-        (one per group of pieces, in a fixed order). Returns this rank's output piece or None."""
+        (one per group of pieces, in a fixed order). Returns this rank's output piece or None.
+        `regather` (one all-gather stage): the ops reading the output keep this rank's piece
+        for backward and gather it again there (`regathering`)."""
         for stage in stages:
             out: torch.Tensor | None = None
             for c in stage:
                 if self.rank not in c.ranks:
                     continue
-                y = self._run(c, x if self.rank in c.ins else None, grad)
+                piece = x if self.rank in c.ins else None
+                y = self._run(c, piece, grad)
                 if self.rank in c.outs:
                     out = y
+                if regather and grad and piece is not None and y is not None:
+                    self.regathers.record(y, piece.to(self.comm.dtype(c.dtype)), c)
             x = out
         return x
+
+    def regathering(self) -> contextlib.AbstractContextManager[None]:
+        """The saved-tensor hooks of an op reading a `regather` output (`runtime.regather`)."""
+        return self.regathers.hooks()
 
     def p2p(
         self,
