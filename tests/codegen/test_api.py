@@ -101,6 +101,7 @@ def test_the_search_report_is_the_plans_summary(net: Net) -> None:
         ("net", None, {"bugdet": 3}, "search: unknown option 'bugdet'"),
         ("net", None, {"precision": "fp8"}, "precision: expected one of fp32, bf16-mixed, got 'fp8'"),
         ("net", None, {"machine": "tpu:9"}, "search: "),
+        ("net", None, {"accumulation": 0}, "accumulation: expected a whole number of micro-batches"),
         (
             "net",
             {"x": torch.randn(8, 5), "y": torch.zeros(8, dtype=torch.int64)},
@@ -159,6 +160,27 @@ def test_the_users_loop_trains_as_the_plain_module(
     assert torch.equal(plain.fc2.bias, state["fc2.bias"])
     again.load_state_dict(net.state_dict())
     assert torch.equal(again.state_dict()["fc1.weight"], net.fc1.weight.detach())
+
+
+def test_an_accumulating_plan_steps_as_the_plain_module(net: Net, one_rank: None) -> None:
+    plan = unityc.plan(net, batch(), machine="cpu:1", strategy="data-parallel", accumulation=2)
+    reference = copy.deepcopy(net)
+    model = unityc.distribute(net, plan)
+    ours, theirs = (torch.optim.SGD(m.parameters(), lr=0.5) for m in (model, reference))
+    for step in range(2):
+        loss = model.step(**batch(step))[0]  # two micro-batches of 4 rows, one sync
+        expected = reference(**batch(step))[0]
+        expected.backward()
+        assert torch.allclose(loss, expected, rtol=1e-6)
+        for o in (ours, theirs):
+            o.step()
+            o.zero_grad()
+    state = model.state_dict()
+    assert all(torch.allclose(state[k], v, rtol=1e-5, atol=1e-7) for k, v in reference.state_dict().items())
+    with pytest.raises(ValueError, match=r"accumulates 2 micro-batches per step: .* model\.step"):
+        model(**batch())
+    with torch.no_grad():  # evaluation: the forward of both micro-batches
+        assert torch.allclose(model(**batch())[0], reference(**batch())[0], rtol=1e-6)
 
 
 def test_frozen_parameters_stay_frozen(serial: unityc.Plan, one_rank: None) -> None:
