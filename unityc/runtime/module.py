@@ -29,7 +29,12 @@ What `Trainer` does around a step, done where a user's loop expects it, with the
 * `train()` / `eval()`: dropout on or off (the plan's hashed masks, off as under --check);
 * `clip_grad_norm_`, `state_dict` / `load_state_dict` (whole tensors in the model's keys),
   `save` / `load` (torch.distributed.checkpoint through `checkpoint.py`, what `--save` and
-  `--resume` read and write).
+  `--resume` read and write);
+* `step(**batch)`: forward and backward together, as a pipelined plan's schedule or a plan that
+  accumulates k micro-batches needs (their forward under grad refuses, naming `step`). It runs
+  `train_step` on this rank's pieces, which is also the whole step of a generated program's loop
+  (`trainer.Trainer`, which adds data, --check, checkpoints and timing around it): the API and
+  the program share one implementation of the step, and one of clipping.
 """
 
 from __future__ import annotations
@@ -271,13 +276,13 @@ class DistributedModel(nn.Module):
         if not grad:
             return self._returned(self.train_step(batch, backward=False))
         self._gather_if_stepped()
-        self._begin(None)
+        self._begin(None, counted=True)
         if self.syncing:
             self.sync.begin()
         self.armed = True
         outputs = self._forward_pieces(batch)
         piece = outputs[0]
-        value = self._loss_value(piece)
+        value = self.loss_of(piece)
         if piece is None or not piece.requires_grad:
             piece = torch.zeros((), device=self.device)
         return self._returned(outputs, _Loss.apply(value, self, self.ctx.token, piece))
@@ -301,8 +306,8 @@ class DistributedModel(nn.Module):
         `backward` false: the forward only (evaluation). What `step()` and a generated
         program's loop (`Trainer.step`) run."""
         self._gather_if_stepped()
-        self._begin(step)
         train = backward and torch.is_grad_enabled()
+        self._begin(step, counted=train)
         if self.pipelined is not None:
             self.where(f"step {self.ctx.step + 1}: pipeline schedule")
             inputs = {k: v for k, v in data.items() if k in self.plan.inputs}
@@ -327,11 +332,13 @@ class DistributedModel(nn.Module):
             self._backward_done(self.syncing)
         return outputs
 
-    def _begin(self, step: int | None) -> None:
-        """A step starts: its number (the dropout masks'), a fresh token chain, the check mode."""
+    def _begin(self, step: int | None, counted: bool) -> None:
+        """A step starts: its number (the dropout masks'), a fresh token chain, the check mode;
+        `counted`: a training step (an evaluation does not advance the count, so the masks of
+        step k are those of a generated program's step k)."""
         self.ctx.check = self.check or not self.training  # dropout off in eval mode
         self.ctx.begin_step(self.steps if step is None else step)
-        self.steps += 1
+        self.steps += counted
 
     def _forward_pieces(self, data: dict[str, torch.Tensor]) -> list[Any]:
         """The plan's forward on this rank's pieces `data` (ZeRO-3 gathers, the precision)."""
@@ -375,7 +382,7 @@ class DistributedModel(nn.Module):
         every rank (`loss`, else the loss piece's whole value, detached), then the other
         outputs (this rank's pieces, or whole with `full_outputs`)."""
         if loss is None:
-            loss = self._loss_value(outputs[0])
+            loss = self.loss_of(outputs[0])
         if len(outputs) == 1:
             return loss
         rest = outputs[1:]
@@ -383,9 +390,10 @@ class DistributedModel(nn.Module):
             rest = [w.to(self.device) for w in self._whole(list(range(1, len(outputs))), rest)]
         return (loss, *rest)
 
-    def _loss_value(self, piece: torch.Tensor | None) -> torch.Tensor:
-        """The whole loss (fp32, detached) on every rank: this rank's piece where every rank
-        holds a copy of the whole value (no collective), else assembled (one all-reduce)."""
+    def loss_of(self, piece: torch.Tensor | None) -> torch.Tensor:
+        """The whole loss (fp32, detached) on every rank from this rank's piece of it (None: it
+        holds none), as `train_step` returns it: the piece where every rank holds a copy of the
+        whole value (no collective), else assembled (one all-reduce; call it on every rank)."""
         layout = self.plan.outputs[0]
         if piece is not None and layout.sum == 1 and len(layout.pieces) == self.comm.world:
             return piece.detach().to(torch.float32)

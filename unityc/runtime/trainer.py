@@ -58,6 +58,7 @@ class Trainer:
         self.heartbeat = heartbeat
         self.interrupts: Interrupts | None = None  # `main` sets them
         self.on_step: Callable[[int], None] | None = None  # `main` sets it: called after each step
+        self.outputs: list[Any] = []
         self.lr: float | None = None  # the learning rate of the last step
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.agree(
@@ -286,6 +287,7 @@ class Trainer:
             self.saved.begin_step()
         start = time.perf_counter()
         outputs, grads = self.step(step)
+        self.outputs = outputs  # this rank's pieces of the step's outputs (`on_step` may read them)
         self._sync_device()
         seconds = time.perf_counter() - start
         self.progress.add(seconds)

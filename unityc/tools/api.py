@@ -209,7 +209,9 @@ def distribute(model: nn.Module, plan: Plan, **options: Any) -> DistributedModel
     `backward()`. The model's weights are read once (they are not changed). Options:
     `device`, `timeout` (seconds a collective waits, default 600), `bucket_mb` (25),
     `overlap` (True: gradient all-reduces start during the backward), `full_outputs` (False:
-    outputs other than the loss are this rank's pieces; True: whole tensors on every rank)."""
+    outputs other than the loss are this rank's pieces; True: whole tensors on every rank),
+    `check` (False; True: dropout off in training too, as a generated program's `--check`, to
+    compare with the plain module)."""
     from unityc.runtime.module import DistributedModel, PlanMismatch
     from unityc.runtime.sources import SourceError
 
