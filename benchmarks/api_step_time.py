@@ -3,12 +3,14 @@ loop (`runtime.trainer.Trainer.step`), the same plan, weights and batch, alterna
 
     python benchmarks/api_step_time.py [--strategy data-parallel|megatron|zero] [--blocks 8] [--steps 5]
 
-Each rank builds both from one plan: the `Trainer` a generated program runs (its `step`: forward,
-backward with the gradient sync, SGD) and a `DistributedModel` driven as a user's loop drives it
-(`loss = model(**batch)[0]; loss.backward(); optimizer.step(); optimizer.zero_grad()`). Blocks of
-`--steps` steps alternate (API, program, API, ...) after a warm-up block each; every step is
-timed from a barrier to the slowest rank's end. Prints the median and mean ms per step of each
-and the ratio API / program. The model is `make demo`'s wide MLP (batch 256) on cpu:2.
+Each rank builds them from one plan: the `Trainer` a generated program runs (its `step`:
+`DistributedModel.train_step`, forward and backward with the gradient sync, then SGD), a
+`DistributedModel` driven as a user's loop drives it (`loss = model(**batch)[0];
+loss.backward(); optimizer.step(); optimizer.zero_grad()`), and the same driven through its
+`step(**batch)` (the program's step function, plus the cut of the whole batch). Blocks of
+`--steps` steps alternate (API, step(), program, API, ...) after a warm-up block each; every step
+is timed from a barrier to the slowest rank's end. Prints the median and mean ms per step of
+each and the ratios to the program. The model is `make demo`'s wide MLP (batch 256) on cpu:2.
 """
 
 from __future__ import annotations
@@ -56,6 +58,11 @@ def worker(strategy: str, blocks: int, steps: int) -> None:
         optimizer.step()
         optimizer.zero_grad()
 
+    def api_step_call() -> None:  # the API's step(): the program's own step function
+        model.step(**batch)
+        optimizer.step()
+        optimizer.zero_grad()
+
     def program_step() -> None:
         trainer.step(counter[0])
         trainer.zero.zero_grad()
@@ -69,18 +76,19 @@ def worker(strategy: str, blocks: int, steps: int) -> None:
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         return float(slowest.item())
 
-    times: dict[str, list[float]] = {"api": [], "program": []}
-    for _ in range(steps):  # warm-up
-        timed(api_step)
-        timed(program_step)
-    for block in range(2 * blocks):
-        name, step = ("api", api_step) if block % 2 == 0 else ("program", program_step)
-        times[name] += [timed(step) for _ in range(steps)]
+    modes = {"api": api_step, "step": api_step_call, "program": program_step}
+    times: dict[str, list[float]] = {k: [] for k in modes}
+    for step in modes.values():  # warm-up
+        for _ in range(steps):
+            timed(step)
+    for block in range(len(modes) * blocks):
+        name = list(modes)[block % len(modes)]
+        times[name] += [timed(modes[name]) for _ in range(steps)]
     if dist.get_rank() == 0:
-        api, prog = (statistics.median(times[k]) * 1e3 for k in ("api", "program"))
-        means = [statistics.fmean(times[k]) * 1e3 for k in ("api", "program")]
-        print(f"| {strategy} | {len(times['api'])} | {api:.2f} | {prog:.2f} | {api / prog:.3f} | "
-              f"{means[0]:.2f} / {means[1]:.2f} |", flush=True)  # fmt: skip
+        api, call, prog = (statistics.median(times[k]) * 1e3 for k in modes)
+        means = " / ".join(f"{statistics.fmean(times[k]) * 1e3:.2f}" for k in modes)
+        row = f"| {strategy} | {len(times['api'])} | {api:.2f} | {call:.2f} | {prog:.2f} | "
+        print(f"{row}{api / prog:.3f} | {call / prog:.3f} | {means} |", flush=True)
     dist.destroy_process_group()
 
 
@@ -96,8 +104,9 @@ def main() -> int:
     if args.worker:
         worker(args.worker, args.blocks, args.steps)
         return 0
-    print("| plan | steps each | API median ms | program median ms | API / program | means (ms) |")
-    print("|---|---|---|---|---|---|")
+    print("| plan | steps each | API median ms | API step() median ms | program median ms | API / program "
+          "| step() / program | means (ms) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     for strategy in args.strategy or ["data-parallel"]:
         command = [
             sys.executable,

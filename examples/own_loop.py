@@ -14,10 +14,13 @@ batches (the same seeded shuffle) and passes the whole batch; each takes the row
 
 `--check` also runs the same loop on the plain, single-device model (on every rank, from the same
 weights and batches) and compares each step's loss and, at the end, every weight with the plan's
-(relative error, `--tolerance`, 1e-4 as a generated program's `--check`); it exits 1 naming the
-first mismatch. Use `--optimizer sgd` with it: Adam divides each element by its own gradient,
-so float noise on gradients that are zero in exact arithmetic moves weights by a visible part of
-the learning rate (`docs/running.md`).
+(relative error, `--tolerance`, 1e-4 as a generated program's `--check`); and it trains the plan's
+generated program (what `unityc-opt plan.mlir -t torch` writes, its own loop: `--data`, the
+optimizer, schedule and clipping by its flags) on the same batches, whose losses and weights must
+equal the API's to the same tolerance. It exits 1 naming the first mismatch. Use `--optimizer
+sgd` with it: Adam divides each element by its own gradient, so float noise on gradients that
+are zero in exact arithmetic moves weights by a visible part of the learning rate
+(`docs/running.md`).
 """
 
 from __future__ import annotations
@@ -165,14 +168,45 @@ def rank() -> int:
     return dist.get_rank() if dist.is_initialized() else 0
 
 
-def compare(name: str, losses: list[float], expected: list[float], model: Any, reference: nn.Module,
-            tolerance: float) -> str | None:  # fmt: skip
-    """The first step or weight where the plan's run differs from the single-device one."""
+def generated_program(
+    plan: unityc.Plan, model: nn.Module, args: argparse.Namespace
+) -> tuple[list[float], Any]:
+    """The plan's generated program trained on the same batches with the same optimizer,
+    schedule and clipping as `train` (its flags), in this process (one rank of it): its losses
+    and its `Trainer` (whose `model.state_dict()` holds the trained weights)."""
+    from unityc.runtime.flags import parse_args
+    from unityc.runtime.trainer import Trainer
+    from unityc.tools.api import program_of
+
+    program = program_of(plan)
+    optimizer = ["--optimizer", "sgd", "--optimizer-args", "momentum=0.9"]
+    if args.optimizer == "adamw":
+        optimizer = ["--optimizer", "adamw", "--optimizer-args", "weight_decay=0.01"]
+    flags = parse_args(program.PLAN, [
+        "--steps", str(args.steps), *optimizer, "--lr", str(args.lr), "--clip-grad-norm", str(args.clip),
+        "--lr-schedule", "cosine", "--lr-warmup-steps", str(args.warmup), "--lr-min-ratio", "0.1",
+        "--log-every", str(10**9),
+    ])  # fmt: skip
+    batches = forever(loaders(args.batch, args.seq, args.seed)[0])  # the loop's batches, in its order
+    flags.data_function = lambda: batches
+    example = next(iter(loaders(args.batch, args.seq, args.seed)[0]))
+    forward = getattr(program, "PROGRAM", None) or program.forward  # a pipelined program's stages
+    build = lambda _: (model, example)  # noqa: E731
+    trainer = Trainer(program.PLAN, forward, flags, "gloo", torch.device("cpu"), None, build)
+    losses: list[float] = []
+    trainer.on_step = lambda _: losses.append(float(trainer.model.loss_of(trainer.outputs[0])))
+    trainer.run()
+    return losses, trainer
+
+
+def compare(name: str, losses: list[float], expected: list[float], model: Any, reference: Any,
+            tolerance: float, other: str = "single-device") -> str | None:  # fmt: skip
+    """The first step or weight where the plan's run differs from the `other` one."""
     from unityc.runtime.check import relative_error
 
     for step, (got, want) in enumerate(zip(losses, expected, strict=True), 1):
         if abs(got - want) > tolerance * abs(want):
-            return f"{name}: step {step}: loss {got:.6f}, single-device {want:.6f}"
+            return f"{name}: step {step}: loss {got:.6f}, {other} {want:.6f}"
     weights = model.state_dict()
     worst = (0.0, "")
     for key, want in reference.state_dict().items():
@@ -182,7 +216,7 @@ def compare(name: str, losses: list[float], expected: list[float], model: Any, r
             steps = len(losses)
             return f"{name}: weight '{key}' after {steps} steps: relative error {error:.2e} > {tolerance:.0e}"
     if rank() == 0:
-        print(f"{name}: equal to the single-device loop: {len(losses)} losses, {len(weights)} weights "
+        print(f"{name}: equal to the {other} loop: {len(losses)} losses, {len(weights)} weights "
               f"(worst {worst[0]:.1e}, '{worst[1]}')", flush=True)  # fmt: skip
     return None
 
@@ -226,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             torch.manual_seed(args.seed)
             model = LanguageModel(args.hidden, args.layers, args.heads, args.seq, args.dropout)
             reference = copy.deepcopy(model)
+            twin = copy.deepcopy(model)  # what the generated program starts from
             example = next(iter(loaders(args.batch, args.seq, args.seed)[0]))
             strategy, options = PLANS[name]
             plan = unityc.plan(model, example, machine=args.machine, strategy=strategy, **options)
@@ -236,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.check:
                 expected = train(reference, args, f"{name} (single device)", None)
                 failure = failure or compare(name, losses, expected, distributed, reference, args.tolerance)
+                programs, trainer = generated_program(plan, twin, args)
+                failure = failure or compare(
+                    name, losses, programs, distributed, trainer.model, args.tolerance, "generated program's"
+                )
     except unityc.PlanError as e:
         print(f"rank {rank()}: error: {e}", file=sys.stderr)
         return 1

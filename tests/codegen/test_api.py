@@ -7,7 +7,8 @@ its errors, and a user's own loop trained through it.
 - one torchrun (2 gloo ranks): `examples/own_loop.py` (HF GPT-2, a DataLoader over a text file,
   evaluation, a CSV log, a warm-up + cosine schedule, clipping) through a data-parallel, a
   Megatron, a ZeRO-3 and a 1F1B-pipelined plan, each step's loss and every final weight equal to
-  the same loop on the single-device module (relative error 1e-4, `--check`'s).
+  the same loop on the single-device module (relative error 1e-4, `--check`'s), and to the plan's
+  generated program trained by its own loop on the same batches.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import copy
 import csv
 import io
+import json
 import pydoc
 import socket
 import sys
@@ -24,14 +26,17 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
+from test_torchrun import _opt
 from torch import nn
-from torchrun import torchrun
+from torchrun import sections, torchrun
 
 import unityc
+from unityc.models.spec import ModelSpec, load_model
 from unityc.runtime import checkpoint
 
 ROOT = Path(__file__).parent.parent.parent
 EXAMPLE = ROOT / "examples" / "own_loop.py"
+HF_RUN = Path(__file__).with_name("api_hf_run.py")
 
 
 class Net(nn.Module):
@@ -101,6 +106,7 @@ def test_the_search_report_is_the_plans_summary(net: Net) -> None:
         ("net", None, {"bugdet": 3}, "search: unknown option 'bugdet'"),
         ("net", None, {"precision": "fp8"}, "precision: expected one of fp32, bf16-mixed, got 'fp8'"),
         ("net", None, {"machine": "tpu:9"}, "search: "),
+        ("net", None, {"accumulation": 0}, "accumulation: expected a whole number of micro-batches"),
         (
             "net",
             {"x": torch.randn(8, 5), "y": torch.zeros(8, dtype=torch.int64)},
@@ -161,6 +167,27 @@ def test_the_users_loop_trains_as_the_plain_module(
     assert torch.equal(again.state_dict()["fc1.weight"], net.fc1.weight.detach())
 
 
+def test_an_accumulating_plan_steps_as_the_plain_module(net: Net, one_rank: None) -> None:
+    plan = unityc.plan(net, batch(), machine="cpu:1", strategy="data-parallel", accumulation=2)
+    reference = copy.deepcopy(net)
+    model = unityc.distribute(net, plan)
+    ours, theirs = (torch.optim.SGD(m.parameters(), lr=0.5) for m in (model, reference))
+    for step in range(2):
+        loss = model.step(**batch(step))[0]  # two micro-batches of 4 rows, one sync
+        expected = reference(**batch(step))[0]
+        expected.backward()
+        assert torch.allclose(loss, expected, rtol=1e-6)
+        for o in (ours, theirs):
+            o.step()
+            o.zero_grad()
+    state = model.state_dict()
+    assert all(torch.allclose(state[k], v, rtol=1e-5, atol=1e-7) for k, v in reference.state_dict().items())
+    with pytest.raises(ValueError, match=r"accumulates 2 micro-batches per step: .* model\.step"):
+        model(**batch())
+    with torch.no_grad():  # evaluation: the forward of both micro-batches
+        assert torch.allclose(model(**batch())[0], reference(**batch())[0], rtol=1e-6)
+
+
 def test_frozen_parameters_stay_frozen(serial: unityc.Plan, one_rank: None) -> None:
     torch.manual_seed(0)
     net = Net()
@@ -203,10 +230,44 @@ def test_own_loop_trains_every_plan_kind_as_one_device(tmp_path: Path) -> None:
     assert run.returncode == 0, run.report()
     for name in plans.split(","):
         assert f"{name}: equal to the single-device loop: 3 losses, 29 weights" in run.output
+        assert f"{name}: equal to the generated program's loop: 3 losses, 29 weights" in run.output
     assert "check passed: 4 plan(s) within relative error 1e-04" in run.output
     rows = list(csv.DictReader(io.StringIO(log.read_text())))
     assert [r["plan"] for r in rows] == [n for n in plans.split(",") for _ in range(3)]
     assert all(r["held_out_loss"] for r in rows if r["step"] in ("2", "3"))
+
+
+@pytest.mark.torchrun
+def test_hugging_face_models_train_through_the_api_and_resume_in_the_program(tmp_path: Path) -> None:
+    """HF Llama (Megatron) and BERT (ZeRO-3) trained through the API with AdamW, a cosine
+    schedule and clipping, as the plain module; the checkpoint it saved resumes in the plan's
+    generated program (under --check: weights and AdamW state as the single-device model's) and
+    loads into the plain module."""
+    run = torchrun(HF_RUN, 2, str(tmp_path))
+    assert run.returncode == 0, run.report()
+    entries = []
+    for name in ("llama", "bert"):
+        assert f"{name}: step 2: loss" in run.output and f"{name}: saved after 2 steps" in run.output
+        made = _opt(f"{name}.mlir", "-t", "torch", "-o", f"{name}.py", cwd=tmp_path)
+        assert made.returncode == 0, made.stderr
+        args = ["--resume", str(tmp_path / name / "step-2"), "--steps", "3", "--check", "--optimizer",
+                "adamw", "--optimizer-args", "weight_decay=0.01", "--lr", "1e-3"]  # fmt: skip
+        entries.append({"name": name, "program": str(tmp_path / f"{name}.py"), "args": args})
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps(entries))
+    resumed = torchrun("unityc.runtime.batch", 2, str(manifest), cwd=tmp_path)
+    found = sections(resumed.output)
+    for name, model in (("llama", "hf:llama"), ("bert", "hf:bert")):
+        section = found.get(name, resumed.report())
+        assert section.endswith(": exit 0") and "resumed at step 2" in section, section
+        assert "check passed: 1 step(s)" in section, section
+        plain = load_model(ModelSpec(model)).module
+        missing = checkpoint.load_module(plain, tmp_path / name / "step-2")
+        saved, state = torch.load(tmp_path / f"{name}-state.pt"), plain.state_dict()
+        # what the checkpoint lacks the forward never reads (BERT's cls.predictions.bias: the
+        # decoder's own bias is the one added), so the plan holds no weight of it
+        assert missing == ([] if name == "llama" else ["model.cls.predictions.bias"])
+        assert set(saved) <= set(state) and all(torch.equal(v, state[k]) for k, v in saved.items())
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 zoo BERT and a Hugging Face Llama train exactly like the single-device model under torchrun
 (`--check`: loss, outputs, every gradient and updated weight), and every rank keeps exactly the
 weight, gradient and optimizer-state bytes the memory model predicts (`--check` compares them;
-a program whose prediction is off by one shard fails). One torchrun per process count.
+a program whose prediction is off by one shard fails), the MLP's ZeRO-2 and ZeRO-3 with every
+step's gradients clipped to a global norm. One torchrun per process count.
 
 The 4-process MLP has a 30x15 weight: 450 elements in 4 shards of 113, the last padded.
 """
@@ -35,11 +36,14 @@ MODELS = {
     "llama": ModelSpec("hf:llama", "small", batch=8),
 }
 ADAM = ("--optimizer", "adam")
+CLIPPED = ("--lr", "1", "--clip-grad-norm", "0.001")
+"""SGD whose every step is clipped (the norm is far above 0.001): the global norm counts the
+ZeRO-2/3 gradients, which live in the shards (once counted as none, and left unclipped)."""
 # (name, model, processes, ZeRO stage, recompute, flags)
 PROGRAMS = [
     ("mlp-zero1", "mlp", 2, 1, False, ADAM),
-    ("mlp-zero2", "mlp", 2, 2, False, ADAM),
-    ("mlp-zero3", "mlp", 2, 3, False, ()),
+    ("mlp-zero2", "mlp", 2, 2, False, CLIPPED),
+    ("mlp-zero3", "mlp", 2, 3, False, CLIPPED),
     ("mlp-recompute", "mlp", 2, 0, True, ()),
     ("bert-zero2-recompute", "bert", 2, 2, True, ADAM),
     ("bert-zero3", "bert", 2, 3, False, ADAM),

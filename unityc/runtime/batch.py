@@ -60,8 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             build = getattr(program, "build_reference", None)
             forward = getattr(program, "PROGRAM", None) or program.forward  # PROGRAM: a pipelined program
-            trainer = getattr(forward, "trainer", Trainer)
-            status = trainer(program.PLAN, forward, args, backend, device, heartbeat, build).run()
+            status = Trainer(program.PLAN, forward, args, backend, device, heartbeat, build).run()
         except STOPPING as e:
             if rank == 0:
                 print(f"error: {e}", flush=True)

@@ -29,7 +29,12 @@ What `Trainer` does around a step, done where a user's loop expects it, with the
 * `train()` / `eval()`: dropout on or off (the plan's hashed masks, off as under --check);
 * `clip_grad_norm_`, `state_dict` / `load_state_dict` (whole tensors in the model's keys),
   `save` / `load` (torch.distributed.checkpoint through `checkpoint.py`, what `--save` and
-  `--resume` read and write).
+  `--resume` read and write);
+* `step(**batch)`: forward and backward together, as a pipelined plan's schedule or a plan that
+  accumulates k micro-batches needs (their forward under grad refuses, naming `step`). It runs
+  `train_step` on this rank's pieces, which is also the whole step of a generated program's loop
+  (`trainer.Trainer`, which adds data, --check, checkpoints and timing around it): the API and
+  the program share one implementation of the step, and one of clipping.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import math
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -57,11 +62,41 @@ from unityc.runtime.parts import WeightKey
 from unityc.runtime.pipeline import Pipelined, StageModule, run_schedule, stage_schedule
 from unityc.runtime.plan import Plan
 from unityc.runtime.precision import autocast, step_region
+from unityc.runtime.saved import SavedBytes
 from unityc.runtime.sources import local_constants, local_weights, part_sizes
-from unityc.runtime.trainer import Forward
 from unityc.runtime.zero import Zero
 
-__all__ = ["DistributedModel", "PlanMismatch"]
+__all__ = ["DistributedModel", "Forward", "PlanMismatch", "accumulated_outputs"]
+
+Forward = Callable[[Context, Mapping[str, torch.Tensor], dict[str, torch.Tensor]], Sequence[Any]]
+"""A generated program's `forward(ctx, weights, data)`: this rank's pieces of the outputs."""
+
+
+def accumulated_outputs(parts: list[list[Any]]) -> list[Any]:
+    """This rank's pieces of a step's outputs from its micro-batches' (`parts`): the loss the mean
+    of theirs, every other output theirs concatenated along dim 0 (micro-batch m is chunk m of
+    each piece); None where this rank holds no piece."""
+    out: list[Any] = []
+    for i, pieces in enumerate(zip(*parts, strict=True)):
+        if any(p is None for p in pieces):
+            out.append(None)
+        elif i == 0:
+            out.append(torch.stack([p.detach() for p in pieces]).mean(0))
+        else:
+            out.append(torch.cat([p.detach() for p in pieces], dim=0))
+    return out
+
+
+def microbatches(plan: Plan, data: dict[str, torch.Tensor], k: int) -> list[dict[str, torch.Tensor]]:
+    """This rank's data for each of k micro-batches: chunk m of its piece of every input along
+    dim 0 (the plan's verifier checked that k divides every piece's rows); constants whole."""
+    chunks: list[dict[str, torch.Tensor]] = [dict(data) for _ in range(k)]
+    for key, piece in data.items():
+        if key not in plan.inputs:
+            continue
+        for m, part in enumerate(piece.chunk(k, dim=0)):
+            chunks[m][key] = part
+    return chunks
 
 
 class PlanMismatch(ValueError):
@@ -114,15 +149,15 @@ class DistributedModel(nn.Module):
         bucket_mb: float = BUCKET_BYTES / 2**20,
         overlap: bool = True,
         full_outputs: bool = False,
+        float_dtype: torch.dtype | None = None,
+        check: bool = False,
     ) -> None:
+        """`float_dtype` (float64: a generated program's --float64) holds and computes every
+        floating tensor in it, autocast off; `check` runs the plan's check mode (dropout off),
+        in training too (a generated program's --check)."""
         super().__init__()
         if not dist.is_available() or not dist.is_initialized():
             raise PlanMismatch("call torch.distributed.init_process_group() before distributing a model")
-        if plan.accumulation > 1:
-            raise PlanMismatch(
-                f"the plan accumulates {plan.accumulation} micro-batches per step: accumulate in your "
-                "loop with no_sync() instead, on a plan made without accumulation"
-            )
         rank, world = dist.get_rank(), dist.get_world_size()
         if world != plan.world_size:
             raise PlanMismatch(
@@ -135,15 +170,16 @@ class DistributedModel(nn.Module):
             )
         self.device = torch.device(device)
         self.plan, self._program_forward, self.rank = plan, forward, rank
-        self.full_outputs = full_outputs
-        self.comm = Communicator(rank, world, plan.groups, self.device, None, timedelta(seconds=timeout))
-        self.ctx = Context(self.comm, seed=plan.model.seed)
+        self.full_outputs, self.float_dtype, self.check = full_outputs, float_dtype, check
+        wait = timedelta(seconds=timeout)
+        self.comm = Communicator(rank, world, plan.groups, self.device, float_dtype, wait)
+        self.ctx = Context(self.comm, check=check, seed=plan.model.seed)
         self.ctx.tables = {
             k: torch.tensor(v, dtype=torch.int64, device=self.device) for k, v in plan.tables.items()
         }
-        self.pieces = local_weights(plan, rank, module, self.device)
+        self.pieces = local_weights(plan, rank, module, self.device, float_dtype)
         self.sizes = part_sizes(plan, module)
-        self.constants = local_constants(plan, rank, self.device)
+        self.constants = local_constants(plan, rank, self.device, float_dtype)
         self.zero = Zero(self.comm, plan, self.pieces)
         self.pipelined = forward if isinstance(forward, Pipelined) else None
         """A pipelined plan's program: `step(batch)` runs its schedule (forward and backward)."""
@@ -152,9 +188,9 @@ class DistributedModel(nn.Module):
         self.sync = GradientSync(self.comm, self.zero.sync_layouts, self.pieces, bucket, overlap)
         self.names = forward_argument_names(module, None, type(module).__name__)
         frozen = {k for k, p in module.named_parameters(remove_duplicate=False) if not p.requires_grad}
-        self.frozen = {k for k in plan.weights if WeightKey.parse(k).stored in frozen}
-        """Weights of parameters the model does not train (requires_grad false): not among
-        `parameters()`, so no optimizer steps them and clipping leaves them out."""
+        self.frozen = {k for k in plan.weights if WeightKey.parse(k).stored in frozen or not plan.trained(k)}
+        """Weights of parameters the model does not train (requires_grad false, or frozen in the
+        plan): not among `parameters()`, so no optimizer steps them and clipping leaves them out."""
         held, _ = self.zero.held()
         self.held = {k: p for k, p in held.items() if k not in self.frozen}
         """What the optimizer updates, by weight key: pieces, or ZeRO weights' shards."""
@@ -163,6 +199,10 @@ class DistributedModel(nn.Module):
         self.steps = 0
         self.syncing = True
         self.armed = False
+        self.saved: SavedBytes | None = None
+        """A generated program's --saved-bytes counter (`count_saved`)."""
+        self.where: Callable[[str], None] = lambda _: None
+        """Told what the step is doing (a generated program's heartbeat)."""
         self.gathered = self._versions()
         self.training = module.training
         self.stages: list[StageModule] = []
@@ -176,10 +216,19 @@ class DistributedModel(nn.Module):
                     f"{len(stages)} stage functions for {self.pipelined.pipeline.stages} stages"
                 )
             self.stages, self.schedule, self.is_last = stage_schedule(
-                self.pipelined, plan, self.ctx, self.zero, self.constants,
-                lambda: autocast(plan.precision, self.device), self.seeds_loss,
-            )  # fmt: skip
+                self.pipelined, plan, self.ctx, self.zero, self.constants, self._autocast, self.seeds_loss
+            )
         self._hook = register_optimizer_step_pre_hook(_checker(weakref.ref(self)))
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        """The plan's precision around a forward (bf16-mixed: autocast; off in float64)."""
+        return autocast(self.plan.precision, self.device, enabled=self.float_dtype is None)
+
+    def count_saved(self, saved: SavedBytes) -> None:
+        """Counts what each forward (each stage's micro-batch) saves for backward in `saved`."""
+        self.saved = saved
+        for stage in self.stages:
+            stage.saved = saved
 
     # --- what the optimizer sees ----------------------------------------------------------
 
@@ -208,77 +257,132 @@ class DistributedModel(nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """The plan's forward on the whole batch `args`, `kwargs` (the model's arguments): what
-        the model returns, the loss first as a scalar on every rank (see the module docstring)."""
-        if self.pipelined is not None:
-            if torch.is_grad_enabled():
-                raise PlanMismatch(
-                    "the plan is pipelined: its schedule runs forward and backward together; call "
-                    "model.step(**batch) in place of model(**batch) and loss.backward() (or call "
-                    "the model under torch.no_grad() to evaluate)"
-                )
-            return self._scheduled(args, kwargs, backward=False)
-        batch = self._batch(args, kwargs)
-        self._gather_if_stepped()
+        the model returns, the loss first as a scalar on every rank (see the module docstring).
+        A pipelined plan or one that accumulates micro-batches trains through `step` (its
+        schedule owns the backward); called under `torch.no_grad()` it evaluates."""
         grad = torch.is_grad_enabled()
-        self.ctx.check = not self.training  # dropout off in eval mode
-        self.ctx.begin_step(self.steps)
-        self.steps += 1
-        if grad and self.syncing:
+        if (self.pipelined is not None or self.plan.accumulation > 1) and grad:
+            what = (
+                "is pipelined"
+                if self.pipelined is not None
+                else f"accumulates {self.plan.accumulation} micro-batches per step"
+            )
+            raise PlanMismatch(
+                f"the plan {what}: its step runs forward and backward together; call "
+                "model.step(**batch) in place of model(**batch) and loss.backward() (or call "
+                "the model under torch.no_grad() to evaluate)"
+            )
+        batch = self._batch(args, kwargs)
+        if not grad:
+            return self._returned(self.train_step(batch, backward=False))
+        self._gather_if_stepped()
+        self._begin(None, counted=True)
+        if self.syncing:
             self.sync.begin()
-        self.armed = grad
-        with self.zero.saving(), autocast(self.plan.precision, self.device):
-            outputs = list(self._program_forward(self.ctx, self.zero.forward_weights, batch))
+        self.armed = True
+        outputs = self._forward_pieces(batch)
         piece = outputs[0]
-        value = self._loss_value(piece)
-        if grad and piece is not None and piece.requires_grad:
-            loss = _Loss.apply(value, self, self.ctx.token, piece)
-        elif grad:
-            dummy = torch.zeros((), device=self.device)
-            loss = _Loss.apply(value, self, self.ctx.token, dummy)
-        else:
-            loss = value
-        if len(outputs) == 1:
-            return loss
-        rest = outputs[1:]
-        if self.full_outputs:
-            whole = self._whole(list(range(1, len(outputs))), rest)
-            rest = [w.to(self.device) for w in whole]
-        return (loss, *rest)
+        value = self.loss_of(piece)
+        if piece is None or not piece.requires_grad:
+            piece = torch.zeros((), device=self.device)
+        return self._returned(outputs, _Loss.apply(value, self, self.ctx.token, piece))
 
     def step(self, *args: Any, **kwargs: Any) -> Any:
-        """A pipelined plan's forward and backward over every micro-batch of the whole batch
-        `args`, `kwargs` (the schedule's), the gradients of weight copies then summed: returns
-        what the model returns, the loss (detached: its backward ran) on every rank first. Then
-        clip and step the optimizer as usual. A plan that is not pipelined runs the call and
-        `backward()`."""
-        if self.pipelined is None:
-            out = self(*args, **kwargs)
-            loss = out[0] if isinstance(out, tuple) else out
-            loss.backward()
-            return loss.detach() if not isinstance(out, tuple) else (loss.detach(), *out[1:])
-        return self._scheduled(args, kwargs, backward=True)
+        """Forward and backward of the whole batch `args`, `kwargs`, over every micro-batch of a
+        pipelined plan's schedule or of an accumulating plan, then the gradient sync of weight
+        copies (ZeRO's reduce-scatters included): returns what the model returns, the loss
+        (detached: its backward ran) on every rank first. Then clip and step the optimizer as
+        usual. This is the step a generated program's loop runs (`train_step`)."""
+        return self._returned(self.train_step(self._batch(args, kwargs)))
 
-    def _scheduled(self, args: tuple[Any, ...], kwargs: dict[str, Any], backward: bool) -> Any:
-        """The pipeline schedule on the whole batch: forward and backward, then the gradient
-        sync (or, `backward` false, forward only)."""
-        batch = self._batch(args, kwargs)
+    def train_step(
+        self, data: dict[str, torch.Tensor], step: int | None = None, backward: bool = True
+    ) -> list[Any]:
+        """One step on this rank's pieces `data` of the batch (inputs and constants): forward and
+        backward (a pipeline's schedule; k accumulated micro-batches, the loss seeded with 1/k
+        and the gradient sync armed for the last), then the gradient sync of weight copies and
+        ZeRO's reduce-scatters. Returns this rank's pieces of the outputs (the loss the batch
+        mean's). `step` numbers the dropout masks (default: this model's count of calls);
+        `backward` false: the forward only (evaluation). What `step()` and a generated
+        program's loop (`Trainer.step`) run."""
         self._gather_if_stepped()
-        self.ctx.check = not self.training
-        self.ctx.begin_step(self.steps)
-        self.steps += 1
-        inputs = {k: v for k, v in batch.items() if k in self.plan.inputs}
-        assert self.pipelined is not None
-        pipeline = self.pipelined.pipeline
-        with step_region(self.plan.precision, self.device, enabled=backward):  # one bf16 copy a weight
-            outputs = run_schedule(
-                self.schedule, self.stages, pipeline, self.plan, inputs, self.is_last, backward
-            )
-        if backward and self.syncing:
+        train = backward and torch.is_grad_enabled()
+        self._begin(step, counted=train)
+        if self.pipelined is not None:
+            self.where(f"step {self.ctx.step + 1}: pipeline schedule")
+            inputs = {k: v for k, v in data.items() if k in self.plan.inputs}
+            pipeline, last = self.pipelined.pipeline, self.is_last
+            with step_region(self.plan.precision, self.device, enabled=train and self.float_dtype is None):
+                outputs = run_schedule(self.schedule, self.stages, pipeline, self.plan, inputs, last, train)
+            if train and self.syncing:
+                self.sync.begin()
+        else:
+            k = self.plan.accumulation
+            if k == 1:
+                outputs = self._micro_step(data, 1.0, train)
+            else:
+                with step_region(self.plan.precision, self.device, enabled=self.float_dtype is None):
+                    parts = [
+                        self._micro_step(d, 1.0 / k, train and m == k - 1, m)
+                        for m, d in enumerate(microbatches(self.plan, data, k))
+                    ]
+                outputs = accumulated_outputs(parts)
+        if train:
+            self.where(f"step {self.ctx.step + 1}: gradient sync")
+            self._backward_done(self.syncing)
+        return outputs
+
+    def _begin(self, step: int | None, counted: bool) -> None:
+        """A step starts: its number (the dropout masks'), a fresh token chain, the check mode;
+        `counted`: a training step (an evaluation does not advance the count, so the masks of
+        step k are those of a generated program's step k)."""
+        self.ctx.check = self.check or not self.training  # dropout off in eval mode
+        self.ctx.begin_step(self.steps if step is None else step)
+        self.steps += counted
+
+    def _forward_pieces(self, data: dict[str, torch.Tensor]) -> list[Any]:
+        """The plan's forward on this rank's pieces `data` (ZeRO-3 gathers, the precision)."""
+        with self.zero.saving(self.saved), self._autocast():
+            return list(self._program_forward(self.ctx, self.zero.forward_weights, data))
+
+    def _micro_step(
+        self, data: dict[str, torch.Tensor], scale: float, last: bool, part: int | None = None
+    ) -> list[Any]:
+        """Forward and (under grad) backward of one batch or micro-batch (`part`: its index,
+        which varies the dropout masks as a pipeline's micro-batches do); the loss seeded with
+        `scale`; the gradient sync armed for this backward if `last`."""
+        step = self.ctx.step
+        where = f"step {step + 1}" + (f", micro-batch {part + 1}" if part is not None else "")
+        if part is not None:
+            self.ctx.token = self.ctx.new_token()  # each micro-batch's own token chain
+            self.ctx.step = step * 1_000_003 + part
+        self.where(f"{where}: forward")
+        try:
+            outputs = self._forward_pieces(data)
+        finally:
+            self.ctx.step = step
+        if not torch.is_grad_enabled():
+            return outputs
+        roots, seeds = [self.ctx.token], [torch.zeros((), device=self.device)]
+        loss = outputs[0]
+        if loss is not None and loss.requires_grad:
+            # Copies of the loss other than copy 0 seed zero rather than nothing: every copy runs
+            # the same backward, so ZeRO-3's reduce-scatters (and ZeRO-2's hooks) of the weights
+            # read there fire on every rank of their copy group (they deadlocked otherwise).
+            roots.append(loss)
+            seeds.append(torch.full_like(loss, scale) if self.seeds_loss else torch.zeros_like(loss))
+        self.where(f"{where}: backward")
+        if last and self.syncing:
             self.sync.begin()
-            self.sync.finish()
-        if backward:
-            self.zero.after_sync()
-        loss = self._loss_value(outputs[0])
+        torch.autograd.backward(roots, seeds)
+        return outputs
+
+    def _returned(self, outputs: list[Any], loss: torch.Tensor | None = None) -> Any:
+        """What the model returns from this rank's pieces of the outputs: the whole loss on
+        every rank (`loss`, else the loss piece's whole value, detached), then the other
+        outputs (this rank's pieces, or whole with `full_outputs`)."""
+        if loss is None:
+            loss = self.loss_of(outputs[0])
         if len(outputs) == 1:
             return loss
         rest = outputs[1:]
@@ -286,9 +390,10 @@ class DistributedModel(nn.Module):
             rest = [w.to(self.device) for w in self._whole(list(range(1, len(outputs))), rest)]
         return (loss, *rest)
 
-    def _loss_value(self, piece: torch.Tensor | None) -> torch.Tensor:
-        """The whole loss (fp32, detached) on every rank: this rank's piece where every rank
-        holds a copy of the whole value (no collective), else assembled (one all-reduce)."""
+    def loss_of(self, piece: torch.Tensor | None) -> torch.Tensor:
+        """The whole loss (fp32, detached) on every rank from this rank's piece of it (None: it
+        holds none), as `train_step` returns it: the piece where every rank holds a copy of the
+        whole value (no collective), else assembled (one all-reduce; call it on every rank)."""
         layout = self.plan.outputs[0]
         if piece is not None and layout.sum == 1 and len(layout.pieces) == self.comm.world:
             return piece.detach().to(torch.float32)
@@ -351,9 +456,17 @@ class DistributedModel(nn.Module):
         torch.autograd.Variable._execution_engine.queue_callback(lambda: self._backward_done(syncing))  # type: ignore[attr-defined]
 
     def _backward_done(self, syncing: bool) -> None:
+        """After a step's backward: the gradient sync of weight copies waited for (`syncing`)
+        and ZeRO's reduce-scatters."""
         if syncing:
             self.sync.finish()
         self.zero.after_sync()
+
+    def after_step(self) -> None:
+        """After the optimizer's step: ZeRO-1/2's updated shards gathered into the pieces (else
+        done at the next call, when a shard changed)."""
+        self.zero.after_step()
+        self.gathered = self._versions()
 
     @contextlib.contextmanager
     def no_sync(self) -> Iterator[None]:

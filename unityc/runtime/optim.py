@@ -13,7 +13,9 @@ is element-wise, so AdamW's decoupled decay is exact on pieces.
 The global gradient norm counts every element of every weight once: each rank sums the squares of
 the pieces it holds as copy 0 (a sharded weight contributes each shard once, a replicated weight
 once), one all-reduce over all ranks adds them up. The clipping factor is torch's
-(`clip_grad_norm_`: max_norm / (norm + 1e-6), at most 1), applied to every piece.
+(`clip_grad_norm_`: max_norm / (norm + 1e-6), at most 1), applied to every gradient the
+optimizer steps with (`DistributedModel.clip_grad_norm_`: pieces, or ZeRO shards, whose
+gradients are where ZeRO-2/3 keep them; each shard of every copy counts once).
 """
 
 from __future__ import annotations
@@ -249,22 +251,3 @@ def global_grad_norm(
         total += grad.detach().double().pow(2).sum()
     dist.all_reduce(total)
     return math.sqrt(total.item())
-
-
-def clip_gradients(
-    params: Mapping[str, torch.Tensor],
-    layouts: Mapping[str, Layout],
-    max_norm: float,
-    rank: int,
-    device: torch.device,
-) -> float:
-    """Scales every piece's gradient by the clipping factor of the global norm (a collective);
-    returns the norm before clipping, as clip_grad_norm_ does."""
-    grads = {k: p.grad for k, p in params.items()}
-    norm = global_grad_norm(grads, layouts, rank, device)
-    factor = clip_factor(norm, max_norm)
-    if factor < 1.0:
-        for grad in grads.values():
-            if grad is not None:
-                grad.mul_(factor)
-    return norm

@@ -27,7 +27,6 @@ copies are reduced once after the last.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 from collections.abc import Callable, Sequence
@@ -41,7 +40,6 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 from unityc.runtime.context import Context
 from unityc.runtime.plan import Plan
 from unityc.runtime.saved import SavedBytes
-from unityc.runtime.train import Trainer
 from unityc.runtime.zero import Zero
 
 StageFunction = Callable[..., tuple]
@@ -84,15 +82,11 @@ class Pipeline:
 
 @dataclass(frozen=True)
 class Pipelined:
-    """What a pipelined program hands to `rt.main`: its pipeline and stage functions."""
+    """What a pipelined program hands to `rt.main` (whose model, `module.DistributedModel`,
+    runs the schedule): its pipeline and stage functions."""
 
     pipeline: Pipeline
     stages: tuple[StageFunction, ...]
-
-    @property
-    def trainer(self) -> type[Trainer]:
-        """What `rt.main` runs the program with."""
-        return PipelineTrainer
 
 
 class _ContiguousGrad(torch.autograd.Function):
@@ -161,38 +155,6 @@ class StageModule(nn.Module):
         if self.ctx.token is not start:  # collectives ran: their duals run in this micro-batch's backward
             out = _tied(out, self.ctx.token)
         return out
-
-
-class PipelineTrainer(Trainer):
-    """A `Trainer` whose step runs the pipeline schedule (see the module docstring)."""
-
-    overlaps_gradients = False
-    """The schedule accumulates each gradient over the micro-batches' backward passes: the
-    gradients of weight copies are reduced after it."""
-
-    def __init__(self, plan: Plan, program: Pipelined, args: argparse.Namespace, *rest: Any) -> None:
-        super().__init__(plan, program.stages[0], args, *rest)
-        self.pipeline = program.pipeline
-        self.agree(
-            self.pipeline.stages == len(program.stages),
-            f"{len(program.stages)} stage functions for {self.pipeline.stages} stages",
-        )
-        constants = {k: v for k, v in self.data.items() if k not in plan.inputs}
-        self.modules, self.schedule, self.is_last = stage_schedule(
-            program, plan, self.ctx, self.zero, constants, self.autocast, self.seeds_loss, self.saved
-        )
-
-    def step(self, step: int) -> tuple[list[Any], list[torch.Tensor | None]]:
-        """The schedule over every micro-batch (forward and backward), then the gradient sync of
-        weight copies and the optimizer step."""
-        self.ctx.begin_step(step)
-        self.at(f"step {step + 1}: pipeline schedule")
-        inputs = {k: v for k, v in self.data.items() if k in self.plan.inputs}  # this step's batch
-        with self.step_region():  # bf16-mixed: one bf16 copy of each weight for every micro-batch
-            outputs = run_schedule(
-                self.schedule, self.modules, self.pipeline, self.plan, inputs, self.is_last
-            )
-        return outputs, self.update(step)
 
 
 def stage_schedule(
@@ -311,4 +273,4 @@ def _concat(pieces: Sequence[Any]) -> torch.Tensor | None:
     return torch.cat(list(pieces), dim=0)
 
 
-__all__ = ["Pipeline", "PipelineTrainer", "Pipelined", "StageModule", "run_schedule", "stage_schedule"]
+__all__ = ["Pipeline", "Pipelined", "StageModule", "run_schedule", "stage_schedule"]

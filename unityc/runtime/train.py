@@ -44,10 +44,11 @@ from unityc.runtime.faults import (
     start,
 )
 from unityc.runtime.flags import output_problem, parse_args
+from unityc.runtime.module import accumulated_outputs
 from unityc.runtime.plan import Plan
 from unityc.runtime.signals import Interrupted, Interrupts
 from unityc.runtime.sources import Build
-from unityc.runtime.trainer import Forward, Trainer, accumulated_outputs
+from unityc.runtime.trainer import Forward, Trainer
 
 __all__ = [
     "STOPPING",
@@ -98,8 +99,7 @@ def main(
     rank = dist.get_rank()
     try:
         agree_on_arguments(list(sys.argv[1:] if argv is None else argv), rank)
-        trainer = getattr(forward, "trainer", Trainer)  # a pipelined program brings its own
-        runner = trainer(plan, forward, args, backend, device, heartbeat, build)
+        runner = Trainer(plan, forward, args, backend, device, heartbeat, build)
         runner.interrupts = interrupts
         runner.on_step = on_step
         status = runner.run()

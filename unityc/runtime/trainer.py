@@ -1,5 +1,7 @@
-"""The training loop of one rank: setup, steps, gradient sync, optimizer, checks, timing,
-save and resume (`train.main` runs it; a pipelined program brings a subclass)."""
+"""The training loop of one rank: setup, steps, optimizer, checks, timing, save and resume
+(`train.main` runs it) around the Python API's model (`module.DistributedModel`), whose
+`train_step` is the step: the plan's forward and backward, a pipeline's schedule, accumulation,
+the gradient sync."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -17,47 +19,29 @@ import torch.distributed as dist
 from unityc.runtime import checkpoint, optim
 from unityc.runtime.allocator import keep_freed_memory
 from unityc.runtime.check import NOISE_FLOOR, Reference, Verdict, assemble, copies_differ, largest, part_of
-from unityc.runtime.comm import Communicator
-from unityc.runtime.context import Context
 from unityc.runtime.data import Batches, load_data_function
 from unityc.runtime.factory import forward_argument_names
 from unityc.runtime.faults import RunError
-from unityc.runtime.grads import GradientSync
+from unityc.runtime.module import DistributedModel, Forward, PlanMismatch
 from unityc.runtime.parts import stored_key
 from unityc.runtime.plan import Layout, Plan
-from unityc.runtime.precision import autocast, condition_factor, step_region
+from unityc.runtime.precision import autocast, condition_factor
 from unityc.runtime.progress import Progress, profiled
 from unityc.runtime.saved import SavedBytes
 from unityc.runtime.saved import write as write_saved
 from unityc.runtime.signals import Interrupted, Interrupts
 from unityc.runtime.signals import name as signal_name
-from unityc.runtime.sources import Build, load_reference, local_data, local_weights, part_sizes
-from unityc.runtime.watch import Heartbeat, timeout
-from unityc.runtime.zero import Zero
+from unityc.runtime.sources import Build, load_reference, local_data
+from unityc.runtime.watch import Heartbeat
 
-Forward = Callable[[Context, Mapping[str, torch.Tensor], dict[str, torch.Tensor]], Sequence[Any]]
-
-
-def accumulated_outputs(parts: list[list[Any]]) -> list[Any]:
-    """This rank's pieces of a step's outputs from its micro-batches' (`parts`): the loss the mean
-    of theirs, every other output theirs concatenated along dim 0 (micro-batch m is chunk m of
-    each piece); None where this rank holds no piece."""
-    out: list[Any] = []
-    for i, pieces in enumerate(zip(*parts, strict=True)):
-        if any(p is None for p in pieces):
-            out.append(None)
-        elif i == 0:
-            out.append(torch.stack([p.detach() for p in pieces]).mean(0))
-        else:
-            out.append(torch.cat([p.detach() for p in pieces], dim=0))
-    return out
+__all__ = ["Forward", "Trainer"]
 
 
 class Trainer:
-    """One rank's training run: its pieces, optimizer, gradient sync, and (rank 0) reference."""
-
-    overlaps_gradients = True
-    """Whether the gradients of weight copies are reduced during the backward (`grads.py`)."""
+    """One rank's training run: its pieces, optimizer, gradient sync, and (rank 0) reference.
+    The step itself is the Python API's (`module.DistributedModel.train_step`, with its
+    gradient sync, ZeRO and pipeline schedule, and its `clip_grad_norm_`): a generated program
+    is a loop around the same model a user's loop trains."""
 
     def __init__(
         self,
@@ -74,6 +58,7 @@ class Trainer:
         self.heartbeat = heartbeat
         self.interrupts: Interrupts | None = None  # `main` sets them
         self.on_step: Callable[[int], None] | None = None  # `main` sets it: called after each step
+        self.outputs: list[Any] = []
         self.lr: float | None = None  # the learning rate of the last step
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.agree(
@@ -84,28 +69,31 @@ class Trainer:
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
         float_dtype = torch.float64 if args.float64 else None
-        wait = timeout(args.timeout)
-        self.comm = Communicator(self.rank, self.world, plan.groups, device, float_dtype, wait)
-        self.ctx = Context(self.comm, check=args.check, seed=plan.model.seed)
-        self.ctx.tables = {
-            k: torch.tensor(v, dtype=torch.int64, device=device) for k, v in plan.tables.items()
-        }
         self.float_dtype = float_dtype
         # bf16-mixed: each forward under autocast (a float64 run computes everything in float64)
         self.autocast = lambda: autocast(plan.precision, device, enabled=float_dtype is None)
-        # ... and the step's micro-batches inside one region: each weight cast once per step
-        self.step_region = lambda: step_region(plan.precision, device, enabled=float_dtype is None)
         loaded = load_reference(plan.model, build)
         spec: optim.OptimizerSpec = args.optim
         spec.check_plan(plan.weights.values())
-        self.weights = local_weights(plan, self.rank, loaded.module, device, float_dtype)
-        self.sizes = part_sizes(plan, loaded.module)  # where a checkpoint puts the parts
+        try:
+            self.model = DistributedModel(
+                plan, forward, loaded.module, device, args.timeout, args.bucket_mb,
+                overlap=not args.no_overlap, float_dtype=float_dtype, check=args.check,
+            )  # fmt: skip
+        except PlanMismatch as e:
+            raise RunError(str(e)) from None
+        self.model.where = self.at
+        self.comm, self.ctx, self.zero = self.model.comm, self.model.ctx, self.model.zero
+        self.weights = self.model.pieces
+        self.sizes = self.model.sizes  # where a checkpoint puts the parts
         self.data = local_data(plan, self.rank, loaded.inputs, device, float_dtype)
-        self.zero = Zero(self.comm, plan, self.weights)  # ZeRO shards (none: plain copies)
-        self.params = self.zero.params()
+        # pieces, or ZeRO shards; no frozen weight
+        self.params: list[torch.Tensor] = list(self.model.parameters())
         self.optimizer = spec.build(self.params)
         self.saved = SavedBytes.of([*self.weights.values(), *self.params]) if args.saved_bytes else None
         """--saved-bytes: what each forward leaves saved for backward (`saved.py`)."""
+        if self.saved is not None:
+            self.model.count_saved(self.saved)
         self.start_step = 0
         initial = self.initial = self.initial_checkpoint()
         if initial:
@@ -113,7 +101,7 @@ class Trainer:
             with_state = args.resume and not args.reset_optimizer
             state = self.optimizer if with_state else None
             step = checkpoint.load(initial, held, plan.weights, self.rank, state, self.sizes, flats)
-            self.zero.after_step()  # ZeRO-1/2: the whole pieces from the loaded shards
+            self.model.after_step()  # ZeRO-1/2: the whole pieces from the loaded shards
             self.start_step = step if args.resume else 0
             self.agree(
                 self.start_step < args.steps,
@@ -122,9 +110,7 @@ class Trainer:
             )
         self.scheduler = spec.scheduler(self.optimizer, self.start_step)
         self.checked_grads: dict[str, torch.Tensor | None] = {}
-        overlap = self.overlaps_gradients and not args.no_overlap
-        bucket_bytes = max(1, round(args.bucket_mb * 2**20))
-        self.sync = GradientSync(self.comm, self.zero.sync_layouts, self.weights, bucket_bytes, overlap)
+        self.sync = self.model.sync
         function = args.data_function or (load_data_function(args.data) if args.data else None)
         self.batches: Batches | None = None
         if function is not None:
@@ -137,8 +123,6 @@ class Trainer:
             self.reference = self._reference(
                 loaded.module, loaded.inputs, spec, initial if args.resume else None
             )
-        loss = plan.outputs[0].pieces.get(self.rank)
-        self.seeds_loss = loss is not None and loss[-1] == 0  # copy 0 carries the loss's gradient
         self.keys = list(plan.weights)
         self.memory_reported = False
         self.layouts = [plan.weights[k] for k in self.keys]
@@ -303,6 +287,7 @@ class Trainer:
             self.saved.begin_step()
         start = time.perf_counter()
         outputs, grads = self.step(step)
+        self.outputs = outputs  # this rank's pieces of the step's outputs (`on_step` may read them)
         self._sync_device()
         seconds = time.perf_counter() - start
         self.progress.add(seconds)
@@ -363,67 +348,16 @@ class Trainer:
             self.reference.inputs[key] = value.to(self.device, dtype)
 
     def step(self, step: int) -> tuple[list[Any], list[torch.Tensor | None]]:
-        """Forward, backward (the token chain orders every rank's collectives), gradient sync of
-        weight copies, optimizer step. Returns the outputs and the synchronized gradients. With
-        gradient accumulation (`Plan.accumulation` = k), forward and backward run on each of the
-        k micro-batches in turn, the loss seeded with 1/k so that the summed gradients are the
-        batch mean's; the gradient sync of weight copies is armed for the last backward only
-        (DDP's `no_sync` for the others), so it runs once per step."""
-        self.ctx.begin_step(step)
-        k = self.plan.accumulation
-        if k == 1:
-            return self._backward(step, self.data, 1.0, True), self.update(step)
-        with self.step_region():  # bf16-mixed: one bf16 copy of each weight for all k micro-batches
-            parts = [self._backward(step, d, 1.0 / k, m == k - 1, m) for m, d in enumerate(self._chunks(k))]
-        return accumulated_outputs(parts), self.update(step)
-
-    def _backward(
-        self, step: int, data: dict[str, torch.Tensor], scale: float, last: bool, part: int | None = None
-    ) -> list[Any]:
-        """Forward and backward of one batch or micro-batch (`part`: its index, which varies the
-        dropout masks as a pipeline's micro-batches do); the loss seeded with `scale`; the
-        gradient sync armed for this backward if `last`."""
-        where = f"step {step + 1}" + (f", micro-batch {part + 1}" if part is not None else "")
-        if part is not None:
-            self.ctx.token = self.ctx.new_token()  # each micro-batch's own token chain
-            self.ctx.step = step * 1_000_003 + part
-        self.at(f"{where}: forward")
-        try:
-            with self.zero.saving(self.saved), self.autocast():
-                outputs = list(self.forward(self.ctx, self.zero.forward_weights, data))
-        finally:
-            self.ctx.step = step
-        roots, seeds = [self.ctx.token], [torch.zeros((), device=self.device)]
-        loss = outputs[0]
-        if loss is not None and loss.requires_grad:
-            # Copies of the loss other than copy 0 seed zero rather than nothing: every copy runs
-            # the same backward, so ZeRO-3's reduce-scatters (and ZeRO-2's hooks) of the weights
-            # read there fire on every rank of their copy group (they deadlocked otherwise).
-            roots.append(loss)
-            seeds.append(torch.full_like(loss, scale) if self.seeds_loss else torch.zeros_like(loss))
-        self.at(f"{where}: backward")
-        if last:
-            self.sync.begin()
-        torch.autograd.backward(roots, seeds)
-        return outputs
-
-    def _chunks(self, k: int) -> list[dict[str, torch.Tensor]]:
-        """This rank's data for each of k micro-batches: chunk m of its piece of every input along
-        dim 0 (the plan's verifier checked that k divides every piece's rows); constants whole."""
-        chunks: list[dict[str, torch.Tensor]] = [dict(self.data) for _ in range(k)]
-        for key, piece in self.data.items():
-            if key not in self.plan.inputs:
-                continue
-            for m, part in enumerate(piece.chunk(k, dim=0)):
-                chunks[m][key] = part
-        return chunks
+        """Forward and backward (the token chain orders every rank's collectives; a pipelined
+        plan's schedule; with gradient accumulation, `Plan.accumulation` = k micro-batches, the
+        loss seeded with 1/k and the sync armed for the last), the gradient sync of weight
+        copies (`DistributedModel.train_step`), then the optimizer step. Returns the outputs and
+        the synchronized gradients."""
+        return self.model.train_step(self.data, step), self.update(step)
 
     def update(self, step: int) -> list[torch.Tensor | None]:
-        """After backward: the gradient sync of weight copies and the optimizer step; returns
+        """After the step's backward and gradient sync: clipping and the optimizer step; returns
         the synchronized gradients."""
-        self.at(f"step {step + 1}: gradient sync")
-        self.sync.finish()
-        self.zero.after_sync()
         grads = [p.grad for p in self.params]
         if self.args.check:  # --check compares the summed gradients before clipping and the update
             whole = self.zero.whole_grads()
@@ -433,13 +367,12 @@ class Trainer:
             if self.args.check:
                 grads = [None if g is None else g.clone() for g in grads]
             self.at(f"step {step + 1}: gradient norm")
-            self.norm = optim.clip_gradients(
-                self.weights, self.plan.weights, spec.clip_grad_norm, self.rank, self.device
-            )
+            # over what the optimizer steps: ZeRO-2/3's shards hold their weights' gradients
+            self.norm = float(self.model.clip_grad_norm_(spec.clip_grad_norm))
         self.lr = self.optimizer.param_groups[0]["lr"] if self.optimizer is not None else None
         if self.optimizer is not None:
             self.optimizer.step()
-        self.zero.after_step()
+        self.model.after_step()
         if self.scheduler is not None:
             self.scheduler.step()
         return grads

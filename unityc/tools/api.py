@@ -38,8 +38,10 @@ from xdsl.passes import ModulePass
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import DiagnosticException
 
+from unityc.dialects.container import graph_function
 from unityc.dialects.parallel import PARALLEL
 from unityc.dialects.pcg import PCG
+from unityc.dialects.pipeline import graph_plan_of
 from unityc.dialects.source import output_problem, parse_source
 from unityc.passes.unity_search import UnitySearchPass
 from unityc.tools.importer import record_precision
@@ -146,6 +148,7 @@ def plan(
     precision: str = "fp32",
     strategy: str = SEARCH,
     seed: int = 0,
+    accumulation: int = 1,
     **options: Any,
 ) -> Plan:
     """Imports `model` and searches a parallel plan for it, in this process.
@@ -162,9 +165,13 @@ def plan(
     `megatron`, `zero`, `gpipe`, ...). Every other keyword is an option of the strategy's pass, as
     on the command line with `-` as `_`: `budget=24`, `time_limit=60`, `baselines="none"`,
     `memory_budget=8.0` for the search; `stage=3` for `zero`; `stages=2, microbatches=4,
-    schedule="1f1b"` for `gpipe`. Raises PlanError naming the cause."""
+    schedule="1f1b"` for `gpipe`. `accumulation=k` makes the plan accumulate the gradients of k
+    micro-batches per step (the batch cut into k along its rows; the distributed model's `step`
+    runs them one after another and syncs once). Raises PlanError naming the cause."""
     if precision not in PRECISIONS:
         raise PlanError(f"precision: expected one of {', '.join(PRECISIONS)}, got '{precision}'")
+    if isinstance(accumulation, bool) or not isinstance(accumulation, int) or accumulation < 1:
+        raise PlanError(f"accumulation: expected a whole number of micro-batches >= 1, got {accumulation!r}")
     module = import_graph(model, example_inputs, seed)
     record_precision(module, precision)
     made = _pass(strategy, {"machine": machine, "optimizer": optimizer, **options})
@@ -174,6 +181,8 @@ def plan(
             made.apply(Context(), module)
     except (DiagnosticException, ValueError, NotImplementedError) as e:
         raise PlanError(f"{strategy}: {_one_line(e)}") from None
+    if accumulation > 1:
+        _accumulate(module, accumulation)
     return _planned(module, strategy, captured.getvalue(), optimizer)
 
 
@@ -200,7 +209,9 @@ def distribute(model: nn.Module, plan: Plan, **options: Any) -> DistributedModel
     `backward()`. The model's weights are read once (they are not changed). Options:
     `device`, `timeout` (seconds a collective waits, default 600), `bucket_mb` (25),
     `overlap` (True: gradient all-reduces start during the backward), `full_outputs` (False:
-    outputs other than the loss are this rank's pieces; True: whole tensors on every rank)."""
+    outputs other than the loss are this rank's pieces; True: whole tensors on every rank),
+    `check` (False; True: dropout off in training too, as a generated program's `--check`, to
+    compare with the plain module)."""
     from unityc.runtime.module import DistributedModel, PlanMismatch
     from unityc.runtime.sources import SourceError
 
@@ -305,6 +316,14 @@ def _parse(source: str, name: str) -> ModuleOp:
         return parse_source(ctx, source, name)
     except DiagnosticException as e:
         raise PlanError(_one_line(e)) from None
+
+
+def _accumulate(module: ModuleOp, steps: int) -> None:
+    """The plan made to accumulate `steps` micro-batches per step (`unityc.accumulation`)."""
+    fn = graph_function(module)
+    attributes = dataclasses.replace(graph_plan_of(fn), accumulation=steps).written_to(fn.attributes)
+    fn.attributes.clear()
+    fn.attributes.update(attributes)
 
 
 def _strategy_of(module: ModuleOp) -> str:
