@@ -32,3 +32,13 @@ def test_group_norm_imports_exactly() -> None:
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
     assert any(c.what.startswith("gradient of 'norm.") for c in checks)
     assert any(c.what.startswith("gradient of 'halves.") for c in checks)
+
+
+def test_weight_norm_imports_exactly() -> None:
+    """`aten.linalg_vector_norm` (weight norm's ||v||) as sqrt(sum(v * v)); both of the
+    parametrization's weights get their gradients."""
+    module, checks = check_import(ModelSpec(f"{Path(__file__).parent / 'issue42_ops.py'}:positional_conv"))
+    assert any(isinstance(op, pcg.SqrtOp) for op in module.walk())
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    for original in ("original0", "original1"):  # g and v
+        assert any(c.what.startswith(f"gradient of 'conv.parametrizations.weight.{original}'") for c in checks)
