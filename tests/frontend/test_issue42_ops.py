@@ -42,3 +42,12 @@ def test_weight_norm_imports_exactly() -> None:
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
     for original in ("original0", "original1"):  # g and v
         assert any(c.what.startswith(f"gradient of 'conv.parametrizations.weight.{original}'") for c in checks)
+
+
+def test_minimum_maximum_expm1_import_exactly() -> None:
+    """`aten.minimum` with a number-like buffer, `aten.maximum` of two tensors, `aten.expm1`."""
+    module, checks = check_import(ModelSpec(f"{Path(__file__).parent / 'issue42_ops.py'}:xielu"))
+    assert any(isinstance(op, pcg.CompareTensorsOp) for op in module.walk())  # the maximum
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    for weight in ("fc", "gate"):
+        assert any(c.what.startswith(f"gradient of '{weight}.") for c in checks)
