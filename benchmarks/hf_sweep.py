@@ -308,7 +308,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="architectures swept at once (processes)")
     parser.add_argument("--fresh", action="store_true", help="sweep again the architectures already recorded")
     parser.add_argument(
-        "--retry", action="store_true", help="sweep again the recorded ones that did not pass"
+        "--retry", action="store_true", help="sweep again the recorded ones that timed out or crashed"
     )
     parser.add_argument("--table", action="store_true", help="only write the table from the recorded rows")
     parser.add_argument(
@@ -335,7 +335,7 @@ def main() -> None:
         todo = [
             (kind, config)
             for kind, config, _ in chosen
-            if kind not in rows or (args.retry and rows[kind]["status"] != "pass")
+            if kind not in rows or (args.retry and rows[kind]["status"] in ("timeout", "crash"))
         ]
 
         def one(item: tuple[str, str]) -> dict[str, Any]:

@@ -51,3 +51,16 @@ def test_minimum_maximum_expm1_import_exactly() -> None:
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
     for weight in ("fc", "gate"):
         assert any(c.what.startswith(f"gradient of '{weight}.") for c in checks)
+
+
+def test_hf_wav2vec2_imports_exactly() -> None:
+    """`hf:wav2vec2`: raw audio clips through the conv feature encoder (group norm), the
+    weight-normed positional conv and the transformer, one label per clip."""
+    spec = ModelSpec("hf:wav2vec2", overrides=(("dropout", "0.0"),))
+    module, checks = check_import(spec)
+    inputs = {op.attrs()["key"]: op.results[0].type for op in module.walk() if isinstance(op, pcg.InputOp)}
+    assert set(inputs) == {"input_values", "labels"}
+    assert sum(isinstance(op, pcg.AttentionOp) for op in module.walk()) == 2
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert any(c.what.startswith("gradient of 'model.wav2vec2.encoder.pos_conv_embed.") for c in checks)
+    assert any(c.what.startswith("gradient of 'model.wav2vec2.feature_extractor.") for c in checks)
