@@ -306,7 +306,7 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=20, help="how many passing archs get search + torchrun")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
     parser.add_argument("--jobs", type=int, default=1, help="architectures swept at once (processes)")
-    parser.add_argument("--fresh", action="store_true", help="sweep again the architectures already recorded")
+    parser.add_argument("--fresh", action="store_true", help="sweep again the chosen (--only) ones")
     parser.add_argument(
         "--retry", action="store_true", help="sweep again the recorded ones that timed out or crashed"
     )
@@ -316,14 +316,17 @@ def main() -> None:
     )
     args = parser.parse_args()
     archs = architectures(args.masked)
-    rows = {} if args.fresh else load_rows()
+    rows = load_rows()
+    if args.fresh:  # only the chosen ones: the others' rows stay
+        rows = {k: r for k, r in rows.items() if args.only and not k.startswith(tuple(args.only))}
     import os
     import platform
 
     note = (
         f"transformers {__import__('transformers').__version__}, torch {__import__('torch').__version__}, "
-        f"{platform.machine()} with {os.cpu_count()} CPUs; per-architecture timeout {args.timeout} s; "
-        f"load average {os.getloadavg()[0]:.1f} at the table's writing."
+        f"{platform.machine()} with {os.cpu_count()} CPUs; "
+        + ("timeouts as each row says; " if args.table else f"per-architecture timeout {args.timeout} s; ")
+        + f"load average {os.getloadavg()[0]:.1f} at the table's writing."
     )
     if args.table:
         RESULTS.write_text(table(rows, archs, note))
