@@ -41,7 +41,8 @@ def test_weight_norm_imports_exactly() -> None:
     assert any(isinstance(op, pcg.SqrtOp) for op in module.walk())
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
     for original in ("original0", "original1"):  # g and v
-        assert any(c.what.startswith(f"gradient of 'conv.parametrizations.weight.{original}'") for c in checks)
+        key = f"gradient of 'conv.parametrizations.weight.{original}'"
+        assert any(c.what.startswith(key) for c in checks)
 
 
 def test_minimum_maximum_expm1_import_exactly() -> None:
