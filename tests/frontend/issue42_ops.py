@@ -69,3 +69,53 @@ def feature_encoder(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]
     generator = torch.Generator().manual_seed(0)
     audio = torch.randn(batch, 1, 32, generator=generator)
     return FeatureEncoder(), {"x": audio, "y": torch.randint(0, 3, (batch,), generator=generator)}
+
+
+class PositionalConv(nn.Module):
+    """wav2vec 2.0's positional conv embedding: a grouped Conv1d under weight norm over every dim
+    but the kernel's (`weight = g * v / ||v||`, torch's parametrization), GELU, added back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        conv = nn.Conv1d(8, 8, 4, padding=2, groups=2)
+        self.conv = nn.utils.parametrizations.weight_norm(conv, name="weight", dim=2)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = x + nn.functional.gelu(self.conv(x)[..., :-1])
+        logits = self.head(h.mean(-1))
+        return nn.functional.cross_entropy(logits, y), logits
+
+
+def positional_conv(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    frames = torch.randn(batch, 8, 12, generator=generator)
+    return PositionalConv(), {"x": frames, "y": torch.randint(0, 3, (batch,), generator=generator)}
+
+
+class Xielu(nn.Module):
+    """xIELU's written-out form (Apertus' activation): `where(x > 0, ..., expm1(min(x, eps)) ...)`,
+    and the elementwise max of two activations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+        self.gate = nn.Linear(8, 4)
+        self.register_buffer("eps", torch.tensor(-1e-6))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.fc(x)
+        negative = torch.expm1(torch.minimum(h, self.eps)) - h
+        h = torch.where(h > 0, h * h, negative)
+        h = torch.maximum(h, self.gate(x))
+        return nn.functional.mse_loss(h, y), h
+
+
+def xielu(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    return Xielu(), {
+        "x": torch.randn(batch, 8, generator=generator),
+        "y": torch.randn(batch, 4, generator=generator),
+    }

@@ -32,3 +32,36 @@ def test_group_norm_imports_exactly() -> None:
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
     assert any(c.what.startswith("gradient of 'norm.") for c in checks)
     assert any(c.what.startswith("gradient of 'halves.") for c in checks)
+
+
+def test_weight_norm_imports_exactly() -> None:
+    """`aten.linalg_vector_norm` (weight norm's ||v||) as sqrt(sum(v * v)); both of the
+    parametrization's weights get their gradients."""
+    module, checks = check_import(ModelSpec(f"{Path(__file__).parent / 'issue42_ops.py'}:positional_conv"))
+    assert any(isinstance(op, pcg.SqrtOp) for op in module.walk())
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    for original in ("original0", "original1"):  # g and v
+        key = f"gradient of 'conv.parametrizations.weight.{original}'"
+        assert any(c.what.startswith(key) for c in checks)
+
+
+def test_minimum_maximum_expm1_import_exactly() -> None:
+    """`aten.minimum` with a number-like buffer, `aten.maximum` of two tensors, `aten.expm1`."""
+    module, checks = check_import(ModelSpec(f"{Path(__file__).parent / 'issue42_ops.py'}:xielu"))
+    assert any(isinstance(op, pcg.CompareTensorsOp) for op in module.walk())  # the maximum
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    for weight in ("fc", "gate"):
+        assert any(c.what.startswith(f"gradient of '{weight}.") for c in checks)
+
+
+def test_hf_wav2vec2_imports_exactly() -> None:
+    """`hf:wav2vec2`: raw audio clips through the conv feature encoder (group norm), the
+    weight-normed positional conv and the transformer, one label per clip."""
+    spec = ModelSpec("hf:wav2vec2", overrides=(("dropout", "0.0"),))
+    module, checks = check_import(spec)
+    inputs = {op.attrs()["key"]: op.results[0].type for op in module.walk() if isinstance(op, pcg.InputOp)}
+    assert set(inputs) == {"input_values", "labels"}
+    assert sum(isinstance(op, pcg.AttentionOp) for op in module.walk()) == 2
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert any(c.what.startswith("gradient of 'model.wav2vec2.encoder.pos_conv_embed.") for c in checks)
+    assert any(c.what.startswith("gradient of 'model.wav2vec2.feature_extractor.") for c in checks)

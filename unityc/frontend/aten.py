@@ -343,6 +343,29 @@ def _compare(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
     return lazily_broadcast(im.op(pcg.CompareTensorsOp, operands, kind=kind), im.meta_shape())
 
 
+@lowering(aten.minimum.default, aten.maximum.default)
+def _minimum_maximum(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
+    """The elementwise min/max of two tensors (xIELU's `min(x, eps)`) as where(a < b, a, b)
+    (`>` for max): exact; where a == b the gradient goes to `b` whole, where torch halves it."""
+    if not node.meta["val"].dtype.is_floating_point:
+        raise im.fail(f"{node.target} is supported only on floating-point values")
+    kind = "lt" if node.target is aten.minimum.default else "gt"
+    sa, sb = _scalar(a), _scalar(b)
+    if sb is not None or sa is not None:
+        kind, x, number = (kind, a, sb) if sb is not None else (FLIPPED[kind], b, sa)
+        mask = im.op(pcg.CompareOp, [_compare_operand(im, x, None)], kind=kind, value=float(number))  # type: ignore[arg-type]
+    else:
+        dtype = _promoted(node)
+        mask = im.op(pcg.CompareTensorsOp, [_compare_operand(im, v, dtype) for v in (a, b)], kind=kind)
+    return _where(im, node, lazily_broadcast(mask, im.meta_shape()), a, b)
+
+
+@lowering(aten.expm1.default)
+def _expm1(im: FxImporter, node: fx.Node, x: Value) -> Value:
+    """exp(x) - 1 (xIELU's negative branch)."""
+    return _with_scalar(im, "sub", im.op(pcg.ExpOp, [im.tensor(x)]), 1)
+
+
 def _promoted(node: fx.Node) -> torch.dtype:
     """The dtype torch compares the first two arguments of `node` in."""
     stand_ins: list[Any] = []

@@ -67,3 +67,26 @@ def _argmax_argmin(
     if dim is None:
         raise im.fail(f"{kind} without a dim (an index into the flattened tensor) is not supported")
     return im.op(pcg.ReduceOp, [x], kind=kind, dims=[dim % tensor_type(x).rank], keepdim=bool(keepdim))
+
+
+@lowering(aten.linalg_vector_norm.default)
+def _vector_norm(
+    im: FxImporter,
+    node: fx.Node,
+    x: Value,
+    ord: Any = 2,
+    dim: Any = None,
+    keepdim: bool = False,
+    dtype: Any = None,
+    **_: Any,
+) -> Value:
+    """The 2-norm over `dim` (all dims if empty; weight norm's `||v||` over every dim but one) as
+    what it computes: `sqrt(sum(x * x))`, exact for its gradient wherever the norm is not 0."""
+    if ord != 2 or dtype is not None:
+        raise im.fail(f"vector_norm is supported only with ord=2 and no dtype, got ord={ord}")
+    x = im.tensor(x)
+    rank = tensor_type(x).rank
+    dims = list(range(rank)) if not dim else [d % rank for d in dim]
+    squares = im.op(pcg.MulOp, [x, x])
+    total = im.op(pcg.ReduceOp, [squares], kind="sum", dims=dims, keepdim=bool(keepdim))
+    return im.op(pcg.SqrtOp, [total])

@@ -1,10 +1,11 @@
-"""`hf:bert`, `hf:gpt2`, `hf:llama`, `hf:vit`, `hf:<transformers config class>`: a HuggingFace model
-from a config, with random weights and no download, wrapped so that its forward returns the
+"""`hf:bert`, `hf:gpt2`, `hf:llama`, `hf:vit`, `hf:wav2vec2`, `hf:<transformers config class>`: a
+HuggingFace model from a config, with random weights and no download, wrapped so that its forward returns the
 training loss."""
 
 from __future__ import annotations
 
 import inspect
+import math
 import warnings
 from typing import Any
 
@@ -14,13 +15,15 @@ from torch import nn
 from unityc.models.spec import ModelError, ModelSpec, config_with_overrides
 
 # Alias -> (config class, model class). Language-model heads, so the loss covers every token;
-# ViT classifies images (pixel_values, one label per image).
+# ViT classifies images (pixel_values, one label per image), wav2vec 2.0 audio clips (input_values,
+# one label per clip).
 ALIASES = {
     "bert": ("BertConfig", "BertForMaskedLM"),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
     "roberta": ("RobertaConfig", "RobertaForMaskedLM"),
     "llama": ("LlamaConfig", "LlamaForCausalLM"),
     "vit": ("ViTConfig", "ViTForImageClassification"),
+    "wav2vec2": ("Wav2Vec2Config", "Wav2Vec2ForSequenceClassification"),
 }
 
 # Settings every config gets, as (name in unityc, names a transformers config may use).
@@ -123,8 +126,12 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
         "dropout": 0.1,
     }
     images = hasattr(config, "image_size") and not hasattr(config, "vocab_size")
-    for text_only in ("vocab", "seq", "mask", "own_loss") if images else ():
-        defaults.pop(text_only, None)
+    # a speech encoder (wav2vec 2.0, HuBERT, WavLM): raw audio through a strided conv stack, `seq`
+    # frames of it; its vocab_size is a CTC head's, which the clip classifier does not use
+    audio = hasattr(config, "conv_stride") and hasattr(config, "num_conv_pos_embeddings")
+    text_only = ("vocab", "mask", "own_loss") if images or audio else ()
+    for name in (*text_only, "seq") if images else text_only:
+        defaults.pop(name, None)
     settings = config_with_overrides(defaults, spec.overrides, f"'{spec.model}'")
     kept = small_defaults(sizes, spec.overrides) if spec.config == "small" else []
     if kept:
@@ -138,6 +145,8 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     if "kv_heads" in settings and "kv_heads" not in sizes and "kv_heads" not in dict(spec.overrides):
         settings["kv_heads"] = settings["heads"]  # one KV head per query head unless set
     _apply(config, settings)
+    if audio:
+        _apply_audio(config, settings, spec.config == "small")
     if seq2seq and getattr(config, "decoder_start_token_id", None) is None:
         config.decoder_start_token_id = config.pad_token_id or 0  # what T5's checkpoints set
     # eager: the bmm/softmax pattern the importer fuses into one op; sdpa lowers to the same
@@ -163,6 +172,8 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     batch = spec.batch or BATCH[spec.config]
     if images:
         return _ImageLossFirst(model), image_inputs(config, batch, generator)
+    if audio:
+        return _AudioLossFirst(model), audio_inputs(config, batch, settings["seq"], generator)
     seq = settings["seq"]
     vocab = settings.get("vocab", getattr(config, "vocab_size", 2))
     wrapped = _LossFirst(model, settings["own_loss"])
@@ -208,6 +219,32 @@ def image_inputs(config: Any, batch: int, generator: torch.Generator) -> dict[st
     return {"pixel_values": pixels, "labels": labels}
 
 
+def audio_inputs(config: Any, batch: int, frames: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """Random clips of `frames` encoder frames (the conv stack's stride product of samples each)
+    and one class label per clip."""
+    samples = frames * math.prod(config.conv_stride)
+    clips = torch.randn(batch, samples, generator=generator)
+    labels = torch.randint(0, config.num_labels, (batch,), generator=generator)
+    return {"input_values": clips, "labels": labels}
+
+
+def _apply_audio(config: Any, settings: dict[str, Any], small: bool) -> None:
+    """A speech encoder's own settings: no layer drop and no SpecAugment masks (random choices
+    made in Python, which an exported graph would freeze), its dropouts as `dropout`; at the
+    small config the conv stack as wide as `hidden` and the positional conv at most 16 wide."""
+    for name in ("layerdrop", "mask_time_prob", "mask_feature_prob"):
+        if hasattr(config, name):
+            setattr(config, name, 0.0)
+    for part in ("hidden", "activation", "attention", "feat_proj", "final"):
+        if hasattr(config, f"{part}_dropout"):
+            setattr(config, f"{part}_dropout", settings["dropout"])
+    if small:
+        config.conv_dim = (settings["hidden"],) * len(config.conv_dim)
+        config.num_conv_pos_embeddings = min(config.num_conv_pos_embeddings, 16)
+        groups = config.num_conv_pos_embedding_groups
+        config.num_conv_pos_embedding_groups = math.gcd(groups, settings["hidden"])
+
+
 def _current(config: Any) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for ours, names in CONFIG_NAMES.items():
@@ -245,6 +282,7 @@ def _model_for(transformers: Any, config: Any, model_name: str, what: str) -> nn
             "AutoModelForMaskedLM",
             "AutoModelForSeq2SeqLM",
             "AutoModelForImageClassification",
+            "AutoModelForAudioClassification",
         ):
             try:
                 return getattr(transformers, auto).from_config(config)
@@ -282,6 +320,19 @@ class _LossFirst(nn.Module):
         scores, targets = (logits[:, :-1], labels[:, 1:]) if self.causal else (logits, labels)
         loss = nn.functional.cross_entropy(scores.reshape(-1, scores.shape[-1]), targets.reshape(-1))
         return loss, logits
+
+
+class _AudioLossFirst(nn.Module):
+    """Calls an HF audio classifier and returns (loss, logits): cross-entropy of the logits
+    against one label per clip."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_values: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.model(input_values=input_values).logits
+        return nn.functional.cross_entropy(logits, labels), logits
 
 
 class _ImageLossFirst(nn.Module):
