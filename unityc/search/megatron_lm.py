@@ -220,10 +220,11 @@ def megatron_lm_plan(
         for c in contexts
     }
     if not any(counts.values()):
+        context_text = "" if contexts == [1] else f" x context {'/'.join(map(str, contexts))}"
         raise PipelineError(
-            f"megatron-lm: no pipeline of {stages or 'any number of'} stages x tensor {t} x context "
-            f"{'/'.join(map(str, contexts))} tiles the {machine.num_devices} devices with a data degree "
-            f"dividing the batch of {batch_size(graph)}"
+            f"megatron-lm: no pipeline of {stages or 'any number of'} stages x tensor {t}{context_text} "
+            f"tiles the {machine.num_devices} devices with a data degree dividing the batch of "
+            f"{batch_size(graph)}"
         )
     tried = [] if tried is None else tried
     for recompute in (SELECTIVE, FULL):
