@@ -6,7 +6,7 @@ have a factor 3 (run on demand, never in `make test`).
 
 Eight 1024-row images on 48 GPUs need 6 pieces per image; no dim of the network (1024 / 2^k
 rows, 64 x 2^k channels, 8 images) divides by 3, so today's equal-shard spatial plans use 32
-(`strategies.spatial_layouts`). An uneven split of 1024 rows 3 ways with its boundaries aligned
+(`spatial_layout.spatial_layouts`). An uneven split of 1024 rows 3 ways with its boundaries aligned
 to the network's down-sampling (16: 352 / 336 / 336 rows, 176 / 168 / 168 after the first pool,
 ... 22 / 21 / 21 at the bottleneck) runs at the pace of its largest piece, which is exactly a
 piece of the equal 3-way split of a 1056-row image (1056 = 3 x 352, and 1056 / 2^k divides by 3
@@ -34,7 +34,8 @@ from unityc.graph import Graph, from_module
 from unityc.machine import load_machine
 from unityc.search.padding import pad_images
 from unityc.search.plans import Pricing, finish
-from unityc.search.strategies import data_parallel_graph, spatial_graph, spatial_layouts
+from unityc.search.spatial_layout import spatial_graph, spatial_layouts
+from unityc.search.strategies import data_parallel_graph
 
 IMAGES = 8
 ROWS, TWIN_ROWS = 1024, 1056

@@ -2,7 +2,7 @@
 exchanged between neighbouring ranks, batch norms synchronized. Plans of a ResNet-style graph
 (the `resnet50` zoo model), an Inception-style one (`inception_tiny.py`: four branches, 1x1 to
 5x5 windows and an average pool, concatenated) and the `unet` zoo model, from the `spatial`
-baseline's strategy (`strategies.spatial_graph`) alone and with data parallelism, are checked
+baseline's strategy (`spatial_layout.spatial_graph`) alone and with data parallelism, are checked
 by the interpreter (outputs) and under torchrun on 2 and 4 gloo ranks (`--check`: loss, every
 gradient, every updated weight). Under bf16-mixed too: the U-Net's data-parallel plan (2 ranks)
 and its padded 3-way spatial plan (below; 3 ranks), whose synchronized batch norms compute in
@@ -38,7 +38,7 @@ from unityc.rewrites.parser import load_library
 from unityc.search.branches import branch_plan
 from unityc.search.padding import pad_images, padded_rows
 from unityc.search.plans import Pricing, finish
-from unityc.search.strategies import spatial_graph
+from unityc.search.spatial_layout import spatial_graph
 
 pytestmark = pytest.mark.torchrun
 

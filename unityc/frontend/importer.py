@@ -376,6 +376,6 @@ def _short(target: Any) -> str:
 
 
 def import_program(exported: Exported, attributes: dict[str, Any] | None = None) -> ModuleOp:
-    from unityc.frontend import aten, aten_moe, aten_nn, aten_reduce  # noqa: F401  (they register LOWERINGS)
+    from unityc.frontend import aten, aten_moe, aten_nn, aten_reduce, aten_strided  # noqa: F401  (they register LOWERINGS)
 
     return FxImporter(exported).run(attributes)

@@ -21,7 +21,7 @@
   graphs only.
 * `spatial`: Mesh-TensorFlow's spatial partitioning: every convolution (and the image ops
   around it) split over height x width on all devices, halos exchanged with neighbours, batch
-  norms synchronized (`strategies.spatial_graph`).
+  norms synchronized (`spatial_layout.spatial_graph`).
 
 Every baseline ends with the machine-mapping DP choosing views, and is priced by `estimate`.
 """

@@ -9,7 +9,7 @@ a U-Net's skip connection are no branches: the trade below is about weights). On
 K the most branches of a join that divides n, every join of k <= K branches runs its branches
 and itself data parallel n / K ways, branch i pinned to devices i·n/K … (i+1)·n/K - 1 (one group
 size for the graph: see `branch_groups`); everything else is data parallel over all n
-(`strategies._batch_forms`, batch norms synchronized), and the mapping DP places the rest, the
+(`strategies.batch_forms`, batch norms synchronized), and the mapping DP places the rest, the
 moves into and out of the groups included. A join inside another join's branch (Inception-E's
 1x3 / 3x1 pair) stays in the outer branch's group.
 
@@ -29,7 +29,7 @@ from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
 from unityc.search.plans import PricedPlan, Pricing
 from unityc.search.rebuild import Operand, Proposal, rebuild
-from unityc.search.strategies import _batch_forms, sync_batch_norm
+from unityc.search.strategies import batch_forms, sync_batch_norm
 from unityc.search.views import View, canonical_view, task_degrees, to_attr
 
 
@@ -107,7 +107,7 @@ def branch_graph(graph: Graph, n: int) -> tuple[Graph, dict[int, tuple[int, int]
     degree = {nid: d for nid, (d, _) in branch_groups(base, n).items()}
 
     def propose(nid: int, node: Node, operands: Sequence[Operand]) -> list[Proposal]:
-        return _batch_forms(operands, degree.get(nid, n))
+        return batch_forms(operands, degree.get(nid, n))
 
     plan = fuse_collectives(reduce_loss(simplify(rebuild(base, propose))))
     pinned = {nid: (i * d, d) for nid, (d, i) in branch_groups(plan, n).items() if d < n}

@@ -44,7 +44,8 @@ from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.precision import BF16_MIXED
 from unityc.graph import Graph, Node, Ref
 from unityc.graph.precision import graph_precision
-from unityc.search.strategies import spatial_grids, spelled_batch_norm
+from unityc.search.spatial_layout import spatial_grids
+from unityc.search.strategies import spelled_batch_norm
 
 ZERO_PRESERVING = frozenset(
     {"pcg.relu", "pcg.gelu", "pcg.tanh", "pcg.identity", "pcg.neg", "pcg.scalar_mul", "pcg.cast"}

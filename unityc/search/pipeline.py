@@ -46,7 +46,7 @@ from unityc.search.partition import (
     why_nothing_fits,
 )
 from unityc.search.rebuild import rebuild
-from unityc.search.strategies import _batch_forms, megatron_layouts, sync_batch_norm, tensor_degrees
+from unityc.search.strategies import batch_forms, megatron_layouts, sync_batch_norm, tensor_degrees
 from unityc.search.views import View, canonical_view, strip_views, task_degrees, to_attr
 
 # --- plans ------------------------------------------------------------------------------------
@@ -117,7 +117,7 @@ def materialize(
 
     def propose(nid, node, operands):  # type: ignore[no-untyped-def]
         k = by_node.get(nid, 0)
-        return _batch_forms(operands, width[k]) if width[k] > 1 else []
+        return batch_forms(operands, width[k]) if width[k] > 1 else []
 
     if tensor > 1 and (len(set(width)) != 1 or width[0] % tensor):
         raise PipelineError(f"tensor-parallel stages need one width, a multiple of {tensor}: got {width}")

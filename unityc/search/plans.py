@@ -20,11 +20,10 @@ from unityc.search.layout import tilings
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
 from unityc.search.padding import image_input, pad_images, padded_layout
+from unityc.search.spatial_layout import spatial_graph, spatial_layouts
 from unityc.search.strategies import (
     data_parallel_graph,
     megatron_layouts,
-    spatial_graph,
-    spatial_layouts,
     tensor_degrees,
     with_experts,
     with_levers,
@@ -141,9 +140,9 @@ def data_parallel_plan(graph: Graph, machine: Machine, pricing: Pricing) -> Pric
 
 
 def spatial_plans(graph: Graph, machine: Machine, pricing: Pricing, hybrid: bool = True) -> list[PricedPlan]:
-    """Spatial plans (`strategies.spatial_graph`) of a graph with convolutions, fastest first:
+    """Spatial plans (`spatial_layout.spatial_graph`) of a graph with convolutions, fastest first:
     images over height x width alone, then (`hybrid`) with each data-parallel degree dividing
-    the batch, each on the most devices its images split over (`strategies.spatial_layouts`).
+    the batch, each on the most devices its images split over (`spatial_layout.spatial_layouts`).
     Where that leaves devices idle (48 devices, 8 images of 1024 rows: 6 pieces per image, and
     no dim divides by 3), the same on every device with the image padded to rows that do divide
     (`padding.padded_layout`, `padding.pad_images`: 1056 rows), an algebraic alternative whose

@@ -19,6 +19,7 @@ from unityc.search.bounds import Bound
 from unityc.search.layout import tilings
 from unityc.search.mapping import Mapped, Mapper
 from unityc.search.options import Progress, SearchReport, UnityOptions, default_degrees
+from unityc.search.spatial_layout import spatial_graph, spatial_layouts
 from unityc.search.split import (
     SegmentGraph,
     blocked_matches,
@@ -33,8 +34,6 @@ from unityc.search.split import (
 from unityc.search.strategies import (
     data_parallel_graph,
     megatron_layouts,
-    spatial_graph,
-    spatial_layouts,
     tensor_degrees,
     with_experts,
 )
