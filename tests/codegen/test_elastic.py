@@ -10,8 +10,9 @@ The losses of steps 6-14 equal those of the 2-rank program resumed from step 5 o
 those of steps 15-20 those of the 4-rank program resumed from step 14 (to the printed 1e-6); the
 samples trained on, step by step (the data function's log), are batches 1-20 each exactly once.
 Each transition is in `DIR/elastic/transitions.jsonl` with its plans, estimated slowdown, steps
-redone and the time to the first step on the new plan. The larger matrix (ZeRO-3 and pipelined
-starting plans, SIGKILL of a worker, SIGSTOP of a rank) is `benchmarks/elastic.py`.
+redone, the fault the ranks found and the time from it to the first step on the new plan. The
+larger matrix (ZeRO-3 and pipelined starting plans, each also growing back, SIGKILL of a worker,
+SIGSTOP of a rank) is `benchmarks/elastic.py`, benchmark-only (the suite's budget).
 """
 
 from __future__ import annotations
@@ -34,10 +35,15 @@ def test_losing_and_regaining_a_node_keeps_the_run(tmp_path: Path) -> None:
     assert grown["plan"] == "world-4.mlir" and grown["origin"] == "given", grown
     assert grown["first_step"] == GROW_AT + 1 and grown["global_batch"] == start["global_batch"], grown
     assert outcome.recovery_s is not None and outcome.recovery_s > 0
+    # the fault as the first rank to find it noted it (a launcher gone, a peer lost), and the time
+    # from there to the first step on the new plan
+    assert "launcher" in lost["fault"] or "lost its connection" in lost["fault"], lost
+    assert 0 < lost["fault_to_first_step_s"] <= outcome.recovery_s, lost
     text = outcome.text
     assert (
         "lost 2 device(s)" in text and "estimated slowdown" in text and "first step on world-2.mlir" in text
     )
+    assert "s after the fault was found (rank " in text
 
 
 def test_the_machine_left_is_described_and_bad_input_refused(

@@ -18,6 +18,7 @@ from unityc.runtime.watch import (
     Heartbeat,
     collective_failure,
     launcher_gone,
+    note_fault,
     timeout,
     watch_launcher,
 )
@@ -90,10 +91,22 @@ def agree_on_arguments(argv: list[str], rank: int) -> None:
 
 def start(backend: str, timeout_s: float) -> Heartbeat:
     """Joins the process group (every collective waits at most `timeout_s`) and starts this
-    rank's heartbeat."""
+    rank's heartbeat, which ends this rank when its ring neighbour stops beating (`watch.py`)."""
     dist.init_process_group(backend, timeout=timeout(timeout_s))
-    watch_launcher(dist.get_rank())
-    return Heartbeat(dist.get_rank(), dist.get_world_size(), timeout_s)
+    rank = dist.get_rank()
+    watch_launcher(rank)
+    return Heartbeat(rank, dist.get_world_size(), timeout_s, on_silent=lambda line: _end(rank, line))
+
+
+def _end(rank: int, line: str) -> None:
+    """Ends this rank (status 1) on a peer that stopped responding: the cause, on stderr and in
+    torchrun's error file (a launcher gone is the cause where it is)."""
+    line = launcher_gone(rank) or f"error: {line}"
+    print(line, file=sys.stderr, flush=True)
+    record_error(line)
+    note_fault(rank, line)
+    sys.stdout.flush()
+    os._exit(1)
 
 
 def fail_collective(heartbeat: Heartbeat, error: RuntimeError) -> None:
@@ -107,5 +120,6 @@ def fail_collective(heartbeat: Heartbeat, error: RuntimeError) -> None:
     # A peer that stopped writes nothing: this is the cause to name. A peer that died wrote its
     # own error (or torchrun names its signal): this rank's line is dated after it.
     record_error(line, 0 if kind == "timeout" else SECONDARY_S)
+    note_fault(heartbeat.rank, line)
     sys.stdout.flush()
     os._exit(1)

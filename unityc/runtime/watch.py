@@ -11,6 +11,15 @@ reads every heartbeat twice, a few seconds apart:
 * a rank whose counter moved is alive, and the message says where it is (ranks that disagree
   on which collective comes next, or a rank spinning in Python code).
 
+A stopped rank is also found without waiting for a collective to time out: each rank's heartbeat
+thread watches its ring neighbour's (rank r watches r+1: one more read a second per rank), and a
+neighbour whose counter has not moved for `--timeout` less three heartbeat periods (one for a
+beat to be seen, one to check it, one for torchrun's agent to see this rank exit) is named and
+this rank exits 1 (`on_silent`), so the run ends within `--timeout` of the stop. The thread runs
+whatever the main thread does (a collective waiting releases the GIL, as do torch's kernels), so
+a live rank, however loaded, beats; a neighbour that finished (`stop`) or waits in a collective
+that timed out says so in its last beat and is not named.
+
 A lost connection (a killed peer) is reported at once, without the wait: torchrun names the
 rank that died. The store is the default process group's (torchrun's agent serves it), so
 reading it does not depend on any worker being alive.
@@ -22,11 +31,14 @@ and writing checkpoints. `watch_launcher` ends a worker within a second of its p
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -55,6 +67,14 @@ WAITING = "timed out in "
 rank is not gone but waiting in a collective too (a deadlock, not a dead rank)."""
 
 
+DONE = "done"
+"""The last heartbeat of a rank that finished (`Heartbeat.stop`): its peers stop watching it."""
+
+MARGIN_BEATS = 3
+"""Heartbeat periods a silent neighbour is named before `--timeout`: its last beat is seen up to
+one period late, checked up to one period late, and torchrun's agent sees this rank's exit."""
+
+
 LAUNCHER: list[int] = []
 """The launcher's pid, once `watch_launcher` started watching it."""
 
@@ -67,6 +87,22 @@ def launcher_gone(rank: int) -> str | None:
     return f"rank {rank}: error: the launcher (pid {LAUNCHER[0]}) is gone; this worker stops"
 
 
+FAULTS_FILE = "UNITYC_FAULTS_FILE"
+"""The environment variable naming a file where a rank that found a fault (a peer stopped or
+lost, its launcher gone) appends one JSON line, `{"time", "rank", "line"}`: `unityc-train` reads
+it to time its recovery from the fault's detection."""
+
+
+def note_fault(rank: int, line: str) -> None:
+    """Appends the fault this rank found to the FAULTS_FILE (where one is named)."""
+    path = os.environ.get(FAULTS_FILE)
+    if not path:
+        return
+    entry = json.dumps({"time": time.time(), "rank": rank, "line": line})
+    with contextlib.suppress(OSError), open(path, "a") as f:
+        f.write(entry + "\n")
+
+
 def watch_launcher(rank: int, interval_s: float = INTERVAL_S) -> threading.Thread:
     """Ends this process (status 1, one line on stderr) when its parent, the launcher, is gone."""
     LAUNCHER[:] = [os.getppid()]
@@ -75,6 +111,7 @@ def watch_launcher(rank: int, interval_s: float = INTERVAL_S) -> threading.Threa
         while (line := launcher_gone(rank)) is None:
             time.sleep(interval_s)
         print(line, file=sys.stderr, flush=True)
+        note_fault(rank, line)
         os._exit(1)
 
     thread = threading.Thread(target=watch, name="unityc-launcher-watch", daemon=True)
@@ -111,9 +148,20 @@ class Heartbeat:
     """This rank's heartbeat in the store, and the diagnosis of a failed collective."""
 
     def __init__(
-        self, rank: int, world: int, timeout_s: float, interval_s: float = INTERVAL_S, store: Any = None
+        self,
+        rank: int,
+        world: int,
+        timeout_s: float,
+        interval_s: float = INTERVAL_S,
+        store: Any = None,
+        on_silent: Callable[[str], None] | None = None,
     ):
         self.rank, self.world, self.timeout_s, self.interval_s = rank, world, timeout_s, interval_s
+        self.on_silent = on_silent
+        """Told the line naming a silent neighbour (and expected to end the process); None: no
+        neighbour is watched."""
+        self._seen: tuple[int, float] | None = None
+        """The neighbour's last counter and when this rank first saw it (monotonic)."""
         self.where = "setup"
         """What this rank is doing (set by the trainer; read by the heartbeat thread)."""
         self.store: Any = store if store is not None else c10d._get_default_store()
@@ -132,16 +180,54 @@ class Heartbeat:
         while not self._stop.wait(self.interval_s):
             try:
                 self._beat()
+                line = self.watch(time.monotonic())
             except Exception:  # the store is gone (the run is ending): nothing left to report to
                 return
+            if line is not None and self.on_silent is not None and not self._stop.is_set():
+                self.on_silent(line)
+                return
+
+    @property
+    def silent_s(self) -> float:
+        """How long a neighbour's heartbeat may stand still before it is named: `--timeout` less
+        MARGIN_BEATS periods, but never under SETTLE_S (what the diagnosis after a timeout
+        watches: a short --timeout is left to the collectives)."""
+        return max(self.timeout_s - MARGIN_BEATS * self.interval_s, SETTLE_S)
+
+    def watch(self, now: float) -> str | None:
+        """The line naming the ring neighbour if its counter has stood still for `silent_s`
+        (None: it moves, finished, waits in a timed-out collective itself, or never beat)."""
+        if self.on_silent is None or self.world < 2:
+            return None
+        neighbour = (self.rank + 1) % self.world
+        beat = self.read([neighbour]).get(neighbour)
+        if beat is None or beat[1] == DONE or beat[1].startswith(WAITING):
+            self._seen = None
+            return None
+        if self._seen is None or self._seen[0] != beat[0]:
+            self._seen = (beat[0], now)
+            return None
+        silent = now - self._seen[1]
+        if silent < self.silent_s:
+            return None
+        return (
+            f"rank {self.rank}: rank {neighbour} stopped responding while this rank was in {self.where} "
+            f"(no heartbeat for {silent:.0f} s, --timeout {self.timeout_s:g}: stopped, hung in native "
+            f"code, or gone; last seen in {beat[1]})"
+        )
 
     def stop(self) -> None:
+        """Stops the heartbeat; its last beat says this rank is done (its watcher stops)."""
         self._stop.set()
+        self._thread.join(timeout=2 * self.interval_s)
+        self.where = DONE
+        with contextlib.suppress(Exception):  # the store may be gone already
+            self._beat()
 
-    def read(self) -> dict[int, tuple[int, str]]:
-        """Every rank's last heartbeat (counter, where) that the store holds."""
+    def read(self, ranks: list[int] | None = None) -> dict[int, tuple[int, str]]:
+        """The last heartbeat (counter, where) of `ranks` (default every rank) that the store holds."""
         beats: dict[int, tuple[int, str]] = {}
-        for rank in range(self.world):
+        for rank in range(self.world) if ranks is None else ranks:
             key = KEY.format(rank=rank)
             try:
                 if not self.store.check([key]):
@@ -161,7 +247,7 @@ class Heartbeat:
                 f"rank {self.rank}: a collective in {where} lost its connection to a peer (a rank "
                 f"died; torchrun names it): {reason(error)}"
             )
-        self.stop()  # our own counter stops: it is not evidence about the others
+        self._stop.set()  # our own counter stops: it is not evidence about the others
         self._thread.join(timeout=2 * self.interval_s)
         self.where = WAITING + where
         self._beat()  # the last heartbeat says this rank waits in a collective that timed out

@@ -18,8 +18,9 @@ see the world of that rendezvous (`WORLD_SIZE`) and `worker_main`:
    plan; the data function is asked for batches from the checkpoint's step on (`start=`), and
    dropout masks hash the step, so the run stays the same run;
 4. rank 0 logs the transition (what was lost, old and new plan, the cost model's estimated
-   slowdown, the steps redone) and, at the first step on the new plan, the time since the last
-   step of the old one, in `DIR/elastic/transitions.jsonl` and on stdout.
+   slowdown, the steps redone, the fault the ranks found: `DIR/elastic/faults.jsonl`) and, at the
+   first step on the new plan, the time since the fault was found and since the last step of the
+   old plan, in `DIR/elastic/transitions.jsonl` and on stdout.
 """
 
 from __future__ import annotations
@@ -49,10 +50,13 @@ from unityc.dialects.source import make_context, parse_source
 from unityc.machine import load_machine
 from unityc.passes.unity_search import UnitySearchPass
 from unityc.runtime import main
+from unityc.runtime.watch import FAULTS_FILE
 
 PLANS = "plans"
 STATE = "elastic"
 """Under the --save folder: the plan cache, and the run's elastic bookkeeping."""
+FAULTS = "faults.jsonl"
+"""Under STATE: the faults the ranks found (`runtime/watch.py` `note_fault`), one JSON line each."""
 
 DEFAULT_SEARCH_S = 60.0
 """The time limit of a re-plan's search (short: the job waits for it)."""
@@ -270,6 +274,21 @@ def newest_checkpoint(save: Path) -> tuple[Path, int] | None:
     return path, step
 
 
+def _first_fault(path: Path, after: float) -> dict[str, Any] | None:
+    """The earliest fault a rank noted in `path` (`runtime/watch.py` `note_fault`) after `after`
+    (the last step of the attempt before), or None (a node came back: no fault)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return None
+    entries = []
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            entries.append(dict(json.loads(line)))
+    later = [e for e in entries if float(e.get("time", 0.0)) >= after]
+    return min(later, key=lambda e: float(e["time"])) if later else None
+
+
 def rate(seconds: float | None) -> str:
     return "?" if seconds is None else f"{seconds * 1e3:.3g} ms/step"
 
@@ -284,12 +303,15 @@ class Transition:
     first_logged: bool = False
 
     @staticmethod
-    def begin(folder: Path, cached: CachedPlan, resume: int, nodes: int, batch: int) -> Transition:
+    def begin(
+        folder: Path, cached: CachedPlan, resume: int, nodes: int, batch: int, started: float
+    ) -> Transition:
+        """`started`: when this attempt's worker started (before its plan lookup or search)."""
         folder.mkdir(parents=True, exist_ok=True)
         before = _read(folder / "attempt.json")
         last = _read(folder / "progress.json")
         record: dict[str, Any] = {
-            "started": time.time(),
+            "started": started,
             "world": cached.world,
             "nodes": nodes,
             "plan": cached.plan.name,
@@ -314,6 +336,9 @@ class Transition:
                 last_step_time=last.get("time"),
                 steps_redone=max(0, last_step - resume),
             )
+            found = _first_fault(folder / FAULTS, after=float(last.get("time", 0.0)))
+            if found is not None:
+                record.update(fault_found_time=found["time"], fault=found["line"])
         _write_atomic(folder / "attempt.json", record)
         transition = Transition(folder, record)
         print(transition.describe(), flush=True)
@@ -336,11 +361,13 @@ class Transition:
         )
         slowdown = r["estimated_slowdown"]
         slow = "?" if slowdown is None else f"{slowdown:.2f}x (new/old step time)"
+        found = r.get("fault_found_time")
+        fault = "" if found is None else f"; the fault, found {time.time() - found:.1f} s ago: {r['fault']}"
         return (
             f"unityc-train: world {r['previous_world']} -> {r['world']}: {change}; plan "
             f"{r['previous_plan']} ({r['previous_summary']}; estimated {rate(r['previous_iteration_s'])}) -> "
             f"{plan}; estimated slowdown {slow}; {start} (the last run reached step {r['last_step']}: "
-            f"{r['steps_redone']} step(s) redone); {batch}"
+            f"{r['steps_redone']} step(s) redone); {batch}{fault}"
         )
 
     def after_step(self, step: int) -> None:
@@ -356,10 +383,15 @@ class Transition:
         since = r.get("last_step_time")
         if since is not None:
             r["recovery_s"] = now - since
+            found = r.get("fault_found_time")
+            fault = ""
+            if found is not None:
+                r["fault_to_first_step_s"] = now - found
+                fault = f"{now - found:.1f} s after the fault was found ({r['fault']}), "
             print(
-                f"unityc-train: first step on {r['plan']} (step {step}) {now - since:.1f} s after the "
-                f"last step on {r['previous_plan']} (the fault came after it; "
-                f"{now - r['started']:.1f} s after this attempt started)",
+                f"unityc-train: first step on {r['plan']} (step {step}) {fault}{now - since:.1f} s after "
+                f"the last step on {r['previous_plan']}, {now - r['started']:.1f} s after this attempt "
+                "started",
                 flush=True,
             )
         with open(self.folder / "transitions.jsonl", "a") as f:
@@ -391,6 +423,7 @@ def steps_of(training: list[str]) -> int:
 
 
 def worker_main(argv: Sequence[str] | None = None) -> int:
+    started = time.time()
     args, training = worker_arguments(argv)
     world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
     nodes = int(os.environ.get("GROUP_WORLD_SIZE", "1"))
@@ -413,8 +446,12 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
     forward = program.get("PROGRAM", program.get("forward"))
     assert forward is not None, f"{cached.program} defines no PROGRAM"
     flags = [*training, "--save", str(args.save)] + (["--resume", str(newest[0])] if newest else [])
+    (args.save / STATE).mkdir(parents=True, exist_ok=True)
+    os.environ[FAULTS_FILE] = str(args.save / STATE / FAULTS)  # a fault found is timed from there
     transition = (
-        Transition.begin(args.save / STATE, cached, resume, nodes, plan.samples) if rank == 0 else None
+        Transition.begin(args.save / STATE, cached, resume, nodes, plan.samples, started)
+        if rank == 0
+        else None
     )
 
     hook = transition.after_step if transition is not None else None

@@ -17,12 +17,15 @@ node costs no search.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import runpy
+import signal
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from unityc.dialects.source import LocatedError
 from unityc.tools.elastic import (
@@ -164,6 +167,24 @@ def torchrun_arguments(args: argparse.Namespace, training: list[str]) -> list[st
     return [*launch, "-m", "unityc.tools.elastic", *worker, "--", *training]
 
 
+def continue_stopped_workers() -> None:
+    """torch elastic stops a node's workers with SIGTERM and SIGKILLs those left 30 s later; a
+    worker stopped with SIGSTOP takes no signal until it is continued, so it held every restart
+    for those 30 s. Each worker's process group is sent SIGCONT after its signal: a stopped worker
+    then takes SIGTERM at once (its peers are gone: it exits), a hung one is killed as before."""
+    from torch.distributed.elastic.multiprocessing.subprocess_handler import subprocess_handler
+
+    handler = subprocess_handler.SubprocessHandler
+    close = handler.close
+
+    def close_and_continue(self: Any, death_sig: signal.Signals | None = None) -> None:
+        close(self, death_sig)
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGCONT)
+
+    handler.close = close_and_continue  # type: ignore[method-assign]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args, training = parse_args(argv)
     try:
@@ -180,6 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # shared store (torch's default), a node that joins later waits forever for a store address
     # that the rank 0 agent wrote for its first round only (torch 2.13, dynamic_rendezvous.py).
     os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    continue_stopped_workers()
     try:
         run(torchrun_args(torchrun_arguments(args, training)))
     except ChildFailedError as e:
