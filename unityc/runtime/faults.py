@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 
 import torch.distributed as dist
 
@@ -95,15 +96,17 @@ def start(backend: str, timeout_s: float) -> Heartbeat:
     dist.init_process_group(backend, timeout=timeout(timeout_s))
     rank = dist.get_rank()
     watch_launcher(rank)
-    return Heartbeat(rank, dist.get_world_size(), timeout_s, on_silent=lambda line: _end(rank, line))
+    return Heartbeat(rank, dist.get_world_size(), timeout_s, on_silent=lambda line: _end(rank, lambda: line))
 
 
-def _end(rank: int, line: str) -> None:
-    """Ends this rank (status 1) on a peer that stopped responding: the cause, on stderr and in
-    torchrun's error file (a launcher gone is the cause where it is)."""
-    line = launcher_gone(rank) or f"error: {line}"
+def _end(rank: int, cause: Callable[[], str], later_s: int = 0) -> None:
+    """Ends this rank (status 1) on a fault it found in a peer: the cause, on stderr, in
+    torchrun's error file (dated `later_s` on, see `record_error`) and in the run's fault notes.
+    A launcher gone is the cause where it is (and `cause`, which may watch the heartbeats for a
+    few seconds, is then not asked)."""
+    line = launcher_gone(rank) or f"error: {cause()}"
     print(line, file=sys.stderr, flush=True)
-    record_error(line)
+    record_error(line, later_s)
     note_fault(rank, line)
     sys.stdout.flush()
     os._exit(1)
@@ -115,11 +118,6 @@ def fail_collective(heartbeat: Heartbeat, error: RuntimeError) -> None:
     kind = collective_failure(error)
     if kind is None:
         raise error
-    line = launcher_gone(heartbeat.rank) or f"error: {heartbeat.diagnose(error)}"
-    print(line, file=sys.stderr, flush=True)
     # A peer that stopped writes nothing: this is the cause to name. A peer that died wrote its
     # own error (or torchrun names its signal): this rank's line is dated after it.
-    record_error(line, 0 if kind == "timeout" else SECONDARY_S)
-    note_fault(heartbeat.rank, line)
-    sys.stdout.flush()
-    os._exit(1)
+    _end(heartbeat.rank, lambda: heartbeat.diagnose(error), 0 if kind == "timeout" else SECONDARY_S)
