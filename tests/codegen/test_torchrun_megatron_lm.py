@@ -22,7 +22,12 @@ each all-reduce):
   shapes `three_d_plans` tries where ZeRO-1 needs more stages, ZeRO-3's gathers and ZeRO-2/3's
   reduce-scatters after each micro-batch's backward inside torch pipeline stages, each rank's
   shards as the memory model predicts; and context 2 x tensor 2 (sequence parallel) and
-  context 2 x pipeline 2 (issue 41: every attention split over the sequence by the ring).
+  context 2 x pipeline 2 (issue 41: every attention split over the sequence by the ring);
+* in the 4-rank launch too, issue 41's cells (`CONTEXT`): tiny HF Llama (grouped-query heads,
+  rotary) and GPT-2 (learned positions, its flattened Conv1D projections kept on the sequence)
+  at sequence 256 with a padding mask, fp32 and bf16-mixed: context 4 and data 2 x context 2
+  (2 samples per replica), by the ring and by the all-to-all, context 2 x tensor 2 and context
+  2 x pipeline 2, 2 steps each.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from test_torchrun import _sections
 from torchrun import Run, torchrun, write_program
 from xdsl.dialects.builtin import StringAttr
 
+from unityc.dialects.container import graph_function
+from unityc.dialects.precision import BF16_MIXED, precision_attrs
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module, to_module
 from unityc.machine.presets import preset
@@ -102,6 +109,29 @@ SHAPES = [
 ]
 
 
+# issue 41's Done-when cells: (model, precision) x (name, Layout), batch 4 at sequence 256
+CONTEXT_MODELS = [(m, p) for m in ("llama", "gpt2") for p in ("fp32", "bf16")]
+CONTEXT_LAYOUTS = [
+    ("cp4-ring", Layout(context=4, microbatches=4)),
+    ("cp4-a2a", Layout(context=4, microbatches=4, exchange="all-to-all")),
+    ("dp2-cp2-rows2-ring", Layout(data=2, context=2, microbatch_size=2)),
+    ("dp2-cp2-rows2-a2a", Layout(data=2, context=2, microbatch_size=2, exchange="all-to-all")),
+    ("cp2-tp2-sp", Layout(context=2, tensor=2, microbatches=4, sequence=True, zero=1, recompute=SELECTIVE)),
+    ("cp2-pp2", Layout(context=2, pipeline=2, microbatches=4, zero=1, recompute=SELECTIVE)),
+]
+CONTEXT = [(f"{m}-{p}-{n}", m, p, layout) for m, p in CONTEXT_MODELS for n, layout in CONTEXT_LAYOUTS]
+
+
+def context_graph(model: str, precision: str) -> Graph:
+    """The tiny model at sequence 256 (dropout off: an attention with dropout is not split),
+    batch 4, every other sequence ending in padding (`example_inputs`), fp32 or bf16-mixed."""
+    settings = (("seq", "256"),) + ((("dropout", "0"),) if model == "gpt2" else ())
+    module = import_model(ModelSpec(f"hf:{model}", "small", 4, settings))
+    if precision == "bf16":
+        graph_function(module).attributes.update(precision_attrs(BF16_MIXED))
+    return plain_graph(from_module(module))
+
+
 @dataclass
 class Runs:
     plans: dict[str, Graph] = field(default_factory=dict)
@@ -150,16 +180,25 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         plan = build(graph, preset(f"cpu:{devices}"), config, Pricing(optimizer="adam"), "3-d")
         assert plan.note == config.describe() and plan.estimate.fits, plan.note
         result.plans[name] = plan.graph
+    for m, p in CONTEXT_MODELS:
+        graph = context_graph(m, p)
+        for name, model, precision, config in CONTEXT:
+            if (model, precision) == (m, p):
+                plan = build(graph, preset("cpu:4"), config, Pricing(optimizer="adam"), "3-d")
+                assert plan.note == config.describe() and plan.estimate.fits, plan.note
+                result.plans[name] = plan.graph
     launches = {4: [p[0] for p in PLANS], 8: [THREE_D]}
     for name, devices, _, _ in SHAPES:
         launches[devices].append(name)
+    launches[4] += [c[0] for c in CONTEXT]
+    steps = {c[0]: ["--steps", "2"] for c in CONTEXT}
     for nproc, names in launches.items():
         entries = []
         for name in names:
             graph = result.plans[name]
             graph.module_attrs["unityc.machine"] = StringAttr(f"cpu:{nproc}")
             program = write_program(to_module(graph), directory, name)
-            entries.append({"name": name, "program": str(program), "args": ARGS})
+            entries.append({"name": name, "program": str(program), "args": ARGS + steps.get(name, [])})
         manifest = directory / f"batch{nproc}.json"
         manifest.write_text(json.dumps(entries))
         run = torchrun("unityc.runtime.batch", nproc, str(manifest), cwd=directory)
@@ -214,3 +253,25 @@ def test_three_d_plan_has_every_dimension(runs: Runs) -> None:
     assert {n.stage for n in plan.nodes.values()} - {None} == {0, 1}
     weights = [n.types[0] for n in plan.nodes.values() if n.op == "pcg.weight"]
     assert any(t.copy_degree == 2 and max(t.shard) == 2 for t in weights)  # tensor 2 within data 2
+
+
+@pytest.mark.parametrize(
+    "name, precision, config", [(c[0], c[2], c[3]) for c in CONTEXT], ids=[c[0] for c in CONTEXT]
+)
+def test_context_cell_trains_exactly(runs: Runs, name: str, precision: str, config: Layout) -> None:
+    """Issue 41's cells: every attention split over the sequence by the layout's exchange (the
+    token stream sharded on the sequence through GPT-2's positions and MLPs too), the weights
+    in data x context copies, and the plan trains like single-device PyTorch (`--check`; under
+    bf16-mixed against the autocast reference)."""
+    plan = runs.plans[name]
+    attentions = [n for n in plan.nodes.values() if n.op == "pcg.attention"]
+    assert len(attentions) == 2 and all(n.attr("context") == config.exchange for n in attentions)
+    assert all(plan.type_of(n.operands[0]).shard[1] % config.context == 0 for n in attentions)  # type: ignore[arg-type]
+    projections = [n for n in plan.nodes.values() if n.op == "pcg.linear" and n.types[0].rank == 3]
+    assert len(projections) > 2 and all(n.types[0].shard[1] % config.context == 0 for n in projections)
+    weights = [n for n in plan.nodes.values() if n.op == "pcg.weight"]
+    assert any(n.types[0].copy_degree == config.data * config.context for n in weights)
+    section = runs.section(name)
+    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    assert "gradients (worst" in section and "weights (worst" in section
+    assert ("bf16-mixed (autocast)" in section) == (precision == "bf16")

@@ -255,8 +255,8 @@ def _backward(
         )  # fmt: skip
     else:
         dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-            dout, q, k, v, out, lse.to(q.dtype), 0.0, block.causal, attn_mask=mask, scale=scale
-        )
+            dout, q, k, v, out, lse.to(wide), 0.0, block.causal, attn_mask=mask, scale=scale
+        )  # (the log-sum-exp stays fp32 under bf16, as the forward kernel returned it)
     return dq.to(wide), _fold(dk.to(wide), groups), _fold(dv.to(wide), groups)
 
 

@@ -22,7 +22,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 
+from unityc.dialects.pcg.attention import AttentionOp
 from unityc.runtime.expert_ranks import expert_group_ranks
+
+EXCHANGES = AttentionOp.CONTEXT_EXCHANGES
+"""The exchanges of a context-parallel attention (`pcg.attention`'s `context`)."""
 
 NONE = "none"
 SELECTIVE = "selective"
@@ -86,6 +90,9 @@ class Layout:
     """Micro-batches each replica accumulates per step (with one stage: gradient accumulation)."""
     microbatch_size: int = 1
     """Samples per micro-batch per replica (what `microbatches` implies; for the description)."""
+    exchange: str = "ring"
+    """How each context-parallel attention exchanges its sequence shards (`EXCHANGES`): the ring
+    of K/V blocks or the all-to-all between rows and heads (Ulysses); only with context >= 2."""
 
     AXES: ClassVar[tuple[Axis, ...]] = (
         Axis("data", "batch"),
@@ -116,6 +123,12 @@ class Layout:
                 )
         if self.sequence and self.tensor < 2:
             raise ValueError("layout: sequence parallelism shards inside a tensor group: needs tensor >= 2")
+        if self.exchange not in EXCHANGES:
+            raise ValueError(
+                f"layout: the context exchange is one of {', '.join(EXCHANGES)}, not {self.exchange!r}"
+            )
+        if self.exchange != "ring" and self.context < 2:
+            raise ValueError(f"layout: the {self.exchange} exchange needs context >= 2")
         if self.zero not in ZERO_STAGES:
             raise ValueError(f"layout: the ZeRO stage is 0, 1, 2 or 3, not {self.zero!r}")
         if self.recompute not in RECOMPUTE_LEVELS:
@@ -204,6 +217,7 @@ class Layout:
         others = [n for n in self.axis_names() if n not in _DESCRIBED and getattr(self, n) > 1]
         extra = "".join(f" x {n} {getattr(self, n)}" for n in others)
         extra += "".join(f", {c} {getattr(self, c)}" for c, _ in self.CARVED if getattr(self, c) > 1)
+        extra += f" ({self.exchange})" if self.exchange != "ring" else ""
         return (
             f"data {self.data} x tensor {self.tensor} x pipeline {self.pipeline}{extra}{chunks}, "
             f"{self.schedule}, {self.microbatches} micro-batches of {self.microbatch_size} per replica, "
@@ -245,6 +259,7 @@ def tilings(
 
 
 __all__ = [
+    "EXCHANGES",
     "FULL",
     "NONE",
     "RECOMPUTE_LEVELS",

@@ -347,7 +347,8 @@ def three_d_plans(
     For a sequence of `LONG_SEQUENCE` tokens or more, the same with context parallelism
     (`hand_contexts`' degrees) at the largest tensor degree, as Megatron-LM places it beyond a
     node's tensor group, first (there the activations are what a plan must fit); the caller
-    takes one only where it is faster. Below that length, none is tried."""
+    takes one only where it is faster. Below that length, none is tried. Each context-parallel
+    plan found exchanges by the ring, or by the all-to-all where that is faster (`_exchanged`)."""
     graph = plain_graph(graph)
     tensors = head_degrees(graph, machine)
     shapes = [(t, 1) for t in tensors]
@@ -370,6 +371,7 @@ def three_d_plans(
                 fewer = [c for c in sharded if fewest is None or c.pipeline < fewest]
                 more = _sharded(graph, machine, pricing, shape, fewer, tried)
                 for plan, config in [f for f in (found, more) if f is not None]:
+                    plan, config = _exchanged(graph, machine, pricing, config, plan, tried)
                     yield _larger_microbatches(graph, machine, pricing, config, plan)
                 counts = [c for c in counts if fewest is not None and c.pipeline >= fewest]
                 floor = more[1].pipeline if more else fewest
@@ -414,6 +416,46 @@ def virtual_choices(stages: int, microbatches: int, layers: int, virtual: int = 
         return []
     wanted = (virtual,) if virtual else VIRTUAL_CHOICES
     return [v for v in wanted if v > 1 and stages * v <= layers]
+
+
+def ulysses_splits(graph: Graph, tensor: int, context: int) -> bool:
+    """Whether the all-to-all exchange (DeepSpeed-Ulysses) can split every fused attention of
+    `graph` over a context group of `context` beside tensor degree `tensor`: a tensor task's
+    heads divide by the context degree, its key/value heads divide by it or divide it (what
+    `pcg.attention`'s context form accepts)."""
+    heads = attention_heads(graph)
+    for h, kv in zip(heads[::2], heads[1::2], strict=True):
+        if h % tensor or kv % tensor:
+            return False
+        local, local_kv = h // tensor, kv // tensor
+        if local % context or (local_kv % context and context % local_kv):
+            return False
+    return bool(heads)
+
+
+def _exchanged(
+    graph: Graph,
+    machine: Machine,
+    pricing: Pricing,
+    config: Layout,
+    plan: PricedPlan,
+    tried: list[PricedPlan],
+) -> tuple[PricedPlan, Layout]:
+    """`plan` (of `config`, its attentions exchanging by the ring) or the same layout with the
+    all-to-all exchange where that splits the heads (`ulysses_splits`), fits and is faster (the
+    ring's sends priced as they overlap the blocks, the all-to-alls by alpha-beta:
+    `cost/context.py`); with its configuration."""
+    if (
+        config.context < 2
+        or config.exchange != "ring"
+        or not ulysses_splits(graph, config.tensor, config.context)
+    ):
+        return plan, config
+    twin = replace(config, exchange="all-to-all")
+    other = _try(graph, machine, twin, pricing, tried, "3-d")
+    if other is not None and _better(other, plan):
+        return other, twin
+    return plan, config
 
 
 def _better(a: PricedPlan, b: PricedPlan) -> bool:

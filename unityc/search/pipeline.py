@@ -47,6 +47,7 @@ from unityc.search.partition import (
 )
 from unityc.search.rebuild import rebuild
 from unityc.search.strategies import batch_forms, megatron_layouts, sync_batch_norm, tensor_degrees
+from unityc.search.tokens import unflatten_tokens
 from unityc.search.views import View, canonical_view, strip_views, task_degrees, to_attr
 
 # --- plans ------------------------------------------------------------------------------------
@@ -77,6 +78,8 @@ def materialize(
     if isinstance(layout, int):
         layout = Layout(pipeline=len(stages), microbatches=layout)
     virtual, tensor = layout.virtual, layout.tensor * layout.context  # (both laid out by Megatron's)
+    if layout.context > 1:  # (as `with_context` lays it out, so that the stages carry over)
+        graph = unflatten_tokens(graph)
     if layout.pipeline * virtual != len(stages):
         raise PipelineError(
             f"{len(stages)} stages are not {layout.pipeline} stage groups x {virtual} chunks ({layout!r})"

@@ -44,6 +44,7 @@ from unityc.search.rebuild import (
     result_types,
     with_degrees,
 )
+from unityc.search.tokens import unflatten_tokens
 
 
 def batch_forms(operands: Sequence[Operand], n: int) -> list[Proposal]:
@@ -319,8 +320,10 @@ class _Megatron:
         reduce-scattered onto the sequence, and a start reading a sequence-sharded tensor
         all-gathers it: the all-reduce's volume, in two halves, and 1/t of the activations of
         these ops. An op computing such a broadcast operand replicated is `wanted` sharded on its
-        sequence-long dim in the next pass (no collective can drop a replicated tensor's copies)."""
-        if not self.sequence:
+        sequence-long dim in the next pass (no collective can drop a replicated tensor's copies).
+        With context parallelism alone (no `sequence`) the same, on the c context shards: GPT-2's
+        learned positions are looked up at each shard's own positions."""
+        if not self.sequence and self.c == 1:
             return []
         if nid == self.loss:
             self._mixed(node, operands)
@@ -346,7 +349,7 @@ class _Megatron:
             if o.logical is None or ref is None:
                 candidates.append([None])
             elif _tokens(o) or _ids(o, node):
-                candidates.append([self.act(o, {1: self.t})])
+                candidates.append([self.act(o, {1: self.t}) if self.sequence else self.act(o, copy=self.t)])
             elif o.source is not None:
                 along = [self._along(o, k) for k in _sequence_dims(o.logical, rank, length)]
                 candidates.append(along + self._source_forms(o)[::-1])  # replicated before other shardings
@@ -354,10 +357,12 @@ class _Megatron:
                 assert o.current is not None
                 candidates.append([o.current])
                 dims = _sequence_dims(o.logical, rank, length)
-                if dims and o.current.shard[dims[0]] != self.c * self.t:
+                if dims and o.current.shard[dims[0]] != self.along_degree:
                     pending.add(ref[0])
         for proposal, types in self._choices(node, operands, candidates):
-            if rank or any(types[0].shard[k] == self.c * self.t for k in _sequence_dims(types[0], 0, length)):
+            if rank or any(
+                types[0].shard[k] == self.along_degree for k in _sequence_dims(types[0], 0, length)
+            ):
                 return [proposal]
         self.wanted.update({p: length for p in pending if p not in self.unsequenced})
         self._mixed(node, operands)
@@ -453,9 +458,15 @@ class _Megatron:
 
     def _along(self, o: Operand, k: int) -> TensorType | None:
         """A source broadcast along the sequence (a position embedding) sharded on its dim `k`
-        as the sequence-parallel tokens are (c x t ways), copied over the data replicas."""
+        as the tokens are outside the regions (`along_degree`), copied over the rest."""
         assert o.logical is not None
-        return with_degrees(o.logical, {k: self.c * self.t}, self.d)
+        return with_degrees(o.logical, {k: self.along_degree}, self.d * self.t * self.c // self.along_degree)
+
+    @property
+    def along_degree(self) -> int:
+        """How many ways the tokens are split on the sequence outside the regions: c x t with
+        sequence parallelism, else c (replicated in the tensor group)."""
+        return self.c * (self.t if self.sequence else 1)
 
     def fallback(self, operands: Sequence[Operand]) -> list[Proposal]:
         """Replicated in the tensor-parallel group (data parallel d; on the context shards, then
@@ -559,9 +570,7 @@ MEGATRON_AXES = ("tensor", "context")
 """The axes beyond the batch's (`Layout.replicas`) that the Megatron layout lays out itself."""
 
 
-def megatron_layouts(
-    graph: Graph, layout: Layout, keep: Collection[int] = (), exchange: str = "ring"
-) -> list[MegatronLayout]:
+def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -> list[MegatronLayout]:
     """`layout`'s tensor parallel x data parallel (Megatron-LM) over its stage group (every mesh
     axis but the pipeline's), batch norms synchronized (`sync_batch_norm`), with Megatron's
     sequence parallelism where `layout.sequence`. Every start (`_Megatron`) begins
@@ -575,7 +584,7 @@ def megatron_layouts(
 
     Context parallelism (`layout.context` c, Megatron-LM's `--context-parallel-size`): the token
     stream (the lookups' ids, every activation running along the sequence) sharded c ways on
-    the sequence within each data replica, every attention split over it by `exchange`
+    the sequence within each data replica, every attention split over it by `layout.exchange`
     (`with_context`; the ring by default, as Megatron-LM's `cp_comm_type` p2p), weights held in
     d x c copies (their gradients reduced over the context group too); an op that cannot take
     the shard (the loss after HF's shifted logits) runs whole in the context group."""
@@ -584,7 +593,7 @@ def megatron_layouts(
         raise ValueError(f"megatron: no strategy lays out the {', '.join(beyond)} axis yet ({layout!r})")
     length = 0
     if layout.context > 1:
-        graph, length = with_context(graph, exchange), context_length(graph)
+        graph, length = with_context(graph, layout.exchange), context_length(graph)
         if not length or length % layout.context:
             raise ValueError(
                 f"megatron: context degree {layout.context} does not split the attention's sequence "
@@ -641,8 +650,10 @@ def context_length(graph: Graph) -> int:
 
 def with_context(graph: Graph, exchange: str) -> Graph:
     """A copy whose attentions that may split the sequence (`context_length`) declare their
-    context-parallel exchange (`pcg.attention`'s `context`: "ring" or "all-to-all")."""
+    context-parallel exchange (`pcg.attention`'s `context`: "ring" or "all-to-all"), its
+    flattened token-wise projections on the sequence (`tokens.unflatten_tokens`: GPT-2's)."""
     length = context_length(graph)
+    graph = unflatten_tokens(graph)
     out = graph.copy()
     for nid, node in graph.nodes.items():
         if node.op != "pcg.attention" or node.attr("dropout") or node.attr("softcap"):
