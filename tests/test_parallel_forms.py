@@ -437,14 +437,35 @@ def test_moe_ops_split_tokens():
     check_form(pcg.ExpertsOp, operands, specs, {"activation": "silu"}, ([2, 1], 1, 1))
 
 
+@pytest.mark.parametrize(
+    ("tokens", "experts", "copies"),
+    [(2, 2, 1), (4, 4, 1), (4, 2, 2)],  # EP 2, EP 4, EP 2 x expert-data 2
+)
+def test_experts_split_over_an_expert_parallel_group(tokens, experts, copies):
+    """Expert parallelism: the experts split over "e", the tokens over "t" x "e"; each task's
+    tokens still meet all E experts (its group's slices), so the split op computes the whole."""
+    n = 8
+    index = torch.stack([torch.randperm(4)[:2] for _ in range(n)])
+    operands = [randn(n, 6), index, torch.rand(n, 2, dtype=torch.float64), randn(4, 10, 6), randn(4, 6, 5)]
+    weights = D(experts, 1, 1, copy=copies)
+    specs = [D(tokens, 1), D(tokens, 1), D(tokens, 1), weights, weights]
+    check_form(pcg.ExpertsOp, operands, specs, {"activation": "silu"}, ([tokens, 1], 1, 1))
+
+
 def test_experts_refuse_split_experts_and_a_split_top_k():
     g = Graph()
     x, w = g.input("x", [4, 6]), g.input("w", [4, 2])
     index = g.input("i", [4, 2], i64)
     gate_up = g.partition(g.input("gu", [4, 10, 6]), 0, 2)
     down = g.input("d", [4, 6, 5])
-    with pytest.raises(FormError, match="routes its whole tokens over every expert"):
+    with pytest.raises(FormError, match="'down' dimension 0 has shard degree 1, but operand 'gate_up'"):
         g.op(pcg.ExpertsOp, [x, index, w, gate_up, down], activation="silu")
+    down = g.partition(down, 0, 2)
+    with pytest.raises(FormError, match="'gate_up' dimension 0 has shard degree 2, which does not divide"):
+        g.op(pcg.ExpertsOp, [x, index, w, gate_up, down], activation="silu")
+    with pytest.raises(FormError, match="routes its whole tokens over every expert"):
+        rows = g.partition(g.input("g2", [4, 10, 6]), 1, 2)
+        g.op(pcg.ExpertsOp, [x, index, w, rows, g.input("d2", [4, 6, 5])], activation="silu")
     with pytest.raises(FormError, match="a top-k needs the whole dimension"):
         g.op(pcg.TopkOp, [g.partition(w, 1, 2)], k=1)
 

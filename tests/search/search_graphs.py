@@ -54,6 +54,30 @@ def mlp(batch: int = 8, width: int = 8, layers: int = 2) -> Graph:
     return g
 
 
+def moe(tokens: int = 16, width: int = 8, experts: int = 4, k: int = 2, ffn: int = 6) -> Graph:
+    """x -> linear -> a softmax router's top-k experts (pcg.topk, pcg.take, pcg.experts) plus
+    x -> linear -> cross-entropy: one mixture-of-experts layer between two linears."""
+    g = Graph()
+    x = g.add_source("pcg.input", "x", t(tokens, width))
+    labels = g.add_source("pcg.input", "labels", t(tokens, dtype=i64))
+    w0 = g.add_source("pcg.weight", "w0", t(width, width))
+    router = g.add_source("pcg.weight", "router", t(experts, width))
+    gate_up = g.add_source("pcg.weight", "gate_up", t(experts, 2 * ffn, width))
+    down = g.add_source("pcg.weight", "down", t(experts, width, ffn))
+    w1 = g.add_source("pcg.weight", "w1", t(width, width))
+    (h,) = g.add("pcg.linear", [x, w0, None])
+    (scores,) = g.add("pcg.linear", [h, router, None])
+    (probs,) = g.add("pcg.softmax", [scores], dim=-1)
+    (ids,) = g.add("pcg.topk", [probs], k=k)
+    (gates,) = g.add("pcg.take", [probs, ids], dim=1)
+    (routed,) = g.add("pcg.experts", [h, ids, gates, gate_up, down], activation="silu")
+    (y,) = g.add("pcg.add", [h, routed])
+    (y,) = g.add("pcg.linear", [y, w1, None])
+    (loss,) = g.add("pcg.cross_entropy", [y, labels], reduction="mean")
+    g.outputs = (loss,)
+    return g
+
+
 def branches(batch: int = 8, width: int = 8) -> Graph:
     """x -> linear -> relu and x -> linear, added, then cross-entropy (a parallel split)."""
     g = Graph()

@@ -13,15 +13,10 @@ from search_graphs import mlp
 
 from unityc.machine.presets import cpu, dgx_a100, dgx_h100
 from unityc.runtime.expert_ranks import expert_group_ranks
-from unityc.search import strategies
+from unityc.search import experts
+from unityc.search.experts import expert_degrees, graph_experts, with_experts
 from unityc.search.layout import FULL, SELECTIVE, Axis, Layout, tilings
-from unityc.search.strategies import (
-    expert_degrees,
-    graph_experts,
-    megatron_graph,
-    megatron_layouts,
-    with_experts,
-)
+from unityc.search.strategies import megatron_graph, megatron_layouts
 
 
 def test_validated() -> None:
@@ -112,8 +107,11 @@ def test_toy_axis() -> None:
     )
     with pytest.raises(ValueError, match="no strategy lays out the ring axis yet"):
         megatron_layouts(graph, RingLayout(data=2, ring=2))
-    with pytest.raises(ValueError, match="no strategy lays out the expert axis yet"):
-        megatron_layouts(graph, Layout(data=2, context=2, expert=2))
+    # the expert axis has its hook (issue 40): a graph without experts lays out as its replicas
+    assert (
+        megatron_graph(graph, Layout(data=2, expert=2, tensor=2)).structural_hash()
+        == megatron_graph(graph, Layout(data=2, tensor=2)).structural_hash()
+    )
 
 
 # --- the expert axis: placed within a node first, degree 1 for a dense graph ---------------------
@@ -139,9 +137,10 @@ def test_dense_graphs_keep_expert_degree_one(monkeypatch: pytest.MonkeyPatch) ->
     graph, machine = mlp(layers=3), dgx_a100(1)
     layouts = list(tilings(8, {"tensor": [4, 2, 1]}))
     assert graph_experts(graph) == 0 and list(with_experts(layouts, graph, machine)) == layouts
-    with pytest.raises(ValueError, match="no strategy lays out the expert axis yet"):
-        megatron_layouts(graph, Layout(data=2, expert=2))
+    # a dense graph has no expert op: an expert degree lays it out as its data replicas do
+    carved = megatron_graph(graph, Layout(data=2, expert=2)).structural_hash()
+    assert carved == megatron_graph(graph, Layout(data=2)).structural_hash()
     # a graph with 4 experts: each layout with each degree dividing its data ranks, beside tensor
-    monkeypatch.setattr(strategies, "graph_experts", lambda g: 4)
+    monkeypatch.setattr(experts, "graph_experts", lambda g: 4)
     got = [(x.tensor, x.expert) for x in with_experts(layouts, graph, machine)]
     assert got == [(4, 2), (4, 1), (2, 4), (2, 2), (2, 1), (1, 4), (1, 2), (1, 1)]

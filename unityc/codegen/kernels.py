@@ -259,6 +259,16 @@ def _embedding(call: Call) -> str:
     return f"F.embedding({ids}, {w})" if pad is None else f"F.embedding({ids}, {w}, padding_idx={pad})"
 
 
+def _experts(call: Call) -> str:
+    """The sort-based experts kernel; expert-parallel (factor "e"), the dispatch and combine of
+    `runtime/experts.py` over the ranks differing only in it (the expert-parallel group)."""
+    args = ", ".join(a or "None" for a in call.args)
+    group = call.shard_groups(pcg.EXPERT_FACTOR)
+    if group is None:
+        return f'rt.kernels.experts({args}, "{call.attrs["activation"]}")'
+    return f'rt.experts.expert_parallel_experts({args}, "{call.attrs["activation"]}", {group})'
+
+
 def _embedding_bag(call: Call) -> str:
     ids, w = call.args
     t = call.operand_types[0]
@@ -410,9 +420,7 @@ KERNELS: dict[type[PcgOp], Callable[[Call], str]] = {
         f"{c.attrs.get('group_k')}, {c.attrs.get('group_top') or 1})"
     ),
     pcg.TakeOp: lambda c: f"torch.gather({c.args[0]}, {c.attrs['dim']}, {c.args[1]})",
-    pcg.ExpertsOp: lambda c: (
-        f'rt.kernels.experts({", ".join(a or "None" for a in c.args)}, "{c.attrs["activation"]}")'
-    ),
+    pcg.ExpertsOp: _experts,
 }
 """pcg.gather is emitted by the writer: its indices become a table of the plan."""
 

@@ -28,7 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from unityc.cost.communication import collective_floor
+from unityc.cost.compute import Piece
 from unityc.cost.schedule import Comm
+from unityc.dialects.pcg_types import TensorType
 from unityc.machine.spec import Machine
 from unityc.runtime.expert_ranks import expert_group_ranks
 
@@ -173,3 +175,31 @@ def expert_memory(load: ExpertLoad, degree: int, ffn: int, gated: bool = True) -
         combined=load.buffer,
         transient=load.buffer,
     )
+
+
+def expert_degree(types: Sequence[TensorType | None]) -> int:
+    """The expert-parallel degree of a `pcg.experts` with these operand types: the shards of
+    its gate_up's expert dim (1: every task holds every expert)."""
+    gate_up = types[3] if len(types) > 3 else None
+    return 1 if gate_up is None else gate_up.shard[0]
+
+
+def op_load(x: Piece, ids: Piece, experts: int, skew: float = 1.0) -> ExpertLoad:
+    """What one task of an expert-parallel `pcg.experts` routes: its token piece `x` [T, H] to
+    the k experts of each row of `ids` [T, k] among `experts` (balanced by default)."""
+    element = x.nbytes // max(x.numel, 1)
+    return ExpertLoad(x.shape[0], x.shape[1], ids.shape[1], experts, element, skew)
+
+
+def experts_exchanges(
+    groups: Sequence[Sequence[int]], load: ExpertLoad, machine: Machine
+) -> tuple[list[Comm], list[Comm]]:
+    """Forward and backward all-to-alls (`expert_exchange`) of each expert-parallel group (the
+    devices of the tasks differing only in the expert factor)."""
+    fwd: list[Comm] = []
+    bwd: list[Comm] = []
+    for devices in groups:
+        exchange = expert_exchange(load, devices, machine)
+        fwd += exchange.forward
+        bwd += exchange.backward
+    return fwd, bwd

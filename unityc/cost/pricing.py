@@ -37,12 +37,14 @@ from unityc.cost.communication import (
 )
 from unityc.cost.compute import CONTEXT_DEGREE, OpCost, Piece, kernel_time
 from unityc.cost.context import context_exchanges
+from unityc.cost.experts import expert_degree, experts_exchanges, op_load
 from unityc.cost.memory import persistent_bytes, shard_numel, update_work
 from unityc.cost.schedule import Comm
 from unityc.dialects.container import graph_function
 from unityc.dialects.diagnostics import located
 from unityc.dialects.forms import Form, FormLayout
 from unityc.dialects.pcg.attention import AttentionOp
+from unityc.dialects.pcg.experts import EXPERT_FACTOR
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.plan import op_plan
 from unityc.dialects.spatial import Halo, window_halo
@@ -558,6 +560,13 @@ def compute_parts(
         ring_fwd, ring_bwd = context_exchanges(split[0], groups, wq, wk, results[0], machine, cost)
         fwd_comm += ring_fwd
         bwd_comm += ring_bwd if backward else []
+    if op == "pcg.experts" and expert_degree(operand_types) > 1:  # dispatch and combine
+        x, ids, gate_up = operands[0], operands[1], operand_types[3]
+        assert x is not None and ids is not None and gate_up is not None
+        load = op_load(x, ids, gate_up.shape[0])
+        ep_fwd, ep_bwd = experts_exchanges(_task_groups(form, where, EXPERT_FACTOR), load, machine)
+        fwd_comm += ep_fwd
+        bwd_comm += ep_bwd if backward else []
     return ComputeParts(dict(tasks), tuple(fwd), tuple(bwd), tuple(fwd_comm), tuple(bwd_comm), cost)
 
 

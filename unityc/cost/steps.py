@@ -25,6 +25,7 @@ from unityc.cost.compute import (
     forward_work,
     recompute_overhead,
 )
+from unityc.cost.experts import expert_degree, expert_memory, op_load
 from unityc.cost.memory import (
     NORM_STATS,
     attention_saved_bytes,
@@ -260,6 +261,10 @@ class StepBuilder:
             x, ids, gate_up = piece(types[0]), piece(types[1]), piece(types[3])
             assert x is not None and ids is not None and gate_up is not None
             per_task = experts_saved_bytes(ids.numel, x.shape[1], gate_up.shape[1] // 2, x.nbytes // x.numel)
+            degree = expert_degree(types)
+            if degree > 1:  # expert-parallel: the dispatched rows, as `runtime/experts.py` keeps them
+                load = op_load(x, ids, degree * gate_up.shape[0])
+                per_task = int(expert_memory(load, degree, gate_up.shape[1] // 2).saved)
             extra = self.internal_memory(nid, per_task, parts.tasks, m)
         if backward:
             extra += self.autocast_copies(nid, node, types, parts.tasks)

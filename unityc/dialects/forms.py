@@ -154,6 +154,28 @@ class FormBuilder:
         self.degrees[name] = degree or 1
         return name
 
+    def split_dim(
+        self, outer: str, inner: str, uses: Sequence[tuple[int, int]], inner_uses: Sequence[tuple[int, int]]
+    ) -> tuple[str, str]:
+        """Two factors: `outer` x `inner` (row-major) sharding every (operand, dim) of `uses`
+        alike, `inner` alone sharding those of `inner_uses` (expert parallelism: the tokens split
+        over data x expert, the experts over expert only). The inner degree must divide the
+        outer uses' degree."""
+        whole = self.shared_dim(outer, uses)
+        part = self.shared_dim(inner, inner_uses)
+        total, k = self.degrees[whole], self.degrees[part]
+        if total % k:
+            o, d = next((o, d) for o, d in inner_uses if self.types[o] is not None)
+            raise self.fail(
+                f"operand '{self.names[o]}' dimension {d} has shard degree {k}, which does not "
+                f"divide the {total} shards of the dims split with it"
+            )
+        self.degrees[whole] = total // k
+        for o, d in uses:
+            if self.types[o] is not None:
+                self.uses[o].shard[d] = (outer, inner)
+        return whole, part
+
     def operand_sum(self, name: str, operand: int) -> str:
         """A factor carrying an operand's partial sums into the result's sum axis."""
         if self.types[operand] is None:

@@ -273,7 +273,12 @@ def _experts(
 ) -> torch.Tensor:
     """The dense definition: every expert on every token, summed under gates that are the
     token's weight for the experts it chose and zero for the others (E/k times the FLOPs of the
-    program's sort-based kernel, which it checks)."""
+    program's sort-based kernel, which it checks). Expert-parallel (factor "e"): the task's
+    tokens meet every expert of its group, each peer's slice of gate_up and down read as the
+    all-to-all brings its tokens to them."""
+    if task.degree(pcg.EXPERT_FACTOR) > 1:
+        gate_up = torch.cat(task.peers(3, pcg.EXPERT_FACTOR), dim=0)
+        down = torch.cat(task.peers(4, pcg.EXPERT_FACTOR), dim=0)
     gates = torch.zeros(x.shape[0], gate_up.shape[0], dtype=w.dtype).scatter_add(1, ids, w)
     gate, up = torch.einsum("th,efh->tef", x, gate_up).chunk(2, dim=-1)
     each = torch.einsum("tef,ehf->teh", F.silu(gate) * up, down)

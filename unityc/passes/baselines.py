@@ -90,8 +90,9 @@ class MegatronLmPass(_BaselinePass):
     """Megatron-LM's hand-picked 3-D plan (`search/megatron_lm.py`): tensor parallel within a
     node, the fewest pipeline stages that fit with ZeRO-1 and selective recomputation,
     micro-batch 1, interleaving where layers allow, data parallel over the rest; `tensor`,
-    `stages`, `virtual`, `context` fix those degrees (0: chosen as a user would; context
-    parallelism, `--context-parallel-size`, only where nothing fits without it)."""
+    `stages`, `virtual`, `context`, `expert` fix those degrees (0: chosen as a user would; context
+    parallelism, `--context-parallel-size`, only where nothing fits without it; expert
+    parallelism, `--expert-model-parallel-size`, the most experts per node for an MoE graph)."""
 
     name = "megatron-lm"
 
@@ -101,6 +102,7 @@ class MegatronLmPass(_BaselinePass):
     sequence: bool = True
     """Megatron's sequence parallelism in the tensor-parallel groups (`sequence=false`: off)."""
     context: int = 0
+    expert: int = 0
 
 
 @dataclass(frozen=True)

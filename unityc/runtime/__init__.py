@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from unityc.runtime import kernels, ring_attention
+    from unityc.runtime import experts, kernels, ring_attention
     from unityc.runtime.context import Context
     from unityc.runtime.pipeline import Pipeline, Pipelined
     from unityc.runtime.plan import Collective, Constant, Layout, Model, Plan
@@ -27,6 +27,7 @@ __all__ = [
     "Pipeline",
     "Pipelined",
     "Plan",
+    "experts",
     "kernels",
     "main",
     "ring_attention",
@@ -46,6 +47,10 @@ def __getattr__(name: str) -> Any:
         import unityc.runtime.kernels as kernels  # importing sets the attribute: no recursion
 
         return kernels
+    if name == "experts":
+        import unityc.runtime.experts as experts  # importing sets the attribute
+
+        return experts
     if name == "ring_attention":
         import unityc.runtime.ring_attention as ring_attention  # importing sets the attribute
 

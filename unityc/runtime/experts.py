@@ -33,11 +33,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 
+from unityc.runtime import kernels
 from unityc.runtime.expert_ranks import expert_group_ranks
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "combine",
     "dispatch",
     "expert_group_ranks",
+    "expert_parallel_experts",
     "expert_parallel_moe",
     "reduce_expert_grads",
     "run_experts",
@@ -118,8 +121,8 @@ def combine(
     if group is not None and dist.get_world_size(group) > 1:
         rows = AllToAll.apply(rows, record.send, record.recv, group)
     flat = rows.index_select(0, _inverse(record.order))  # back to (token, choice) order
-    weighted = flat.view(record.tokens, record.top_k, -1) * gates.to(flat.dtype).unsqueeze(-1)
-    return weighted.sum(1)
+    weighted = flat.view(record.tokens, record.top_k, -1) * gates.unsqueeze(-1)  # (as kernels.experts)
+    return weighted.to(flat.dtype).sum(1)
 
 
 def run_experts(rows: torch.Tensor, per_expert: Sequence[int], local: Sequence[Expert]) -> torch.Tensor:
@@ -142,6 +145,55 @@ def expert_parallel_moe(
     world = 1 if group is None else dist.get_world_size(group)
     rows, record = dispatch(x, ids, len(local) * world, group)
     return combine(run_experts(rows, record.per_expert, local), gates, record, group)
+
+
+class ExpertGroup(Protocol):
+    """The ranks of one expert-parallel group in expert-slice order (rank j holds slice j) and
+    their process group (the program's `ctx.shards(...)`)."""
+
+    @property
+    def ranks(self) -> tuple[int, ...]: ...
+
+    @property
+    def process_group(self) -> Any: ...
+
+
+def expert_parallel_experts(
+    x: torch.Tensor,
+    indices: torch.Tensor,
+    weights: torch.Tensor,
+    gate_up: torch.Tensor,
+    down: torch.Tensor,
+    activation: str = "silu",
+    group: ExpertGroup | None = None,
+) -> torch.Tensor:
+    """One task of an expert-parallel `pcg.experts` (what `-t torch` emits): this rank's tokens
+    x [T, H] routed to their `indices` among all E experts of its `group`, this rank holding the
+    E/P consecutive experts gate_up [E/P, 2I, H], down [E/P, H, I] of its slice; `dispatch`, one
+    gated FFN per local expert (as `kernels.experts` runs each), `combine`. Returns [T, H] in
+    x's dtype. No group: `kernels.experts` on every expert."""
+    if group is None or len(group.ranks) == 1:
+        return kernels.experts(x, indices, weights, gate_up, down, activation)
+    if activation != "silu":
+        raise ValueError(f"experts: unknown activation '{activation}'")
+    local = gate_up.shape[0]
+    ranks = tuple(group.ranks)
+    place = [sorted(ranks).index(r) for r in ranks]  # the process group's order of slice j's holder
+    if place != list(range(len(ranks))):
+        table = torch.tensor(place, device=indices.device)
+        indices = table[indices // local] * local + indices % local
+
+    def ffn(e: int) -> Expert:
+        def run(rows: torch.Tensor) -> torch.Tensor:
+            gate, up = F.linear(rows, gate_up[e]).chunk(2, dim=-1)
+            return F.linear(F.silu(gate) * up, down[e])
+
+        return run
+
+    process_group = group.process_group
+    process_group = dist.group.WORLD if process_group is None else process_group  # (None: every rank)
+    out = expert_parallel_moe(x, indices, weights, [ffn(e) for e in range(local)], process_group)
+    return out.to(x.dtype)
 
 
 def reduce_expert_grads(

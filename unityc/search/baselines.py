@@ -142,12 +142,15 @@ def megatron_lm(
     virtual: int = 0,
     sequence: bool = True,
     context: int = 0,
+    expert: int = 0,
 ) -> PricedPlan:
     """Megatron-LM's hand-picked 3-D plan (`megatron_lm.megatron_lm_plan`); `tensor`, `stages`,
-    `virtual`, `context` fix those degrees (0: as a user would pick them); `sequence`: with
-    Megatron's sequence parallelism in the tensor-parallel groups (as Megatron-LM's users run it)."""
+    `virtual`, `context`, `expert` fix those degrees (0: as a user would pick them); `sequence`:
+    with Megatron's sequence parallelism in the tensor-parallel groups (as Megatron-LM's users run it)."""
     pricing = _pricing(options or UnityOptions(), profile)
-    return megatron_lm_plan(graph, machine, pricing, tensor, stages, virtual, sequence, context)
+    return megatron_lm_plan(
+        graph, machine, pricing, tensor, stages, virtual, sequence, context, expert=expert
+    )
 
 
 # --- sequential (TASO, then parallelization) -------------------------------------------------
@@ -276,11 +279,19 @@ def _megatron(r: Request, sequence: bool = False) -> PricedPlan:
 
 
 def _megatron_lm(
-    r: Request, tensor: int = 0, stages: int = 0, virtual: int = 0, sequence: bool = True, context: int = 0
+    r: Request,
+    tensor: int = 0,
+    stages: int = 0,
+    virtual: int = 0,
+    sequence: bool = True,
+    context: int = 0,
+    expert: int = 0,
 ) -> PricedPlan:
-    if min(tensor, stages, virtual, context) < 0:
-        raise ValueError("megatron-lm: tensor, stages, virtual and context must be >= 0 (0: chosen)")
-    return megatron_lm(r.graph, r.machine, r.options, r.profile, tensor, stages, virtual, sequence, context)
+    if min(tensor, stages, virtual, context, expert) < 0:
+        raise ValueError("megatron-lm: tensor, stages, virtual, context and expert must be >= 0 (0: chosen)")
+    return megatron_lm(
+        r.graph, r.machine, r.options, r.profile, tensor, stages, virtual, sequence, context, expert
+    )
 
 
 def _sequential(r: Request) -> PricedPlan:

@@ -79,7 +79,7 @@ class Layout:
     sequence, every attention split over it by the ring; `strategies.megatron_layouts`)."""
     expert: int = 1
     """Expert parallelism, carved out of the data x context ranks, placed within a node first
-    (`expert_groups`; degrees: `strategies.expert_degrees`); no op lays experts out yet."""
+    (`expert_groups`; degrees: `experts.expert_degrees`; the layout: `strategies._Megatron`)."""
     sequence: bool = False
     """Megatron's sequence parallelism inside each tensor group (needs tensor >= 2)."""
     zero: int = 0

@@ -36,22 +36,29 @@ and priced by `estimate` like every other plan.
    where nothing fits with it, the other degrees, smallest first. Every attention split over
    the sequence by the ring (`strategies.megatron_layouts`), the token stream sharded c ways
    from the embedding on. Full recomputation only where no degree fits with selective.
+8. *Expert parallelism* (Megatron-Core's `--expert-model-parallel-size` e, for an MoE graph):
+   as its users set it, the experts of a node or fewer (`hand_experts`: the largest degree of
+   `experts.expert_degrees` that divides the experts and the data replicas, within a node
+   beside the tensor group), carved out of the data-parallel ranks; attention and the dense
+   layers stay tensor-parallel.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 
 from unityc.cost.estimate import gradient_flags
 from unityc.graph import Graph
 from unityc.machine.spec import Machine
+from unityc.search.experts import expert_degrees, graph_experts, with_experts
 from unityc.search.layers import PipelineError, Stage, batch_size, layer_of
 from unityc.search.layout import FULL, RECOMPUTE_LEVELS, SELECTIVE, Layout, tilings
 from unityc.search.pipeline import materialize, plain_graph
 from unityc.search.plans import PricedPlan, Pricing
-from unityc.search.strategies import context_length, tensor_degrees, with_experts
+from unityc.search.strategies import context_length, tensor_degrees
 
 VIRTUAL_CHOICES = (1, 2, 4)
 """Model chunks per rank group tried where the layers and micro-batches allow."""
@@ -203,20 +210,24 @@ def megatron_lm_plan(
     sequence: bool = True,
     context: int = 0,
     tried: list[PricedPlan] | None = None,
+    expert: int = 0,
 ) -> PricedPlan:
     """Megatron-LM's hand-picked plan (see the module docstring); `tensor`, `stages`, `virtual`,
-    `context` fix those choices (0: chosen as a user would); `sequence`: sequence parallel.
+    `context`, `expert` fix those choices (0: chosen as a user would); `sequence`: sequence parallel.
     `tried`: an empty list that gets every plan priced on the way (the stage counts that did not
     fit included), for `three_d_plans(priced=...)` to reuse where its scan repeats them (at
     GPT-3-175B on 12,288 GPUs each is tens of CPU seconds). Raises PipelineError where the
     graph has no batched input, or the given degrees do not tile the machine or split the batch."""
     graph = plain_graph(graph)
     t = tensor or tensor_degree(graph, machine)
+    chosen = expert or hand_expert_degree(graph, machine, tensor)
+    while not tensor and t > 1 and not _beside(machine, t, chosen):
+        t //= 2  # the expert degree is carved out of the data ranks beside the tensor group
     if machine.num_devices % t:
         raise PipelineError(f"megatron-lm: tensor degree {t} does not divide {machine.num_devices} devices")
     contexts = [context] if context else hand_contexts(graph, machine, t)
     counts = {
-        c: [n for n in stage_counts(graph, machine, Layout(tensor=t, context=c)) if stages in (0, n.pipeline)]
+        c: hand_experts(stage_counts(graph, machine, Layout(tensor=t, context=c)), stages, chosen, expert > 0)
         for c in contexts
     }
     if not any(counts.values()):
@@ -272,8 +283,48 @@ def _fewest_stages(
 def _at(shape: Layout, count: Layout, virtual: int = 1) -> Layout:
     """`shape`'s levers at `count`'s degrees and micro-batches (`stage_counts`)."""
     return replace(
-        shape, data=count.data, pipeline=count.pipeline, virtual=virtual, microbatches=count.microbatches
+        shape,
+        data=count.data,
+        pipeline=count.pipeline,
+        virtual=virtual,
+        microbatches=count.microbatches,
+        expert=count.expert,
     )
+
+
+def hand_expert_degree(graph: Graph, machine: Machine, tensor: int = 0) -> int:
+    """The expert degree a Megatron-Core user sets (`--expert-model-parallel-size`) for an MoE
+    graph: the experts of a node or fewer, the largest degree dividing the experts within a node
+    beside a given `tensor` group (beside none where the tensor degree is chosen: it then takes
+    what the node has left, for attention); 1 for a dense graph."""
+    within = expert_degrees(machine, graph_experts(graph), tensor or 1)
+    per_node = math.gcd(machine.nodes[0].num_devices, machine.num_devices)
+    return next((e for e in within if e <= per_node), 1)
+
+
+def _beside(machine: Machine, tensor: int, expert: int) -> bool:
+    """Whether an expert group of `expert` fits beside a tensor group of `tensor`: within a node
+    where it is no larger than one, else over whole nodes of the remaining ranks."""
+    per_node = math.gcd(machine.nodes[0].num_devices, machine.num_devices)
+    if expert <= per_node:
+        return per_node % (tensor * expert) == 0
+    return (machine.num_devices // tensor) % expert == 0
+
+
+def hand_experts(
+    counts: Iterable[Layout], stages: int = 0, expert: int = 1, given: bool = False
+) -> list[Layout]:
+    """`counts` (`stage_counts`: each tiling with each of `experts.expert_degrees`) of `stages`
+    stages (0: any), each tiling once, at the expert degree `expert` (`hand_expert_degree`);
+    where a tiling's data replicas cannot take it, at the first degree offered there (the most
+    experts per node that divides them), unless the degree is `given` (then that tiling is left out)."""
+    counts = [n for n in counts if stages in (0, n.pipeline)]
+    if given:
+        return [n for n in counts if n.expert == expert]
+    tilings: dict[Layout, list[Layout]] = {}
+    for n in counts:
+        tilings.setdefault(replace(n, expert=1), []).append(n)
+    return [next((n for n in offered if n.expert == expert), offered[0]) for offered in tilings.values()]
 
 
 def context_degrees(graph: Graph, machine: Machine, tensor: int) -> list[int]:

@@ -126,7 +126,7 @@ def materialize(
         raise PipelineError(f"tensor-parallel stages need one width, a multiple of {tensor}: got {width}")
 
     def lay_out() -> tuple[Graph, dict[int, View] | None]:
-        if tensor > 1:
+        if tensor > 1 or layout.expert > 1:  # (expert parallelism: `strategies._Megatron._experts`)
             group = replace(layout.within_stage, data=width[0] // tensor)  # (tensor x context)
             laid = fuse_collectives(simplify(megatron_layouts(graph, group)[0].graph))
             return laid, block_views(laid, machine, width[0])
@@ -178,7 +178,8 @@ class Layouts:
         layout: Layout,
         lay_out: Callable[[], tuple[Graph, dict[int, View] | None]],
     ) -> tuple[Graph, dict[int, View] | None]:
-        key = (id(graph), ties, id(machine), width, replace(layout.within_stage, data=1))  # (width says it)
+        # (the width says the data degree; the expert degree, carved out of it, stays in the key)
+        key = (id(graph), ties, id(machine), width, replace(layout.within_stage, data=layout.expert))
         hit = self.made.pop(key, None)
         if hit is None or hit[0] is not graph or hit[1] is not machine:
             self.laid_out += 1

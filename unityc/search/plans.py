@@ -16,6 +16,7 @@ from unityc.cost.profile import ProfileCache
 from unityc.graph import Graph
 from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.machine.spec import Machine
+from unityc.search.experts import with_experts
 from unityc.search.layout import tilings
 from unityc.search.mapping import Mapped, Mapper, MappingOptions
 from unityc.search.opcost import SYNC_WEIGHT
@@ -25,7 +26,6 @@ from unityc.search.strategies import (
     data_parallel_graph,
     megatron_layouts,
     tensor_degrees,
-    with_experts,
     with_levers,
 )
 from unityc.search.views import Block, big_degrees, canonical_view, task_degrees, to_attr, views_in

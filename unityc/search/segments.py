@@ -16,6 +16,7 @@ from unityc.machine.spec import Machine
 from unityc.rewrites.match import CompiledRule
 from unityc.rewrites.terms import App, subterms
 from unityc.search.bounds import Bound
+from unityc.search.experts import with_experts
 from unityc.search.layout import tilings
 from unityc.search.mapping import Mapped, Mapper
 from unityc.search.options import Progress, SearchReport, UnityOptions, default_degrees
@@ -35,7 +36,6 @@ from unityc.search.strategies import (
     data_parallel_graph,
     megatron_layouts,
     tensor_degrees,
-    with_experts,
 )
 from unityc.search.substitution import Candidate, SearchStats, SubstitutionOptions, best_first
 from unityc.search.views import canonical_view, to_attr

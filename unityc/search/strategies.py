@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from unityc.dialects.pcg_types import TensorType
@@ -35,6 +35,7 @@ from unityc.dialects.precision import BF16_MIXED
 from unityc.graph import Graph, Node, Ref, canonical_attrs
 from unityc.graph.precision import graph_precision
 from unityc.machine.spec import Machine
+from unityc.search.experts import EXPERT_OPS
 from unityc.search.layout import Layout
 from unityc.search.rebuild import (
     Operand,
@@ -122,6 +123,9 @@ class _Megatron:
         """Context parallelism: the token stream (dim 1 of this `length`, `_context_length`)
         sharded c ways; weights held in d x c copies (`copies`)."""
         self.copies = self.d * self.c
+        self.e = layout.expert
+        """Expert parallelism: each `EXPERT_OPS` op's experts split e ways within the data
+        replicas (`_experts`)."""
         self.reading: Node | None = None
         """The op being proposed for (whether a batched input is a lookup's token ids: `_ids`)."""
         self.replicated, self.loss = replicated, loss
@@ -218,6 +222,8 @@ class _Megatron:
             proposal, types = kept
             self.regions.update({(nid, i): regions for i, r in enumerate(types) if r.sum_degree == 1})
             return [proposal]
+        if node.op in EXPERT_OPS and self.e > 1:
+            return _complete([self._experts(operands), *self.fallback(operands)], operands)
         if node.op == "pcg.attention":
             split = [self._heads(operands, whole=True)] if self.c > 1 else []  # (a mask's rows held whole)
             return _complete([self._heads(operands), *split, *self.fallback(operands)], operands)
@@ -452,6 +458,24 @@ class _Megatron:
                 )
         return tuple(heads)
 
+    def _experts(self, operands: Sequence[Operand]) -> Proposal:
+        """`pcg.experts` expert-parallel (its form's factor "e"): the tokens, their expert ids and
+        gates as the data replicas hold them (replicated in the tensor group), gate_up and down
+        split e ways on the expert dim, each slice in d x c x t / e copies (its expert-data
+        group: Megatron-Core's EP groups carved out of the data-parallel ranks). None where e
+        does not divide the replicas (then the fallback: every expert on every replica)."""
+        if self.d % self.e:
+            return tuple(None for _ in operands)
+        out: list[TensorType | None] = []
+        for i, o in enumerate(operands):
+            if o.logical is None:
+                out.append(None)
+            elif i < 3:
+                out.append(self.act(o, copy=self.t))
+            else:
+                out.append(with_degrees(o.logical, {0: self.e}, self.copies * self.t // self.e))
+        return tuple(out)
+
     def _rows(self, o: Operand) -> bool:
         """Whether an attention's mask, cos or sin runs along the query sequence (dim 2)."""
         return o.logical is not None and o.logical.rank == 4 and o.logical.shape[2] == self.length
@@ -566,7 +590,7 @@ class MegatronLayout:
     instead of running replicated (0: none)."""
 
 
-MEGATRON_AXES = ("tensor", "context")
+MEGATRON_AXES = ("tensor", "context", "expert")
 """The axes beyond the batch's (`Layout.replicas`) that the Megatron layout lays out itself."""
 
 
@@ -580,7 +604,12 @@ def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -
     sharded classes, its logits returned), a second layout keeps those column-parallel and
     gathers their result for the loss (Megatron-LM's `gather_output`): less memory and compute
     than a replicated head, one all-gather more; the caller prices both. Raises ValueError for
-    an axis no hook lays out (expert: `MEGATRON_AXES`).
+    an axis no hook lays out (`MEGATRON_AXES`).
+
+    Expert parallelism (`layout.expert` e, Megatron-Core's `--expert-model-parallel-size`,
+    carved out of the data replicas): every `EXPERT_OPS` op's experts split e ways, its tokens
+    as the replicas hold them (`_Megatron._experts`); attention and the dense linears keep their
+    tensor-parallel forms.
 
     Context parallelism (`layout.context` c, Megatron-LM's `--context-parallel-size`): the token
     stream (the lookups' ids, every activation running along the sequence) sharded c ways on
@@ -681,48 +710,6 @@ def tensor_degrees(machine: Machine) -> list[int]:
     """Tensor-parallel degrees within a node (dividing both a node and the machine), largest first."""
     per_node = math.gcd(machine.nodes[0].num_devices, machine.num_devices)
     return [k for k in range(per_node, 1, -1) if per_node % k == 0]
-
-
-EXPERT_OPS: frozenset[str] = frozenset()
-"""Ops whose experts (attribute `num_experts`) a strategy shards over the `expert` axis; none
-yet. An MoE op joins with its expert form in `_Megatron` (and "expert" joins `MEGATRON_AXES`):
-until then every graph, dense or not, lays out with expert degree 1 (`with_experts`)."""
-
-
-def graph_experts(graph: Graph) -> int:
-    """The expert count every expert-sharded op of `graph` divides by (the gcd of their
-    `num_experts`; `EXPERT_OPS`); 0 where it has none (a dense graph)."""
-    counts = [int(n.attr("num_experts")) for n in graph.nodes.values() if n.op in EXPERT_OPS]
-    return math.gcd(*counts) if counts else 0
-
-
-def expert_degrees(machine: Machine, experts: int, tensor: int = 1) -> list[int]:
-    """Expert-parallel degrees for `experts` experts beside tensor degree `tensor`, placed within
-    a node first as tensor parallelism is (`runtime.expert_ranks.expert_group_ranks`: tensor
-    innermost, then expert): the degrees dividing the experts whose groups fit a node beside
-    the tensor group, largest first, then those spanning whole nodes, fewest nodes first; 1
-    last. No experts (0): [1]."""
-    per_node = math.gcd(machine.nodes[0].num_devices, machine.num_devices)
-    if experts < 1 or per_node % tensor:
-        return [1]
-    width = per_node // tensor
-    within = [e for e in range(width, 1, -1) if width % e == 0 and experts % e == 0]
-    nodes = machine.num_devices // per_node
-    spanning = [width * n for n in range(2, nodes + 1) if nodes % n == 0 and experts % (width * n) == 0]
-    return [*within, *spanning, 1]
-
-
-def with_experts(layouts: Iterable[Layout], graph: Graph, machine: Machine) -> Iterator[Layout]:
-    """Each layout with each of `expert_degrees` of the graph's experts that divides its data x
-    context ranks (where the expert axis is carved out); a dense graph's layouts as they are."""
-    experts = graph_experts(graph)
-    for layout in layouts:
-        if not experts:
-            yield layout
-            continue
-        for e in expert_degrees(machine, experts, layout.tensor):
-            if layout.degree("data", "context") % e == 0:
-                yield replace(layout, expert=e)
 
 
 def sync_batch_norm(graph: Graph) -> Graph:

@@ -64,6 +64,7 @@ from unityc.dialects.pcg.embedding import (
 )
 from unityc.dialects.pcg.experts import (
     EXPERT_ACTIVATIONS,
+    EXPERT_FACTOR,
     ExpertsOp,
     TakeOp,
     TopkOp,
@@ -155,6 +156,7 @@ __all__ = [
     "ALL_OPS",
     "COMPARISONS",
     "EXPERT_ACTIVATIONS",
+    "EXPERT_FACTOR",
     "GATED_ACTIVATIONS",
     "PCG",
     "AddOp",

@@ -30,6 +30,10 @@ from unityc.dialects.pcg_types import (
 )
 from unityc.dialects.syntax import Kind, op_definition
 
+EXPERT_FACTOR = "e"
+"""The factor of `pcg.experts`'s expert-parallel form: the tasks differing only in it form one
+expert-parallel group, which exchanges its tokens by all-to-all (`runtime/experts.py`)."""
+
 EXPERT_ACTIVATIONS = ("silu",)
 """Activations of the gated experts `pcg.experts` computes: down(act(gate x) * up x)."""
 
@@ -112,8 +116,14 @@ class ExpertsOp(PcgOp):
     sum over all E experts with a gate of zero for the unselected ones, which is how the
     reference interpreter computes it; the generated program sorts tokens by expert.
 
-    x [T, H], indices [T, k] (i64), weights [T, k]. Tokens shard (data parallelism); the expert
-    weights are copied. `num_experts` is E, the expert dimension an expert-parallel form splits."""
+    x [T, H], indices [T, k] (i64), weights [T, k]. Tokens shard (data parallelism, factor "t");
+    the expert weights are copied. Expert parallelism (factor "e", `EXPERT_FACTOR`): gate_up and
+    down split on the expert dim E over "e", the tokens over "t" x "e" (row-major), so the e
+    tasks of one token group t hold the E/e expert slices each and are its expert-parallel group
+    (Megatron-Core's EP carved out of the data-parallel ranks); a weight slice's copies, over
+    "t", are its expert-data-parallel group. Each task's result is still that of all E experts
+    on its own tokens: its group exchanges the routed rows by all-to-all (dispatch and combine).
+    `num_experts` is E."""
 
     name = "pcg.experts"
     input = operand_def(TensorType)
@@ -146,11 +156,18 @@ class ExpertsOp(PcgOp):
         b = form_builder(cls, ["input", "indices", "weights", "gate_up", "down"], operands)
         for o, rank in ((1, 2), (2, 2), (3, 3), (4, 3)):
             for d in range(rank):
-                if not (o in (1, 2) and d == 0):
+                if not (o in (1, 2) and d == 0) and not (o in (3, 4) and d == 0):
                     b.forbid(o, d, "each task routes its whole tokens over every expert")
         b.forbid(0, 1, "each expert reads the whole hidden vector")
-        tokens = b.shared_dim("t", [(0, 0), (1, 0), (2, 0)])
-        form = b.build([([[tokens], []], [])])
+        token_uses = [(0, 0), (1, 0), (2, 0)]
+        if gate_up.shard[0] == down.shard[0] == 1:
+            shard = [b.shared_dim("t", token_uses)]
+        else:  # expert parallelism: the experts split over "e", the tokens over "t" x "e"
+            degree = gate_up.shard[0]
+            if experts % degree:
+                raise op_error(cls, f"expert shard degree {degree} does not divide the {experts} experts")
+            shard = list(b.split_dim("t", EXPERT_FACTOR, token_uses, [(3, 0), (4, 0)]))
+        form = b.build([([shard, []], [])])
         return form, [result_type(form, 0, x.shape, dtype)]
 
     @property
