@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
 from unityc.cost.estimate import node_form_of
@@ -48,6 +49,15 @@ def test_transfers_phase_is_the_phase_of_the_transfers(machine_name: str) -> Non
                         want = phase(fwd) + phase(bwd)
                         got = transfers_phase(form, where, i, types[i], source, wants, m)  # type: ignore[arg-type]
                         assert got == want, (machine_name, node.name, i, got, want)
+                        # as the mapping DP passes them: the placements' arrays (`as_array`)
+                        arrays = (_array(where), _array(source))
+                        assert transfers_phase(form, arrays[0], i, types[i], arrays[1], wants, m) == want  # type: ignore[arg-type]
                         checked += 1
                         moved += want > 0
     assert checked > 100 and moved > 20
+
+
+def _array(where: dict) -> np.ndarray:
+    """A placement's devices in coordinate order, shaped by its largest coordinate + 1."""
+    shape = tuple(max(c[k] for c in where) + 1 for k in range(len(next(iter(where)))))
+    return np.array(list(where.values()), dtype=np.int64).reshape(shape)

@@ -69,6 +69,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from unityc.dialects.pcg import BinaryOp, family_ops
+from unityc.dialects.pcg import families as fam
 from unityc.dialects.pcg.attention import AttentionOp
 from unityc.machine.spec import DeviceKind
 
@@ -144,13 +146,13 @@ index (`unityc.runtime.context`: a dozen int32 passes) so every copy drops the s
 a whole dropout measured 10-11 f32 adds per element (`benchmarks/measure_cpu_machine.py`,
 2026-11-27 on the cpu preset's Intel core; 19-23 on the AMD core before, 67-92 with the
 earlier int64 hash). Its backward multiplies by the saved mask and scale (2 per element)."""
-BINARY = ("pcg.add", "pcg.sub", "pcg.mul", "pcg.div", "pcg.compare_tensors")
-NOT_DIFFERENTIABLE = ("pcg.compare", "pcg.compare_tensors", "pcg.topk")
+BINARY = family_ops(BinaryOp)
+NOT_DIFFERENTIABLE = family_ops(fam.NotDifferentiable)
 """Ops whose result carries no gradient back (a boolean mask)."""
-SOURCES = ("pcg.input", "pcg.weight", "pcg.constant")
-DATA_MOVEMENT = ("pcg.concat", "pcg.split", "pcg.transpose", "pcg.gather", "pcg.take")
-CONTRACTIONS = ("pcg.linear", "pcg.matmul", "pcg.batch_matmul", "pcg.conv2d")
-MATMUL_LIKE = (*CONTRACTIONS, "pcg.attention", "pcg.experts")
+SOURCES = family_ops(fam.Source)
+DATA_MOVEMENT = family_ops(fam.DataMovement)
+CONTRACTIONS = family_ops(fam.Contraction)
+MATMUL_LIKE = family_ops(fam.MatmulRate)
 """Ops that run at the matmul rate (tf32 where the device allows it)."""
 
 

@@ -38,6 +38,8 @@ from typing import Any
 from xdsl.dialects.builtin import AnyFloat, bf16
 
 from unityc.cost.compute import Work
+from unityc.dialects.pcg import families as fam
+from unityc.dialects.pcg import family_ops
 from unityc.dialects.precision import BF16_MIXED
 from unityc.graph import Graph, Ref, op_class
 from unityc.graph.precision import graph_precision
@@ -48,30 +50,15 @@ STATE_PER_WEIGHT = {"sgd": 0, "adam": 2}
 _UPDATE_PASSES = {"sgd": 3, "adam": 7}
 _UPDATE_FLOPS = {"sgd": 2, "adam": 12}
 
-SAVES_RESULT = ("pcg.relu", "pcg.sigmoid", "pcg.tanh", "pcg.exp", "pcg.sqrt", "pcg.softmax")
-SAVES_NOTHING = (
-    "pcg.add",
-    "pcg.sub",
-    "pcg.neg",
-    "pcg.identity",
-    "pcg.scalar_mul",
-    "pcg.scalar_add",
-    "pcg.dropout",  # its bool mask: `steps.dropout_mask`
-    "pcg.cast",
-    "pcg.compare",  # no gradient
-    "pcg.cumsum",  # linear: its backward is a reversed cumsum of the gradient
-    "pcg.compare_tensors",  # a mask: no gradient
-    "pcg.topk",  # indices: no gradient
-    "pcg.reshape",
-    "pcg.transpose",
-    "pcg.concat",
-    "pcg.split",
-    "pcg.gather",
-    "pcg.reduce",
-)
+SAVES_RESULT = family_ops(fam.SavesResult)
+"""Ops whose backward reads their result (relu, sigmoid, tanh, exp, sqrt, softmax)."""
+SAVES_NOTHING = family_ops(fam.SavesNothing)
+"""Ops whose backward reads neither result nor operands (dropout its bool mask:
+`steps.dropout_mask`; comparisons, masks and indices: no gradient; cumsum: its backward is a
+reversed cumsum of the gradient; the shape ops)."""
 
 
-WEIGHT_VIEWS = ("pcg.transpose", "pcg.reshape")
+WEIGHT_VIEWS = family_ops(fam.RunsAsView)
 """Ops the program runs as views (`permute`, `reshape` of a contiguous tensor): of a weight, no
 bytes of their own."""
 

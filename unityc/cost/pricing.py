@@ -111,9 +111,11 @@ def form_coords(form: Form, layout: FormLayout, grid: dict[str, np.ndarray]) -> 
     return tuple(out)
 
 
-def as_array(where: Placement, degrees: Sequence[int]) -> np.ndarray:
+def as_array(where: Placement | np.ndarray, degrees: Sequence[int]) -> np.ndarray:
     """A whole placement (every piece, in coordinate order, as `placement` builds it) as an
-    array shaped by the task degrees."""
+    array shaped by the task degrees (an array of devices in coordinate order, reshaped)."""
+    if isinstance(where, np.ndarray):
+        return where.reshape(tuple(degrees))
     if isinstance(where, Placed):
         return where.array
     return np.fromiter(where.values(), dtype=np.int64, count=len(where)).reshape(degrees)
@@ -323,10 +325,10 @@ def tasks_and_transfers(
 
 def transfers_phase(
     form: Form,
-    where: Placement,
+    where: Placement | np.ndarray,
     i: int,
     t: TensorType,
-    source_where: Placement,
+    source_where: Placement | np.ndarray,
     wants: bool,
     machine: Machine,
 ) -> float:
@@ -336,13 +338,17 @@ def transfers_phase(
     per task on thousands of devices. The same figure to the last bit: transfers are kept in
     task order (each piece once per receiving device), each priced as `collective_time`'s p2p
     over the link class of its two devices, and summed per device in the order `phase` adds
-    them (a transfer's sender, then its receiver); gradients return the same way."""
+    them (a transfer's sender, then its receiver); gradients return the same way. `where` and
+    `source_where` may be placements or their arrays (`as_array`; the mapping DP passes the
+    arrays of views: no piece-by-piece dict on thousands of devices)."""
     layout = form.operands[i]
     if layout is None:
         return 0.0
     shard, total, copies = form.degrees_of(layout)
     degrees = (*shard, total, copies)
-    if len(source_where) != math.prod(degrees):  # not laid out as the form reads it: task by task
+    held = source_where.size if isinstance(source_where, np.ndarray) else len(source_where)
+    if held != math.prod(degrees):  # not laid out as the form reads it: task by task
+        where, source_where = _as_placement(where), _as_placement(source_where)
         only = [source_where if j == i else None for j in range(len(form.operands))]
         types = [t if j == i else None for j in range(len(form.operands))]
         grads = [wants if j == i else False for j in range(len(form.operands))]
@@ -377,6 +383,14 @@ def transfers_phase(
     per = np.bincount(devices, weights=np.repeat(seconds, 2), minlength=machine.num_devices)
     one = float(per.max())
     return one + one if wants else one
+
+
+def _as_placement(where: Placement | np.ndarray) -> Placement:
+    """A placement (coordinate -> device, in coordinate order) of an array of devices."""
+    if not isinstance(where, np.ndarray):
+        return where
+    coords = itertools.product(*(range(d) for d in where.shape))
+    return dict(zip(coords, where.ravel().tolist(), strict=True))
 
 
 _Links = tuple[np.ndarray, np.ndarray]

@@ -20,7 +20,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from unityc.dialects.pcg_types import TensorType
+from unityc.dialects import parallel, pcg
+from unityc.dialects.pcg_types import PcgOp, TensorType
 from unityc.graph import Graph, Ref
 from unityc.rewrites.enumeration import Enumerated
 from unityc.rewrites.printer import short_name
@@ -44,27 +45,34 @@ from unityc.rewrites.terms import (
 VAR_NAMES = ("x", "y", "z", "w", "u", "v", "a", "b", "c", "p", "q")
 DIM_NAMES = ("d", "e", "f", "g")
 DEGREE_NAMES = ("k", "m", "n")
-DIM_OPS = ("parallel.partition", "parallel.combine", "pcg.softmax", "pcg.concat", "pcg.split")
+
+
+def _names(*ops: type[PcgOp]) -> tuple[str, ...]:
+    """The op names of the rule language's terms for these op classes."""
+    return tuple(op.name for op in ops)
+
+
+DIM_OPS = _names(parallel.PartitionOp, parallel.CombineOp, pcg.SoftmaxOp, pcg.ConcatOp, pcg.SplitOp)
 
 # Ops whose result has its (first) operand's shape and rank.
 SHAPE_KEEPING = frozenset(
-    {
-        "pcg.relu",
-        "pcg.sigmoid",
-        "pcg.tanh",
-        "pcg.softmax",
-        "pcg.add",
-        "pcg.mul",
-        "pcg.attention",
-        "parallel.partition",
-        "parallel.combine",
-        "parallel.replicate",
-        "parallel.reduce",
-        "parallel.sum_concat",
-    }
+    _names(
+        pcg.ReluOp,
+        pcg.SigmoidOp,
+        pcg.TanhOp,
+        pcg.SoftmaxOp,
+        pcg.AddOp,
+        pcg.MulOp,
+        pcg.AttentionOp,
+        parallel.PartitionOp,
+        parallel.CombineOp,
+        parallel.ReplicateOp,
+        parallel.ReduceOp,
+        parallel.SumConcatOp,
+    )
 )
-BINARY_ELEMENTWISE = frozenset({"pcg.add", "pcg.mul", "parallel.sum_concat"})
-NONLINEAR = frozenset({"pcg.relu", "pcg.sigmoid", "pcg.tanh", "pcg.softmax", "pcg.attention"})
+BINARY_ELEMENTWISE = frozenset(_names(pcg.AddOp, pcg.MulOp, parallel.SumConcatOp))
+NONLINEAR = frozenset(_names(pcg.ReluOp, pcg.SigmoidOp, pcg.TanhOp, pcg.SoftmaxOp, pcg.AttentionOp))
 
 
 @dataclass(frozen=True)

@@ -364,9 +364,17 @@ class Prices:
             return hit
         node = p.graph.nodes[nid]
         _, _, operand_types, _, grads, _, _, _, _ = p.signature[nid]
+        if not node.op.startswith("parallel."):  # over the views' arrays: no dict of every piece
+            t_i = operand_types[i]
+            assert t_i is not None
+            form = node_form_of(node, operand_types)
+            own, source = view_array(task_degrees(node.types[0]), view), view_array(task_degrees(t), pview)
+            seconds = transfers_phase(form, own, i, t_i, source, grads[i], self.machine)
+            self._edge[key] = seconds
+            return seconds
         source_where: Placement
         where: Placement
-        if self.by_roles and node.op.startswith("parallel.") and node.op != "parallel.sum_concat":
+        if self.by_roles and node.op != "parallel.sum_concat":
             source, own = view_array(task_degrees(t), pview), view_array(task_degrees(node.types[0]), view)
             reps_key = (node.op, node.attrs, source.shape, pview, own.shape, view)
             mask = self._reps.get(reps_key)
@@ -379,8 +387,7 @@ class Prices:
         if node.op == "parallel.sum_concat":
             only: list[Any] = [source_where if j == i else None for j in range(len(operand_types))]
             fwd, bwd = sum_concat_parts(self.machine, operand_types, only, node.types[0], where, grads)
-            seconds = phase(fwd) + phase(bwd)
-        elif node.op.startswith("parallel."):
+        else:
             fwd, bwd = parallel_parts(
                 self.machine,
                 node.op,
@@ -391,12 +398,7 @@ class Prices:
                 where,
                 grads[0],
             )
-            seconds = phase(fwd) + phase(bwd)
-        else:
-            form = node_form_of(node, operand_types)
-            t_i = operand_types[i]
-            assert t_i is not None
-            seconds = transfers_phase(form, where, i, t_i, source_where, grads[i], self.machine)
+        seconds = phase(fwd) + phase(bwd)
         self._edge[key] = seconds
         return seconds
 

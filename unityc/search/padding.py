@@ -40,6 +40,9 @@ import numpy as np
 from xdsl.dialects.builtin import AnyFloat, BytesAttr, DenseIntOrFPElementsAttr, Float32Type, Float64Type
 from xdsl.dialects.builtin import TensorType as BuiltinTensorType
 
+from unityc.dialects import pcg
+from unityc.dialects.pcg import families as fam
+from unityc.dialects.pcg import family_ops
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.precision import BF16_MIXED
 from unityc.graph import Graph, Node, Ref
@@ -47,15 +50,14 @@ from unityc.graph.precision import graph_precision
 from unityc.search.spatial_layout import spatial_grids
 from unityc.search.strategies import spelled_batch_norm
 
-ZERO_PRESERVING = frozenset(
-    {"pcg.relu", "pcg.gelu", "pcg.tanh", "pcg.identity", "pcg.neg", "pcg.scalar_mul", "pcg.cast"}
-)
+ZERO_PRESERVING = frozenset(family_ops(fam.ZeroPreserving))
 """Element-wise ops with f(0) = 0: a clean padded tensor stays clean."""
-FINITE = ZERO_PRESERVING | {"pcg.sigmoid", "pcg.scalar_add", "pcg.clamp"}
+FINITE = frozenset(family_ops(fam.Finite))
 """Element-wise ops finite at any finite input: the padded rows' values (zero or the dirty ones
 a real row's neighbours give) never become inf or NaN, which a 0/1 mask could not clear."""
-BINARY = frozenset({"pcg.add", "pcg.sub", "pcg.mul"})
-WINDOWS = frozenset({"pcg.conv2d", "pcg.pool2d"})
+BINARY = frozenset(family_ops(pcg.AddOp, pcg.SubOp, pcg.MulOp))
+"""The binary ops a padded operand passes through (a quotient of padded zeros is not finite)."""
+WINDOWS = frozenset(family_ops(fam.Windowed))
 
 
 class PaddingError(ValueError):

@@ -69,6 +69,7 @@ from unityc.dialects.pcg.experts import (
     TakeOp,
     TopkOp,
 )
+from unityc.dialects.pcg.families import Family
 from unityc.dialects.pcg.loss import (
     CrossEntropyOp,
     MseLossOp,
@@ -151,6 +152,13 @@ ALL_OPS: list[type[PcgOp]] = [
 ]
 
 PCG = Dialect("pcg", list[type[Operation]](ALL_OPS), [TensorType, MachineViewAttr])
+
+
+def family_ops(*families: type[Family | PcgOp]) -> tuple[str, ...]:
+    """The names of the `pcg` ops of any of these families (`families.py`) or op classes
+    (subclasses included), in `ALL_OPS` order: what a middle-floor table keyed by op name holds."""
+    return tuple(cls.name for cls in ALL_OPS if issubclass(cls, families))
+
 
 __all__ = [
     "ALL_OPS",

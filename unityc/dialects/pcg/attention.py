@@ -15,6 +15,7 @@ from xdsl.irdl import (
 )
 
 from unityc.dialects.forms import Form
+from unityc.dialects.pcg import families as fam
 from unityc.dialects.pcg_types import (
     PcgOp,
     TensorType,
@@ -32,7 +33,7 @@ KERNELS = ("sdpa", "math")
 
 
 @op_definition
-class AttentionOp(PcgOp):
+class AttentionOp(PcgOp, fam.Attention, fam.MatmulRate):
     """Multi-head attention as one op: softmax((q Wq^T)(k Wk^T)^T / sqrt(d) + mask)(v Wv^T) Wo^T.
 
     Shapes: q [B, Sq, E], key/value [B, Sk, E], wq and wo [E, E] (torch Linear layout), wk and

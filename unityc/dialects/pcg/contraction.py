@@ -17,6 +17,7 @@ from xdsl.traits import Pure
 
 from unityc.dialects.canonicalization import canonicalization
 from unityc.dialects.forms import Form, FormBuilder
+from unityc.dialects.pcg import families as fam
 from unityc.dialects.pcg_types import (
     PcgOp,
     TensorType,
@@ -31,7 +32,7 @@ from unityc.dialects.syntax import Kind, op_definition
 
 
 @op_definition
-class LinearOp(PcgOp):
+class LinearOp(PcgOp, fam.Contraction, fam.MatmulRate):
     """x @ weight^T + bias, with weight [out, in] as in torch.nn.Linear.
 
     Sharding x's last dim and weight's dim 1 alike is reduction parallelism: the result holds
@@ -60,7 +61,7 @@ class LinearOp(PcgOp):
         return form, [result_type(form, 0, (*x.shape[:-1], w.shape[0]), float_dtype(cls, x))]
 
 
-class _MatmulBase(PcgOp):
+class _MatmulBase(PcgOp, fam.Contraction, fam.MatmulRate):
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     output = result_def(TensorType)
@@ -138,7 +139,7 @@ def spatial_dims(
 
 
 @op_definition
-class Conv2dOp(PcgOp):
+class Conv2dOp(PcgOp, fam.Contraction, fam.MatmulRate, fam.Windowed):
     """2-D convolution, NCHW, weight [O, C/groups, kh, kw].
 
     Parallel forms: batch; output channels (weight dim 0); input channels with groups == 1
@@ -200,7 +201,7 @@ class Conv2dOp(PcgOp):
 
 
 @op_definition
-class Pool2dOp(PcgOp):
+class Pool2dOp(PcgOp, fam.Pooling, fam.Windowed):
     """Max or average pooling, NCHW; batch, channels, height and width (with a halo) shard;
     average pooling is linear."""
 

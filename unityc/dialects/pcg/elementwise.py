@@ -15,6 +15,7 @@ from xdsl.irdl import (
 )
 
 from unityc.dialects.forms import Form, FormBuilder
+from unityc.dialects.pcg import families as fam
 from unityc.dialects.pcg_types import (
     PcgOp,
     TensorType,
@@ -28,7 +29,7 @@ from unityc.dialects.pcg_types import (
 from unityc.dialects.syntax import Kind, op_definition
 
 
-class UnaryOp(PcgOp):
+class UnaryOp(PcgOp, fam.Elementwise):
     """f(x) element by element. Linear ops also accept partial sums."""
 
     input = operand_def(TensorType)
@@ -55,35 +56,49 @@ class UnaryOp(PcgOp):
         return form, [result_type(form, 0, x.shape, cls.out_dtype(x, attrs))]
 
 
-def _unary(name: str, doc: str, linear: bool = False, props: tuple = ()) -> type[UnaryOp]:
+def _unary(
+    name: str, doc: str, linear: bool = False, props: tuple = (), families: tuple[type[fam.Trait], ...] = ()
+) -> type[UnaryOp]:
     cls = type(
         "".join(p[:1].upper() + p[1:] for p in name.split("_")) + "Op",  # log1p: Log1pOp
-        (UnaryOp,),
+        (UnaryOp, *families),
         {"name": f"pcg.{name}", "__doc__": doc, "LINEAR": linear, "PROPS": props, "__module__": __name__},
     )
     return op_definition(cls)  # type: ignore[return-value]
 
 
-ReluOp = _unary("relu", "max(x, 0).")
-GeluOp = _unary("gelu", "GELU, exact (erf) form unless `tanh` is set.", props=(("tanh", Kind.FLAG, True),))
-SigmoidOp = _unary("sigmoid", "1 / (1 + exp(-x)).")
-TanhOp = _unary("tanh", "tanh(x).")
-ExpOp = _unary("exp", "exp(x).")
-SqrtOp = _unary("sqrt", "sqrt(x).")
+ReluOp = _unary("relu", "max(x, 0).", families=(fam.SavesResult, fam.ZeroPreserving))
+GeluOp = _unary(
+    "gelu",
+    "GELU, exact (erf) form unless `tanh` is set.",
+    props=(("tanh", Kind.FLAG, True),),
+    families=(fam.ZeroPreserving,),
+)
+SigmoidOp = _unary("sigmoid", "1 / (1 + exp(-x)).", families=(fam.SavesResult, fam.Finite))
+TanhOp = _unary("tanh", "tanh(x).", families=(fam.SavesResult, fam.ZeroPreserving))
+ExpOp = _unary("exp", "exp(x).", families=(fam.SavesResult,))
+SqrtOp = _unary("sqrt", "sqrt(x).", families=(fam.SavesResult,))
 Log1pOp = _unary("log1p", "log(1 + x), accurate for small x (torch.log1p).")
-IdentityOp = _unary("identity", "x.", linear=True)
-NegOp = _unary("neg", "-x.", linear=True)
-ScalarMulOp = _unary("scalar_mul", "x * scale.", linear=True, props=(("scale", Kind.FLOAT, False),))
+IdentityOp = _unary("identity", "x.", linear=True, families=(fam.SavesNothing, fam.ZeroPreserving))
+NegOp = _unary("neg", "-x.", linear=True, families=(fam.SavesNothing, fam.ZeroPreserving))
+ScalarMulOp = _unary(
+    "scalar_mul",
+    "x * scale.",
+    linear=True,
+    props=(("scale", Kind.FLOAT, False),),
+    families=(fam.SavesNothing, fam.ZeroPreserving),
+)
 ScalarAddOp = _unary(
     "scalar_add",
     "x + value (not linear: partial sums must be reduced first).",
     props=(("value", Kind.FLOAT, False),),
+    families=(fam.SavesNothing, fam.Finite),
 )
 PowOp = _unary("pow", "x ** exponent.", props=(("exponent", Kind.FLOAT, False),))
 
 
 @op_definition
-class ClampOp(UnaryOp):
+class ClampOp(UnaryOp, fam.Finite):
     """min(max(x, low), high), either bound optional: hardtanh, ReLU6 (`low` 0, `high` 6),
     torch.clamp. The gradient passes where low <= x <= high, as torch's."""
 
@@ -106,7 +121,7 @@ COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 
 
 @op_definition
-class CompareOp(UnaryOp):
+class CompareOp(UnaryOp, fam.NotDifferentiable, fam.SavesNothing):
     """x `kind` value element by element (kind: eq, ne, lt, le, gt, ge): a boolean mask, e.g.
     RoBERTa's `input_ids != pad`. Any element type; no gradient flows through it."""
 
@@ -125,7 +140,7 @@ class CompareOp(UnaryOp):
 
 
 @op_definition
-class DropoutOp(UnaryOp):
+class DropoutOp(UnaryOp, fam.SavesNothing):
     """Dropout with probability p. The reference interpreter and --check runs treat it as the
     identity, so that parallel plans can be compared exactly."""
 
@@ -138,7 +153,7 @@ class DropoutOp(UnaryOp):
 
 
 @op_definition
-class CastOp(UnaryOp):
+class CastOp(UnaryOp, fam.SavesNothing, fam.ZeroPreserving):
     """Converts the element type."""
 
     name = "pcg.cast"
@@ -151,7 +166,7 @@ class CastOp(UnaryOp):
         return attrs["dtype"]
 
 
-class BinaryOp(PcgOp):
+class BinaryOp(PcgOp, fam.Elementwise):
     """lhs ∘ rhs element by element, with numpy broadcasting (a broadcast dim is unsharded)."""
 
     lhs = operand_def(TensorType)
@@ -201,14 +216,14 @@ def broadcast_shape(cls: type[PcgOp], a: Sequence[int], b: Sequence[int]) -> tup
 
 
 @op_definition
-class AddOp(BinaryOp):
+class AddOp(BinaryOp, fam.SavesNothing):
     """lhs + rhs; partial sums add up when both operands have the same sum degree."""
 
     name = "pcg.add"
 
 
 @op_definition
-class SubOp(BinaryOp):
+class SubOp(BinaryOp, fam.SavesNothing):
     """lhs - rhs; partial sums as for add."""
 
     name = "pcg.sub"
@@ -237,7 +252,7 @@ class DivOp(BinaryOp):
 
 
 @op_definition
-class CompareTensorsOp(BinaryOp):
+class CompareTensorsOp(BinaryOp, fam.NotDifferentiable, fam.SavesNothing):
     """lhs `kind` rhs element by element (kind: eq, ne, lt, le, gt, ge), an i1 result, with
     broadcasting as for the other binary ops. The importer records masks this way instead of
     by value: a causal mask is `le` of the key positions [1, S] against the query positions
@@ -263,7 +278,7 @@ GATED_ACTIVATIONS = ("silu", "gelu", "gelu_tanh")
 
 
 @op_definition
-class GatedActivationOp(PcgOp):
+class GatedActivationOp(PcgOp, fam.Elementwise):
     """act(gate) * up element by element, `act` one of `GATED_ACTIVATIONS`: the gated MLP of
     Llama, Qwen2, Mistral (SwiGLU) and Gemma (GeGLU) as one op. The backward keeps only `gate`
     and `up` and recomputes act(gate) (the program's kernel, `runtime.kernels.gated_activation`).

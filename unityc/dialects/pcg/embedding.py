@@ -11,6 +11,7 @@ from xdsl.irdl import (
 )
 
 from unityc.dialects.forms import Form
+from unityc.dialects.pcg import families as fam
 from unityc.dialects.pcg_types import (
     PcgOp,
     TensorType,
@@ -25,7 +26,7 @@ from unityc.dialects.syntax import Kind, op_definition
 
 
 @op_definition
-class EmbeddingOp(PcgOp):
+class EmbeddingOp(PcgOp, fam.Lookup):
     """weight[indices]: result shape indices.shape + [D]. Sharding the vocabulary (weight dim 0)
     is exact: each task looks up only the ids in its range, giving partial sums.
 
@@ -55,7 +56,7 @@ class EmbeddingOp(PcgOp):
 
 
 @op_definition
-class EmbeddingBagOp(PcgOp):
+class EmbeddingBagOp(PcgOp, fam.Lookup):
     """Sum or mean of weight rows over fixed-size bags: indices [B, L] -> [B, D]. Sharding the
     bag (L) or the vocabulary gives partial sums."""
 

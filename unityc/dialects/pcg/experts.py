@@ -17,6 +17,7 @@ from xdsl.ir import Attribute
 from xdsl.irdl import operand_def, result_def
 
 from unityc.dialects.forms import Form
+from unityc.dialects.pcg import families as fam
 from unityc.dialects.pcg_types import (
     PcgOp,
     TensorType,
@@ -39,7 +40,7 @@ EXPERT_ACTIVATIONS = ("silu",)
 
 
 @op_definition
-class TopkOp(PcgOp):
+class TopkOp(PcgOp, fam.Routing, fam.NotDifferentiable, fam.SavesNothing):
     """The indices (i64, sorted by descending value) of the `k` largest elements along the last
     dim. With `groups` G > 1 the selection is group-limited, as DeepSeek-V3 routes: the last dim
     is G equal groups, each scored by the sum of its `group_top` largest elements; only the
@@ -79,7 +80,7 @@ class TopkOp(PcgOp):
 
 
 @op_definition
-class TakeOp(PcgOp):
+class TakeOp(PcgOp, fam.Routing, fam.DataMovement):
     """torch.gather: result[..., i, ...] = input[..., index[..., i, ...], ...] along `dim`, the
     indices a run-time tensor (the router's top-k). index has the input's shape but for `dim`.
     Other dims shard alike; the input's partial sums pass through (it is linear)."""
@@ -108,7 +109,7 @@ class TakeOp(PcgOp):
 
 
 @op_definition
-class ExpertsOp(PcgOp):
+class ExpertsOp(PcgOp, fam.Routing, fam.MatmulRate):
     """The routed experts of a mixture-of-experts layer, dropless:
     result[t] = sum_j weights[t, j] * down_e(act(gate_e x[t]) * up_e x[t]), e = indices[t, j],
     over the `k` experts each token is routed to (Hugging Face's experts layout:

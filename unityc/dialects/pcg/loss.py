@@ -11,6 +11,7 @@ from xdsl.irdl import (
 )
 
 from unityc.dialects.forms import Form
+from unityc.dialects.pcg import families as fam
 from unityc.dialects.pcg_types import (
     PcgOp,
     TensorType,
@@ -23,7 +24,7 @@ from unityc.dialects.pcg_types import (
 from unityc.dialects.syntax import Kind, op_definition
 
 
-class _LossOp(PcgOp):
+class _LossOp(PcgOp, fam.Loss):
     """A scalar loss. Sharded rows give partial sums (each task divides by the global count)."""
 
     output = result_def(TensorType)

@@ -15,6 +15,7 @@ from xdsl.irdl import (
 )
 
 from unityc.dialects.forms import Form
+from unityc.dialects.pcg import families as fam
 from unityc.dialects.pcg_types import (
     PcgOp,
     TensorType,
@@ -30,7 +31,7 @@ from unityc.dialects.syntax import Kind, op_definition
 
 
 @op_definition
-class BatchNormOp(PcgOp):
+class BatchNormOp(PcgOp, fam.Normalization):
     """Training-mode batch norm over (N, C, ...) with batch statistics; channels shard.
 
     The batch and spatial dims may not be sharded: the statistics span them.
@@ -65,7 +66,7 @@ class BatchNormOp(PcgOp):
 
 
 @op_definition
-class LayerNormOp(PcgOp):
+class LayerNormOp(PcgOp, fam.Normalization):
     """Layer norm over the last `dims` dimensions, with optional elementwise weight and bias."""
 
     name = "pcg.layer_norm"
@@ -97,7 +98,7 @@ class LayerNormOp(PcgOp):
 
 
 @op_definition
-class RmsNormOp(PcgOp):
+class RmsNormOp(PcgOp, fam.Normalization):
     """RMS norm over the last `dims` dimensions (Zhang & Sennrich 2019; Llama, Qwen2, Mistral,
     Gemma, T5), computed in fp32 whatever the input's element type:
 
@@ -149,7 +150,7 @@ class RmsNormOp(PcgOp):
 
 
 @op_definition
-class SoftmaxOp(PcgOp):
+class SoftmaxOp(PcgOp, fam.Normalization, fam.SavesResult):
     """Softmax along `dim`, which may not be sharded."""
 
     name = "pcg.softmax"
@@ -168,7 +169,7 @@ class SoftmaxOp(PcgOp):
 
 
 @op_definition
-class CumsumOp(PcgOp):
+class CumsumOp(PcgOp, fam.Scan, fam.SavesNothing):
     """Running sum along `dim` (torch.cumsum), any element type. `dim` may not be sharded;
     linear, so partial sums pass through."""
 

@@ -19,6 +19,7 @@ from xdsl.traits import Pure
 
 from unityc.dialects.canonicalization import canonicalization
 from unityc.dialects.forms import Form
+from unityc.dialects.pcg import families as fam
 from unityc.dialects.pcg_types import (
     PcgOp,
     TensorType,
@@ -33,7 +34,7 @@ from unityc.dialects.syntax import Kind, op_definition
 
 
 @op_definition
-class ConcatOp(PcgOp):
+class ConcatOp(PcgOp, fam.Shape, fam.DataMovement, fam.SavesNothing):
     """Concatenation along `dim` (unsharded); other dims and partial sums must agree."""
 
     name = "pcg.concat"
@@ -69,7 +70,7 @@ class ConcatOp(PcgOp):
 
 
 @op_definition
-class SplitOp(PcgOp):
+class SplitOp(PcgOp, fam.Shape, fam.DataMovement, fam.SavesNothing):
     """Splits along `dim` (unsharded) into pieces of the given sizes."""
 
     name = "pcg.split"
@@ -98,7 +99,7 @@ class SplitOp(PcgOp):
 
 
 @op_definition
-class ReshapeOp(PcgOp):
+class ReshapeOp(PcgOp, fam.Shape, fam.RunsAsView, fam.SavesNothing):
     """Row-major reshape. A sharded input dim must lead its group of merged/split dims, and
     its shard degree passes to the leading result dim of that group."""
 
@@ -163,7 +164,7 @@ def reshape_groups(src: Sequence[int], dst: Sequence[int]) -> list[tuple[list[in
 
 
 @op_definition
-class TransposeOp(PcgOp):
+class TransposeOp(PcgOp, fam.Shape, fam.DataMovement, fam.RunsAsView, fam.SavesNothing):
     """Permutes dimensions: result dim i is input dim perm[i]; shards move with their dims."""
 
     name = "pcg.transpose"
@@ -185,7 +186,7 @@ class TransposeOp(PcgOp):
 
 
 @op_definition
-class GatherOp(PcgOp):
+class GatherOp(PcgOp, fam.Shape, fam.DataMovement, fam.SavesNothing):
     """index_select along `dim` with fixed `indices` (folded at import, e.g. DLRM's interaction
     pairs); `dim` is unsharded, other dims shard and partial sums pass through (it is linear)."""
 
@@ -219,7 +220,7 @@ ONE_DIM_SELECTS = ("max", "min", "argmax", "argmin")
 
 
 @op_definition
-class ReduceOp(PcgOp):
+class ReduceOp(PcgOp, fam.Shape, fam.SavesNothing):
     """Sum, mean, max, min (values or indices) over `dims`. A sharded reduced dim gives partial
     sums for a sum or mean; a selecting kind (`REDUCE_SELECTS`) keeps its reduced dims whole."""
 

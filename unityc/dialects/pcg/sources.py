@@ -13,6 +13,7 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from unityc.dialects.forms import Form, FormError
+from unityc.dialects.pcg import families as fam
 from unityc.dialects.pcg_types import (
     FLOAT_TYPES,
     PcgOp,
@@ -23,7 +24,7 @@ from unityc.dialects.syntax import Kind, op_definition, to_attr
 from unityc.runtime.parts import WeightKey
 
 
-class SourceOp(PcgOp):
+class SourceOp(PcgOp, fam.Source):
     """An op with no operands: its tasks are exactly the pieces of its result (sum 1)."""
 
     result = result_def(TensorType)
