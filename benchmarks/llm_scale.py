@@ -8,7 +8,8 @@ Each model is imported through `unityc-import` (parameters on meta, `--precision
 from a transformers config: Llama-2-70B from `hf:LlamaConfig` (hidden 8192, 80 layers, 64 heads,
 8 KV heads, ffn 28672, vocab 32000, seq 4096, batch 1024), GPT-3-175B from `hf:GPT2Config`
 (96 layers, hidden 12288, 96 heads, ffn 4 x 12288 as GPT-2 sets it, vocab 50257, seq 2048,
-batch 1536). Each row then
+batch 1536; `gpt3-175b-b64` the same at batch 64, Megatron-LM's published 64-GPU run on
+`dgx-a100:8`). Each row then
 runs the command a user runs, `unityc-opt --unity-search --machine M --optimizer adam
 --time-limit T --baselines data-parallel,zero,galvatron,megatron,megatron-lm,gpipe,pipedream
 --report r.json`, as its own process: its wall time and CPU time (user + system, its forked
@@ -46,6 +47,11 @@ MODELS = {
         "hf:GPT2Config",
         {"hidden": 12288, "layers": 96, "heads": 96, "vocab": 50257, "seq": 2048},
         1536,
+    ),
+    "gpt3-175b-b64": (  # Megatron-LM's published 64-GPU benchmark (tensor 8 x pipeline 8): 51.4 % MFU
+        "hf:GPT2Config",
+        {"hidden": 12288, "layers": 96, "heads": 96, "vocab": 50257, "seq": 2048},
+        64,
     ),
 }
 ROWS = "llama2-70b@dgx-a100:16,llama2-70b@dgx-a100:128,llama2-70b@dgx-a100:512,gpt3-175b@dgx-a100:128"

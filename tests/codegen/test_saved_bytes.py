@@ -12,7 +12,9 @@ all-gather itself), ZeRO-3, a 1F1B pipeline of two stages with
 two micro-batches, selective and full recomputation, two accumulated micro-batches (Llama in fp32,
 most in bf16-mixed too: the 1F1B stage 0 holds two micro-batches but one bf16 copy of each weight,
 made once per step, `runtime.precision.step_region`), and data parallel GPT-2 and BERT (dropout,
-attention dropout, LayerNorm, learned positions). All in one torchrun (`unityc.runtime.batch`),
+attention dropout, LayerNorm, learned positions), and GPT-2's 1F1B pipeline in bf16-mixed (its
+transposed Conv1D weights are views of the weights' bf16 copies, also made once per step,
+`runtime.precision.step_cast`). All in one torchrun (`unityc.runtime.batch`),
 two steps each, no --check (the figure is the second step's: the first also runs torch's
 pipeline shape inference; dropout is off under --check). The test prints each figure (`-s`).
 """
@@ -63,6 +65,7 @@ CASES = [
     ("llama", BF16_MIXED, "tensor-sequence-selective"),  # the checkpoint runs its all-gather
     ("gpt2", FP32, "data"),
     ("gpt2", BF16_MIXED, "data"),
+    ("gpt2", BF16_MIXED, "1f1b"),  # the transposed Conv1D weights' bf16 copies: once per step
     ("bert", BF16_MIXED, "data"),
 ]
 

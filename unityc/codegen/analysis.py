@@ -70,6 +70,9 @@ class Analysis:
     values: dict[SSAValue, Value] = field(default_factory=dict)
     precision: str = FP32
     """The graph function's `unityc.precision`: the program runs bf16-mixed under autocast."""
+    step_casts: set[PcgOp] = field(default_factory=set)
+    """bf16-mixed: the views of a weight taken of its bf16 copy made once per step
+    (`runtime.precision.step_cast`, `step_cast_views`)."""
 
     def value(self, v: SSAValue) -> Value:
         return self.values[v]
@@ -136,7 +139,51 @@ def analyze(module: ModuleOp, machine_override: str | None = None) -> Analysis:
     check_loss(fn)
     _mark_gradients(a)
     _run_dtypes(a)
+    _step_cast_views(a)
     return a
+
+
+WEIGHT_VIEWS = ("pcg.transpose", "pcg.reshape")
+"""Ops the program runs as views of their operand (`cost.memory.WEIGHT_VIEWS`)."""
+
+
+def _step_cast_views(a: Analysis) -> None:
+    """Under bf16-mixed, a view of a weight (GPT-2's transposed Conv1D weights) read, through
+    further views, only by ops autocast runs in bf16 (matmuls, attention) is taken of the
+    weight's bf16 copy, made once per step and shared by the micro-batches as autocast shares a
+    weight's own cast (`runtime.precision.step_cast`); autocast would cast the view on every
+    forward. The view and the views of it then hold bf16. The memory model counts that copy once
+    per step (`cost.memory.step_weight_copy`)."""
+    if a.precision != BF16_MIXED:
+        return
+    for op in a.ops:
+        source = op.operands[0].owner if op.name in WEIGHT_VIEWS else None
+        if isinstance(source, PcgOp) and source.name == "pcg.weight" and _read_in_bf16(a, op.results[0]):
+            a.step_casts.add(op)
+            _hold_bf16(a, op.results[0])
+
+
+def _read_in_bf16(a: Analysis, value: SSAValue) -> bool:
+    """Whether every reader of `value`, through views, is an op that autocast runs in bf16."""
+    if value in a.outputs or not value.uses:
+        return False
+    for use in value.uses:
+        reader = use.operation
+        if not isinstance(reader, PcgOp):
+            return False
+        if reader.name in WEIGHT_VIEWS:
+            if not _read_in_bf16(a, reader.results[0]):
+                return False
+        elif type(reader).AUTOCAST != "bf16" or a.values[reader.results[0]].dtype != "bf16":
+            return False
+    return True
+
+
+def _hold_bf16(a: Analysis, value: SSAValue) -> None:
+    a.values[value].dtype = "bf16"
+    for use in value.uses:
+        if use.operation.name in WEIGHT_VIEWS:
+            _hold_bf16(a, use.operation.results[0])
 
 
 def _run_dtypes(a: Analysis) -> None:

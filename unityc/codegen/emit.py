@@ -173,6 +173,8 @@ class Writer:
             args.append(self.operand(op, i, value, tasks, layout))
             grads.append(self.a.value(value).grad)
             dtypes.append(torch_dtype_name(self.a.value(value).dtype))
+        if op in self.a.step_casts:  # a view of the weight's bf16 copy, made once per step
+            args[0] = f"ctx.step_cast({args[0]})"
         results = [self.a.value(r) for r in op.results]
         call = Call(
             op.attrs(),

@@ -98,16 +98,38 @@ def upcast_operand(graph: Graph, nid: int, r: Ref) -> bool:
     return graph.type_of(r).element_type == bf16
 
 
-def step_weight_copy(graph: Graph, nid: int, r: Ref) -> bool:
+def step_weight_copy(graph: Graph, nid: int, r: Ref, users: Mapping[int, list[int]] | None = None) -> bool:
     """Whether autocast's bf16 copy of `r` that op `nid` keeps (`cast_operand`) is made once per
     step and shared by every micro-batch (`runtime.precision.step_region`): `r` is a trained
-    weight read directly (autocast caches the cast of a leaf that requires grad, not of a view),
-    not a ZeRO-3 one (its gathered piece is a view of its bucket, cast per forward). Counted
-    once per device, not per micro-batch in flight (`steps.autocast_copies`)."""
+    weight read directly (autocast caches the cast of a leaf that requires grad), or a view of
+    one (`WEIGHT_VIEWS`, given the graph's `users`) read, through views, only by ops that cast
+    it (the program takes the view of the weight's own copy, `runtime.precision.step_cast`,
+    `codegen.analysis.step_casts`); not a ZeRO-3 one (its gathered piece is a view of its
+    bucket, cast per forward). Counted once per device, not per micro-batch in flight
+    (`steps.autocast_copies`)."""
     node = graph.nodes[r[0]]
+    if node.op in WEIGHT_VIEWS and users is not None and node.operands[0] is not None:
+        if not _read_in_bf16(graph, r[0], users):
+            return False
+        return step_weight_copy(graph, nid, node.operands[0], users) if cast_operand(graph, nid, r) else False
     if node.op != "pcg.weight" or node.attr("frozen") or node.zero >= 3:
         return False
     return cast_operand(graph, nid, r)
+
+
+def _read_in_bf16(graph: Graph, view: int, users: Mapping[int, list[int]]) -> bool:
+    """Whether every reader of view `view`'s result, through views, is a bf16 op casting it."""
+    readers = users.get(view, [])
+    if not readers or any(o[0] == view for o in graph.outputs):
+        return False
+    for reader in readers:
+        node = graph.nodes[reader]
+        if node.op in WEIGHT_VIEWS:
+            if not _read_in_bf16(graph, reader, users):
+                return False
+        elif not all(cast_operand(graph, reader, o) for o in node.operand_refs() if o[0] == view):
+            return False
+    return True
 
 
 def autocast_copy_bytes(graph: Graph, nid: int, r: Ref) -> int:

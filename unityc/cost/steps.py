@@ -131,9 +131,16 @@ class StepBuilder:
         self.pulled: dict[int, int] = {}
         """The all-gathers checkpoint regions run themselves (`backward.pulled_gathers`)."""
         """The all-gathers whose backward re-run is priced (`sequence_regathers`)."""
+        self._users: dict[int, list[int]] | None = None
         self.zero_buckets: dict[int, dict[tuple[int, ...], int]] = {}
         """The bytes of the bucket each ZeRO weight moves in over each of its copy groups, by
         node id (`bucket_zero_weights`)."""
+
+    def users(self) -> dict[int, list[int]]:
+        """The graph's readers of each node (`Graph.users`), made on first use."""
+        if self._users is None:
+            self._users = self.graph.users()
+        return self._users
 
     def placed_at(self, nid: int) -> Placed:
         array = self.arrays[nid]
@@ -380,7 +387,7 @@ class StepBuilder:
                 continue
             nbytes = autocast_copy_bytes(self.graph, nid, r) * type_info(t).piece.numel
             per_task += nbytes
-            once += nbytes if step_weight_copy(self.graph, nid, r) else 0
+            once += nbytes if nbytes and step_weight_copy(self.graph, nid, r, self.users()) else 0
         if not per_task:
             return 0.0
         held = self.internal.setdefault(nid, {})

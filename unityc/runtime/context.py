@@ -13,6 +13,7 @@ import torch
 from unityc.runtime.comm import Communicator, Exchange
 from unityc.runtime.kernels import with_halo
 from unityc.runtime.plan import Collective
+from unityc.runtime.precision import step_cast
 from unityc.runtime.regather import Regathers
 
 Stage = Sequence[Collective]
@@ -73,6 +74,12 @@ class Context:
                     self.regathers.record(y, piece.to(self.comm.dtype(c.dtype)), c)
             x = out
         return x
+
+    @staticmethod
+    def step_cast(w: torch.Tensor | None) -> torch.Tensor | None:
+        """Weight `w`'s bf16 copy, once per step, that a view read in bf16 is taken of
+        (`precision.step_cast`)."""
+        return step_cast(w)
 
     def regathering(self) -> contextlib.AbstractContextManager[None]:
         """The saved-tensor hooks of an op reading a `regather` output (`runtime.regather`)."""

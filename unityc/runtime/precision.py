@@ -6,7 +6,9 @@ weights, their gradients, optimizer state and gradient reductions in fp32 (maste
 backward runs outside autocast, as torch recommends. Each weight is cast to bf16 once per step and
 that copy is shared by every micro-batch (as Megatron-LM and FSDP2 do): the step's micro-batches
 run inside one `step_region`, a disabled autocast region that keeps autocast's cache of the
-weights' casts from one forward to the next (see `step_region`). `--check` runs the
+weights' casts from one forward to the next (see `step_region`); a view of a weight (GPT-2's
+transposed Conv1D weights), which autocast would cast on every forward, is taken of the weight's
+own bf16 copy, made once per step too (`step_cast`). `--check` runs the
 single-device reference under the same autocast and compares at `BF16_TOLERANCE`, widened where
 bf16 itself is far from float64 (`BF16_CONDITION_FACTOR`).
 """
@@ -14,6 +16,7 @@ bf16 itself is far from float64 (`BF16_CONDITION_FACTOR`).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 
 import torch
 
@@ -78,5 +81,40 @@ def step_region(
     is made, so --check stays exact against the reference's own autocast. A frozen weight
     (no grad) or a ZeRO-3 gathered piece (a view of its bucket) is not cached: cast per forward."""
     if precision == BF16_MIXED and enabled:
-        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=False)
+        return _step_casts(device)
     return contextlib.nullcontext()
+
+
+_CASTS: list[dict[int, tuple[torch.Tensor, torch.Tensor]]] = []
+"""The open step regions' bf16 copies made by `step_cast`: weight id -> (weight, copy)."""
+
+
+@contextlib.contextmanager
+def _step_casts(device: torch.device) -> Iterator[None]:
+    _CASTS.append({})
+    try:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=False):
+            yield
+    finally:
+        _CASTS.pop()
+
+
+def step_cast(w: torch.Tensor | None) -> torch.Tensor | None:
+    """The bf16 copy of weight `w` that a view of it is taken of, where the program reads that
+    view only through ops autocast runs in bf16 (a Conv1D's transposed weight read by a matmul):
+    under autocast to bf16, `w` cast once per `step_region` and shared by its micro-batches (as
+    autocast shares a weight's own cast: a trained leaf, with gradients on; a ZeRO-3 gathered
+    piece, a view, or a frozen weight is cast per call); else `w` itself. The copy's
+    `ToCopyBackward` keeps nothing, so every micro-batch's backward flows through it into the
+    fp32 leaf. bf16(w) viewed is bf16(the view): the values are those autocast would cast."""
+    if w is None or w.dtype != torch.float32:
+        return w
+    kind = w.device.type
+    if not torch.is_autocast_enabled(kind) or torch.get_autocast_dtype(kind) != torch.bfloat16:
+        return w
+    if not (_CASTS and w.is_leaf and w.requires_grad and torch.is_grad_enabled()):
+        return w.to(torch.bfloat16)
+    held = _CASTS[-1].get(id(w))
+    if held is None or held[0] is not w:
+        held = _CASTS[-1][id(w)] = (w, w.to(torch.bfloat16))
+    return held[1]
