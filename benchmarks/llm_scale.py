@@ -31,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from unityc.dialects.source import make_context, parse_source
@@ -113,7 +114,15 @@ def degrees(plan: Graph, devices: int) -> str:
     return text + (f"; {levers}" if levers else "")
 
 
-def row(model: str, machine: str, work: Path, limit: float, timeout: float) -> list[list[str]]:
+def row(
+    model: str,
+    machine: str,
+    work: Path,
+    limit: float,
+    timeout: float,
+    describe: Callable[[Graph, int], str] = degrees,
+) -> list[list[str]]:
+    """The joint plan's row (its degrees as `describe` writes them) and each baseline's."""
     source = imported(model, work, timeout)
     tag = f"{model}-{machine.replace(':', '')}"
     plan_path, report_path = work / f"{tag}.plan.mlir", work / f"{tag}.json"
@@ -139,7 +148,7 @@ def row(model: str, machine: str, work: Path, limit: float, timeout: float) -> l
             model,
             machine,
             str(devices),
-            f"**joint** ({report['source'][:60]}): {degrees(plan, devices)}; {checks}"
+            f"**joint** ({report['source'][:60]}): {describe(plan, devices)}; {checks}"
             + (f"; stopped early ({stopped})" if stopped else ""),
             f"{p['iteration_s']:.2f} s",
             f"{p['peak_memory_bytes'] / 2**30:.1f} GiB",

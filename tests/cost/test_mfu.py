@@ -43,3 +43,50 @@ def test_the_llama2_70b_anchor() -> None:
     """1,720,320 A100-80GB GPU-hours for 2 T tokens of a 70 B model: about 43.5 %."""
     u = Utilization(70 * 10**9, 2 * 10**12, 312e12)
     assert u.of(1_720_320 * 3600) == pytest.approx(0.435, abs=0.001)
+
+
+MOE = """builtin.module {
+  func.func @main() -> (!pcg.tensor<f32>) {
+    %router = pcg.weight key "router" : !pcg.tensor<4x32xf32>
+    %gate_up = pcg.weight key "experts.gate_up" : !pcg.tensor<4x128x32xf32>
+    %down = pcg.weight key "experts.down" : !pcg.tensor<4x32x64xf32>
+    %x = pcg.input key "x" : !pcg.tensor<32x32xf32>
+    %ids = pcg.input key "input_ids" : !pcg.tensor<2x16xi64>
+    %logits = pcg.linear %x, %router : !pcg.tensor<32x32xf32>, !pcg.tensor<4x32xf32> -> !pcg.tensor<32x4xf32>
+    %p = pcg.softmax %logits dim -1 : !pcg.tensor<32x4xf32> -> !pcg.tensor<32x4xf32>
+    %top = pcg.topk %p k 2 : !pcg.tensor<32x4xf32> -> !pcg.tensor<32x2xi64>
+    %gates = pcg.take %p, %top dim 1 : !pcg.tensor<32x4xf32>, !pcg.tensor<32x2xi64> -> !pcg.tensor<32x2xf32>
+    %y = pcg.experts %x, %top, %gates, %gate_up, %down activation "silu" : !pcg.tensor<32x32xf32>,
+      !pcg.tensor<32x2xi64>, !pcg.tensor<32x2xf32>, !pcg.tensor<4x128x32xf32>, !pcg.tensor<4x32x64xf32>
+      -> !pcg.tensor<32x32xf32>
+    %loss = pcg.reduce %y kind "mean" dims [0, 1] : !pcg.tensor<32x32xf32> -> !pcg.tensor<f32>
+    func.return %loss : !pcg.tensor<f32>
+  }
+}
+"""
+
+
+def test_a_mixture_of_experts_counts_its_active_parameters() -> None:
+    """Top-2 of 4 experts: half of each expert weight a token passes through, the router whole;
+    so too in a plan of the model (the weights reach the experts through the plan's ops)."""
+    from unityc.cost.report import mfu_line
+    from unityc.dialects.source import make_context, parse_source
+    from unityc.graph import from_module
+    from unityc.search.baselines import data_parallel
+
+    graph = from_module(parse_source(make_context(), MOE, "moe"))
+    total = 4 * 32 + 4 * 128 * 32 + 4 * 32 * 64
+    active = 4 * 32 + (4 * 128 * 32 + 4 * 32 * 64) // 2
+    u = Utilization.of_graph(graph, preset("dgx-a100:1"))
+    assert (u.parameters, u.total_parameters, u.tokens) == (active, total, 32)
+    assert u.flops == 6 * active * 32
+    plan = data_parallel(graph, preset("cpu:2"))
+    assert Utilization.of_graph(plan.graph, preset("dgx-a100:1")) == u
+    assert f"6 x {active:,} active of {total:,} parameters" in mfu_line(u, plan.estimate)
+
+
+def test_dense_parameters_are_all_active() -> None:
+    u = Utilization(100, 10, 1.0)
+    assert u.total_parameters == u.parameters == 100
+    with pytest.raises(ValueError, match="fewer parameters in all"):
+        Utilization(100, 10, 1.0, 50)

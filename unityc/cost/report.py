@@ -11,7 +11,7 @@ from unityc.cost.pipeline import PipelineRun
 from unityc.cost.result import Estimate, OpRow
 from unityc.cost.units import format_bytes, format_flops, format_time
 from unityc.dialects.precision import BF16_MIXED
-from unityc.graph import Graph
+from unityc.graph import Graph, Ref
 from unityc.graph.precision import graph_precision
 from unityc.machine.spec import Machine
 from unityc.runtime.patterns import BUCKET_BYTES
@@ -191,16 +191,26 @@ class Utilization:
     (devices x peak FLOP/s at the plan's precision x iteration time), the convention of the
     PaLM and Megatron-LM papers (attention's sequence-squared FLOPs not counted). Tokens: the
     elements of the first integer input of rank 2 or more (token ids), else the batch (samples:
-    for a model whose weights are reused across a sample, a convolution, this undercounts)."""
+    for a model whose weights are reused across a sample, a convolution, this undercounts).
+    A mixture of experts counts its active parameters, as its MFU is reported (Megatron-Core,
+    DeepSeek-V3): a token goes through k of a layer's E experts, so k/E of each `pcg.experts`
+    weight counts (`total_parameters`: every weight)."""
 
     parameters: int
+    """The parameters each token passes through (all of them for a dense model)."""
     tokens: int
     peak_flops: float
     """The machine's peak matmul FLOP/s, all devices, at the precision (bf16 for bf16-mixed)."""
+    total_parameters: int = -1
+    """Every weight's elements once (-1: as `parameters`, a dense model)."""
 
     def __post_init__(self) -> None:
+        if self.total_parameters == -1:
+            object.__setattr__(self, "total_parameters", self.parameters)
         if self.parameters < 0 or self.tokens < 0 or not self.peak_flops > 0:
             raise ValueError(f"utilization: parameters and tokens >= 0 and a positive peak, got {self}")
+        if self.total_parameters < self.parameters:
+            raise ValueError(f"utilization: fewer parameters in all than active, got {self}")
 
     @property
     def flops(self) -> float:
@@ -217,12 +227,45 @@ class Utilization:
         an untied embedding, counts once) on `machine`."""
         shapes = {n.attr("key"): n.types[0].shape for n in graph.nodes.values() if n.op == "pcg.weight"}
         parameters = sum(math.prod(shape) for shape in shapes.values())
+        idle = sum(math.prod(shapes[key]) * (1 - share) for key, share in expert_shares(graph).items())
         inputs = [n.types[0] for n in graph.nodes.values() if n.op == "pcg.input" and n.types[0].rank]
         ids = [t for t in inputs if t.rank >= 2 and str(t.element_type).startswith("i")]
         tokens = math.prod(ids[0].shape) if ids else math.gcd(*(t.shape[0] for t in inputs)) if inputs else 0
         dtype = "bf16" if graph_precision(graph) == BF16_MIXED else "f32"
         peak = math.fsum(d.kind.peak_flops(dtype, True) for d in machine.devices)
-        return Utilization(parameters, tokens, peak)
+        return Utilization(parameters - round(idle), tokens, peak, parameters)
+
+
+def expert_shares(graph: Graph) -> dict[str, float]:
+    """The key of each weight a `pcg.experts` op reads as its experts' gate_up or down (through
+    the casts and parallel ops between them in a plan) -> the share of it a token uses: its top
+    k of the E experts."""
+    shares: dict[str, float] = {}
+    for n in graph.nodes.values():
+        if n.op != "pcg.experts":
+            continue
+        ids, gate_up = n.operands[1], n.operands[3]
+        assert ids is not None and gate_up is not None
+        experts, top_k = graph.type_of(gate_up).shape[0], graph.type_of(ids).shape[-1]
+        for ref in n.operands[3:5]:
+            weight = _source_weight(graph, ref)
+            if weight is not None:
+                shares[weight] = min(1.0, top_k / experts)
+    return shares
+
+
+def _source_weight(graph: Graph, ref: Ref | None) -> str | None:
+    """The key of the weight `ref` is, or is of through single-operand ops (a cast, a
+    partition, a replicate); None if it is computed."""
+    while ref is not None:
+        node = graph.nodes[ref[0]]
+        if node.op == "pcg.weight":
+            return str(node.attr("key"))
+        refs = [r for r in node.operands if r is not None]
+        if len(refs) != 1:
+            return None
+        ref = refs[0]
+    return None
 
 
 def format_mfu(mfu: float) -> str:
@@ -231,8 +274,10 @@ def format_mfu(mfu: float) -> str:
 
 def mfu_line(u: Utilization, e: Estimate) -> str:
     """`estimated MFU: 43.1% (6 x ... parameters x ... tokens ...)` for a plan priced `e`."""
+    active = f" active of {u.total_parameters:,}" if u.total_parameters != u.parameters else ""
     return (
-        f"estimated MFU: {format_mfu(u.of(e.iteration_s))} (6 x {u.parameters:,} parameters x {u.tokens:,} "
+        f"estimated MFU: {format_mfu(u.of(e.iteration_s))} (6 x {u.parameters:,}{active} parameters x "
+        f"{u.tokens:,} "
         f"tokens per iteration over {e.machine.num_devices} device(s) at {format_flops(u.peak_flops)}/s peak "
         "in all)"
     )

@@ -36,11 +36,20 @@ class ImportFailure(ValueError):
     """An op or value the importer cannot express, located at the model's source."""
 
 
+def _empty(size: Any, *, dtype: torch.dtype | None = None, **_: Any) -> torch.Tensor:
+    """An uninitialized tensor's fold: zeros, one element broadcast (its values are unspecified;
+    DeepSeek-V3's keys are a `new_empty` of batch x heads x seq x 192 filled by two copies, 773
+    GB at its paper shape)."""
+    return torch.zeros((), dtype=dtype).expand(*size)
+
+
 FOLDED_AS = {
     torch.ops.aten.view.default: torch.ops.aten.reshape.default,
     torch.ops.aten._unsafe_view.default: torch.ops.aten.reshape.default,
+    torch.ops.aten.empty.memory_format: _empty,
 }
-"""Ops folded on constants as another op of the same values (a view as a reshape)."""
+"""Ops folded on constants as another op of the same values (a view as a reshape, an
+uninitialized tensor as zeros)."""
 
 
 class LostConstant(ImportFailure):

@@ -12,6 +12,7 @@ form imports xDSL when used.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -121,11 +122,37 @@ def parse_overrides(items: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+class _EmptyOnMeta(torch.overrides.TorchFunctionMode):
+    """`torch.empty` without a device (how Hugging Face makes a parameter,
+    `nn.Parameter(torch.empty(...))`) on the meta device: a paper-scale parameter is never
+    allocated, not even briefly (DeepSeek-V3's experts are 30 GB a layer in float32, more than
+    a machine without overcommit hands out). `made` keeps the tensors so made, so that one
+    registered as a buffer is made real again (buffers stay real)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: dict[int, weakref.ref[torch.Tensor]] = {}
+
+    def made_here(self, t: torch.Tensor) -> bool:
+        ref = self.made.get(id(t))
+        return ref is not None and ref() is t
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func is torch.empty and kwargs.get("device") in (None, "cpu", torch.device("cpu")):
+            t = func(*args, **{**kwargs, "device": "meta"})
+            self.made[id(t)] = weakref.ref(t)
+            return t
+        return func(*args, **kwargs)
+
+
 @contextmanager
 def parameters_on_meta() -> Iterator[None]:
     """Registers every new parameter on the meta device (buffers stay real), so that building a
     paper-scale model costs no memory and no initialization time."""
     register = nn.Module.register_parameter
+    register_buffer = nn.Module.register_buffer
+    mode = _EmptyOnMeta()
 
     def register_on_meta(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
         register(module, name, param)
@@ -133,11 +160,21 @@ def parameters_on_meta() -> Iterator[None]:
         if p is not None and p.device.type != "meta":
             module._parameters[name] = type(p)(p.to("meta"), requires_grad=p.requires_grad)
 
+    def register_real(
+        module: nn.Module, name: str, tensor: torch.Tensor | None, persistent: bool = True
+    ) -> None:
+        if tensor is not None and mode.made_here(tensor):  # a torch.empty buffer, filled after
+            tensor = torch.empty(tensor.shape, dtype=tensor.dtype)
+        register_buffer(module, name, tensor, persistent)
+
     nn.Module.register_parameter = register_on_meta  # type: ignore[method-assign, assignment]
+    nn.Module.register_buffer = register_real  # type: ignore[method-assign, assignment]
     try:
-        yield
+        with mode:
+            yield
     finally:
         nn.Module.register_parameter = register  # type: ignore[method-assign]
+        nn.Module.register_buffer = register_buffer  # type: ignore[method-assign]
 
 
 def load_model(spec: ModelSpec, weights: bool = True) -> LoadedModel:
