@@ -69,6 +69,7 @@ class Placed(dict[Coord, int]):
     def __init__(self, array: np.ndarray, rep_mask: np.ndarray):
         super().__init__()
         self.array = array
+        self.rep_mask = rep_mask
         for c in np.argwhere(rep_mask[array]):
             coord = tuple(int(i) for i in c)
             self[coord] = int(array[coord])
@@ -119,6 +120,37 @@ def as_array(where: Placement | np.ndarray, degrees: Sequence[int]) -> np.ndarra
     if isinstance(where, Placed):
         return where.array
     return np.fromiter(where.values(), dtype=np.int64, count=len(where)).reshape(degrees)
+
+
+def _grid_array(where: Placement | np.ndarray, degrees: Sequence[int]) -> np.ndarray | None:
+    """The devices of a placement's pieces as an array shaped by `degrees`, where the placement
+    is laid out so: a `Placed` or an array of that many pieces, or a whole placement (a dict
+    from `placement`, in coordinate order, from the first coordinate to `degrees` - 1); None for
+    any other (priced piece by piece)."""
+    shape = tuple(degrees)
+    if isinstance(where, Placed):
+        return where.array if where.array.shape == shape else None
+    if isinstance(where, np.ndarray):
+        return where.reshape(shape) if where.size == math.prod(shape) else None
+    if not isinstance(where, dict) or not where or len(where) != math.prod(shape):
+        return None
+    if next(iter(where)) != (0,) * len(shape) or next(reversed(where)) != tuple(d - 1 for d in shape):
+        return None
+    return as_array(where, shape)
+
+
+def per_device(devices: np.ndarray) -> dict[int, int]:
+    """How many times each device occurs, in order of first occurrence (as counting them one by
+    one into a dict would give)."""
+    found, first, counts = np.unique(devices, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    return dict(zip(found[order].tolist(), counts[order].tolist(), strict=True))
+
+
+def _first_of_each(values: np.ndarray) -> list[int]:
+    """The position of the first occurrence of each distinct value, in order."""
+    _, first = np.unique(values, return_index=True)
+    return sorted(first.tolist())
 
 
 def _aligned(form: Form, where: Placement, operand_where: Sequence[Placement | None]) -> bool:
@@ -294,13 +326,29 @@ def tasks_and_transfers(
     sent once per device; gradients return the same way in backward). `operand_keys` name the
     values (an operand read twice is sent once); an operand whose placement is None is not
     considered (the search prices operands one at a time)."""
+    if all(w is None for w in operand_where) or _aligned(form, where, operand_where):
+        # nothing to move: each task makes one piece
+        return per_device(np.fromiter(where.values(), dtype=np.int64, count=len(where))), [], []
+    over_arrays = _array_transfers(form, where, operand_types, operand_keys, operand_where, grads, machine)
+    if over_arrays is not None:
+        return over_arrays
+    return _loop_transfers(form, where, operand_types, operand_keys, operand_where, grads, machine)
+
+
+def _loop_transfers(
+    form: Form,
+    where: Placement,
+    operand_types: Sequence[TensorType | None],
+    operand_keys: Sequence[Any],
+    operand_where: Sequence[Placement | None],
+    grads: Sequence[bool],
+    machine: Machine,
+) -> tuple[dict[int, int], list[Comm], list[Comm]]:
+    """`tasks_and_transfers` task by task: the definition `_array_transfers` computes over
+    arrays, and what prices placements not laid out as arrays."""
     tasks: dict[int, int] = defaultdict(int)
     fwd: list[Comm] = []
     bwd: list[Comm] = []
-    if all(w is None for w in operand_where) or _aligned(form, where, operand_where):
-        for device in where.values():  # nothing to move: each task makes one piece
-            tasks[device] += 1
-        return tasks, fwd, bwd
     sent: set[tuple[Any, Coord, int]] = set()
     for task in _tasks(form, where):
         device = where[form.coord(form.results[0], task)]
@@ -321,6 +369,141 @@ def tasks_and_transfers(
             if wants:
                 bwd.append(Comm((device, source), seconds, nbytes, transfer=True))
     return tasks, fwd, bwd
+
+
+def _array_transfers(
+    form: Form,
+    where: Placement,
+    operand_types: Sequence[TensorType | None],
+    operand_keys: Sequence[Any],
+    operand_where: Sequence[Placement | None],
+    grads: Sequence[bool],
+    machine: Machine,
+) -> tuple[dict[int, int], list[Comm], list[Comm]] | None:
+    """`_loop_transfers` over arrays of all tasks at once, the same to the last bit: tasks in
+    the loop's order (every task in task order; for a `Placed`, those of the pieces on
+    representatives, in coordinate order), a transfer for each operand piece on another device
+    than its task's, the first of each (value key, piece, device) kept, in (task, operand)
+    order, each priced as `collective_time`'s p2p; a `Comm` only for the pieces that move. None
+    where a placement is not laid out as the form reads it (the loop prices it)."""
+    result = form.degrees_of_result()
+    mine_at = _grid_array(where, result)
+    if mine_at is None:
+        return None
+    grid = form_grid(form)
+    res = form_coords(form, form.results[0], grid)
+    mine = mine_at[res].ravel()
+    seq: np.ndarray | None = None  # the tasks priced, in order (None: all, in task order)
+    if isinstance(where, Placed):
+        pieces = np.ravel_multi_index(res, result).ravel()  # type: ignore[arg-type]
+        if pieces.size != mine_at.size or np.bincount(pieces, minlength=pieces.size).max() != 1:
+            return None  # not one result piece per task
+        task_at = np.empty_like(pieces)
+        task_at[pieces] = np.arange(pieces.size)
+        seq = task_at[where.rep_mask[mine_at.ravel()]]
+    dev = mine if seq is None else mine[seq]
+    tasks = per_device(dev)
+    groups: dict[Any, list[int]] = {}
+    degrees_of: dict[int, tuple[int, ...]] = {}
+    moves: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # operand -> (task pos, piece, source)
+    for i, (layout, t, key, source_where) in enumerate(
+        zip(form.operands, operand_types, operand_keys, operand_where, strict=True)
+    ):
+        if layout is None or t is None or source_where is None:
+            continue
+        shard, total, copies = form.degrees_of(layout)
+        degrees = (*shard, total, copies)
+        theirs_at = _grid_array(source_where, degrees)
+        if theirs_at is None:
+            return None
+        coords = form_coords(form, layout, grid)
+        theirs = theirs_at[coords].ravel()
+        piece_of = np.ravel_multi_index(coords, degrees).ravel()  # type: ignore[arg-type]
+        if seq is not None:
+            theirs, piece_of = theirs[seq], piece_of[seq]
+        moved = np.flatnonzero(theirs != dev)
+        group = groups.setdefault(key, [])
+        if group and degrees_of[group[0]] != degrees:
+            return None  # one value read under two layouts: pieces compared by coordinate
+        group.append(i)
+        degrees_of[i] = degrees
+        moves[i] = (moved, piece_of[moved], theirs[moved])
+    kept_pos: list[np.ndarray] = []
+    kept_op: list[np.ndarray] = []
+    kept_src: list[np.ndarray] = []
+    for group in groups.values():
+        pos = np.concatenate([moves[i][0] for i in group])
+        op = np.concatenate([np.full(moves[i][0].size, i, dtype=np.int64) for i in group])
+        pieces_moved = np.concatenate([moves[i][1] for i in group])
+        src = np.concatenate([moves[i][2] for i in group])
+        order = np.lexsort((op, pos))
+        pairs = pieces_moved[order] * machine.num_devices + dev[pos[order]]
+        _, first = np.unique(pairs, return_index=True)  # each piece once per device, first kept
+        keep = order[np.sort(first)]
+        kept_pos.append(pos[keep])
+        kept_op.append(op[keep])
+        kept_src.append(src[keep])
+    if not kept_pos:
+        return tasks, [], []
+    pos, op, src = np.concatenate(kept_pos), np.concatenate(kept_op), np.concatenate(kept_src)
+    order = np.lexsort((op, pos))
+    pos, op, src = pos[order], op[order], src[order]
+    dst = dev[pos]
+    sizes = np.array([_piece(t, False).nbytes if t is not None else 0 for t in operand_types], dtype=np.int64)
+    nbytes = sizes[op]
+    seconds = p2p_seconds(src, dst, nbytes, machine)
+    wants = np.array([bool(g) for g in grads], dtype=bool)[op]
+    rows = list(
+        zip(src.tolist(), dst.tolist(), seconds.tolist(), nbytes.tolist(), wants.tolist(), strict=True)
+    )
+    fwd = [Comm((s, d), sec, nb, transfer=True) for s, d, sec, nb, _ in rows]
+    bwd = [Comm((d, s), sec, nb, transfer=True) for s, d, sec, nb, w in rows if w]
+    return tasks, fwd, bwd
+
+
+def _link_terms(src: np.ndarray, dst: np.ndarray, machine: Machine) -> tuple[np.ndarray, np.ndarray]:
+    """(bandwidth, latency) of the link class between each `src` and `dst` device (distinct),
+    as `Machine.slowest_link` finds it for the two."""
+    node_of, socket_of, intra, cross, inter = link_arrays(machine)
+    ns, nd = node_of[src], node_of[dst]
+    same_node = ns == nd
+    same_socket = socket_of[src] == socket_of[dst]
+    bandwidth = np.where(
+        same_socket, intra[0][ns], np.where(same_node, cross[0][ns], np.minimum(inter[0][ns], inter[0][nd]))
+    )
+    latency = np.where(
+        same_socket, intra[1][ns], np.where(same_node, cross[1][ns], np.maximum(inter[1][ns], inter[1][nd]))
+    )
+    return bandwidth, latency
+
+
+def p2p_seconds(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, machine: Machine) -> np.ndarray:
+    """`collective_time("p2p", nbytes, (src, dst), machine)` of each transfer (src != dst), to
+    the last bit: the link's latency, plus the bytes over its bandwidth slowed by the sender's
+    kind (`DeviceKind.collective_factor`), plus that kind's hand-off; 0 where no bytes move."""
+    bandwidth, latency = _link_terms(src, dst, machine)
+    factor, handoff = p2p_kind_arrays(machine)
+    seconds = (latency + nbytes / (bandwidth / factor[src])) + handoff[src]
+    return np.where(nbytes > 0, seconds, 0.0)
+
+
+@lru_cache(maxsize=16)
+def p2p_kind_arrays(machine: Machine) -> tuple[np.ndarray, np.ndarray]:
+    """Per device, its kind's p2p slowdown (`collective_factor`) and `collective_handoff`."""
+    factor = np.array([d.kind.collective_factor("p2p") for d in machine.devices], dtype=np.float64)
+    handoff = np.array([d.kind.collective_handoff for d in machine.devices], dtype=np.float64)
+    factor.setflags(write=False)
+    handoff.setflags(write=False)
+    return factor, handoff
+
+
+@lru_cache(maxsize=16)
+def kind_index(machine: Machine) -> np.ndarray:
+    """Per device, the index of its kind's name among the machine's (in device order), read-only."""
+    names: dict[str, int] = {}
+    index = np.array([names.setdefault(d.kind.name, len(names)) for d in machine.devices], dtype=np.int64)
+    index.setflags(write=False)
+    return index
 
 
 def transfers_phase(
@@ -368,16 +551,7 @@ def transfers_phase(
     _, first = np.unique(pairs, return_index=True)  # each piece once per device, in task order
     kept = moved[np.sort(first)]
     src, dst = theirs[kept], mine[kept]
-    node_of, socket_of, intra, cross, inter = link_arrays(machine)
-    ns, nd = node_of[src], node_of[dst]
-    same_node = ns == nd
-    same_socket = socket_of[src] == socket_of[dst]
-    bandwidth = np.where(
-        same_socket, intra[0][ns], np.where(same_node, cross[0][ns], np.minimum(inter[0][ns], inter[0][nd]))
-    )
-    latency = np.where(
-        same_socket, intra[1][ns], np.where(same_node, cross[1][ns], np.maximum(inter[1][ns], inter[1][nd]))
-    )
+    bandwidth, latency = _link_terms(src, dst, machine)
     seconds = latency + nbytes / bandwidth
     devices = np.stack([src, dst], axis=1).ravel()
     per = np.bincount(devices, weights=np.repeat(seconds, 2), minlength=machine.num_devices)
@@ -555,14 +729,18 @@ def compute_parts(
     if split is not None:
         attrs = {**attrs, CONTEXT_DEGREE: split[1]}
     costs: dict[str, OpCost] = {}
-    fwd: list[tuple[int, float]] = []
-    bwd: list[tuple[int, float]] = []
-    for device, count in tasks.items():
-        kind = machine.kind_of(device)
-        if kind.name not in costs:
-            costs[kind.name] = compute(op, attrs, operands, results, kind, grads)
-        fwd.append((device, count * costs[kind.name].fwd_s))
-        bwd.append((device, count * costs[kind.name].bwd_s if backward else 0.0))
+    devices = np.fromiter(tasks.keys(), dtype=np.int64, count=len(tasks))
+    counts = np.fromiter(tasks.values(), dtype=np.int64, count=len(tasks))
+    kinds = kind_index(machine)[devices]
+    fwd_s = np.zeros(len(tasks))
+    bwd_s = np.zeros(len(tasks))
+    for k in _first_of_each(kinds):  # one price per kind, the kind of the first device met
+        kind = machine.kind_of(int(devices[k]))
+        costs[kind.name] = c = compute(op, attrs, operands, results, kind, grads)
+        fwd_s[kinds == kinds[k]], bwd_s[kinds == kinds[k]] = c.fwd_s, c.bwd_s
+    on = devices.tolist()
+    fwd = list(zip(on, (counts * fwd_s).tolist(), strict=True))
+    bwd = list(zip(on, (counts * bwd_s).tolist() if backward else [0.0] * len(on), strict=True))
     if not costs:  # priced by roles, and no representative runs it: a task on its first device
         first = int(where.array.flat[0]) if isinstance(where, Placed) else 0
         costs[""] = compute(op, attrs, operands, results, machine.kind_of(first), grads)
@@ -660,27 +838,32 @@ def weight_parts(
     `buckets[group]` bytes over each copy group (`zero_bucket_bytes`; the gradient all-reduce
     is bucketed by the schedule)."""
     p = _piece(t, False)
-    pieces: dict[int, int] = defaultdict(int)
-    for device in where.values():
-        pieces[device] += 1
-    held: dict[int, dict[str, float]] = {}
-    update: list[tuple[int, float]] = []
+    pieces = per_device(np.fromiter(where.values(), dtype=np.int64, count=len(where)))
     element = p.nbytes // max(p.numel, 1)
     n = t.copy_degree
     own = persistent_bytes(p.numel, element, n, zero, optimizer, wants)
     updated = shard_numel(p.numel, n) if zero else p.numel
-    seconds: dict[tuple[int, str], float] = {}  # one kernel time per piece count and device kind
-    for device, count in pieces.items():
-        held[device] = {"weights": count * own.weights}
-        if not wants:
-            continue
-        held[device]["gradients"] = count * own.gradients
-        held[device]["optimizer"] = count * own.optimizer
-        kind = machine.kind_of(device)
-        if (count, kind.name) not in seconds:
-            work = update_work(optimizer, count * updated, element)
-            seconds[count, kind.name] = kernel_time(work, p.dtype, kind)
-        update.append((device, seconds[count, kind.name]))
+    held: dict[int, dict[str, float]]
+    update: list[tuple[int, float]] = []
+    if not wants:
+        held = {device: {"weights": count * own.weights} for device, count in pieces.items()}
+    else:
+        held = {
+            device: {
+                "weights": count * own.weights,
+                "gradients": count * own.gradients,
+                "optimizer": count * own.optimizer,
+            }
+            for device, count in pieces.items()
+        }
+        devices = np.fromiter(pieces.keys(), dtype=np.int64, count=len(pieces))
+        counts = np.fromiter(pieces.values(), dtype=np.int64, count=len(pieces))
+        cases = counts * len(machine.devices) + kind_index(machine)[devices]  # piece count and kind
+        seconds = np.zeros(len(pieces))
+        for k in _first_of_each(cases):  # one kernel time per case, the kind of its first device
+            work = update_work(optimizer, int(counts[k]) * updated, element)
+            seconds[cases == cases[k]] = kernel_time(work, p.dtype, machine.kind_of(int(devices[k])))
+        update = list(zip(devices.tolist(), seconds.tolist(), strict=True))
     sync: list[Comm] = []
     reduce: list[Comm] = []
     if wants:

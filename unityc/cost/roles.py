@@ -86,6 +86,11 @@ class Roles:
     def count_of(self, rep: int) -> int:
         return self.counts[int(self._of[rep])]
 
+    def counts_of(self, reps: Iterable[int]) -> list[int]:
+        """`count_of` of each device, over an array."""
+        devices = np.fromiter(reps, dtype=np.int64)
+        return np.asarray(self.counts, dtype=np.int64)[self._of[devices]].tolist()
+
     def is_rep(self, device: int) -> bool:
         return self.rep_of(device) == device
 

@@ -177,7 +177,9 @@ class StepBuilder:
         """A per-device quantity summed over every device (each representative for its role)."""
         if self.roles is None:
             return float(sum(per_device.values()))
-        return float(sum(self.roles.count_of(d) * v for d, v in per_device.items()))
+        return float(
+            sum(c * v for c, v in zip(self.roles.counts_of(per_device), per_device.values(), strict=True))
+        )
 
     def comms(self, comms: Sequence[Comm]) -> tuple[tuple[Comm, ...], int]:
         """Collectives as the simulation runs them (priced by roles, on the representatives),
@@ -315,7 +317,7 @@ class StepBuilder:
 
     def device_total(self, devices: Iterable[int]) -> int:
         """How many devices these representatives stand for (0 when not priced by roles)."""
-        return 0 if self.roles is None else sum(self.roles.count_of(d) for d in devices)
+        return 0 if self.roles is None else sum(self.roles.counts_of(devices))
 
     def regathers(self, node: Node) -> tuple[Comm, ...]:
         """The all-gathers of the ZeRO-3 weights `node` reads again in backward: those it saves
@@ -510,10 +512,11 @@ class StepBuilder:
         parts = replace(parts, sync=sync, gather=gather, reduce=reduce)
         self.weights[nid] = parts
         held = 0.0
-        for device, parts_held in parts.held.items():
+        counts = [1] * len(parts.held) if self.roles is None else self.roles.counts_of(parts.held)
+        for (device, parts_held), count in zip(parts.held.items(), counts, strict=True):
             for what, nbytes in parts_held.items():
                 self.memory[device][what] += nbytes
-            held += self.count(device) * sum(parts_held.values())
+            held += count * sum(parts_held.values())
         if wants:
             p = piece(t)
             assert p is not None
