@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from unityc.cost.estimate import node_form_of
-from unityc.cost.pricing import Placed, _array_transfers, _loop_transfers, as_array, placement
+from unityc.cost.pricing import Placed, _array_transfers, _loop_transfers, as_array, phase, placement
+from unityc.cost.schedule import Comm
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module
 from unityc.machine import load_machine
@@ -110,3 +111,22 @@ def test_placements_not_laid_out_as_arrays_go_to_the_loop() -> None:
     keys = list(range(len(types)))
     assert _array_transfers(form, where, types, keys, only, [True] * len(types), m) is None
     assert _array_transfers(form, where, types, keys, [source, *only[1:]], [True] * len(types), m) is not None
+
+
+def test_phase_and_placed_over_arrays_are_their_loops() -> None:
+    rng = np.random.default_rng(1)
+    comms = [
+        Comm(tuple(rng.choice(512, size=int(n), replace=False).tolist()), float(rng.random()))
+        for n in rng.integers(2, 64, size=40)
+    ]
+    comms += [Comm(range(3, 500, 8), 0.25), Comm((7, 7), 0.5)]  # a range; a device listed twice
+    per: dict[int, float] = {}
+    for c in comms:  # `phase`'s definition: each device's seconds added in order
+        for d in c.devices:
+            per[d] = per.get(d, 0.0) + c.seconds
+    assert sum(len(c.devices) for c in comms) > 256  # priced over arrays
+    assert phase(comms) == max(per.values())
+    array = rng.permutation(96).reshape(4, 3, 8)
+    mask = rng.random(96) < 0.3
+    want = [(tuple(int(i) for i in c), int(array[tuple(c)])) for c in np.argwhere(mask[array])]
+    assert list(Placed(array, mask).items()) == want

@@ -70,9 +70,9 @@ class Placed(dict[Coord, int]):
         super().__init__()
         self.array = array
         self.rep_mask = rep_mask
-        for c in np.argwhere(rep_mask[array]):
-            coord = tuple(int(i) for i in c)
-            self[coord] = int(array[coord])
+        on_reps = rep_mask[array]
+        coords = map(tuple, np.argwhere(on_reps).tolist())  # row-major, as `array[on_reps]`
+        self.update(zip(coords, array[on_reps].tolist(), strict=True))
 
     def __missing__(self, coord: Coord) -> int:
         return int(self.array[coord])
@@ -293,6 +293,10 @@ def _view_text(view: MachineViewAttr) -> str:
 
 def phase(comms: Sequence[Comm]) -> float:
     """How long a set of collectives takes alone (those sharing a device serialize)."""
+    if sum(len(c.devices) for c in comms) > 256:  # over an array: each device's sum in the same order
+        members = [np.asarray(c.devices, dtype=np.int64) for c in comms]
+        weights = [np.full(len(m), c.seconds) for m, c in zip(members, comms, strict=True)]
+        return float(np.bincount(np.concatenate(members), weights=np.concatenate(weights)).max())
     per: dict[int, float] = defaultdict(float)
     for c in comms:
         for d in c.devices:
