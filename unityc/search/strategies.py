@@ -621,6 +621,8 @@ def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -
     if beyond:
         raise ValueError(f"megatron: no strategy lays out the {', '.join(beyond)} axis yet ({layout!r})")
     length = 0
+    if layout.splits_tokens:  # GPT-2's flattened projections on the tokens, so the split runs through them
+        graph = unflatten_tokens(graph)
     if layout.context > 1:
         graph, length = with_context(graph, layout.exchange), context_length(graph)
         if not length or length % layout.context:
@@ -646,7 +648,10 @@ def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -
         at_loss |= pass_.at_loss
         elsewhere |= pass_.broken - pass_.at_loss
         grown = not pass_.wanted.keys() <= wanted.keys()
-        mixed = set() if grown else pass_.mixed  # (while broadcast operands are still whole)
+        # (not while broadcast operands are still whole, nor while starts are still breaking: a
+        # broken start's region leaves whole activations beside sharded ones that the next pass,
+        # the start replicated, no longer has; an odd vocabulary's column-parallel embedding)
+        mixed = set() if grown or not broken <= replicated else pass_.mixed
         settled = pass_.wanted == wanted and pass_.gathered | mixed <= unsequenced
         if broken <= replicated and settled:
             break  # (a replicated start opens no region)
