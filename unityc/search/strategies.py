@@ -357,7 +357,15 @@ class _Megatron:
             elif _tokens(o) or _ids(o, node):
                 candidates.append([self.act(o, {1: self.t}) if self.sequence else self.act(o, copy=self.t)])
             elif o.source is not None:
-                along = [self._along(o, k) for k in _sequence_dims(o.logical, rank, length)]
+                # (a lookup's table is indexed, not broadcast: its rows do not run along the
+                # sequence even where as many, GPT-3's 2,048 positions; sharded, they would be
+                # partial sums of the vocabulary-parallel form)
+                dims = (
+                    []
+                    if node.op in LOOKUPS and o.source == "pcg.weight"
+                    else _sequence_dims(o.logical, rank, length)
+                )
+                along = [self._along(o, k) for k in dims]
                 candidates.append(along + self._source_forms(o)[::-1])  # replicated before other shardings
             else:
                 assert o.current is not None
@@ -547,6 +555,10 @@ def _head_chains(graph: Graph) -> frozenset[int]:
     while escaping := {nid for nid in chain if not set(users[nid]) <= chain | attention}:
         chain -= escaping  # (then what computes it, read by it, escapes in turn)
     return frozenset(chain)
+
+
+LOOKUPS = ("pcg.embedding", "pcg.embedding_bag")
+"""Ops indexing a table (their weight) by ids."""
 
 
 def _tokens(o: Operand) -> bool:
