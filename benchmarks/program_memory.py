@@ -103,22 +103,15 @@ def _trainer(program: Any) -> Any:
 
 
 def _program_saved(trainer: Any) -> int:
-    """Bytes the program's forward saves, one step (weights and their views excluded)."""
+    """Bytes the program's forward saves, one step (weights and their views excluded): the
+    trainer's own counter (`--saved-bytes`'s, `DistributedModel.count_saved`)."""
     from unityc.runtime.saved import SavedBytes
 
-    forward = trainer.forward
-    counted: list[int] = []
-
-    def counting(ctx: Any, w: dict[str, torch.Tensor], x: dict[str, torch.Tensor]) -> Any:
-        with SavedBytes.of(w.values()) as saved:
-            out = forward(ctx, w, x)
-        counted.append(saved.bytes)
-        return out
-
-    trainer.forward = counting
+    counter = SavedBytes.of([*trainer.weights.values(), *trainer.params])
+    trainer.model.count_saved(counter)
     trainer.step(0)
-    trainer.forward = forward
-    return counted[0]
+    trainer.model.count_saved(None)
+    return counter.forward_bytes
 
 
 def _hf(program: Any, precision: str) -> tuple[Callable[[], int], Callable[[], None]]:

@@ -14,7 +14,10 @@ most in bf16-mixed too: the 1F1B stage 0 holds two micro-batches but one bf16 co
 made once per step, `runtime.precision.step_region`), and data parallel GPT-2 and BERT (dropout,
 attention dropout, LayerNorm, learned positions), and GPT-2's 1F1B pipeline in bf16-mixed (its
 transposed Conv1D weights are views of the weights' bf16 copies, also made once per step,
-`runtime.precision.step_cast`). All in one torchrun (`unityc.runtime.batch`),
+`runtime.precision.step_cast`), and its Megatron tensor x sequence plan with selective
+recomputation in bf16-mixed (the flattened Conv1D projections kept on the tokens so the sequence
+split runs through the MLP; the recomputed attention's checkpoint keeps the step's bf16 copies
+of its weight views as inputs). All in one torchrun (`unityc.runtime.batch`),
 two steps each, no --check (the figure is the second step's: the first also runs torch's
 pipeline shape inference; dropout is off under --check). The test prints each figure (`-s`).
 """
@@ -66,6 +69,9 @@ CASES = [
     ("gpt2", FP32, "data"),
     ("gpt2", BF16_MIXED, "data"),
     ("gpt2", BF16_MIXED, "1f1b"),  # the transposed Conv1D weights' bf16 copies: once per step
+    # GPT-2's projections on the sequence shards (`tokens.unflatten_tokens`), its tanh GELU one
+    # op; the checkpointed attention keeps its weights' bf16 copies as inputs, once per step
+    ("gpt2", BF16_MIXED, "tensor-sequence-selective"),
     ("bert", BF16_MIXED, "data"),
 ]
 

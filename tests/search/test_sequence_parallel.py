@@ -28,13 +28,20 @@ MODELS = {
     "llama": ModelSpec(os.path.join(INPUTS, "llama_like.py:make"), "small", batch=4),  # RMSNorm spelled out
     "llama_gqa": ModelSpec("hf:llama", "small", batch=4),  # grouped-query attention, SwiGLU
 }
+ODD_VOCABULARY = "gpt2_odd_vocabulary"
+"""GPT-2 with 251 tokens, which no tensor degree divides (GPT-3's 50,257 neither): its embedding
+and head run whole in the tensor group, its Conv1D projections on the (batch, sequence) tokens;
+a sequence of 1,024, as many as its learned positions (GPT-3's 2,048 too)."""
+OTHER_MODELS = {
+    ODD_VOCABULARY: ModelSpec("hf:gpt2", "small", batch=2, overrides=(("vocab", "251"), ("seq", "1024")))
+}
 RING = {"parallel.all_reduce": 2.0, "parallel.reduce_scatter": 1.0, "parallel.all_gather": 1.0}
 """Bytes a ring collective moves per device, in units of (n-1)/n of its buffer."""
 
 
 @cache
 def graph(model: str) -> Graph:
-    return from_module(import_model(MODELS[model]))
+    return from_module(import_model({**MODELS, **OTHER_MODELS}[model]))
 
 
 @cache
@@ -85,3 +92,20 @@ def test_each_all_reduce_becomes_a_reduce_scatter_and_an_all_gather(model: str, 
 @pytest.mark.parametrize("model", MODELS)
 def test_sequence_parallel_plan_computes_the_same_values(model: str) -> None:
     assert_same_outputs(graph(model), plans(model, 2, 2)[1].graph)
+
+
+def test_an_odd_vocabulary_keeps_the_residual_stream_on_the_sequence() -> None:
+    """The embedding's column-parallel start breaks at the position add and runs replicated;
+    the pass that broke it saw its region's whole activations beside the sequence-sharded ones
+    and must not make those ops whole for good; nor may the position table, as many rows as the
+    sequence, be sharded on its rows (the lookup would give partial sums beside the token
+    embedding's shard). Either made every layer run whole in the group, all-reducing (at
+    GPT-3-175B 64 sbh/t bytes a layer of fp32 norm inputs kept). Every
+    row-parallel output is reduce-scattered onto the sequence, every column-parallel input and
+    the head's all-gathered from it, and the plan computes what the graph does."""
+    _, along = plans(ODD_VOCABULARY, 2, 2)
+    found = collectives(along)
+    assert found == {"parallel.reduce_scatter": 2 * LAYERS, "parallel.all_gather": 2 * LAYERS + 1}, found
+    norms = [n for n in along.graph.nodes.values() if n.op in ("pcg.layer_norm", "pcg.dropout")]
+    assert norms and all(n.types[0].shard[1] == 2 for n in norms if n.types[0].rank == 3)
+    assert_same_outputs(graph(ODD_VOCABULARY), along.graph)

@@ -46,10 +46,10 @@ Forward FLOPs (n = elements of the result piece unless said otherwise):
 | | (dropless, sorted by expert); backward 2x |
 | concat, split, transpose, gather, take, cast, identity, reshape | 0 |
 
-Bytes: every operand piece read once and every result piece written once; reshape moves
-nothing, embedding reads indices and the rows it gathers; attention's "math" kernel
-(`AttentionOp.kernel`) also writes and reads back its B·h·Sq·Sk scores, the fused "sdpa" kernel
-none.
+Bytes: every operand piece read once and every result piece written once; reshape and
+transpose (views, `VIEWS`) move nothing, embedding reads indices and the rows it gathers;
+attention's "math" kernel (`AttentionOp.kernel`) also writes and reads back its B·h·Sq·Sk
+scores, the fused "sdpa" kernel none.
 
 Backward: contractions (linear, matmul, batch_matmul, conv2d) cost their forward FLOPs once per
 operand that needs a gradient (dX and dW are each a product as large as the forward), plus n for
@@ -343,6 +343,12 @@ def _kernels(kind: str, attrs: Mapping[str, Any], backward: bool) -> float:
     return count
 
 
+VIEWS = ("pcg.reshape", "pcg.transpose")
+"""Ops the program runs as views (`reshape`, `permute`; `codegen.analysis.WEIGHT_VIEWS`): no
+bytes moved, forward or backward (a reader takes the strided operand; GPT-2's transposed Conv1D
+weights, read by every micro-batch, are views of the step's bf16 copy)."""
+
+
 def has_formula(kind: str) -> bool:
     return kind in FORWARD_FLOPS
 
@@ -357,7 +363,7 @@ def _forward_work(kind: str, attrs: Mapping[str, Any], operands: Operands, resul
     formula = FORWARD_FLOPS.get(kind)
     if formula is None:
         raise ValueError(f"the cost model has no FLOP formula for '{kind}'")
-    if kind in SOURCES or kind == "pcg.reshape":
+    if kind in SOURCES or kind in VIEWS:
         return Work(0, 0)
     flops = formula(attrs, operands, results)
     out_bytes = sum(r.nbytes for r in results)

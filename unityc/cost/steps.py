@@ -28,6 +28,7 @@ from unityc.cost.compute import (
 from unityc.cost.experts import expert_degree, expert_memory, op_load
 from unityc.cost.memory import (
     NORM_STATS,
+    WEIGHT_VIEWS,
     attention_saved_bytes,
     autocast_copy_bytes,
     cast_operand,
@@ -374,9 +375,12 @@ class StepBuilder:
         like attention's internal tensors (from forward to the op's backward, only then if it
         is recomputed). A trained weight's copy is made once per step and shared by the
         micro-batches (`memory.step_weight_copy`): its bytes also go to `step_copies`, which
-        a pipeline's estimate counts once, not per micro-batch in flight. Returns the bytes
-        kept from forward."""
+        a pipeline's estimate counts once, not per micro-batch in flight. A recomputed op's
+        copy of a weight view made outside its checkpoint region (`runtime.precision.step_cast`,
+        taken before the region) is an input the checkpoint keeps: held by the view's node
+        (`internal`, `step_copies_of`), once per step. Returns the bytes kept from forward."""
         per_task = once = 0
+        inputs: dict[int, float] = {}
         for r, t in zip(node.operands, types, strict=True):
             if r is None or t is None:
                 continue
@@ -389,18 +393,31 @@ class StepBuilder:
                 continue
             nbytes = autocast_copy_bytes(self.graph, nid, r) * type_info(t).piece.numel
             per_task += nbytes
-            once += nbytes if nbytes and step_weight_copy(self.graph, nid, r, self.users()) else 0
+            shared = nbytes if nbytes and step_weight_copy(self.graph, nid, r, self.users()) else 0
+            once += shared
+            view = self.graph.nodes[r[0]]
+            if shared and node.recompute and view.op in WEIGHT_VIEWS and not view.recompute:
+                inputs[r[0]] = inputs.get(r[0], 0.0) + shared
+        kept = sum(inputs.values())
+        for device, count in tasks.items():
+            for source, copy in inputs.items():  # kept by the view (not per micro-batch)
+                held_by = self.internal.setdefault(source, {})
+                held_by[device] = held_by.get(device, 0.0) + copy * count
+                copies = self.step_copies_of.setdefault(source, {})
+                copies[device] = copies.get(device, 0.0) + copy * count
+                self.memory[device]["activations"] += copy * count
+                self.step_copies[device] += copy * count
         if not per_task:
             return 0.0
         held = self.internal.setdefault(nid, {})
         for device, count in tasks.items():
-            held[device] = held.get(device, 0.0) + per_task * count
+            held[device] = held.get(device, 0.0) + (per_task - kept) * count
             if not node.recompute:
                 self.memory[device]["activations"] += per_task * count
                 self.step_copies[device] += once * count
                 if once:
                     self.step_copies_of.setdefault(nid, {})[device] = once * count
-        return 0.0 if node.recompute else self.total(tasks) * per_task
+        return self.total(tasks) * (kept if node.recompute else per_task)
 
     def dropout_mask(
         self, nid: int, node: Node, attrs: Mapping[str, Any], tasks: Mapping[int, int], m: int

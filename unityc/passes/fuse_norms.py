@@ -1,6 +1,7 @@
-"""fuse-norms: recognize RMS norm and gated MLP activations written as element-wise ops and make
-each one op (`pcg.rms_norm`, `pcg.gated_activation`), so the program runs one kernel that keeps
-only what its backward needs, and the cost and memory models price that kernel.
+"""fuse-norms: recognize RMS norm, gated MLP activations and the tanh GELU written as
+element-wise ops and make each one op (`pcg.rms_norm`, `pcg.gated_activation`, `pcg.gelu`), so
+the program runs one kernel that keeps only what its backward needs, and the cost and memory
+models price that kernel.
 
 RMS norm (HF Llama, Qwen2, Mistral, T5, Gemma; the decomposition of `F.rms_norm`):
 
@@ -17,6 +18,16 @@ v = cast(v', f32) as v' when x has v''s element type.
 Gated activation: mul(act(g), u) or mul(u, act(g)) with u of g's shape and element type, act
 SiLU (`mul(g, sigmoid(g))`, how SiLU is imported) or GELU (exact or tanh).
 
+The tanh GELU (GPT-2's, GPT-J's and BLOOM's `gelu_new`, `0.5 * x * (1 + tanh(sqrt(2 / pi) *
+(x + 0.044715 * x^3)))`, which HF writes element by element):
+
+    mul(scalar_mul(x, 0.5), scalar_add(tanh(scalar_mul(add(x, scalar_mul(pow(x, 3), 0.044715)),
+        sqrt(2 / pi))), 1))                              (either operand order of mul and add)
+
+is `pcg.gelu` with `tanh`, `F.gelu(x, approximate="tanh")`: one kernel keeping x for its backward
+where the chain keeps four tensors of x's size (pow's x, tanh's result and the mul's two
+operands; at GPT-3's MLP 4 x 4 bytes an element of the 4h-wide activation in fp32).
+
 Every op the fused op replaces may only be used by other replaced ops (the leading cast of x
 excepted: it stays while something else reads it), so nothing observes what disappears. The
 frontend runs this pass after `fuse-attention`, which takes Qwen3's per-head norms into the
@@ -25,6 +36,7 @@ attention op first.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,6 +168,45 @@ def _activation(value: SSAValue) -> tuple[SSAValue, str, list[Operation]] | None
     return None
 
 
+_GELU_SCALE = math.sqrt(2.0 / math.pi)
+
+
+def _scaled(value: SSAValue, scale: float) -> Any:
+    """The `scalar_mul` by `scale` (to fp32 precision) making `value`, or None."""
+    op = _owner(value, pcg.ScalarMulOp)
+    return op if op is not None and math.isclose(op.attrs()["scale"], scale, rel_tol=1e-6) else None
+
+
+def _gelu_tanh(root: Operation) -> tuple[SSAValue, list[Operation]] | None:
+    """(x, ops) of the tanh GELU (module docstring) whose last op is `root`, or None."""
+    if not isinstance(root, pcg.MulOp):
+        return None
+    for half, plus in ((root.lhs, root.rhs), (root.rhs, root.lhs)):
+        halved, one = _scaled(half, 0.5), _owner(plus, pcg.ScalarAddOp)
+        if halved is None or one is None or one.attrs()["value"] != 1.0:
+            continue
+        x = halved.input
+        tanh = _owner(one.input, pcg.TanhOp)
+        inner = _scaled(tanh.input, _GELU_SCALE) if tanh is not None else None
+        added = _owner(inner.input, pcg.AddOp) if inner is not None else None
+        if added is None:
+            continue
+        for first, cubic in ((added.lhs, added.rhs), (added.rhs, added.lhs)):
+            term = _scaled(cubic, 0.044715)
+            cube = _pow(term.input, 3.0) if term is not None else None
+            if first == x and cube is not None and cube.input == x and _type(root.results[0]) == _type(x):
+                return x, [root, halved, one, tanh, inner, added, term, cube]
+    return None
+
+
+def _fuse_gelu(root: Operation) -> Operation | None:
+    found = _gelu_tanh(root)
+    if found is None or not _closed(found[1], root):
+        return None
+    fused = pcg.GeluOp.build_inferred([found[0]], tanh=True)
+    return fused if fused.results[0].type == root.results[0].type else None
+
+
 def _closed(ops: list[Operation], root: Operation) -> bool:
     """Whether every result of the replaced ops is used only by replaced ops (root excepted)."""
     inside = set(ops)
@@ -199,23 +250,26 @@ def _fuse_gated(root: Operation) -> Operation | None:
 
 
 class FuseNorms(RewritePattern):
-    """Each RMS norm and gated activation made one op, matched from its last op (the walk goes
-    backwards, so a norm's weight multiplication is seen before the normalization inside it)."""
+    """Each RMS norm, gated activation and tanh GELU made one op, matched from its last op (the
+    walk goes backwards, so a norm's weight multiplication is seen before the normalization
+    inside it, and a gated activation's product before a GELU inside it)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, pcg.MulOp | pcg.CastOp):
             return
-        fused = _fuse_norm(op) or _fuse_gated(op)
+        fused = _fuse_norm(op) or _fuse_gated(op) or _fuse_gelu(op)
         if fused is None:
             return
-        fused.results[0].name_hint = "rms_norm" if isinstance(fused, pcg.RmsNormOp) else "gated"
+        hints = {pcg.RmsNormOp: "rms_norm", pcg.GeluOp: "gelu"}
+        fused.results[0].name_hint = hints.get(type(fused), "gated")
         carry_plan(op, fused)
         rewriter.replace(op, fused)
 
 
 @dataclass(frozen=True)
 class FuseNormsPass(ModulePass):
-    """Fuses RMS norms and gated activations into `pcg.rms_norm` and `pcg.gated_activation`."""
+    """Fuses RMS norms, gated activations and tanh GELUs into `pcg.rms_norm`,
+    `pcg.gated_activation` and `pcg.gelu`."""
 
     name = "fuse-norms"
 

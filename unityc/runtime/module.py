@@ -224,8 +224,8 @@ class DistributedModel(nn.Module):
         """The plan's precision around a forward (bf16-mixed: autocast; off in float64)."""
         return autocast(self.plan.precision, self.device, enabled=self.float_dtype is None)
 
-    def count_saved(self, saved: SavedBytes) -> None:
-        """Counts what each forward (each stage's micro-batch) saves for backward in `saved`."""
+    def count_saved(self, saved: SavedBytes | None) -> None:
+        """Counts what each forward (each stage's micro-batch) saves for backward in `saved` (None: stops)."""
         self.saved = saved
         for stage in self.stages:
             stage.saved = saved

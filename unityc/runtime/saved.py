@@ -12,7 +12,10 @@ region's forward saves nothing here (it keeps its inputs, which count, and recom
 backward).
 
 Two figures per rank and step: `forward_bytes`, the most one forward (one micro-batch of one
-stage function) leaves saved, and `peak_bytes`, the most held at once, saved by forwards whose
+stage function) leaves saved (with `forward_by_dtype`, and `forward_by_producer`: its bytes by
+the op that made each storage's first saved tensor, its element type and shape, e.g.
+"NativeLayerNormBackward0 float32 [2, 64, 64]", "leaf" for an input or a mask drawn without
+gradient: which tensors a forward keeps), and `peak_bytes`, the most held at once, saved by forwards whose
 backward has not yet released them (a pipeline's micro-batches in flight): a saved tensor is
 released when autograd drops what the pack returned (after its node's backward). The record is
 the last step's (`begin_step` starts one afresh): the first step of a pipelined program also
@@ -95,8 +98,11 @@ class SavedBytes:
     """The step counted (what an earlier step's saved tensors give back is ignored)."""
     skip: Callable[[torch.Tensor], bool] | None = None
     """Saved tensors not counted (besides the excluded storages' views)."""
+    forward_by_producer: dict[str, int] = field(default_factory=dict)
     last: dict[Key, tuple[int, int]] = field(default_factory=dict)
     """The byte range of each storage the last forward saved."""
+    made_by: dict[Key, str] = field(default_factory=dict)
+    """The producer of each storage the current forward saved (`forward_by_producer`)."""
     _current: dict[Key, tuple[int, int]] | None = None
     _region: contextlib.AbstractContextManager | None = None
 
@@ -130,7 +136,7 @@ class SavedBytes:
         self.epoch += 1
         self.live.clear()
         self.live_bytes = self.peak_bytes = self.forward_bytes = self.forwards = 0
-        self.forward_by_dtype = {}
+        self.forward_by_dtype, self.forward_by_producer = {}, {}
 
     def hooks(self, inner: Hooks | None = None) -> Hooks:
         inner_pack, inner_unpack = inner or (None, None)
@@ -148,7 +154,7 @@ class SavedBytes:
     @contextlib.contextmanager
     def forward(self, inner: Hooks | None = None) -> Iterator[None]:
         """One forward (one micro-batch's, of one stage function) under the counting hooks."""
-        self._current = {}
+        self._current, self.made_by = {}, {}
         try:
             with torch.autograd.graph.saved_tensors_hooks(*self.hooks(inner)):
                 yield
@@ -156,12 +162,16 @@ class SavedBytes:
             current, self._current = self._current, None
             self.last = current
             by_dtype: dict[str, int] = {}
-            for (_, dtype), (start, end) in current.items():
-                by_dtype[dtype] = by_dtype.get(dtype, 0) + end - start
+            by_producer: dict[str, int] = {}
+            for key, (start, end) in current.items():
+                by_dtype[key[1]] = by_dtype.get(key[1], 0) + end - start
+                made = self.made_by[key]
+                by_producer[made] = by_producer.get(made, 0) + end - start
             total = sum(by_dtype.values())
             self.forwards += 1
             if total > self.forward_bytes:
                 self.forward_bytes, self.forward_by_dtype = total, by_dtype
+                self.forward_by_producer = by_producer
 
     def count(self, t: torch.Tensor) -> Key | None:
         if t.layout != torch.strided or t.numel() == 0 or t.device.type == "meta":
@@ -182,6 +192,9 @@ class SavedBytes:
         held.holders += 1
         self.peak_bytes = max(self.peak_bytes, self.live_bytes)
         if self._current is not None:
+            if key not in self.made_by:
+                made = "leaf" if t.grad_fn is None else type(t.grad_fn).__name__
+                self.made_by[key] = f"{made} {key[1]} {list(t.shape)}"
             was = self._current.get(key)
             self._current[key] = (start, end) if was is None else (min(was[0], start), max(was[1], end))
         return key
@@ -200,6 +213,7 @@ class SavedBytes:
             "forward_bytes": self.forward_bytes,
             "peak_bytes": self.peak_bytes,
             "forward_by_dtype": dict(sorted(self.forward_by_dtype.items())),
+            "forward_by_producer": dict(sorted(self.forward_by_producer.items(), key=lambda kv: -kv[1])),
             "forwards": self.forwards,
         }
 

@@ -180,6 +180,14 @@ class Layout:
         return self.pipeline
 
     @property
+    def splits_tokens(self) -> bool:
+        """Whether the token stream runs split on the sequence: context parallelism, or
+        Megatron's sequence parallelism in a tensor group (the flattened token-wise projections
+        are then kept on the tokens, `tokens.unflatten_tokens`, so that the split runs through
+        GPT-2's MLP)."""
+        return self.context > 1 or (self.sequence and self.tensor > 1)
+
+    @property
     def group(self) -> int:
         """The devices of one stage group: every mesh axis but the pipeline's."""
         return self.devices // self.pipeline

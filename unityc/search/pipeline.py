@@ -78,7 +78,7 @@ def materialize(
     if isinstance(layout, int):
         layout = Layout(pipeline=len(stages), microbatches=layout)
     virtual, tensor = layout.virtual, layout.tensor * layout.context  # (both laid out by Megatron's)
-    if layout.context > 1:  # (as `with_context` lays it out, so that the stages carry over)
+    if layout.splits_tokens:  # (as `megatron_layouts` lays it out, so that the stages carry over)
         graph = unflatten_tokens(graph)
     if layout.pipeline * virtual != len(stages):
         raise PipelineError(

@@ -357,7 +357,15 @@ class _Megatron:
             elif _tokens(o) or _ids(o, node):
                 candidates.append([self.act(o, {1: self.t}) if self.sequence else self.act(o, copy=self.t)])
             elif o.source is not None:
-                along = [self._along(o, k) for k in _sequence_dims(o.logical, rank, length)]
+                # (a lookup's table is indexed, not broadcast: its rows do not run along the
+                # sequence even where as many, GPT-3's 2,048 positions; sharded, they would be
+                # partial sums of the vocabulary-parallel form)
+                dims = (
+                    []
+                    if node.op in LOOKUPS and o.source == "pcg.weight"
+                    else _sequence_dims(o.logical, rank, length)
+                )
+                along = [self._along(o, k) for k in dims]
                 candidates.append(along + self._source_forms(o)[::-1])  # replicated before other shardings
             else:
                 assert o.current is not None
@@ -549,6 +557,10 @@ def _head_chains(graph: Graph) -> frozenset[int]:
     return frozenset(chain)
 
 
+LOOKUPS = ("pcg.embedding", "pcg.embedding_bag")
+"""Ops indexing a table (their weight) by ids."""
+
+
 def _tokens(o: Operand) -> bool:
     """Whether `o` is an activation (batch, sequence, ...) that sequence parallelism shards."""
     return o.logical is not None and o.batched and o.logical.rank >= 3
@@ -621,6 +633,8 @@ def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -
     if beyond:
         raise ValueError(f"megatron: no strategy lays out the {', '.join(beyond)} axis yet ({layout!r})")
     length = 0
+    if layout.splits_tokens:  # GPT-2's flattened projections on the tokens, so the split runs through them
+        graph = unflatten_tokens(graph)
     if layout.context > 1:
         graph, length = with_context(graph, layout.exchange), context_length(graph)
         if not length or length % layout.context:
@@ -646,7 +660,10 @@ def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -
         at_loss |= pass_.at_loss
         elsewhere |= pass_.broken - pass_.at_loss
         grown = not pass_.wanted.keys() <= wanted.keys()
-        mixed = set() if grown else pass_.mixed  # (while broadcast operands are still whole)
+        # (not while broadcast operands are still whole, nor while starts are still breaking: a
+        # broken start's region leaves whole activations beside sharded ones that the next pass,
+        # the start replicated, no longer has; an odd vocabulary's column-parallel embedding)
+        mixed = set() if grown or not broken <= replicated else pass_.mixed
         settled = pass_.wanted == wanted and pass_.gathered | mixed <= unsequenced
         if broken <= replicated and settled:
             break  # (a replicated start opens no region)
