@@ -173,10 +173,7 @@ def plan_one(row: dict[str, Any], directory: Path, timeout: int) -> dict[str, st
         done = run([opt, str(model), "--unity-search", "--machine", "cpu:2", "-o", str(plan)], timeout)
         if done.returncode:
             return {"search": f"FAILED: {first_line(done.stderr)}"}
-        summary = re.search(r"^\S+ \((.*)\) on cpu:\d+", done.stderr, re.M)
-        found = {
-            "search": (summary.group(1) if summary else "planned") + f" ({time.perf_counter() - start:.0f} s)"
-        }
+        found = {"search": search_summary(done.stderr) + f" ({time.perf_counter() - start:.0f} s)"}
         done = run([opt, str(plan), "-t", "torch", "-o", str(program)], timeout)
         if done.returncode:
             return {**found, "torchrun": f"codegen FAILED: {first_line(done.stderr)}"}
@@ -190,6 +187,16 @@ def plan_one(row: dict[str, Any], directory: Path, timeout: int) -> dict[str, st
     if done.returncode == 0 and passed:
         return {**found, "torchrun": passed.group(0)[:160]}
     return {**found, "torchrun": f"FAILED: {(failed.group(0) if failed else first_line(done.stderr))[:200]}"}
+
+
+def search_summary(report: str) -> str:
+    """The plan's line of a `--unity-search` report on stderr: where it came from, its estimated
+    iteration time and peak memory per device (`unityc/search/report.py`'s `render`)."""
+    plan = re.search(r"^plan \((.*?)\): iteration time (.+?) \(", report, re.M)
+    peak = re.search(r"^memory per device: peak (.+?) on device", report, re.M)
+    if plan is None:
+        return "planned (no plan line in the report)"
+    return f"{plan.group(1)}: {plan.group(2)}" + (f", peak {peak.group(1)}" if peak else "")
 
 
 def cause(why: str) -> str:

@@ -169,11 +169,18 @@ def _binary(
 
 
 @lowering(aten.bitwise_and.Tensor, aten.logical_and.default)
-def _and(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
+def _and(im: FxImporter, node: fx.Node, a: Value, b: Value, as_mask: bool = False) -> Value:
     """Boolean and (of masks): an all-true constant operand only broadcasts the other; else the
-    product of the two as 0/1 floats, cast back to booleans (exact)."""
-    if node.meta["val"].dtype != torch.bool:
-        raise im.fail("bitwise and is supported only on booleans")
+    product of the two as 0/1 floats, cast back to booleans (exact). An integer and of 0/1 values
+    (CPM-Ant's int32 context mask and a boolean one) is the same product, in the integer type."""
+    dtype = torch.bool if as_mask else node.meta["val"].dtype
+    if dtype != torch.bool:
+        if not all(_zero_one_valued(v) for v in (a, b)):
+            raise im.fail("bitwise and is supported only on booleans and on 0/1 integer masks")
+        a, b = (Const(v.value.bool()) if isinstance(v, Const) else v for v in (a, b))
+        both = _and(im, node, a, b, as_mask=True)
+        base = both.value if isinstance(both, Expanded) else im.tensor(both)
+        return lazily_broadcast(im.op(pcg.CastOp, [base], dtype=element_type(dtype)), im.meta_shape())
     shape = im.meta_shape()
     for const, other in ((a, b), (b, a)):
         if isinstance(const, Const) and bool(compact(const.value).all()):  # not the broadcast
@@ -184,32 +191,45 @@ def _and(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
     return lazily_broadcast(im.op(pcg.CastOp, [product], dtype=element_type(torch.bool)), shape)
 
 
+def _zero_one_valued(v: Value) -> bool:
+    """Whether `v` holds only 0 and 1: a boolean tensor, or a constant of those values."""
+    if isinstance(v, Const):
+        return bool(((v.value == 0) | (v.value == 1)).all())
+    x = v.value if isinstance(v, Expanded) else v
+    return isinstance(x, SSAValue) and tensor_type(x).element_type == element_type(torch.bool)
+
+
 @lowering(aten.where.self)
 def _where(im: FxImporter, node: fx.Node, cond: Value, a: Value, b: Value) -> Value:
     """where(cond, a, b) of finite floats or integers (HF's additive masks, masked_fill by a
     number, T5's -100 labels made pad ids): cond·a + (1 - cond)·b with cond as 0/1, exact (one
-    term is 0; each side's gradient is the incoming one where it was chosen, 0 elsewhere). A
-    side that may hold inf or nan (a constant that does, or a non-finite number) is refused:
-    0·inf is nan."""
+    term is 0; each side's gradient is the incoming one where it was chosen, 0 elsewhere). An
+    infinite number (CPM-Ant's `masked_fill(score, mask, -inf)` before its softmax) is the term
+    ±log1p(-w) of its 0/1 weight w, 0 where not chosen and ±inf where chosen, since w·inf would
+    be nan where w is 0. A constant tensor side holding inf, or nan anywhere, is refused."""
     dtype = node.meta["val"].dtype
     if dtype == torch.bool or dtype.is_complex:
         raise im.fail("where is supported only on floating-point and integer values")
     sides = []
     for side in (a, b):
         number = _scalar(side)
-        finite = (
-            math.isfinite(number)
+        usable = (
+            not math.isnan(number) and (math.isfinite(number) or dtype.is_floating_point)
             if number is not None
             else not (isinstance(side, Const) and not bool(torch.isfinite(side.value).all()))
         )
-        if not finite:
-            raise im.fail("where is supported only between finite values (use a finite mask value)")
+        if not usable:
+            raise im.fail("where is supported only between finite values and infinite numbers")
         sides.append(number)
     chosen = _zero_one(im, cond, (), dtype)
     negated = im.op(pcg.NegOp, [chosen]) if dtype.is_floating_point else _with_scalar(im, "mul", chosen, -1)
     other = _with_scalar(im, "add", negated, 1)
     terms = []
     for weight, side, number in ((chosen, a, sides[0]), (other, b, sides[1])):
+        if number is not None and math.isinf(number):
+            log = im.op(pcg.Log1pOp, [im.op(pcg.NegOp, [weight])])  # 0 -> -0, 1 -> -inf
+            terms.append(log if number < 0 else im.op(pcg.NegOp, [log]))
+            continue
         if number is not None:
             if number != 0:
                 terms.append(_with_scalar(im, "mul", weight, number))
