@@ -191,6 +191,13 @@ def _and(im: FxImporter, node: fx.Node, a: Value, b: Value, as_mask: bool = Fals
     return lazily_broadcast(im.op(pcg.CastOp, [product], dtype=element_type(torch.bool)), shape)
 
 
+def infinity_at(im: FxImporter, weight: SSAValue, infinity: float) -> SSAValue:
+    """`infinity` (±inf) where the 0/1 floats `weight` are 1 and 0 where they are 0, exactly:
+    ±log1p(-weight) (-0 or ∓inf), since weight·inf would be nan at the zeros."""
+    log = im.op(pcg.Log1pOp, [im.op(pcg.NegOp, [weight])])
+    return log if infinity < 0 else im.op(pcg.NegOp, [log])
+
+
 def _zero_one_valued(v: Value) -> bool:
     """Whether `v` holds only 0 and 1: a boolean tensor, or a constant of those values."""
     if isinstance(v, Const):
@@ -227,8 +234,7 @@ def _where(im: FxImporter, node: fx.Node, cond: Value, a: Value, b: Value) -> Va
     terms = []
     for weight, side, number in ((chosen, a, sides[0]), (other, b, sides[1])):
         if number is not None and math.isinf(number):
-            log = im.op(pcg.Log1pOp, [im.op(pcg.NegOp, [weight])])  # 0 -> -0, 1 -> -inf
-            terms.append(log if number < 0 else im.op(pcg.NegOp, [log]))
+            terms.append(infinity_at(im, weight, number))
             continue
         if number is not None:
             if number != 0:

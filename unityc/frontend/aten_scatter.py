@@ -9,6 +9,7 @@ gradient is the source's own element of the incoming one, as scatter's backward 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -16,7 +17,7 @@ from torch import fx
 from xdsl.ir import SSAValue
 
 from unityc.dialects import pcg
-from unityc.frontend.aten import Value, reshape_to
+from unityc.frontend.aten import Value, infinity_at, reshape_to
 from unityc.frontend.builder import element_type
 from unityc.frontend.importer import Const, FxImporter, compact, lowering, tensor_type
 
@@ -54,7 +55,7 @@ def _scatter(im: FxImporter, node: fx.Node, base: Value, dim: int, index: Value,
     landed = im.op(pcg.ReduceOp, [im.op(pcg.MulOp, [hot, spread])], kind="sum", dims=[dim])
     if fill == 0:
         return landed
-    return im.op(pcg.AddOp, [landed, _times(im, _missed(im, hot, dim), _finite(fill, dtype))])
+    return im.op(pcg.AddOp, [landed, _times(im, _missed(im, hot, dim), fill)])
 
 
 def _scatter_value(
@@ -71,9 +72,7 @@ def _scatter_value(
     if not dtype.is_floating_point:
         raise im.fail("scatter of a number is supported only into floating-point or boolean tensors")
     hit = im.op(pcg.CastOp, [im.op(pcg.CompareOp, [count], kind="gt", value=0.5)], dtype=element_type(dtype))
-    terms = [
-        t for t in (_times(im, hit, value), _times(im, _missed(im, hot, dim), _finite(fill, dtype))) if t
-    ]
+    terms = [t for t in (_times(im, hit, value), _times(im, _missed(im, hot, dim), fill)) if t]
     return terms[0] if len(terms) == 1 else im.op(pcg.AddOp, terms)
 
 
@@ -99,20 +98,13 @@ def _missed(im: FxImporter, hot: SSAValue, dim: int) -> SSAValue:
 
 
 def _times(im: FxImporter, x: SSAValue, number: float) -> SSAValue | None:
+    """`number` where the 0/1 floats `x` are 1, 0 elsewhere (None: all 0); an infinite number
+    exactly, without 0·inf (`infinity_at`)."""
     if number == 0:
         return None
+    if math.isinf(number):
+        return infinity_at(im, x, number)
     return x if number == 1 else im.op(pcg.ScalarMulOp, [x], scale=float(number))
-
-
-def _finite(fill: float, dtype: torch.dtype) -> float:
-    """The fill as a finite number: -inf as the dtype's lowest value (Hugging Face's own masks'
-    `finfo.min`), +inf as its highest, so that 0 x fill stays 0. Consumers that saturate there
-    (a sigmoid or softmax of the router's table) give the same values and gradients."""
-    if fill == float("-inf"):
-        return float(torch.finfo(dtype).min)
-    if fill == float("inf"):
-        return float(torch.finfo(dtype).max)
-    return fill
 
 
 def _one_value(base: Value) -> float | None:
