@@ -106,8 +106,8 @@ def scattered_router(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]
 
 class InfiniteMask(nn.Module):
     """CPM-Ant's attention masking: scores filled with -inf where a computed mask (padding and
-    causality) is False, a softmax, the masked weights filled with 0 after it; and a max over
-    scores filled with +inf's negation (a -inf floor) elsewhere, as a second consumer."""
+    causality) is False, a softmax, the masked weights filled with 0 after it (where `~mask`);
+    and a min over the scores with +inf where masked, as a second consumer."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -122,9 +122,8 @@ class InfiniteMask(nn.Module):
         causal = torch.arange(seq)[None, :] <= torch.arange(seq)[:, None]
         mask = (ids != 0)[:, None, :] & causal[None]  # [batch, seq, seq]
         raw = self.q(h) @ self.k(h).transpose(1, 2)
-        hidden = mask == torch.tensor(False)
-        score = torch.masked_fill(raw, hidden, float("-inf"))
-        weights = torch.masked_fill(torch.softmax(score, -1), hidden, 0.0)
+        score = torch.masked_fill(raw, mask == torch.tensor(False), float("-inf"))
+        weights = torch.masked_fill(torch.softmax(score, -1), ~mask, 0.0)  # AXK1's `~mask`
         ceiling = torch.where(mask, raw, float("inf")).amin(-1, keepdim=True)  # the least seen
         logits = self.head(weights @ h + ceiling).mean(1)
         return nn.functional.cross_entropy(logits, y), logits

@@ -168,42 +168,11 @@ def _binary(
     return result
 
 
-@lowering(aten.bitwise_and.Tensor, aten.logical_and.default)
-def _and(im: FxImporter, node: fx.Node, a: Value, b: Value, as_mask: bool = False) -> Value:
-    """Boolean and (of masks): an all-true constant operand only broadcasts the other; else the
-    product of the two as 0/1 floats, cast back to booleans (exact). An integer and of 0/1 values
-    (CPM-Ant's int32 context mask and a boolean one) is the same product, in the integer type."""
-    dtype = torch.bool if as_mask else node.meta["val"].dtype
-    if dtype != torch.bool:
-        if not all(_zero_one_valued(v) for v in (a, b)):
-            raise im.fail("bitwise and is supported only on booleans and on 0/1 integer masks")
-        a, b = (Const(v.value.bool()) if isinstance(v, Const) else v for v in (a, b))
-        both = _and(im, node, a, b, as_mask=True)
-        base = both.value if isinstance(both, Expanded) else im.tensor(both)
-        return lazily_broadcast(im.op(pcg.CastOp, [base], dtype=element_type(dtype)), im.meta_shape())
-    shape = im.meta_shape()
-    for const, other in ((a, b), (b, a)):
-        if isinstance(const, Const) and bool(compact(const.value).all()):  # not the broadcast
-            return lazily_broadcast(other.value if isinstance(other, Expanded) else im.tensor(other), shape)
-    lhs = _zero_one(im, a, ())
-    rhs = _zero_one(im, b, tensor_type(lhs).shape)
-    product = im.op(pcg.MulOp, [lhs, rhs])
-    return lazily_broadcast(im.op(pcg.CastOp, [product], dtype=element_type(torch.bool)), shape)
-
-
 def infinity_at(im: FxImporter, weight: SSAValue, infinity: float) -> SSAValue:
     """`infinity` (±inf) where the 0/1 floats `weight` are 1 and 0 where they are 0, exactly:
     ±log1p(-weight) (-0 or ∓inf), since weight·inf would be nan at the zeros."""
     log = im.op(pcg.Log1pOp, [im.op(pcg.NegOp, [weight])])
     return log if infinity < 0 else im.op(pcg.NegOp, [log])
-
-
-def _zero_one_valued(v: Value) -> bool:
-    """Whether `v` holds only 0 and 1: a boolean tensor, or a constant of those values."""
-    if isinstance(v, Const):
-        return bool(((v.value == 0) | (v.value == 1)).all())
-    x = v.value if isinstance(v, Expanded) else v
-    return isinstance(x, SSAValue) and tensor_type(x).element_type == element_type(torch.bool)
 
 
 @lowering(aten.where.self)

@@ -417,6 +417,7 @@ def import_program(exported: Exported, attributes: dict[str, Any] | None = None)
     from unityc.frontend import (  # noqa: F401  (they register LOWERINGS)
         aten,
         aten_complex,
+        aten_logic,
         aten_moe,
         aten_nn,
         aten_reduce,
