@@ -5,6 +5,8 @@ seeded sample of those that import through search and torchrun (on demand, never
     .venv/bin/python benchmarks/hf_sweep.py --only llama gpt   # archs whose model type starts so
     .venv/bin/python benchmarks/hf_sweep.py --masked           # the masked-LM architectures too
     .venv/bin/python benchmarks/hf_sweep.py --table            # only rewrite the table from the rows
+    .venv/bin/python benchmarks/hf_sweep.py --only cpmant --fresh --sample 0 --plan cpmant
+                                                               # one arch again, planned too
 
 Each architecture is `hf:<ConfigClass>` at the small config (`unityc.models.huggingface`: hidden
 32, 2 layers, 4 heads, FFN 64, vocabulary 128, sequence 16, batch 2, the class's defaults for the
@@ -173,10 +175,7 @@ def plan_one(row: dict[str, Any], directory: Path, timeout: int) -> dict[str, st
         done = run([opt, str(model), "--unity-search", "--machine", "cpu:2", "-o", str(plan)], timeout)
         if done.returncode:
             return {"search": f"FAILED: {first_line(done.stderr)}"}
-        summary = re.search(r"^\S+ \((.*)\) on cpu:\d+", done.stderr, re.M)
-        found = {
-            "search": (summary.group(1) if summary else "planned") + f" ({time.perf_counter() - start:.0f} s)"
-        }
+        found = {"search": search_summary(done.stderr) + f" ({time.perf_counter() - start:.0f} s)"}
         done = run([opt, str(plan), "-t", "torch", "-o", str(program)], timeout)
         if done.returncode:
             return {**found, "torchrun": f"codegen FAILED: {first_line(done.stderr)}"}
@@ -190,6 +189,16 @@ def plan_one(row: dict[str, Any], directory: Path, timeout: int) -> dict[str, st
     if done.returncode == 0 and passed:
         return {**found, "torchrun": passed.group(0)[:160]}
     return {**found, "torchrun": f"FAILED: {(failed.group(0) if failed else first_line(done.stderr))[:200]}"}
+
+
+def search_summary(report: str) -> str:
+    """The plan's line of a `--unity-search` report on stderr: where it came from, its estimated
+    iteration time and peak memory per device (`unityc/search/report.py`'s `render`)."""
+    plan = re.search(r"^plan \((.*?)\): iteration time (.+?) \(", report, re.M)
+    peak = re.search(r"^memory per device: peak (.+?) on device", report, re.M)
+    if plan is None:
+        return "planned (no plan line in the report)"
+    return f"{plan.group(1)}: {plan.group(2)}" + (f", peak {peak.group(1)}" if peak else "")
 
 
 def cause(why: str) -> str:
@@ -243,8 +252,8 @@ def table(rows: dict[str, dict[str, Any]], archs: list[tuple[str, str, str]], no
     if sampled:
         good = sum(r["torchrun"].startswith("check passed") for r in sampled)
         lines.append(
-            f"- sample: search cpu:2 + `torchrun --check` on 2 gloo ranks passes for "
-            f"**{good} of {len(sampled)}**"
+            f"- planned (the seeded samples and `--plan`): search cpu:2 + `torchrun --check` on 2 gloo "
+            f"ranks passes for **{good} of {len(sampled)}**"
         )
     causes = Counter(cause(r["why"]) for r in listed if r["status"] not in ("pass", "skip"))
     if causes:
@@ -305,6 +314,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=int, default=300, help="seconds per architecture and per stage")
     parser.add_argument("--sample", type=int, default=20, help="how many passing archs get search + torchrun")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    parser.add_argument(
+        "--plan", nargs="*", default=[], help="these passing archs get search + torchrun too (again)"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="architectures swept at once (processes)")
     parser.add_argument("--fresh", action="store_true", help="sweep again the chosen (--only) ones")
     parser.add_argument(
@@ -354,13 +366,17 @@ def main() -> None:
         passing = sorted(r["kind"] for r in rows.values() if r["status"] == "pass")
         sample = sorted(random.Random(args.seed).sample(passing, min(args.sample, len(passing))))
         print(f"sample (seed {args.seed}): {' '.join(sample)}", flush=True)
-        for kind in sample:
-            if "torchrun" in rows[kind] and not args.fresh:
+        planned = [k for k in args.plan if rows.get(k, {}).get("status") == "pass" and k not in sample]
+        for kind in sample + planned:
+            if "torchrun" in rows[kind] and not args.fresh and kind not in args.plan:
                 continue
             rows[kind].update(plan_one(rows[kind], directory, args.timeout))
             save_rows(rows)
             print(f"{kind}: {rows[kind].get('search')} -> {rows[kind].get('torchrun', '-')}", flush=True)
-    RESULTS.write_text(table(rows, archs, note + f" Sample seed {args.seed}: {', '.join(sample)}."))
+    chosen_note = (f" Sample seed {args.seed}: {', '.join(sample)}." if sample else "") + (
+        f" Planned besides the sample: {', '.join(planned)}." if planned else ""
+    )
+    RESULTS.write_text(table(rows, archs, note + chosen_note))
 
 
 if __name__ == "__main__":

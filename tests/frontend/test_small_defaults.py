@@ -29,3 +29,11 @@ def test_a_partly_sized_import_warns_and_a_whole_one_does_not() -> None:
         warnings.simplefilter("error", SmallDefaultsWarning)
         load_model(ModelSpec("hf:gpt2"), weights=False)
         load_model(ModelSpec("hf:gpt2", "paper", overrides=(("layers", "2"),)), weights=False)
+
+
+def test_a_router_that_leaves_top_k_unset_gets_the_small_one() -> None:
+    """DeepSeek-V2's config has num_experts_per_tok=None (torch.topk refuses it, so plain torch
+    could not train the small config and the sweep skipped it): the small config's top-2."""
+    loaded = load_model(ModelSpec("hf:DeepseekV2Config"), weights=False)
+    configs = {id(m.config): m.config for m in loaded.module.modules() if hasattr(m, "config")}
+    assert [c.num_experts_per_tok for c in configs.values()] == [2]

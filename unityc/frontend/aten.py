@@ -168,48 +168,43 @@ def _binary(
     return result
 
 
-@lowering(aten.bitwise_and.Tensor, aten.logical_and.default)
-def _and(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
-    """Boolean and (of masks): an all-true constant operand only broadcasts the other; else the
-    product of the two as 0/1 floats, cast back to booleans (exact)."""
-    if node.meta["val"].dtype != torch.bool:
-        raise im.fail("bitwise and is supported only on booleans")
-    shape = im.meta_shape()
-    for const, other in ((a, b), (b, a)):
-        if isinstance(const, Const) and bool(compact(const.value).all()):  # not the broadcast
-            return lazily_broadcast(other.value if isinstance(other, Expanded) else im.tensor(other), shape)
-    lhs = _zero_one(im, a, ())
-    rhs = _zero_one(im, b, tensor_type(lhs).shape)
-    product = im.op(pcg.MulOp, [lhs, rhs])
-    return lazily_broadcast(im.op(pcg.CastOp, [product], dtype=element_type(torch.bool)), shape)
+def infinity_at(im: FxImporter, weight: SSAValue, infinity: float) -> SSAValue:
+    """`infinity` (±inf) where the 0/1 floats `weight` are 1 and 0 where they are 0, exactly:
+    ±log1p(-weight) (-0 or ∓inf), since weight·inf would be nan at the zeros."""
+    log = im.op(pcg.Log1pOp, [im.op(pcg.NegOp, [weight])])
+    return log if infinity < 0 else im.op(pcg.NegOp, [log])
 
 
 @lowering(aten.where.self)
 def _where(im: FxImporter, node: fx.Node, cond: Value, a: Value, b: Value) -> Value:
     """where(cond, a, b) of finite floats or integers (HF's additive masks, masked_fill by a
     number, T5's -100 labels made pad ids): cond·a + (1 - cond)·b with cond as 0/1, exact (one
-    term is 0; each side's gradient is the incoming one where it was chosen, 0 elsewhere). A
-    side that may hold inf or nan (a constant that does, or a non-finite number) is refused:
-    0·inf is nan."""
+    term is 0; each side's gradient is the incoming one where it was chosen, 0 elsewhere). An
+    infinite number (CPM-Ant's `masked_fill(score, mask, -inf)` before its softmax) is the term
+    ±log1p(-w) of its 0/1 weight w, 0 where not chosen and ±inf where chosen, since w·inf would
+    be nan where w is 0. A constant tensor side holding inf, or nan anywhere, is refused."""
     dtype = node.meta["val"].dtype
     if dtype == torch.bool or dtype.is_complex:
         raise im.fail("where is supported only on floating-point and integer values")
     sides = []
     for side in (a, b):
         number = _scalar(side)
-        finite = (
-            math.isfinite(number)
+        usable = (
+            not math.isnan(number) and (math.isfinite(number) or dtype.is_floating_point)
             if number is not None
             else not (isinstance(side, Const) and not bool(torch.isfinite(side.value).all()))
         )
-        if not finite:
-            raise im.fail("where is supported only between finite values (use a finite mask value)")
+        if not usable:
+            raise im.fail("where is supported only between finite values and infinite numbers")
         sides.append(number)
     chosen = _zero_one(im, cond, (), dtype)
     negated = im.op(pcg.NegOp, [chosen]) if dtype.is_floating_point else _with_scalar(im, "mul", chosen, -1)
     other = _with_scalar(im, "add", negated, 1)
     terms = []
     for weight, side, number in ((chosen, a, sides[0]), (other, b, sides[1])):
+        if number is not None and math.isinf(number):
+            terms.append(infinity_at(im, weight, number))
+            continue
         if number is not None:
             if number != 0:
                 terms.append(_with_scalar(im, "mul", weight, number))

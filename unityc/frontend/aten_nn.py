@@ -251,9 +251,12 @@ def _embedding(
         raise im.fail("embedding with scale_grad_by_freq=True is not supported")
     pad = None if padding_idx is None or padding_idx < 0 else padding_idx  # aten's -1: none
     if isinstance(ids, Const):  # e.g. token type ids repeated over the batch: look up one row
-        rows = im.op(pcg.EmbeddingOp, [im.constant(compact(ids.value)), im.tensor(w)], padding_idx=pad)
+        rows = im.op(pcg.EmbeddingOp, [im.constant(compact(ids.value).long()), im.tensor(w)], padding_idx=pad)
         return lazily_broadcast(rows, im.meta_shape())
-    return im.op(pcg.EmbeddingOp, [im.tensor(ids), im.tensor(w)], padding_idx=pad)
+    ids = im.tensor(ids)
+    if tensor_type(ids).element_type != element_type(torch.int64):  # CPM-Ant's int32 ids
+        ids = im.op(pcg.CastOp, [ids], dtype=element_type(torch.int64))
+    return im.op(pcg.EmbeddingOp, [ids, im.tensor(w)], padding_idx=pad)
 
 
 @lowering(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)

@@ -3,14 +3,18 @@ and indices), amax and amin, argmax and argmin."""
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
 import torch
 from torch import fx
+from xdsl.ir import SSAValue
 
 from unityc.dialects import pcg
+from unityc.dialects.pcg_types import FLOAT_TYPES
 from unityc.frontend.aten import Value
+from unityc.frontend.builder import element_type
 from unityc.frontend.importer import FxImporter, Unusable, lowering, tensor_type
 
 aten = torch.ops.aten
@@ -24,7 +28,34 @@ def _reduce(
     rank = tensor_type(x).rank
     dims = list(range(rank)) if not dims else [d % rank for d in dims]
     kind = "mean" if node.target in (aten.mean.dim, aten.mean.default) else "sum"
-    return im.op(pcg.ReduceOp, [x], kind=kind, dims=dims, keepdim=bool(keepdim))
+    if tensor_type(x).element_type in FLOAT_TYPES:
+        return im.op(pcg.ReduceOp, [x], kind=kind, dims=dims, keepdim=bool(keepdim))
+    return _integer_sum(im, node, x, dims, bool(keepdim))
+
+
+COUNT_LIMIT = 1 << 24
+"""The most elements a count may sum over: float32 holds every integer up to 2^24 exactly."""
+
+
+def _integer_sum(im: FxImporter, node: fx.Node, x: SSAValue, dims: list[int], keepdim: bool) -> Value:
+    """A count of a boolean mask (CPM-Ant's `(segment != 0).sum(-1)`): the float32 sum of its
+    0/1 values cast to torch's result type (int64), exact while the summed dims hold at most
+    2^24 elements. Sums of other integers (whose totals nothing bounds) are refused."""
+    t = tensor_type(x)
+    if node.target not in (aten.sum.dim_IntList, aten.sum.default) or t.element_type != element_type(
+        torch.bool
+    ):
+        raise im.fail("sum and mean of integer tensors are supported only as counts of a boolean mask")
+    if math.prod(t.shape[d] for d in dims) > COUNT_LIMIT:
+        raise im.fail(f"a count over more than {COUNT_LIMIT} elements is not supported (float32 sums)")
+    total = im.op(
+        pcg.ReduceOp,
+        [im.op(pcg.CastOp, [x], dtype=element_type(torch.float32))],
+        kind="sum",
+        dims=dims,
+        keepdim=keepdim,
+    )
+    return im.op(pcg.CastOp, [total], dtype=element_type(node.meta["val"].dtype))
 
 
 @lowering(aten.max.dim, aten.min.dim)

@@ -23,8 +23,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+from torch.utils._pytree import tree_leaves, tree_map
 from xdsl.dialects.builtin import ModuleOp
 
 from unityc.dialects import pcg
@@ -104,8 +106,32 @@ def float64_run(loaded: LoadedModel) -> Float64Run:
     against, and its loss is the gradient check's reference."""
     reference = copy.deepcopy(loaded.module).double()
     inputs = _float64(loaded.inputs)
-    with dropout_off():
+    with dropout_off(), _Float64Throughout():
         return reference, inputs, _outputs(reference(**inputs))
+
+
+class _Float64Throughout(torch.overrides.TorchFunctionMode):
+    """The float64 run stays float64 where the module names float32 itself: an op given a
+    float64 tensor and `torch.float32` (CPM-Ant's and Llama's RMS norms `x.to(torch.float32)`,
+    `softmax(..., dtype=torch.float32)`, `x.float()`) gets float64 instead. `.double()` converts
+    only parameters and buffers; without this the reference rounds to float32 mid-model, and
+    an exact graph's float64 gradients differ from it by 1e-5 (CPM-Ant). A float32 made from
+    integers or a factory (a rotary table's `arange(..., dtype=torch.float32)`) stays float32,
+    as the graph's folded constants hold it."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        tensors = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+        if any(t.dtype == torch.float64 for t in tensors):
+            if func is torch.Tensor.float:
+                func = torch.Tensor.double
+            else:
+                args, kwargs = tree_map(_as_float64, (args, kwargs))
+        return func(*args, **kwargs)
+
+
+def _as_float64(x: Any) -> Any:
+    return torch.float64 if x is torch.float32 else x
 
 
 def _compare_outputs(

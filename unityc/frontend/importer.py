@@ -79,8 +79,20 @@ class Unusable:
     what: str
 
 
+@dataclass(frozen=True)
+class Complex:
+    """A complex tensor as its real and imaginary parts (each an SSA value or a `Const` of the
+    real dtype), so complex arithmetic (Llama 4's rotary `view_as_complex(x) * freqs_cis`)
+    lowers to real ops; `aten_complex.py` has the ops that take one."""
+
+    real: Any
+    imag: Any
+
+
 Lowering = Callable[..., Any]
 LOWERINGS: dict[Any, Lowering] = {}
+COMPLEX_LOWERINGS: dict[Any, Lowering] = {}
+"""The lowerings of ops given a `Complex` operand (`aten_complex.py`)."""
 MASK_MAKERS: set[Any] = set()
 """Ops that make masks (comparisons): on constants they fold only into a mask of at most
 `FOLD_LIMIT` elements; a larger one stays an op of the graph on the compact constants it
@@ -185,6 +197,8 @@ class FxImporter:
         if node.target is operator.getitem:
             return args[0][args[1]]  # an Unusable result is only an error if something uses it
         self._reject_unusable(args, kwargs)
+        if any(isinstance(x, Complex) for x in tree_flatten((args, kwargs))[0]):
+            return self._complex(node, args, kwargs)
         random = torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
         if random and node.target not in LOWERINGS:
             raise self.fail(f"{_op_name(node)} draws random numbers, which unityc does not model")
@@ -193,6 +207,19 @@ class FxImporter:
         fn = LOWERINGS.get(node.target)
         if fn is None:
             raise self.unsupported(node)
+        try:
+            return fn(self, node, *args, **kwargs)
+        except (FormError, VerifyException) as e:
+            raise self.fail(f"{_op_name(node)}: {e}") from None
+
+    def _complex(self, node: fx.Node, args: Any, kwargs: Any) -> Any:
+        fn = COMPLEX_LOWERINGS.get(node.target)
+        if fn is None:
+            supported = ", ".join(sorted({_short(t) for t in COMPLEX_LOWERINGS}))
+            raise self.fail(
+                f"{_op_name(node)} of a complex tensor is not supported (complex tensors are lowered"
+                f" to real arithmetic; the ops that take one: {supported})"
+            )
         try:
             return fn(self, node, *args, **kwargs)
         except (FormError, VerifyException) as e:
@@ -270,6 +297,8 @@ class FxImporter:
             raise self.fail(f"{what} is a log_softmax, supported only as the input of nll_loss")
         if isinstance(value, Unusable):
             raise self.fail(f"{what} is {value.what}, which unityc does not model")
+        if isinstance(value, Complex):
+            raise self.fail(f"{what} is a complex tensor, supported only as real and imaginary parts")
         raise self.fail(f"{what} is not a tensor ({value!r})")
 
     def materialize(self, value: Expanded, what: str = "operand") -> SSAValue:
@@ -385,6 +414,15 @@ def _short(target: Any) -> str:
 
 
 def import_program(exported: Exported, attributes: dict[str, Any] | None = None) -> ModuleOp:
-    from unityc.frontend import aten, aten_moe, aten_nn, aten_reduce, aten_strided  # noqa: F401  (they register LOWERINGS)
+    from unityc.frontend import (  # noqa: F401  (they register LOWERINGS)
+        aten,
+        aten_complex,
+        aten_logic,
+        aten_moe,
+        aten_nn,
+        aten_reduce,
+        aten_scatter,
+        aten_strided,
+    )
 
     return FxImporter(exported).run(attributes)

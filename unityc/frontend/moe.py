@@ -57,7 +57,11 @@ def _(
 def _static_experts(
     module: nn.Module, hidden: torch.Tensor, index: torch.Tensor, weights: torch.Tensor
 ) -> Any:
-    return torch.ops.unityc.experts(hidden, index, weights, module.gate_up_proj, module.down_proj)
+    gate_up: Any = module.gate_up_proj  # nn.Parameters
+    down: Any = module.down_proj
+    if getattr(module, "is_transposed", False):  # stored (in, out), as grouped_mm reads them (Aria)
+        gate_up, down = gate_up.transpose(1, 2), down.transpose(1, 2)
+    return torch.ops.unityc.experts(hidden, index, weights, gate_up, down)
 
 
 def _static_grouped_router(module: Any, hidden: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -78,7 +82,8 @@ def _static_grouped_router(module: Any, hidden: torch.Tensor) -> tuple[torch.Ten
 
 def _static_experts_apply(module: nn.Module) -> bool:
     """Whether `module` is a Hugging Face experts module `unityc::experts` computes: gate and up
-    concatenated, not transposed, no biases, SiLU, the default gating."""
+    concatenated, no biases, SiLU, the default gating (weights stored transposed, as Aria's are,
+    are transposed back in the graph)."""
     if not (hasattr(module, "gate_up_proj") and hasattr(module, "down_proj")):
         return False  # before importing transformers: zoo models do not need it
     from transformers.activations import SiLUActivation
@@ -88,7 +93,6 @@ def _static_experts_apply(module: nn.Module) -> bool:
         getattr(module, "config", None) is not None
         and getattr(module, "has_gate", False)
         and getattr(module, "is_concatenated", False)
-        and not getattr(module, "is_transposed", True)
         and not getattr(module, "has_bias", True)
         and not getattr(module, "has_post_expert_norm", True)
         and isinstance(getattr(module, "act_fn", None), SiLUActivation | nn.SiLU)

@@ -113,7 +113,11 @@ def build_hf(spec: ModelSpec, generator: torch.Generator) -> tuple[nn.Module, di
     # lowers (OPT's positions are a cumsum of the mask), and they imported without it.
     sizes = {**SMALL, **ALIAS_SMALL.get(name, {})} if spec.config == "small" else PAPER
     if spec.config == "small":
-        sizes |= {k: v for k, v in MOE_SMALL.items() if k in _current(config)}
+        current = _current(config)
+        # a router picks top_k of its experts: a config that leaves it unset (DeepSeek-V2's
+        # num_experts_per_tok=None, which torch.topk refuses) gets the small one too
+        moe = {"top_k"} if "experts" in current else set()
+        sizes |= {k: v for k, v in MOE_SMALL.items() if k in current or k in moe}
     # an encoder-decoder (T5, BART) trains on its own `labels=` loss: its decoder reads the
     # labels shifted right (T5's `_shift_right`), so there is no loss without them
     seq2seq = bool(getattr(config, "is_encoder_decoder", False))
