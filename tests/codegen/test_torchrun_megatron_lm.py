@@ -27,21 +27,28 @@ each all-reduce):
   rotary) and GPT-2 (learned positions, its flattened Conv1D projections kept on the sequence)
   at sequence 256 with a padding mask, fp32 and bf16-mixed: context 4 and data 2 x context 2
   (2 samples per replica), by the ring and by the all-to-all, context 2 x tensor 2 and context
-  2 x pipeline 2, 2 steps each.
+  2 x pipeline 2.
+
+Every program runs 2 steps (the second starts from weights the first updated, Adam's moments
+included), and each model spec is imported once for the whole fixture (`Imports`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import pytest
 from test_torchrun import _sections
-from torchrun import Run, torchrun, write_program
-from xdsl.dialects.builtin import StringAttr
+from torchrun import torchrun, write_program
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from unityc.dialects.container import graph_function
 from unityc.dialects.precision import BF16_MIXED, precision_attrs
+from unityc.dialects.source import make_context, parse_source
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module, to_module
 from unityc.machine.presets import preset
@@ -61,7 +68,8 @@ PLANS = [
 ]
 THREE_D = "llama-tp2-pp2-dp2-acc2-sp"
 ACCUMULATION = 2
-ARGS = ["--check", "--optimizer", "adam"]
+STEPS = 2
+ARGS = ["--check", "--optimizer", "adam", "--steps", str(STEPS)]
 
 # (name, devices, batch, Layout): the 3-D candidates' other shapes
 SHAPES = [
@@ -122,33 +130,74 @@ CONTEXT_LAYOUTS = [
 CONTEXT = [(f"{m}-{p}-{n}", m, p, layout) for m, p in CONTEXT_MODELS for n, layout in CONTEXT_LAYOUTS]
 
 
-def context_graph(model: str, precision: str) -> Graph:
+def context_spec(model: str) -> ModelSpec:
     """The tiny model at sequence 256 (dropout off: an attention with dropout is not split),
-    batch 4, every other sequence ending in padding (`example_inputs`), fp32 or bf16-mixed."""
+    batch 4, every other sequence ending in padding (`example_inputs`)."""
     settings = (("seq", "256"),) + ((("dropout", "0"),) if model == "gpt2" else ())
-    module = import_model(ModelSpec(f"hf:{model}", "small", 4, settings))
-    if precision == "bf16":
-        graph_function(module).attributes.update(precision_attrs(BF16_MIXED))
-    return plain_graph(from_module(module))
+    return ModelSpec(f"hf:{model}", "small", 4, settings)
+
+
+def llama(batch: int) -> ModelSpec:
+    return ModelSpec("hf:llama", "small", batch=batch)
+
+
+class Imports:
+    """Each model spec imported once (an import is seconds; the fixture's plans share them)."""
+
+    def __init__(self) -> None:
+        self.modules: dict[ModelSpec, ModuleOp] = {}
+
+    def module(self, spec: ModelSpec) -> ModuleOp:
+        if spec not in self.modules:
+            self.modules[spec] = import_model(spec)
+        return self.modules[spec]
+
+    def graph(self, spec: ModelSpec, precision: str = "fp32") -> Graph:
+        """The plain graph of `spec`, fp32 or bf16-mixed (on a copy: the import stays fp32)."""
+        module = self.module(spec)
+        if precision == "bf16":
+            module = module.clone()
+            graph_function(module).attributes.update(precision_attrs(BF16_MIXED))
+        return plain_graph(from_module(module))
+
+
+OUTPUTS = "outputs.json"
+"""The launches' outputs beside the plans' MLIR (`Runs.write`), for the other xdist workers."""
 
 
 @dataclass
 class Runs:
     plans: dict[str, Graph] = field(default_factory=dict)
     sections: dict[str, str] = field(default_factory=dict)
-    runs: list[Run] = field(default_factory=list)
+    reports: list[str] = field(default_factory=list)
+    """Each launch's `Run.report` (why a program has no output)."""
 
     def section(self, name: str) -> str:
         if name not in self.sections:
-            raise AssertionError(f"no output for {name}\n" + "\n".join(r.report() for r in self.runs))
+            raise AssertionError(f"no output for {name}\n" + "\n".join(self.reports))
         return self.sections[name]
 
+    def write(self, directory: Path) -> None:
+        """The outputs, after every plan's `NAME.mlir` (`write_program`) is in `directory`."""
+        outputs = {"plans": list(self.plans), "sections": self.sections, "reports": self.reports}
+        (directory / OUTPUTS).write_text(json.dumps(outputs))
 
-def three_d_plan() -> Graph:
+    @staticmethod
+    def read(directory: Path) -> Runs:
+        """What `write` left: each plan parsed from the MLIR its program was generated from."""
+        outputs = json.loads((directory / OUTPUTS).read_text())
+        plans = {}
+        for name in outputs["plans"]:
+            text = (directory / f"{name}.mlir").read_text()
+            plans[name] = from_module(parse_source(make_context(), text, f"{name}.mlir"))
+        return Runs(plans, outputs["sections"], outputs["reports"])
+
+
+def three_d_plan(imports: Imports) -> Graph:
     """Tensor 2 x pipeline 2 x data 2 on cpu:8, batch 8: 2 accumulation steps of 4 rows, each
     a 1F1B flush of 2 micro-batches of 1 row per replica; ZeRO-1, selective recomputation,
     sequence parallel."""
-    graph = plain_graph(from_module(import_model(ModelSpec("hf:llama", "small", batch=8))))
+    graph = imports.graph(llama(8))
     config = Layout(
         data=2,
         tensor=2,
@@ -165,23 +214,43 @@ def three_d_plan() -> Graph:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
-    directory = tmp_path_factory.mktemp("megatron_lm")
+    """The plans and both launches' outputs. Under pytest-xdist (`make test`: `-n 2`) each worker
+    that draws one of this module's tests sets the fixture up: the first to take the lock in the
+    session's shared directory builds and launches, the others wait and read its outputs, so
+    the launches run once per session."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return launch(tmp_path_factory.mktemp("megatron_lm"))
+    directory = tmp_path_factory.getbasetemp().parent / "megatron_lm"
+    directory.mkdir(exist_ok=True)
+    with open(directory / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if (directory / OUTPUTS).exists():
+            return Runs.read(directory)
+        result = launch(directory)
+        result.write(directory)
+        return result
+
+
+def launch(directory: Path) -> Runs:
+    """Builds every plan, writes its program to `directory` and runs them in one torchrun per
+    process count (`unityc.runtime.batch`)."""
     result = Runs()
-    module = import_model(ModelSpec("hf:llama", "small", batch=4))
+    imports = Imports()
+    module = imports.module(llama(4))
     for name, tensor, stages, virtual, note in PLANS:
         options = UnityOptions(optimizer="adam")
         plan = megatron_lm(from_module(module), preset("cpu:4"), options, None, tensor, stages, virtual)
         assert plan.note.startswith(note) and plan.note.endswith("sequence parallel"), plan.note
         assert plan.estimate.fits
         result.plans[name] = plan.graph
-    result.plans[THREE_D] = three_d_plan()
+    result.plans[THREE_D] = three_d_plan(imports)
     for name, devices, batch, config in SHAPES:
-        graph = plain_graph(from_module(import_model(ModelSpec("hf:llama", "small", batch=batch))))
+        graph = imports.graph(llama(batch))
         plan = build(graph, preset(f"cpu:{devices}"), config, Pricing(optimizer="adam"), "3-d")
         assert plan.note == config.describe() and plan.estimate.fits, plan.note
         result.plans[name] = plan.graph
     for m, p in CONTEXT_MODELS:
-        graph = context_graph(m, p)
+        graph = imports.graph(context_spec(m), p)
         for name, model, precision, config in CONTEXT:
             if (model, precision) == (m, p):
                 plan = build(graph, preset("cpu:4"), config, Pricing(optimizer="adam"), "3-d")
@@ -191,18 +260,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     for name, devices, _, _ in SHAPES:
         launches[devices].append(name)
     launches[4] += [c[0] for c in CONTEXT]
-    steps = {c[0]: ["--steps", "2"] for c in CONTEXT}
     for nproc, names in launches.items():
         entries = []
         for name in names:
             graph = result.plans[name]
             graph.module_attrs["unityc.machine"] = StringAttr(f"cpu:{nproc}")
             program = write_program(to_module(graph), directory, name)
-            entries.append({"name": name, "program": str(program), "args": ARGS + steps.get(name, [])})
+            entries.append({"name": name, "program": str(program), "args": ARGS})
         manifest = directory / f"batch{nproc}.json"
         manifest.write_text(json.dumps(entries))
         run = torchrun("unityc.runtime.batch", nproc, str(manifest), cwd=directory)
-        result.runs.append(run)
+        result.reports.append(run.report())
         result.sections.update(_sections(run.output))
     return result
 
@@ -219,7 +287,7 @@ def test_megatron_lm_plan_trains_exactly(runs: Runs, name: str) -> None:
     assert {"parallel.reduce_scatter", "parallel.all_gather"} <= collectives(plan)
     assert "parallel.all_reduce" not in collectives(plan)  # every one became sequence parallel
     section = runs.section(name)
-    assert section.endswith("exit 0") and "check passed" in section, section
+    assert section.endswith("exit 0") and f"check passed: {STEPS} step(s)" in section, section
     assert "gradients (worst" in section and "weights (worst" in section
 
 
@@ -241,7 +309,7 @@ def test_three_d_candidate_shape_trains_exactly(runs: Runs, name: str, config: L
         assert len({n.stage for n in plan.nodes.values()} - {None}) == config.pipeline * config.virtual
     assert plan.plan.pipeline is not None and plan.plan.pipeline.microbatches == config.microbatches
     section = runs.section(name)
-    assert section.endswith("exit 0") and "check passed" in section, section
+    assert section.endswith("exit 0") and f"check passed: {STEPS} step(s)" in section, section
     assert "gradients (worst" in section and "weights (worst" in section
     assert "(as the memory model predicts)" in section  # each rank's shards, ZeRO-2/3 included
 
@@ -272,6 +340,6 @@ def test_context_cell_trains_exactly(runs: Runs, name: str, precision: str, conf
     weights = [n for n in plan.nodes.values() if n.op == "pcg.weight"]
     assert any(n.types[0].copy_degree == config.data * config.context for n in weights)
     section = runs.section(name)
-    assert section.endswith("exit 0") and "check passed: 2 step(s)" in section, section
+    assert section.endswith("exit 0") and f"check passed: {STEPS} step(s)" in section, section
     assert "gradients (worst" in section and "weights (worst" in section
     assert ("bf16-mixed (autocast)" in section) == (precision == "bf16")
