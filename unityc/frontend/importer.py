@@ -30,6 +30,7 @@ from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
 from unityc.frontend.builder import ELEMENT_TYPES, GraphBuilder
 from unityc.frontend.export import Exported
+from unityc.frontend.widening import drop_idle_widenings
 
 
 class ImportFailure(ValueError):
@@ -387,4 +388,6 @@ def _short(target: Any) -> str:
 def import_program(exported: Exported, attributes: dict[str, Any] | None = None) -> ModuleOp:
     from unityc.frontend import aten, aten_moe, aten_nn, aten_reduce, aten_strided  # noqa: F401  (they register LOWERINGS)
 
-    return FxImporter(exported).run(attributes)
+    module = FxImporter(exported).run(attributes)
+    drop_idle_widenings(module)
+    return module
