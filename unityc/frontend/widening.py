@@ -18,6 +18,11 @@ ops' own `AUTOCAST` rules, as the codegen and the cost model type a bf16-mixed p
 norm's upcast of the fp32 residual stream), or its readers compute at a fixed precision anyway
 (a loss reading `logits.float()`, a linear). What is left is the identity in fp32 and, under
 autocast, the model's own widening; a model without one imports as before.
+
+One imprecision: a no-op `.float()` returns its input itself, so the trace attributes every later
+read of that tensor to the cast, and a kept widening then also widens those reads (the plan
+computes them in fp32 where the model, under autocast, reads its bf16 original): more precise,
+never less. `softmax(x, dtype=...)` has no such alias: only the softmax reads the widening.
 """
 
 from __future__ import annotations
@@ -89,10 +94,9 @@ def _casts_float32(node: fx.Node) -> fx.Node | None:
         return None
     source, out = node.args[0], node.meta.get("val")
     value = source.meta.get("val")
-    floats = isinstance(value, torch.Tensor) and isinstance(out, torch.Tensor)
-    if not floats or value.dtype != torch.float32 or out.dtype != torch.float32:
+    if not (isinstance(value, torch.Tensor) and isinstance(out, torch.Tensor)):
         return None
-    return source
+    return source if value.dtype == out.dtype == torch.float32 else None
 
 
 def _dtype_argument(node: fx.Node) -> Any:
