@@ -403,7 +403,8 @@ def _batched(value: SSAValue) -> tuple[Any, SSAValue, SSAValue, list[Operation]]
 
 
 def _probabilities(value: SSAValue) -> tuple[SSAValue, float | None, list[Operation]] | None:
-    """Matches [dropout](softmax(s, -1)); returns s and the dropout probability."""
+    """Matches [dropout](softmax(s, -1)), s maybe through the model's cast to f32 of f32 scores
+    (kept by the importer: `frontend/widening.py`); returns s and the dropout probability."""
     ops: list[Operation] = []
     dropout = None
     d = _owner(value, pcg.DropoutOp)
@@ -413,6 +414,9 @@ def _probabilities(value: SSAValue) -> tuple[SSAValue, float | None, list[Operat
     s = _owner(value, pcg.SoftmaxOp)
     if s is None or s.attrs()["dim"] % 4 != 3:
         return None
+    upcast = _owner(s.input, pcg.CastOp)  # `softmax(s, dtype=float32)` of f32 scores (widening.py)
+    if upcast is not None and upcast.input.type == s.input.type:
+        return upcast.input, dropout, [*ops, s, upcast]
     return s.input, dropout, [*ops, s]
 
 
