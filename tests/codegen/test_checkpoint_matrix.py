@@ -11,7 +11,9 @@ The model is the zoo MLP with a 30x15 first weight: 450 elements in shards of 22
 no dropout: micro-batched plans draw other dropout masks) as a pipelined plan on 2 ranks (2
 stages, 1F1B, ZeRO-1; the packed `c_attn` read as weight parts) saves, and a Megatron plan
 (tensor 2 x data 2) on 4 ranks resumes it (and `--init`s from it with SGD), and the plain module
-loads it. Two torchruns (one per process count) run every program one after the other
+loads it. Tiny HF Mixtral (issue 40) saves under expert parallelism 2 on 2 ranks and resumes
+under EP 4 on 4 ranks and plain data parallelism on 2, and the plain module loads it. Two
+torchruns (one per process count) run every program one after the other
 (`unityc.runtime.batch`). The full matrix (every kind x every kind, 2 and 4 ranks, tied weights
 too) is `benchmarks/checkpoint_matrix.py`.
 """
@@ -35,6 +37,10 @@ from unityc.machine.presets import preset
 from unityc.models.spec import load_model
 from unityc.runtime import checkpoint
 from unityc.search.baselines import megatron_lm, zero
+from unityc.search.layout import Layout
+from unityc.search.megatron_lm import build
+from unityc.search.pipeline import plain_graph
+from unityc.search.plans import Pricing
 from unityc.search.unity import UnityOptions
 
 pytestmark = pytest.mark.torchrun
@@ -43,6 +49,12 @@ SPEC = ModelSpec("mlp", "small", batch=8, overrides=(("in_features", "15"), ("hi
 TRAIN = ["--steps", "4", "--optimizer", "adam", "--log-every", "1"]
 LOSS = re.compile(r"^step (\d+): loss ([0-9.]+)", re.MULTILINE)
 GPT2 = ModelSpec("hf:gpt2", "small", batch=8, overrides=(("dropout", "0.0"),))
+MIXTRAL = ModelSpec("hf:MixtralConfig", "small", batch=4)
+"""Issue 40: tiny Mixtral (4 experts, top-2), saved under expert parallelism 2 (data 2 x expert
+2 on 2 ranks: each rank holds 2 experts' slices of the 3-D expert weights) and resumed under EP 4
+(4 ranks, one expert each), plain data parallelism and the plain module."""
+EXPERT_PLANS = {"mixtral-ep2-2": (2, 2), "mixtral-ep4-4": (4, 4), "mixtral-dp-2": (2, 1)}
+"""name: (ranks, expert degree; 1: plain data parallel)."""
 PROGRAMS = {  # name: (ranks, ZeRO stage; 0: plain data parallel)
     "dp-2": (2, 0),
     "zero1-2": (2, 1),
@@ -89,8 +101,15 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Matrix:
         planned = megatron_lm(from_module(gpt2), preset(f"cpu:{ranks}"), options, None, tensor, stages)
         planned.graph.module_attrs["unityc.machine"] = StringAttr(f"cpu:{ranks}")
         programs[name] = str(write_program(to_module(planned.graph), directory, name))
+    mixtral = plain_graph(from_module(import_model(MIXTRAL)))
+    for name, (ranks, expert) in EXPERT_PLANS.items():
+        layout = Layout(data=ranks, expert=expert)
+        planned = build(mixtral, preset(f"cpu:{ranks}"), layout, Pricing(optimizer="adam")).graph
+        planned.module_attrs["unityc.machine"] = StringAttr(f"cpu:{ranks}")
+        programs[name] = str(write_program(to_module(planned), directory, name))
     ck = directory / "ck"
     zero3, dp, gpt2_ck = str(ck / "zero3"), str(ck / "dp"), str(ck / "gpt2")
+    moe_ck = str(ck / "mixtral" / "step-2")
     entries = {
         2: [
             ("uninterrupted", "zero3-2", []),
@@ -99,6 +118,8 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Matrix:
             ("zero3-resumes-zero3", "zero3-2", ["--resume", zero3, "--check"]),
             ("zero1-resumes-zero3", "zero1-2", ["--resume", f"{zero3}/step-2", "--check"]),
             ("gpt2-pipelined-saves", "gpt2-pipelined-2", ["--save-every", "2", "--save", gpt2_ck]),
+            ("mixtral-ep2-saves", "mixtral-ep2-2", ["--save-every", "2", "--save", str(ck / "mixtral")]),
+            ("mixtral-dp-resumes-ep2", "mixtral-dp-2", ["--resume", moe_ck, "--check"]),
         ],
         4: [
             ("dp4-resumes-zero3", "dp-4", ["--resume", zero3, "--check"]),
@@ -108,6 +129,7 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Matrix:
                 "gpt2-megatron-4",
                 ["--resume", f"{gpt2_ck}/step-2", "--check"],
             ),
+            ("mixtral-ep4-resumes-ep2", "mixtral-ep4-4", ["--resume", moe_ck, "--check"]),
             (  # weights only: another optimizer is --init's purpose, not an error
                 "gpt2-megatron4-inits-sgd",
                 "gpt2-megatron-4",
@@ -144,6 +166,9 @@ def test_a_zero3_plan_saves_complete_checkpoints(matrix: Matrix) -> None:
         ("zero3-4-resumes-dp", "uninterrupted", 0),
         # tensor parallel sums in another order than the pipeline: the 6th decimal may differ by 1
         ("gpt2-megatron4-resumes-pipelined", "gpt2-pipelined-saves", 1),
+        # (issue 40) the experts' rows summed per rank in other groupings than under EP 2
+        ("mixtral-ep4-resumes-ep2", "mixtral-ep2-saves", 1),
+        ("mixtral-dp-resumes-ep2", "mixtral-ep2-saves", 1),
     ],
 )
 def test_resumed_runs_repeat_the_uninterrupted_losses(
@@ -196,3 +221,15 @@ def test_init_takes_the_weights_only(matrix: Matrix) -> None:
     assert "(--init: a fresh optimizer)" in section and "SGD" in section, section
     first = matrix.losses("gpt2-megatron4-inits-sgd")[1]
     assert abs(float(first) - float(matrix.losses("gpt2-pipelined-saves")[3])) <= 1e-6 + 1e-9, section
+
+
+def test_the_plain_module_loads_an_expert_parallel_checkpoint(matrix: Matrix) -> None:
+    """Mixtral's EP 2 checkpoint holds each 3-D expert weight whole under the model's own key
+    (both ranks' expert slices), trained, and the plain module loads every key of it."""
+    assert matrix.section("mixtral-ep2-saves").endswith(": exit 0")
+    module, fresh = (load_model(MIXTRAL).module for _ in range(2))
+    assert checkpoint.load_module(module, matrix.directory / "ck" / "mixtral" / "step-2") == []
+    key = "model.model.layers.0.mlp.experts.gate_up_proj"
+    got, before = module.state_dict()[key], fresh.state_dict()[key]
+    assert got.shape == before.shape == (4, 128, 32)
+    assert all(not torch.equal(got[e], before[e]) for e in range(4)), "an expert's slice did not train"

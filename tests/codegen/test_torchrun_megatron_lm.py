@@ -27,7 +27,9 @@ each all-reduce):
   rotary) and GPT-2 (learned positions, its flattened Conv1D projections kept on the sequence)
   at sequence 256 with a padding mask, fp32 and bf16-mixed: context 4 and data 2 x context 2
   (2 samples per replica), by the ring and by the all-to-all, context 2 x tensor 2 and context
-  2 x pipeline 2.
+  2 x pipeline 2;
+* in the 4-rank launch too, issue 40's cells (`EXPERTS`): tiny HF Mixtral and Qwen2-MoE with
+  expert parallelism 2 beside tensor 2 (fp32, bf16-mixed) and beside pipeline 2 (bf16-mixed).
 
 Every program runs 2 steps (the second starts from weights the first updated, Adam's moments
 included), and each model spec is imported once for the whole fixture (`Imports`).
@@ -128,6 +130,15 @@ CONTEXT_LAYOUTS = [
     ("cp2-pp2", Layout(context=2, pipeline=2, microbatches=4, zero=1, recompute=SELECTIVE)),
 ]
 CONTEXT = [(f"{m}-{p}-{n}", m, p, layout) for m, p in CONTEXT_MODELS for n, layout in CONTEXT_LAYOUTS]
+
+# issue 40: expert parallelism beside tensor and pipeline parallelism, in the 4-rank launch:
+# (name, HF config, precision, Layout), tiny configs (4 experts, top-2), batch 4, 2 steps
+EXPERT_LEVERS = {"microbatches": 2, "zero": 1, "recompute": SELECTIVE}
+EXPERTS = [
+    ("mixtral-fp32-ep2-tp2", "MixtralConfig", "fp32", Layout(data=2, tensor=2, expert=2, **EXPERT_LEVERS)),
+    ("mixtral-bf16-ep2-pp2", "MixtralConfig", "bf16", Layout(data=2, pipeline=2, expert=2, **EXPERT_LEVERS)),
+    ("qwen2moe-bf16-ep2-tp2", "Qwen2MoeConfig", "bf16", Layout(data=2, tensor=2, expert=2, **EXPERT_LEVERS)),
+]
 
 
 def context_spec(model: str) -> ModelSpec:
@@ -256,10 +267,15 @@ def launch(directory: Path) -> Runs:
                 plan = build(graph, preset("cpu:4"), config, Pricing(optimizer="adam"), "3-d")
                 assert plan.note == config.describe() and plan.estimate.fits, plan.note
                 result.plans[name] = plan.graph
+    for name, config_class, precision, config in EXPERTS:
+        graph = imports.graph(ModelSpec(f"hf:{config_class}", "small", 4), precision)
+        plan = build(graph, preset("cpu:4"), config, Pricing(optimizer="adam"), "3-d")
+        assert plan.note == config.describe() and plan.estimate.fits, plan.note
+        result.plans[name] = plan.graph
     launches = {4: [p[0] for p in PLANS], 8: [THREE_D]}
     for name, devices, _, _ in SHAPES:
         launches[devices].append(name)
-    launches[4] += [c[0] for c in CONTEXT]
+    launches[4] += [c[0] for c in CONTEXT] + [e[0] for e in EXPERTS]
     for nproc, names in launches.items():
         entries = []
         for name in names:
@@ -339,6 +355,34 @@ def test_context_cell_trains_exactly(runs: Runs, name: str, precision: str, conf
     assert len(projections) > 2 and all(n.types[0].shard[1] % config.context == 0 for n in projections)
     weights = [n for n in plan.nodes.values() if n.op == "pcg.weight"]
     assert any(n.types[0].copy_degree == config.data * config.context for n in weights)
+    section = runs.section(name)
+    assert section.endswith("exit 0") and f"check passed: {STEPS} step(s)" in section, section
+    assert "gradients (worst" in section and "weights (worst" in section
+    assert ("bf16-mixed (autocast)" in section) == (precision == "bf16")
+
+
+@pytest.mark.parametrize(
+    "name, precision, config", [(e[0], e[2], e[3]) for e in EXPERTS], ids=[e[0] for e in EXPERTS]
+)
+def test_expert_parallel_cell_trains_exactly(runs: Runs, name: str, precision: str, config: Layout) -> None:
+    """Issue 40's EP 2 x TP 2 and EP 2 x PP 2 cells on 4 ranks: every `pcg.experts`'s experts
+    split 2 ways within the data replicas (each slice copied over its expert-data group), beside
+    the attention's tensor split or the pipeline's stages, and the plan trains like single-device
+    PyTorch (`--check`, the router's gradient included; bf16-mixed against the autocast
+    reference, the routers' softmax in fp32 as the models compute it)."""
+    plan = runs.plans[name]
+    experts = [n for n in plan.nodes.values() if n.op == "pcg.experts"]
+    assert len(experts) == 2
+    for node in experts:
+        gate_up = plan.type_of(node.operands[3])  # type: ignore[arg-type]
+        assert gate_up.shard[0] == config.expert
+        assert gate_up.copy_degree == config.data * config.tensor // config.expert
+    if config.pipeline > 1:
+        assert {n.stage for n in plan.nodes.values()} - {None} == {0, 1}
+    queries = [
+        n.types[0] for n in plan.nodes.values() if n.op == "pcg.weight" and "q_proj" in str(n.attr("key"))
+    ]
+    assert queries and all(t.shard[0] == config.tensor for t in queries)  # attention split by heads
     section = runs.section(name)
     assert section.endswith("exit 0") and f"check passed: {STEPS} step(s)" in section, section
     assert "gradients (worst" in section and "weights (worst" in section

@@ -12,7 +12,8 @@ from search_graphs import assert_same_outputs, moe
 
 from unityc.cost import experts as expert_cost
 from unityc.machine.presets import preset
-from unityc.search.experts import graph_experts
+from unityc.search.experts import graph_experts, with_experts
+from unityc.search.layers import PipelineError
 from unityc.search.layout import Layout
 from unityc.search.megatron_lm import build, hand_expert_degree, megatron_lm_plan
 from unityc.search.plans import Pricing
@@ -71,3 +72,28 @@ def test_megatron_lm_sets_the_expert_degree_as_users_do() -> None:
     assert "expert 2" in asked.note and "tensor 2" in asked.note, asked.note  # TP takes the rest
     dense = megatron_lm_plan(graph, machine, pricing, expert=1)
     assert "expert" not in dense.note
+
+
+@pytest.mark.parametrize(
+    ("machine", "expert", "message"),
+    [
+        ("cpu:4", 3, "expert=3 cannot apply: it does not divide the graph's 4 experts"),
+        ("cpu:2", 4, "expert=4 cannot apply beside tensor 1 on cpu:2: the expert degrees .* are 2, 1"),
+        ("cpu:4", 4, "4 divides no data degree here \\(1, 2: the batch of 2 over 4 devices beside"),
+    ],
+)
+def test_megatron_lm_names_an_expert_degree_it_cannot_apply(machine: str, expert: int, message: str) -> None:
+    """An `expert=N` the graph, the machine or the data degrees cannot take is an error that
+    says why, not a plan without expert parallelism (nor a message about pipeline tilings)."""
+    graph, pricing = moe(tokens=2), Pricing(optimizer="adam")
+    with pytest.raises(PipelineError, match=message):
+        megatron_lm_plan(graph, preset(machine), pricing, expert=expert)
+
+
+def test_expert_degrees_divide_the_data_replicas_not_the_context_ranks() -> None:
+    """The expert axis is carved out of the data replicas (the tokens of `pcg.experts` split over
+    data x e): a layout of data 1 x context 2 gets no expert degree 2 (its Megatron layout would
+    keep every expert on every replica under an "expert 2" label; `_Megatron._experts` refuses it)."""
+    graph, machine = moe(), preset("cpu:2")
+    assert [lay.expert for lay in with_experts([Layout(data=1, context=2)], graph, machine)] == [1]
+    assert [lay.expert for lay in with_experts([Layout(data=2)], graph, machine)] == [2, 1]

@@ -13,6 +13,7 @@ from xdsl.ir import SSAValue
 
 from unityc.dialects import pcg
 from unityc.dialects.pcg_types import FLOAT_TYPES
+from unityc.frontend import widening  # noqa: F401  (registers unityc::widen, lowered here)
 from unityc.frontend.builder import ELEMENT_TYPES, element_type
 from unityc.frontend.importer import (
     Const,
@@ -517,6 +518,16 @@ def _to_copy(im: FxImporter, node: fx.Node, x: Value, **kwargs: Any) -> Value:
     if tensor_type(x).element_type == element_type(dtype):
         return x
     return im.op(pcg.CastOp, [x], dtype=element_type(dtype))
+
+
+@lowering(torch.ops.unityc.widen.default)
+def _widen(im: FxImporter, node: fx.Node, x: Value) -> Value:
+    """The model's own cast to float32 of an f32 value (`widening.py`): a cast to f32, which
+    `widening.drop_idle_widenings` keeps where the value is bf16 under autocast; a constant (or
+    a lazily broadcast value) as it is."""
+    if not isinstance(x, SSAValue):
+        return x
+    return im.op(pcg.CastOp, [x], dtype=element_type(torch.float32))
 
 
 @lowering(aten.cat.default)

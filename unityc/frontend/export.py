@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from unityc.frontend.moe import static_moe
+from unityc.frontend.widening import keep_widenings
 from unityc.models.spec import ModelError
 
 aten = torch.ops.aten
@@ -79,6 +80,7 @@ def export_model(module: nn.Module, inputs: dict[str, torch.Tensor]) -> Exported
         with warnings.catch_warnings(), _quiet_torch_logs(), device, static_moe(module):
             warnings.simplefilter("ignore")
             program = torch.export.export(module, (), kwargs=inputs, strict=False)
+            keep_widenings(program)  # the model's fp32 casts that bf16-mixed needs
             program = program.run_decompositions(decomposition_table())
     except Exception as e:
         raise ModelError(_export_failure(e)) from None

@@ -30,6 +30,7 @@ from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import TensorType
 from unityc.frontend.builder import ELEMENT_TYPES, GraphBuilder
 from unityc.frontend.export import Exported
+from unityc.frontend.widening import drop_idle_widenings
 
 
 class ImportFailure(ValueError):
@@ -425,4 +426,6 @@ def import_program(exported: Exported, attributes: dict[str, Any] | None = None)
         aten_strided,
     )
 
-    return FxImporter(exported).run(attributes)
+    module = FxImporter(exported).run(attributes)
+    drop_idle_widenings(module)
+    return module

@@ -138,7 +138,8 @@ def _pow(value: SSAValue, exponent: float) -> Any:
 
 def _head_norm(value: SSAValue) -> tuple[SSAValue, SSAValue, float, list[Operation]] | None:
     """Matches w · (h · rsqrt(mean(h², -1) + eps)) with w [D] on heads h [B, S, H, D] (Qwen3's
-    q_norm and k_norm, RMSNorm): (h, w, eps, ops)."""
+    q_norm and k_norm, RMSNorm): (h, w, eps, ops); h itself where it is a cast to f32 of f32
+    heads (the norm's upcast, kept by the importer: `frontend/widening.py`), its input."""
     outer = _owner(value, pcg.MulOp)
     if outer is None or len(_shape(value)) != 4:
         return None
@@ -157,7 +158,11 @@ def _head_norm(value: SSAValue) -> tuple[SSAValue, SSAValue, float, list[Operati
             if square is None or square.input != h:
                 continue
             if a["kind"] == "mean" and list(a["dims"]) == [3] and a["keepdim"]:
-                return h, w, eps.attrs()["value"], [outer, inner, rsqrt, eps, mean, square]
+                ops: list[Operation] = [outer, inner, rsqrt, eps, mean, square]
+                upcast = _owner(h, pcg.CastOp)  # the norm's own `h.to(float32)` of f32 heads
+                if upcast is not None and upcast.input.type == h.type:
+                    return upcast.input, w, eps.attrs()["value"], [*ops, upcast]
+                return h, w, eps.attrs()["value"], ops
     return None
 
 
@@ -398,7 +403,8 @@ def _batched(value: SSAValue) -> tuple[Any, SSAValue, SSAValue, list[Operation]]
 
 
 def _probabilities(value: SSAValue) -> tuple[SSAValue, float | None, list[Operation]] | None:
-    """Matches [dropout](softmax(s, -1)); returns s and the dropout probability."""
+    """Matches [dropout](softmax(s, -1)), s maybe through the model's cast to f32 of f32 scores
+    (kept by the importer: `frontend/widening.py`); returns s and the dropout probability."""
     ops: list[Operation] = []
     dropout = None
     d = _owner(value, pcg.DropoutOp)
@@ -408,6 +414,9 @@ def _probabilities(value: SSAValue) -> tuple[SSAValue, float | None, list[Operat
     s = _owner(value, pcg.SoftmaxOp)
     if s is None or s.attrs()["dim"] % 4 != 3:
         return None
+    upcast = _owner(s.input, pcg.CastOp)  # `softmax(s, dtype=float32)` of f32 scores (widening.py)
+    if upcast is not None and upcast.input.type == s.input.type:
+        return upcast.input, dropout, [*ops, s, upcast]
     return s.input, dropout, [*ops, s]
 
 

@@ -114,7 +114,10 @@ def combine(
     out: torch.Tensor, gates: torch.Tensor, record: Dispatch, group: dist.ProcessGroup | None = None
 ) -> torch.Tensor:
     """The local experts' outputs `out` (rows grouped as `dispatch` returned them) sent back to
-    their tokens and summed weighted by `gates` [T, k]: [T, H'] in `out`'s dtype."""
+    their tokens and summed weighted by `gates` [T, k]: [T, H'] in the type torch promotes `out`
+    and `gates` to (under bf16-mixed autocast: bf16 expert rows times fp32 gates, summed in fp32
+    as `kernels.experts` and Hugging Face's experts loop sum them; the caller casts to the
+    tokens' type)."""
     if gates.shape != (record.tokens, record.top_k):
         raise ValueError(f"experts: gates {tuple(gates.shape)} are not [{record.tokens}, {record.top_k}]")
     rows = out.index_select(0, _inverse(record.group_order))  # back to the received order
@@ -122,7 +125,7 @@ def combine(
         rows = AllToAll.apply(rows, record.send, record.recv, group)
     flat = rows.index_select(0, _inverse(record.order))  # back to (token, choice) order
     weighted = flat.view(record.tokens, record.top_k, -1) * gates.unsqueeze(-1)  # (as kernels.experts)
-    return weighted.to(flat.dtype).sum(1)
+    return weighted.sum(1)
 
 
 def run_experts(rows: torch.Tensor, per_expert: Sequence[int], local: Sequence[Expert]) -> torch.Tensor:

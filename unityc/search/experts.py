@@ -50,13 +50,14 @@ def expert_degrees(machine: Machine, experts: int, tensor: int = 1) -> list[int]
 
 
 def with_experts(layouts: Iterable[Layout], graph: Graph, machine: Machine) -> Iterator[Layout]:
-    """Each layout with each of `expert_degrees` of the graph's experts that divides its data x
-    context ranks (where the expert axis is carved out); a dense graph's layouts as they are."""
+    """Each layout with each of `expert_degrees` of the graph's experts that divides its data
+    degree (the expert axis is carved out of the data replicas: `pcg.experts`' form splits the
+    tokens over data x e, `strategies._Megatron._experts`); a dense graph's layouts as they are."""
     experts = graph_experts(graph)
     for layout in layouts:
         if not experts:
             yield layout
             continue
         for e in expert_degrees(machine, experts, layout.tensor):
-            if layout.degree("data", "context") % e == 0:
+            if layout.data % e == 0:
                 yield replace(layout, expert=e)

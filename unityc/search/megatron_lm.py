@@ -230,6 +230,8 @@ def megatron_lm_plan(
         c: hand_experts(stage_counts(graph, machine, Layout(tensor=t, context=c)), stages, chosen, expert > 0)
         for c in contexts
     }
+    if expert and not any(counts.values()):
+        raise PipelineError(_expert_problem(graph, machine, expert, t, contexts))
     if not any(counts.values()):
         context_text = "" if contexts == [1] else f" x context {'/'.join(map(str, contexts))}"
         raise PipelineError(
@@ -300,6 +302,29 @@ def hand_expert_degree(graph: Graph, machine: Machine, tensor: int = 0) -> int:
     within = expert_degrees(machine, graph_experts(graph), tensor or 1)
     per_node = math.gcd(machine.nodes[0].num_devices, machine.num_devices)
     return next((e for e in within if e <= per_node), 1)
+
+
+def _expert_problem(graph: Graph, machine: Machine, expert: int, tensor: int, contexts: list[int]) -> str:
+    """Why no configuration has the expert degree `expert` the user gave (beside tensor degree
+    `tensor`): the message of the error that replaces a plan without it."""
+    head = f"megatron-lm: expert={expert} cannot apply"
+    experts = graph_experts(graph)
+    if not experts:
+        return f"{head}: the graph has no experts (no pcg.experts op)"
+    if experts % expert:
+        return f"{head}: it does not divide the graph's {experts} experts"
+    offered = expert_degrees(machine, experts, tensor)
+    if expert not in offered:
+        degrees = ", ".join(map(str, offered))
+        where = f"beside tensor {tensor} on {machine.name}"
+        return f"{head} {where}: the expert degrees that place there are {degrees}"
+    shapes = [Layout(tensor=tensor, context=c) for c in contexts]
+    data = sorted({n.data for shape in shapes for n in stage_counts(graph, machine, shape)})
+    return (
+        f"{head}: the expert group is carved out of the data-parallel ranks and {expert} divides no "
+        f"data degree here ({', '.join(map(str, data)) or 'none'}: the batch of {batch_size(graph)} over "
+        f"{machine.num_devices} devices beside tensor {tensor})"
+    )
 
 
 def _beside(machine: Machine, tensor: int, expert: int) -> bool:

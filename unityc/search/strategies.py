@@ -470,10 +470,11 @@ class _Megatron:
         """`pcg.experts` expert-parallel (its form's factor "e"): the tokens, their expert ids and
         gates as the data replicas hold them (replicated in the tensor group), gate_up and down
         split e ways on the expert dim, each slice in d x c x t / e copies (its expert-data
-        group: Megatron-Core's EP groups carved out of the data-parallel ranks). None where e
-        does not divide the replicas (then the fallback: every expert on every replica)."""
+        group: Megatron-Core's EP groups carved out of the data-parallel ranks). An e that does
+        not divide the data replicas is an error (`experts.with_experts` offers none such), not
+        a plan that silently keeps every expert on every replica."""
         if self.d % self.e:
-            return tuple(None for _ in operands)
+            raise ValueError(f"expert {self.e} does not divide the data degree {self.d}")
         out: list[TensorType | None] = []
         for i, o in enumerate(operands):
             if o.logical is None:
