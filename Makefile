@@ -23,8 +23,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/lit -sv tests/filecheck
-	# two workers: much of a torchrun test is process start-up and rendezvous, not both cores busy
-	$(PY) -m pytest tests --ignore=tests/filecheck -p no:cacheprovider -n 2
+	# two workers: much of a torchrun test is process start-up and rendezvous, not both cores busy.
+	# Whole files to a worker (each module's fixture built once), the torchrun files first
+	# (tests/conftest.py orders them; xdist's own reorder would put the largest files first).
+	$(PY) -m pytest tests --ignore=tests/filecheck -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check unityc tests benchmarks tools

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from test_torchrun import _opt
+from opt_runs import Call, opt_chains
 from torch import nn
 from torchrun import sections, torchrun
 
@@ -246,10 +246,12 @@ def test_hugging_face_models_train_through_the_api_and_resume_in_the_program(tmp
     run = torchrun(HF_RUN, 2, str(tmp_path))
     assert run.returncode == 0, run.report()
     entries = []
-    for name in ("llama", "bert"):
+    names = ("llama", "bert")
+    for name in names:
         assert f"{name}: step 2: loss" in run.output and f"{name}: saved after 2 steps" in run.output
-        made = _opt(f"{name}.mlir", "-t", "torch", "-o", f"{name}.py", cwd=tmp_path)
-        assert made.returncode == 0, made.stderr
+    [made] = opt_chains([[Call((f"{n}.mlir", "-t", "torch", "-o", f"{n}.py"), str(tmp_path)) for n in names]])
+    for name, done in zip(names, made, strict=True):
+        assert done.returncode == 0, done.stderr
         args = ["--resume", str(tmp_path / name / "step-2"), "--steps", "3", "--check", "--optimizer",
                 "adamw", "--optimizer-args", "weight_decay=0.01", "--lr", "1e-3"]  # fmt: skip
         entries.append({"name": name, "program": str(tmp_path / f"{name}.py"), "args": args})

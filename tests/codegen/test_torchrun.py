@@ -15,11 +15,12 @@ import json
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from opt_runs import Call, opt_chains
 from strategies import build
 from torchrun import TIMEOUT_S, Run, sections, torchrun, without_compiler, write_program
 
@@ -77,7 +78,9 @@ MEGATRON_SPECS = {
     # all-reduced across them)
     "gpt2_own_loss": ModelSpec("hf:gpt2", "small", batch=4, overrides=(("own_loss", "True"),)),
 }
-MEGATRONS = [(model, n) for n in (2, 4) for model in MEGATRON_SPECS]
+MEGATRONS = [(model, n) for n in (2, 4) for model in MEGATRON_SPECS if (model, n) != ("gpt2", 2)]
+"""GPT-2 Megatron on cpu:2 in fp32 is `test_torchrun_hf.py`'s gpt2-megatron (and, with Adam,
+gpt2_own_loss here and the bf16 plan below)."""
 IGNORED_DATA = "data-parallel-gpt2_own_loss-2"
 """GPT-2's own loss data parallel: each row shard divides by the kept count of the whole batch."""
 CNNS = ("resnext50", "inception_v3")
@@ -119,15 +122,16 @@ class Batches:
         return self.sections[name]
 
 
-def _opt(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _opt(*args: str, cwd: Path | None = None) -> subprocess.subprocess.CompletedProcess[str]:
     """unityc-opt; searches of the small zoo models take up to ~90 s on a quiet machine."""
     command = [sys.executable, "-m", "unityc.tools.opt", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd)
 
 
-def _factory_program(directory: Path) -> Path:
+def _factory_program(directory: Path) -> tuple[Path, list[Call]]:
     """A data-parallel program of a model from a factory file imported by a relative path in
-    its own directory; the batch runs it from another directory."""
+    its own directory (the batch runs it from another directory), and the unityc-opt run that
+    makes it."""
     home = directory / "factory"
     home.mkdir()
     (home / "net.py").write_text(FACTORY)
@@ -136,30 +140,36 @@ def _factory_program(directory: Path) -> Path:
     (home / "net.mlir").write_text(str(module))
     program = home / "net-data-2.py"
     machine = 'data-parallel{machine="cpu:2"}'
-    done = _opt("net.mlir", "-p", machine, "-t", "torch", "-o", program.name, cwd=home)
-    assert done.returncode == 0, done.stderr
-    return program
+    return program, [Call(("net.mlir", "-p", machine, "-t", "torch", "-o", program.name), str(home))]
 
 
-def _search(directory: Path, model: str, nproc: int) -> tuple[Path | None, str]:
-    """The program of the plan `--unity-search` finds, or None and the search's error."""
+def _search(directory: Path, model: str, nproc: int) -> tuple[Path, list[Call]]:
+    """The program of the plan `--unity-search` finds, and the runs that make it."""
     source = directory / f"{model}.mlir"
     plan = directory / f"{model}-search-{nproc}.mlir"
     flags = SEARCH_FLAGS.get(model, ())
-    done = _opt(str(source), "--unity-search", "--machine", f"cpu:{nproc}", *flags, "-o", str(plan))
-    if done.returncode:
-        return None, (done.stderr.strip().splitlines() or ["(no message)"])[-1]
     program = plan.with_suffix(".py")
-    done = _opt(str(plan), "-t", "torch", "-o", str(program))
-    if done.returncode:  # a plan the search made that codegen refuses is a codegen test failure
-        program.write_text(f"raise SystemExit({done.stderr!r})\n")
-    return program, ""
+    search = ("--unity-search", "--machine", f"cpu:{nproc}", *flags, "-o", str(plan))
+    return program, [Call((str(source), *search)), Call((str(plan), "-t", "torch", "-o", str(program)))]
+
+
+def _searched(
+    program: Path, search: subprocess.CompletedProcess[str], codegen: subprocess.CompletedProcess[str]
+) -> str:
+    """Why the search made no plan ("" when it made one). A plan the search made that codegen
+    refuses is a codegen test failure: its program fails in the batch."""
+    if search.returncode:
+        return (search.stderr.strip().splitlines() or ["(no message)"])[-1]
+    if codegen.returncode:
+        program.write_text(f"raise SystemExit({codegen.stderr!r})\n")
+    return ""
 
 
 def _megatron(
     directory: Path, model: str, nproc: int, precision: str = "fp32", baseline: str = "megatron"
-) -> Path:
-    """The program of the `megatron` (or another) baseline's plan for cpu:N (Adam), in `precision`."""
+) -> tuple[Path, list[Call]]:
+    """The program of the `megatron` (or another) baseline's plan for cpu:N (Adam), in
+    `precision`, and the runs that make it."""
     name = model if precision == "fp32" else f"{model}-{precision}"
     source = directory / f"{name}-megatron.mlir"
     if not source.exists():
@@ -167,12 +177,17 @@ def _megatron(
         graph_function(module).attributes.update(precision_attrs(precision))  # unityc-import --precision
         source.write_text(str(module))
     plan = directory / f"{name}-{baseline}-{nproc}.mlir"
-    done = _opt(str(source), "-p", f'{baseline}{{machine="cpu:{nproc}" optimizer="adam"}}', "-o", str(plan))
-    assert done.returncode == 0, done.stderr
     program = plan.with_suffix(".py")
-    done = _opt(str(plan), "-t", "torch", "-o", str(program))
-    assert done.returncode == 0, done.stderr
-    return program
+    passes = f'{baseline}{{machine="cpu:{nproc}" optimizer="adam"}}'
+    return program, [
+        Call((str(source), "-p", passes, "-o", str(plan))),
+        Call((str(plan), "-t", "torch", "-o", str(program))),
+    ]
+
+
+def _made(runs: Sequence[subprocess.CompletedProcess[str]]) -> None:
+    for done in runs:
+        assert done.returncode == 0, f"{' '.join(done.args)}:\n{done.stderr}"
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +206,24 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> Batches:
     sabotaged = directory / "sabotaged.py"
     sabotaged.write_text(tiny.read_text().replace("p = F.linear(a, w2)\n", "p = F.linear(a, w2) * 1.01\n"))
     add("sabotaged", 2, sabotaged, "--check", "--steps", "2")
-    add("factory-elsewhere", 2, _factory_program(directory), "--check", "--steps", "2")
+
+    result = Batches()
+    for model in ZOO:
+        (directory / f"{model}.mlir").write_text(str(import_model(ModelSpec(model, "small"))))
+    for model, spec in PARALLEL_SPECS.items():
+        (directory / f"{model}.mlir").write_text(str(import_model(spec)))
+    factory, factory_runs = _factory_program(directory)
+    searched = [_search(directory, *s) for s in SEARCHES]
+    megatrons = [_megatron(directory, model, nproc) for model, nproc in MEGATRONS]
+    bf16 = _megatron(directory, "gpt2", 2, BF16)
+    ignored = _megatron(directory, "gpt2_own_loss", 2, baseline="data-parallel")
+    # the searches first: the longest runs, dealt to both workers
+    made = opt_chains([runs for _, runs in [*searched, *megatrons, bf16, ignored, (factory, factory_runs)]])
+    searches, made = made[: len(searched)], made[len(searched) :]
+    for done in made:
+        _made(done)
+
+    add("factory-elsewhere", 2, factory, "--check", "--steps", "2")
     add(
         "dropout",
         2,
@@ -207,19 +239,12 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> Batches:
     add("no-overlap", 2, write_program(build("mlp-data-2"), directory, "no-overlap"), "--check", "--steps",
         "2", "--no-overlap")  # fmt: skip
 
-    result = Batches()
-    for model in ZOO:
-        (directory / f"{model}.mlir").write_text(str(import_model(ModelSpec(model, "small"))))
-    for model, spec in PARALLEL_SPECS.items():
-        (directory / f"{model}.mlir").write_text(str(import_model(spec)))
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        found = dict(zip(SEARCHES, pool.map(lambda s: _search(directory, *s), SEARCHES), strict=True))
-    for (model, nproc), (program, error) in found.items():
+    for (model, nproc), (program, _), (search, codegen) in zip(SEARCHES, searched, searches, strict=True):
         name = f"search-{model}-{nproc}"
-        if program is None:
+        if error := _searched(program, search, codegen):
             result.unsearched[name] = error
             continue
-        plan_text = (directory / f"{model}-search-{nproc}.mlir").read_text()
+        plan_text = program.with_suffix(".mlir").read_text()
         # parallel ops, a pipeline (its stages move data by send/recv, not by parallel ops), or
         # ops placed on another process (towers of the MLP one per process: their operands move
         # point to point, without parallel ops)
@@ -230,20 +255,11 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> Batches:
         )
         add(name, nproc, program, "--check", "--steps", "2", *(FLOAT64 if model in CNNS else ()))
 
-    for model, nproc in MEGATRONS:
-        add(
-            f"megatron-{model}-{nproc}",
-            nproc,
-            _megatron(directory, model, nproc),
-            "--check",
-            "--steps",
-            "2",
-            *ADAM,
-        )
+    for (model, nproc), (program, _) in zip(MEGATRONS, megatrons, strict=True):
+        add(f"megatron-{model}-{nproc}", nproc, program, "--check", "--steps", "2", *ADAM)
 
-    add("bf16-megatron-gpt2-2", 2, _megatron(directory, "gpt2", 2, BF16), "--check", "--steps", "2", *ADAM)
-    program = _megatron(directory, "gpt2_own_loss", 2, baseline="data-parallel")
-    add(IGNORED_DATA, 2, program, "--check", "--steps", "2", *ADAM)
+    add("bf16-megatron-gpt2-2", 2, bf16[0], "--check", "--steps", "2", *ADAM)
+    add(IGNORED_DATA, 2, ignored[0], "--check", "--steps", "2", *ADAM)
 
     for nproc, batch in entries.items():
         manifest = directory / f"batch{nproc}.json"

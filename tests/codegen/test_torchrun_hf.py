@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from opt_runs import Call, opt_chains
 from plans import Strategy, base_graph, plan_module
-from test_torchrun import _opt, _sections
+from test_torchrun import _sections
 from torchrun import Run, torchrun, write_program
 
 from unityc.frontend import ModelSpec, import_model
@@ -130,24 +131,21 @@ class Programs:
         return self.sections[name]
 
 
-def _program(directory: Path, name: str, model: str, batch: int, how: str) -> tuple[Path | None, str]:
-    """The program of one plan, or None and why it could not be made."""
+def _program(directory: Path, name: str, model: str, batch: int, how: str) -> tuple[Path, list[Call]]:
+    """The program of one plan and the unityc-opt runs that make it (none: made here)."""
     if how == "vocab":
         base = base_graph(model, batch=str(batch), pad=str(VOCAB_PAD))
-        return write_program(plan_module(base, vocabulary_parallel(2), "cpu:2"), directory, name), ""
+        return write_program(plan_module(base, vocabulary_parallel(2), "cpu:2"), directory, name), []
     source = directory / f"{name}-model.mlir"
     settings = MODEL_SETTINGS.get(model, ()) + (SEARCH_SETTINGS.get(model, ()) if how == "search" else ())
     source.write_text(str(import_model(ModelSpec(model, "small", batch, overrides=settings))))
     plan = directory / f"{name}.mlir"
     flags = ("--unity-search", "--machine", "cpu:2") if how == "search" else ("-p", how)
-    done = _opt(str(source), *flags, "-o", str(plan))
-    if done.returncode:
-        return None, done.stderr.strip()
     program = plan.with_suffix(".py")
-    done = _opt(str(plan), "-t", "torch", "-o", str(program))
-    if done.returncode:
-        return None, done.stderr.strip()
-    return program, ""
+    return program, [
+        Call((str(source), *flags, "-o", str(plan))),
+        Call((str(plan), "-t", "torch", "-o", str(program))),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -155,10 +153,11 @@ def programs(tmp_path_factory: pytest.TempPathFactory) -> Programs:
     directory = tmp_path_factory.mktemp("hf_programs")
     result = Programs()
     entries = []
-    for name, model, batch, how in PROGRAMS:
-        program, problem = _program(directory, name, model, batch, how)
-        if program is None:
-            result.problems[name] = problem
+    made = [_program(directory, name, model, batch, how) for name, model, batch, how in PROGRAMS]
+    runs = opt_chains([calls for _, calls in made])
+    for (name, *_), (program, _), done in zip(PROGRAMS, made, runs, strict=True):
+        if failed := next((d for d in done if d.returncode), None):  # the first failed run: why
+            result.problems[name] = failed.stderr.strip()
             continue
         text = program.with_suffix(".mlir").read_text()  # parallel ops, or a pipeline's later stages
         result.parallel_ops[name] = text.count("= parallel.") + text.count("stage = 1 : i64")

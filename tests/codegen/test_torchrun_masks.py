@@ -18,7 +18,8 @@ import re
 from pathlib import Path
 
 import pytest
-from test_torchrun import _opt, _sections
+from opt_runs import Call, opt_chains
+from test_torchrun import _sections
 from torchrun import Run, torchrun
 
 from unityc.frontend import ModelSpec, import_model
@@ -42,19 +43,16 @@ NAMES = [p[0] for p in PROGRAMS]
 CAUSAL = {"llama-data", "llama-megatron", "llama-nomask-data", "gpt2-data"}
 
 
-def _program(directory: Path, name: str, model: str, how: str) -> tuple[Path | None, str, str]:
-    """The program of one plan and its plan's text, or None and why it could not be made."""
+def _program(directory: Path, name: str, model: str, how: str) -> tuple[Path, list[Call]]:
+    """The program of one plan and the unityc-opt runs that make it."""
     source = directory / f"{name}-model.mlir"
     source.write_text(str(import_model(ModelSpec(model, "small", BATCH, overrides=(("seq", str(SEQ)),)))))
     plan = directory / f"{name}.mlir"
-    done = _opt(str(source), "-p", how, "-o", str(plan))
-    if done.returncode:
-        return None, "", done.stderr.strip()
     program = plan.with_suffix(".py")
-    done = _opt(str(plan), "-t", "torch", "-o", str(program))
-    if done.returncode:
-        return None, "", done.stderr.strip()
-    return program, plan.read_text(), ""
+    return program, [
+        Call((str(source), "-p", how, "-o", str(plan))),
+        Call((str(plan), "-t", "torch", "-o", str(program))),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -62,10 +60,13 @@ def programs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], 
     assert SEQ * SEQ > FOLD_LIMIT
     directory = tmp_path_factory.mktemp("mask_programs")
     plans, texts, entries = {}, {}, []
-    for name, model, how in PROGRAMS:
-        program, plan, problem = _program(directory, name, model, how)
-        assert program is not None, f"{name}: {problem}"
-        plans[name], texts[name] = plan, program.read_text()
+    made = [_program(directory, name, model, how) for name, model, how in PROGRAMS]
+    for (name, _, _), (program, _), runs in zip(
+        PROGRAMS, made, opt_chains([c for _, c in made]), strict=True
+    ):
+        for done in runs:
+            assert done.returncode == 0, f"{name}: {done.stderr.strip()}"
+        plans[name], texts[name] = program.with_suffix(".mlir").read_text(), program.read_text()
         entries.append({"name": name, "program": str(program), "args": ["--check", "--steps", "2"]})
     manifest = directory / "batch.json"
     manifest.write_text(json.dumps(entries))

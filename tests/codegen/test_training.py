@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_torchrun import _opt
+from opt_runs import Call, opt_chains
 from torchrun import torchrun, without_compiler
 
 from unityc.dialects.container import graph_function
@@ -79,14 +79,14 @@ Ran = tuple[Path, dict[str, str]]
 LOSS = re.compile(r"^step (\d+): loss ([0-9.]+)", re.M)
 
 
-def _program(source: Path, passes: list[str], name: str) -> Path:
+def _program(source: Path, passes: list[str], name: str) -> tuple[Path, list[Call]]:
+    """The program of a plan of `source` and the unityc-opt runs that make it."""
     plan = source.with_name(f"{name}.mlir")
-    done = _opt(str(source), *passes, "-o", str(plan))
-    assert done.returncode == 0, done.stderr
     program = source.with_name(f"{name}.py")
-    done = _opt(str(plan), "-t", "torch", "-o", str(program))
-    assert done.returncode == 0, done.stderr
-    return program
+    return program, [
+        Call((str(source), *passes, "-o", str(plan))),
+        Call((str(plan), "-t", "torch", "-o", str(program))),
+    ]
 
 
 def _losses(section: str) -> dict[int, float]:
@@ -102,16 +102,22 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     bf16 = directory / "charlm-bf16.mlir"  # as `unityc-import --precision bf16-mixed` records it
     graph_function(module).attributes.update(precision_attrs(BF16_MIXED))
     bf16.write_text(str(module))
-    searched = _program(source, ["--unity-search", "--machine", "cpu:2", "--budget", "4"], "charlm-search")
-    megatron = _program(source, ["-p", 'megatron{machine="cpu:2"}'], "charlm-megatron")
-    searched_bf16 = _program(
-        bf16,
-        ["--unity-search", "--machine", "cpu:2", "--budget", "4", "--pipelines", "off"],
-        "charlm-bf16-search",
-    )
     (directory / "net.py").write_text(NET)
     (directory / "net.mlir").write_text(str(import_model(ModelSpec(f"{directory / 'net.py'}:make"))))
-    net = _program(directory / "net.mlir", ["-p", 'megatron{machine="cpu:2"}'], "net-megatron")
+    made = [
+        _program(source, ["--unity-search", "--machine", "cpu:2", "--budget", "4"], "charlm-search"),
+        _program(source, ["-p", 'megatron{machine="cpu:2"}'], "charlm-megatron"),
+        _program(
+            bf16,
+            ["--unity-search", "--machine", "cpu:2", "--budget", "4", "--pipelines", "off"],
+            "charlm-bf16-search",
+        ),
+        _program(directory / "net.mlir", ["-p", 'megatron{machine="cpu:2"}'], "net-megatron"),
+    ]
+    for runs in opt_chains([calls for _, calls in made]):
+        for done in runs:
+            assert done.returncode == 0, done.stderr
+    searched, megatron, searched_bf16, net = (program for program, _ in made)
     ck = directory / "ck"
     half = str(ck / "half" / f"step-{STOP}")
     entries = [
@@ -211,7 +217,9 @@ def test_bad_optimizer_flags_are_usage_errors(tmp_path: Path) -> None:
 
     (tmp_path / "net.py").write_text(NET)
     (tmp_path / "net.mlir").write_text(str(import_model(ModelSpec(f"{tmp_path / 'net.py'}:make"))))
-    program = _program(tmp_path / "net.mlir", ["-p", 'data-parallel{machine="cpu:2"}'], "net")
+    program, calls = _program(tmp_path / "net.mlir", ["-p", 'data-parallel{machine="cpu:2"}'], "net")
+    [runs] = opt_chains([calls])
+    assert all(done.returncode == 0 for done in runs), [done.stderr for done in runs]
     for flags, message in (
         (["--optimizer", "adamx"], "--optimizer adamx: not a torch.optim optimizer"),
         (["--optimizer-args", "weight_decay=x"], "the value of weight_decay is not a Python literal"),

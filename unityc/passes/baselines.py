@@ -25,12 +25,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from unityc.dialects.container import training_function
-from unityc.graph import from_module
-from unityc.passes.adapter import install_plan, priced
 from unityc.passes.options import SearchOptions
-from unityc.passes.unity_search import UnitySearchPass, load_rules
-from unityc.search.baselines import baseline, run_baseline
 
 
 @dataclass(frozen=True)
@@ -39,6 +34,14 @@ class _BaselinePass(SearchOptions):
     search's options and the pass's own fields (those beyond `SearchOptions`) as its options."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # imported here: `unityc-opt` registers every baseline's pass on start, and the search
+        # loads the cost model and the rewrite library (a second on a small input's run)
+        from unityc.dialects.container import training_function
+        from unityc.graph import from_module
+        from unityc.passes.adapter import install_plan, priced
+        from unityc.passes.unity_search import UnitySearchPass, load_rules
+        from unityc.search.baselines import baseline, run_baseline
+
         training_function(op)  # one graph, its loss a scalar: located errors before any work
         cost, machine = priced(self)
         options = UnitySearchPass(

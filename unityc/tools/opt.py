@@ -16,14 +16,13 @@ from io import StringIO
 from typing import IO, Any, get_type_hints
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Dialect
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec, ArgSpecConvertible, parse_pipeline, parse_spec
 from xdsl.utils.arg_spec import _convert_arg_to_type as convert_option
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from unityc.dialects.parallel import PARALLEL
-from unityc.dialects.pcg import PCG
 from unityc.dialects.source import (
     LocatedError,
     LocatedParseError,
@@ -31,25 +30,75 @@ from unityc.dialects.source import (
     output_problem,
     parse_source,
 )
-from unityc.passes.apply_rules import ApplyRulesPass
-from unityc.passes.estimate import EstimatePass
-from unityc.passes.fold_scalar_mul import FoldScalarMulPass
-from unityc.passes.fuse_attention import FuseAttentionPass
-from unityc.passes.fuse_collectives import FuseCollectivesPass
-from unityc.passes.fuse_norms import FuseNormsPass
-from unityc.passes.pad_images import PadImagesPass
 from unityc.tools.search_cli import add_search_arguments, search_passes, search_pipeline, search_targets
+
+# Dialects, passes and targets are imported when first used, as xDSL's own are: a run on a
+# small file (one lit RUN line) then loads no cost model, rewrite library, numpy or torch.
+
+
+def _pcg() -> Dialect:
+    from unityc.dialects.pcg import PCG
+
+    return PCG
+
+
+def _parallel() -> Dialect:
+    from unityc.dialects.parallel import PARALLEL
+
+    return PARALLEL
+
+
+def _fuse_collectives() -> type[ModulePass]:
+    from unityc.passes.fuse_collectives import FuseCollectivesPass
+
+    return FuseCollectivesPass
+
+
+def _fuse_attention() -> type[ModulePass]:
+    from unityc.passes.fuse_attention import FuseAttentionPass
+
+    return FuseAttentionPass
+
+
+def _fuse_norms() -> type[ModulePass]:
+    from unityc.passes.fuse_norms import FuseNormsPass
+
+    return FuseNormsPass
+
+
+def _estimate() -> type[ModulePass]:
+    from unityc.passes.estimate import EstimatePass
+
+    return EstimatePass
+
+
+def _apply_rules() -> type[ModulePass]:
+    from unityc.passes.apply_rules import ApplyRulesPass
+
+    return ApplyRulesPass
+
+
+def _fold_scalar_mul() -> type[ModulePass]:
+    from unityc.passes.fold_scalar_mul import FoldScalarMulPass
+
+    return FoldScalarMulPass
+
+
+def _pad_images() -> type[ModulePass]:
+    from unityc.passes.pad_images import PadImagesPass
+
+    return PadImagesPass
 
 
 def unityc_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
-        "fuse-collectives": lambda: FuseCollectivesPass,
-        "fuse-attention": lambda: FuseAttentionPass,
-        "fuse-norms": lambda: FuseNormsPass,
-        "estimate": lambda: EstimatePass,
-        "apply-rules": lambda: ApplyRulesPass,
-        "fold-scalar-mul": lambda: FoldScalarMulPass,
-        "pad-images": lambda: PadImagesPass,
+        "fuse-collectives": _fuse_collectives,
+        "fuse-attention": _fuse_attention,
+        "fuse-norms": _fuse_norms,
+        "estimate": _estimate,
+        "apply-rules": _apply_rules,
+        "fold-scalar-mul": _fold_scalar_mul,
+        "pad-images": _pad_images,
         **search_passes(),
     }
 
@@ -64,8 +113,8 @@ class UnitycOptMain(xDSLOptMain):
 
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
-        self.ctx.register_dialect("pcg", lambda: PCG)
-        self.ctx.register_dialect("parallel", lambda: PARALLEL)
+        self.ctx.register_dialect("pcg", _pcg)
+        self.ctx.register_dialect("parallel", _parallel)
 
     def register_all_passes(self) -> None:
         super().register_all_passes()

@@ -18,11 +18,7 @@ from xdsl.utils.target import Target
 
 from unityc.dialects.source import output_problem
 from unityc.passes.baselines import BASELINE_PASSES
-from unityc.passes.gpipe import GpipePass
 from unityc.passes.options import UnitySearchOptions, help_of, option_fields
-from unityc.passes.pipelines import HeteroGpipePass, PipedreamPass
-from unityc.passes.unity_search import UnitySearchPass, spec
-from unityc.search.dot import DotTarget
 
 FLAG_TYPES: dict[str, type] = {"bool": str, "int": int, "str": str, "float": float, "float | None": float}
 """argparse's type for a field's annotation (a bool option is `on` or `off`)."""
@@ -41,12 +37,47 @@ def _same(pass_type: type[ModulePass]) -> type[ModulePass]:
     return pass_type
 
 
+# The passes and the target are imported when first used (`tools/opt.py`): the search's
+# modules load the cost model and the rewrite library. The baselines' passes are light classes
+# whose `apply` imports the search.
+
+
+def _unity_search() -> type[ModulePass]:
+    from unityc.passes.unity_search import UnitySearchPass
+
+    return UnitySearchPass
+
+
+def _gpipe() -> type[ModulePass]:
+    from unityc.passes.gpipe import GpipePass
+
+    return GpipePass
+
+
+def _pipedream() -> type[ModulePass]:
+    from unityc.passes.pipelines import PipedreamPass
+
+    return PipedreamPass
+
+
+def _hetero_gpipe() -> type[ModulePass]:
+    from unityc.passes.pipelines import HeteroGpipePass
+
+    return HeteroGpipePass
+
+
+def _dot() -> type[Target]:
+    from unityc.search.dot import DotTarget
+
+    return DotTarget
+
+
 def search_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     passes: dict[str, Callable[[], type[ModulePass]]] = {
-        "unity-search": lambda: UnitySearchPass,
-        "gpipe": lambda: GpipePass,
-        "pipedream": lambda: PipedreamPass,
-        "hetero-gpipe": lambda: HeteroGpipePass,
+        "unity-search": _unity_search,
+        "gpipe": _gpipe,
+        "pipedream": _pipedream,
+        "hetero-gpipe": _hetero_gpipe,
     }
     for baseline in BASELINE_PASSES:
         passes[baseline.name] = functools.partial(_same, baseline)
@@ -54,7 +85,7 @@ def search_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
 
 def search_targets() -> dict[str, Callable[[], type[Target]]]:
-    return {"dot": lambda: DotTarget}
+    return {"dot": _dot}
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,4 +118,6 @@ def search_pipeline(args: argparse.Namespace) -> None:
         if flag == "report" and (problem := output_problem(value)):
             raise ValueError(f"--report {value}: {problem}")
         options.append((flag.replace("-", "_"), value))
+    from unityc.passes.unity_search import spec  # the search itself: imported only when asked for
+
     args.passes = spec(options) + ("," + args.passes if args.passes else "")
