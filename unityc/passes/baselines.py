@@ -36,24 +36,9 @@ class _BaselinePass(SearchOptions):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         # imported here: `unityc-opt` registers every baseline's pass on start, and the search
         # loads the cost model and the rewrite library (a second on a small input's run)
-        from unityc.dialects.container import training_function
-        from unityc.graph import from_module
-        from unityc.passes.adapter import install_plan, priced
-        from unityc.passes.unity_search import UnitySearchPass, load_rules
-        from unityc.search.baselines import baseline, run_baseline
+        from unityc.passes.baseline_run import run_baseline_pass
 
-        training_function(op)  # one graph, its loss a scalar: located errors before any work
-        cost, machine = priced(self)
-        options = UnitySearchPass(
-            machine=self.machine,
-            cost=self.cost,
-            optimizer=self.optimizer,
-            budget=self.budget,
-            alpha=self.alpha,
-        ).options()
-        rules = load_rules(self.rules) if baseline(self.name).rules else []
-        plan = run_baseline(self.name, from_module(op), machine, rules, options, cost.profile, **self.own())
-        install_plan(op, f"{self.name} ({plan.note})", self.machine, plan.graph, plan.estimate)
+        run_baseline_pass(self, self.name, op, self.own())
 
     def own(self) -> dict[str, Any]:
         """The pass's own options (its fields beyond `SearchOptions`), by name."""

@@ -16,7 +16,6 @@ from io import StringIO
 from typing import IO, Any, get_type_hints
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Dialect
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec, ArgSpecConvertible, parse_pipeline, parse_spec
 from xdsl.utils.arg_spec import _convert_arg_to_type as convert_option
@@ -30,64 +29,20 @@ from unityc.dialects.source import (
     output_problem,
     parse_source,
 )
+from unityc.passes.lazy import lazy
 from unityc.tools.search_cli import add_search_arguments, search_passes, search_pipeline, search_targets
 
-# Dialects, passes and targets are imported when first used, as xDSL's own are: a run on a
-# small file (one lit RUN line) then loads no cost model, rewrite library, numpy or torch.
-
-
-def _pcg() -> Dialect:
-    from unityc.dialects.pcg import PCG
-
-    return PCG
-
-
-def _parallel() -> Dialect:
-    from unityc.dialects.parallel import PARALLEL
-
-    return PARALLEL
-
-
-def _fuse_collectives() -> type[ModulePass]:
-    from unityc.passes.fuse_collectives import FuseCollectivesPass
-
-    return FuseCollectivesPass
-
-
-def _fuse_attention() -> type[ModulePass]:
-    from unityc.passes.fuse_attention import FuseAttentionPass
-
-    return FuseAttentionPass
-
-
-def _fuse_norms() -> type[ModulePass]:
-    from unityc.passes.fuse_norms import FuseNormsPass
-
-    return FuseNormsPass
-
-
-def _estimate() -> type[ModulePass]:
-    from unityc.passes.estimate import EstimatePass
-
-    return EstimatePass
-
-
-def _apply_rules() -> type[ModulePass]:
-    from unityc.passes.apply_rules import ApplyRulesPass
-
-    return ApplyRulesPass
-
-
-def _fold_scalar_mul() -> type[ModulePass]:
-    from unityc.passes.fold_scalar_mul import FoldScalarMulPass
-
-    return FoldScalarMulPass
-
-
-def _pad_images() -> type[ModulePass]:
-    from unityc.passes.pad_images import PadImagesPass
-
-    return PadImagesPass
+# Dialects, passes and targets are loaded when first used (`passes.lazy`): a run on a small
+# file (one lit RUN line) then loads no cost model, rewrite library, numpy or torch.
+_pcg = lazy("unityc.dialects.pcg", "PCG")
+_parallel = lazy("unityc.dialects.parallel", "PARALLEL")
+_fuse_collectives = lazy("unityc.passes.fuse_collectives", "FuseCollectivesPass")
+_fuse_attention = lazy("unityc.passes.fuse_attention", "FuseAttentionPass")
+_fuse_norms = lazy("unityc.passes.fuse_norms", "FuseNormsPass")
+_estimate = lazy("unityc.passes.estimate", "EstimatePass")
+_apply_rules = lazy("unityc.passes.apply_rules", "ApplyRulesPass")
+_fold_scalar_mul = lazy("unityc.passes.fold_scalar_mul", "FoldScalarMulPass")
+_pad_images = lazy("unityc.passes.pad_images", "PadImagesPass")
 
 
 def unityc_passes() -> dict[str, Callable[[], type[ModulePass]]]:

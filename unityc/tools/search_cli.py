@@ -18,6 +18,7 @@ from xdsl.utils.target import Target
 
 from unityc.dialects.source import output_problem
 from unityc.passes.baselines import BASELINE_PASSES
+from unityc.passes.lazy import lazy
 from unityc.passes.options import UnitySearchOptions, help_of, option_fields
 
 FLAG_TYPES: dict[str, type] = {"bool": str, "int": int, "str": str, "float": float, "float | None": float}
@@ -37,39 +38,14 @@ def _same(pass_type: type[ModulePass]) -> type[ModulePass]:
     return pass_type
 
 
-# The passes and the target are imported when first used (`tools/opt.py`): the search's
-# modules load the cost model and the rewrite library. The baselines' passes are light classes
-# whose `apply` imports the search.
-
-
-def _unity_search() -> type[ModulePass]:
-    from unityc.passes.unity_search import UnitySearchPass
-
-    return UnitySearchPass
-
-
-def _gpipe() -> type[ModulePass]:
-    from unityc.passes.gpipe import GpipePass
-
-    return GpipePass
-
-
-def _pipedream() -> type[ModulePass]:
-    from unityc.passes.pipelines import PipedreamPass
-
-    return PipedreamPass
-
-
-def _hetero_gpipe() -> type[ModulePass]:
-    from unityc.passes.pipelines import HeteroGpipePass
-
-    return HeteroGpipePass
-
-
-def _dot() -> type[Target]:
-    from unityc.search.dot import DotTarget
-
-    return DotTarget
+# The passes and the target are loaded when first used (`passes.lazy`): the search's modules
+# load the cost model and the rewrite library. The baselines' passes are light classes whose
+# `apply` imports the search.
+_unity_search = lazy("unityc.passes.unity_search", "UnitySearchPass")
+_gpipe = lazy("unityc.passes.gpipe", "GpipePass")
+_pipedream = lazy("unityc.passes.pipelines", "PipedreamPass")
+_hetero_gpipe = lazy("unityc.passes.pipelines", "HeteroGpipePass")
+_dot = lazy("unityc.search.dot", "DotTarget")
 
 
 def search_passes() -> dict[str, Callable[[], type[ModulePass]]]:
