@@ -463,7 +463,7 @@ def _convolution(
 # --- shapes ---------------------------------------------------------------------------------
 
 
-@lowering(
+VIEW_OPS = (
     aten.view.default,
     aten._unsafe_view.default,
     aten.reshape.default,
@@ -473,6 +473,10 @@ def _convolution(
     aten.unsqueeze.default,
     aten.flatten.using_ints,
 )
+"""The ops that only reshape (`_view`): the complex parts take them too (`aten_complex`)."""
+
+
+@lowering(*VIEW_OPS)
 def _view(im: FxImporter, node: fx.Node, x: Value, *_: Any) -> Value:
     return reshape_to(im, im.tensor(x), im.meta_shape())  # a broadcast is materialized first
 

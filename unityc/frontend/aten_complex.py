@@ -134,14 +134,7 @@ def _add_sub(im: FxImporter, node: fx.Node, a: Value, b: Value, alpha: Any = 1) 
 
 
 SHAPE_OPS = (
-    aten.view.default,
-    aten._unsafe_view.default,
-    aten.reshape.default,
-    aten.squeeze.dim,
-    aten.squeeze.dims,
-    aten.squeeze.default,
-    aten.unsqueeze.default,
-    aten.flatten.using_ints,
+    *core.VIEW_OPS,
     aten.permute.default,
     aten.transpose.int,
     aten.expand.default,
