@@ -6,7 +6,8 @@ step 6 per scenario (`tests/codegen/elastic_run.py` runs and checks them):
 
 Scenarios, for each of a data-parallel, a ZeRO-3 and a pipelined (2 stages x 2-way data, 1F1B)
 starting plan: losing the second launcher (SIGKILL: the job goes on on 2 ranks with a searched
-plan) and getting it back at step 14 (4 ranks again), SIGKILL of one worker, and SIGSTOP of one
+plan, or with one of the starting plan's kind, `unityc-train --planner`) and getting it back at
+step 14 (4 ranks again), SIGKILL of one worker, and SIGSTOP of one
 rank (found by its ring neighbour's heartbeat watch within `--timeout 20`; both restart on the
 same 4 ranks: the node is not lost). Per scenario: the transitions (world and resume step), the
 plan after the fault, the cost model's estimated slowdown, steps redone, when an agent saw a
@@ -37,6 +38,11 @@ SCENARIOS = [
     *(Scenario(kind, "launcher", grow=True) for kind in ("dp", "zero3", "pipelined")),
     *(Scenario(kind, "worker") for kind in ("dp", "zero3", "pipelined")),
     *(Scenario(kind, "stop") for kind in ("dp", "zero3", "pipelined")),
+    # the plan for the 2 ranks left made by the starting plan's own kind (`--planner`), not searched
+    # (the search puts the tiny MLP on one device): the survivors both train
+    Scenario("dp", "launcher", grow=True, planner="data-parallel"),
+    Scenario("zero3", "launcher", grow=True, planner="zero{stage=3}"),
+    Scenario("pipelined", "launcher", grow=True, planner='gpipe{stages=2 microbatches=2 schedule="1f1b"}'),
 ]
 RESULTS = ROOT / "benchmarks" / "elastic_results.md"
 
