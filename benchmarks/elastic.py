@@ -93,7 +93,9 @@ def render(rows: list[dict[str, object]]) -> str:
         "data function's log of the samples each step drew). A killed worker or a stopped rank",
         "restarts the same node's workers (the node is not lost): 4 ranks again, the same plan.",
         "Slowdown: the cost model's step time, new plan over old (the tiny MLP is fastest on one rank:",
-        "the search puts it there, so losing a node makes it *faster* by the model).",
+        "the search puts it there, so losing a node makes it *faster* by the model). The `--planner`",
+        "rows make the 2-rank plan with the starting plan's own kind instead (`unityc-train --planner",
+        "PASS`), so both survivors train: data-parallel over 2, ZeRO-3 over 2, 2 pipeline stages.",
         "",
         "| scenario | transitions | plan after the fault | est. slowdown | steps redone | detected | "
         "recovered | from found | equal | measured |",
