@@ -11,7 +11,7 @@ from xdsl.ir import SSAValue
 from unityc.codegen.analysis import Analysis, CodegenError, Value
 from unityc.codegen.collectives import parallel_stages
 from unityc.codegen.kernels import KERNELS, Call, Tasks, literal, rank_test, torch_dtype_name
-from unityc.codegen.memory import SOURCES, Region, last_readers, regions
+from unityc.codegen.memory import SOURCES, Region, core_recomputed, last_readers, regions
 from unityc.dialects.pcg_types import PcgOp, TensorType
 from unityc.dialects.syntax import PACK_BYTES, packed_text
 from unityc.runtime.packing import pack
@@ -70,6 +70,8 @@ class Writer:
         self.regathered: set[SSAValue] = set()
         """Sequence-parallel all-gathers whose readers keep the shard (`runtime.regather`)."""
         self.in_region = False
+        self.core: set[PcgOp] = set()
+        """Attentions that recompute only their core (`memory.core_recomputed`)."""
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -186,6 +188,7 @@ class Writer:
             self.groups,
             grads,
             dtypes,
+            op in self.core,
         )  # type: ignore[attr-defined]
         if op.name == "pcg.gather":
             self.tables[result.var] = tuple(int(i) for i in call.attrs["indices"])
@@ -314,6 +317,7 @@ class Writer:
         """Writes `ops` (the plan's, or one pipeline stage's) with their recompute regions and
         ZeRO-3 drops; `after(op)` runs after each op or region (its first op)."""
         owners = regions(self.a)
+        self.core = core_recomputed(self.a)
         self.dropping = last_readers(self.a)
         chosen = set(ops)
         done: set[PcgOp] = {g for region in owners.values() for g in region.gathers}

@@ -88,6 +88,8 @@ class Call:
     """Per operand, whether it carries a gradient (a kernel's own exchanges send it back)."""
     dtypes: list[str] = field(default_factory=list)
     """Per operand, the torch dtype name the program holds it in (what its exchanges move)."""
+    recompute_core: bool = False
+    """An attention recomputing only its core in backward (`codegen.memory.core_recomputed`)."""
 
     def chains(self, factor: str) -> tuple[tuple[int, ...], ...]:
         """Per group of tasks that differ only in `factor`, their ranks in `factor` order."""
@@ -311,6 +313,8 @@ def _attention(call: Call) -> str:
             lambda task: tuple(task.get(f, 0) * n for f, n in zip(("b", "h", "s", ""), piece, strict=True))
         )
         text += f', dropout=ctx.dropout_fn({p!r}, "{call.key}", {starts}, {shape})'
+    if call.recompute_core:
+        text += ", recompute_core=True"
     return text + ")"
 
 

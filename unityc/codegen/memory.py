@@ -7,7 +7,10 @@ memory model predicts per rank, and the checkpointed regions of `recompute` ops.
   `cost.memory.persistent_bytes` (the one formula the estimate uses too), for `PLAN.memory`:
   `--check` compares every rank's bytes with it;
 * `regions`: maximal runs of `recompute` ops in program order (source ops in between do not
-  break a run), each written as one function run by `torch.utils.checkpoint`.
+  break a run), each written as one function run by `torch.utils.checkpoint`;
+* `core_recomputed`: the attentions whose region would be the attention alone
+  (`patterns.recomputes_core`, selective recomputation): no region, the kernel checkpoints only
+  its core (`runtime.kernels.attention`'s `recompute_core`).
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from xdsl.ir import SSAValue
 from unityc.codegen.analysis import Analysis, CodegenError
 from unityc.cost.memory import OPTIMIZERS, persistent_bytes
 from unityc.cost.pricing import piece
+from unityc.dialects.pcg import AttentionOp
 from unityc.dialects.pcg_types import PcgOp
 from unityc.dialects.plan import op_plan
-from unityc.runtime.patterns import block_cuts, layer_of
+from unityc.runtime.patterns import block_cuts, layer_of, recomputes_core
 
 SOURCES = ("pcg.weight", "pcg.input", "pcg.constant")
 
@@ -78,7 +82,28 @@ class Region:
 
 
 def regions(a: Analysis) -> dict[PcgOp, Region]:
-    """The region of every op in one (its first op and the ops of its region map to it)."""
+    """The region of every op in one (its first op and the ops of its region map to it); a
+    block that only recomputes an attention's core (`core_recomputed`) is none."""
+    kept = [block for block in _blocks(a) if not _core_only(block)]
+    return _regions(a, [Region(ops=block) for block in kept])
+
+
+def core_recomputed(a: Analysis) -> set[PcgOp]:
+    """The attentions that recompute only their core (`patterns.recomputes_core`): a
+    `recompute` block that is one attention (Megatron-LM's selective recomputation) runs
+    outside any checkpoint region, its kernel checkpointing the scores, softmax, dropout and
+    times V (the memory and cost models' side: `cost.backward.core_recomputed`)."""
+    return {block[0] for block in _blocks(a) if _core_only(block)}
+
+
+def _core_only(block: list[PcgOp]) -> bool:
+    op = block[0]
+    split = isinstance(op, AttentionOp) and op.context_split(op.attrs(), op.typed_operands()) is not None
+    return recomputes_core([o.name for o in block], split)
+
+
+def _blocks(a: Analysis) -> list[list[PcgOp]]:
+    """The runs of `recompute` ops in program order, each cut into its blocks (`blocks`)."""
     runs: list[list[PcgOp]] = []
     current: list[PcgOp] | None = None
     for op in a.ops:
@@ -97,7 +122,7 @@ def regions(a: Analysis) -> dict[PcgOp, Region]:
             current = []
             runs.append(current)
         current.append(op)
-    return _regions(a, [Region(ops=block) for run in runs for block in blocks(a, run)])
+    return [block for run in runs for block in blocks(a, run)]
 
 
 def blocks(a: Analysis, run: list[PcgOp]) -> list[list[PcgOp]]:

@@ -9,8 +9,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from unityc.cost.compute import SOURCES
 from unityc.cost.memory import autocast_copy_bytes, saves, weight_view
 from unityc.cost.pricing import type_info
+from unityc.dialects.pcg import AttentionOp
 from unityc.graph import Graph, Ref
-from unityc.runtime.patterns import block_cuts, layer_of
+from unityc.runtime.patterns import block_cuts, layer_of, recomputes_core
 
 
 def gradient_flags(
@@ -41,7 +42,33 @@ def recompute_regions(graph: Graph, order: Sequence[int]) -> dict[int, int]:
     cut as the program cuts them (`unityc.codegen.memory.regions`): runs of consecutive
     recompute ops in `order`, each cut into one region per block of the model
     (`patterns.block_cuts` over the blocks of the weights the ops read and the bytes crossing
-    each position, one piece per device)."""
+    each position, one piece per device). A block that only recomputes an attention's core
+    (`core_recomputed`) is no region."""
+    out: dict[int, int] = {}
+    for block in _recompute_blocks(graph, order):
+        if not _core_only(graph, block):
+            out.update((nid, block[0]) for nid in block)
+    return out
+
+
+def core_recomputed(graph: Graph, order: Sequence[int]) -> set[int]:
+    """The attentions that recompute only their core (`patterns.recomputes_core`: a recompute
+    block that is one attention, Megatron-LM's selective recomputation; the program's side is
+    `unityc.codegen.memory.core_recomputed`): each keeps what it would keep without
+    recomputation but its core's internals (`memory.attention_core_saved_bytes`), and runs its
+    core's forward again in backward, not its projections (`steps.StepBuilder`)."""
+    return {block[0] for block in _recompute_blocks(graph, order) if _core_only(graph, block)}
+
+
+def _core_only(graph: Graph, block: list[int]) -> bool:
+    node = graph.nodes[block[0]]
+    types = [None if r is None else graph.type_of(r) for r in node.operands]
+    split = node.op == "pcg.attention" and AttentionOp.context_split(dict(node.attrs), types) is not None
+    return recomputes_core([graph.nodes[nid].op for nid in block], split)
+
+
+def _recompute_blocks(graph: Graph, order: Sequence[int]) -> list[list[int]]:
+    """The runs of consecutive `recompute` ops in `order`, each cut into its blocks."""
     readers: dict[Ref, list[int]] = {}
     for nid in order:
         for r in graph.nodes[nid].operand_refs():
@@ -59,12 +86,11 @@ def recompute_regions(graph: Graph, order: Sequence[int]) -> dict[int, int]:
             current = []
             runs.append(current)
         current.append(nid)
-    out: dict[int, int] = {}
+    blocks: list[list[int]] = []
     for run in runs:
         cuts = block_cuts([_block_of(graph, nid) for nid in run], _values(graph, run, readers))
-        for start, end in zip([0, *cuts], [*cuts, len(run)], strict=True):
-            out.update((nid, run[start]) for nid in run[start:end])
-    return out
+        blocks.extend(run[start:end] for start, end in zip([0, *cuts], [*cuts, len(run)], strict=True))
+    return blocks
 
 
 def _block_of(graph: Graph, nid: int) -> str | None:
@@ -93,13 +119,15 @@ def saved_by(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> dict[in
     """Per op with a backward, the tensors it keeps from forward for it (weights excluded). A
     `recompute` op keeps only its operands made outside its checkpoint region
     (`recompute_regions`: the region's inputs, which `torch.utils.checkpoint` keeps, so one
-    hidden state per block boundary); the rest it makes again in backward."""
+    hidden state per block boundary); the rest it makes again in backward. An attention that
+    recomputes only its core (`core_recomputed`: in no region) keeps what it would keep without
+    recomputation."""
     out: dict[int, tuple[Ref, ...]] = {}
     region = recompute_regions(graph, order)
     pulled = pulled_gathers(graph, order, region)
     for nid in order:
         node = graph.nodes[nid]
-        if not node.recompute:
+        if not node.recompute or nid not in region:
             out[nid] = would_save(graph, nid, gets_grad)
         elif has_backward(graph, nid, gets_grad):
             kept = (
@@ -186,6 +214,7 @@ def saved_readers(graph: Graph, order: Sequence[int], gets_grad: set[Ref]) -> di
 
 
 __all__ = [
+    "core_recomputed",
     "gradient_flags",
     "has_backward",
     "pulled_gathers",

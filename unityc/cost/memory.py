@@ -216,13 +216,40 @@ def attention_saved_bytes(
       head, and `mask_elements` of a mask it builds or casts (a causal mask combined with another
       one, or autocast's copy of a float mask); no Sq x Sk tensor otherwise.
     """
+    kv = eh if ekv is None else ekv
+    core = attention_core_saved_bytes(
+        batch, sq, sk, eh, heads, element_bytes, kernel, kv, mask_elements, probs_bytes
+    )  # fmt: skip
+    if kernel == "math":  # the query, the key/value heads, the context the output projection reads
+        return (batch * sq * eh + 2 * batch * sk * kv + batch * sq * eh) * element_bytes + core
+    return (2 * batch * sq * eh + 2 * batch * sk * kv) * element_bytes + core
+
+
+def attention_core_saved_bytes(
+    batch: int,
+    sq: int,
+    sk: int,
+    eh: int,
+    heads: int,
+    element_bytes: int,
+    kernel: str = "math",
+    ekv: int | None = None,
+    mask_elements: int = 0,
+    probs_bytes: int | None = None,
+) -> int:
+    """The part of `attention_saved_bytes` that only the attention core (scores, softmax,
+    dropout, times V) keeps beyond its inputs (the q, k, v heads) and its output (the context,
+    the output projection's input): what selective recomputation of the core
+    (`runtime.patterns.recomputes_core`) no longer keeps, and makes again, one task at a time,
+    in backward. "math": the probabilities (with dropout, its keep-mask and the dropped
+    probabilities; `probability_bytes`) and the grouped-query key/value heads repeated to every
+    query head (`repeat_interleave`'s copies, beyond the `ekv` width); "sdpa": the logsumexp
+    and a mask it builds or casts."""
     if kernel == "math":
         probs = element_bytes if probs_bytes is None else probs_bytes
-        activations = (batch * (sq + 2 * sk) * eh + batch * sq * eh) * element_bytes
-        return activations + batch * heads * sq * sk * probs
-    kv = eh if ekv is None else ekv
-    heads_bytes = (2 * batch * sq * eh + 2 * batch * sk * kv + mask_elements) * element_bytes
-    return heads_bytes + batch * heads * sq * 4
+        repeated = 2 * batch * sk * (eh - (eh if ekv is None else ekv)) * element_bytes
+        return batch * heads * sq * sk * probs + repeated
+    return mask_elements * element_bytes + batch * heads * sq * 4
 
 
 def probability_bytes(element_bytes: int, bf16_mixed: bool, dropout: bool) -> int:

@@ -20,7 +20,8 @@ def peaks(b: StepBuilder, order: Sequence[int]) -> dict[int, tuple[float, float]
     ends with every saved activation live, plus at most one op's gathered ZeRO-3 weights;
     backward then runs in reverse, each op holding its results' and operands' gradients,
     its gathered weights and unreduced ZeRO-2/3 gradients and, if recomputed, what every op
-    of its checkpoint region (`recompute_regions`: one block) would have kept, then freeing
+    of its checkpoint region (`recompute_regions`: one block) would have kept (an attention
+    recomputing only its core: the core's internals, `StepBuilder.core_held`), then freeing
     the activations no earlier op needs, while the weights' gradients appear; the end holds every gradient."""
     graph = b.graph
     saved = saved_by(graph, order, b.gets_grad)
@@ -68,6 +69,8 @@ def peaks(b: StepBuilder, order: Sequence[int]) -> dict[int, tuple[float, float]
                         transient[device] += nbytes
                 for device, nbytes in b.internal.get(m, {}).items():
                     transient[device] += nbytes / max(b.mult[b.vid((m, 0))], 1)
+        for device, nbytes in b.core_held.get(nid, {}).items():  # its core made again (one micro-batch)
+            transient[device] += nbytes
         consider({d: live.get(d, 0.0) + grads.get(d, 0.0) for d in set(live) | set(grads)}, transient)
         for r in node.operand_refs():
             if r[0] in b.weights and r[0] not in seen:

@@ -15,20 +15,30 @@ from typing import Any
 
 from xdsl.dialects.builtin import bf16
 
-from unityc.cost.backward import gradient_flags, pulled_gathers, recompute_regions, regathered, saved_readers
+from unityc.cost.backward import (
+    core_recomputed,
+    gradient_flags,
+    pulled_gathers,
+    recompute_regions,
+    regathered,
+    saved_readers,
+)
 from unityc.cost.communication import PARALLEL_PATTERN, Coord
 from unityc.cost.compute import (
     MATMUL_LIKE,
     SOURCES,
+    attention_core_work,
     backward_work,
     compute_dtype,
     forward_work,
+    kernel_time,
     recompute_overhead,
 )
 from unityc.cost.experts import expert_degree, expert_memory, op_load
 from unityc.cost.memory import (
     NORM_STATS,
     WEIGHT_VIEWS,
+    attention_core_saved_bytes,
     attention_saved_bytes,
     autocast_copy_bytes,
     cast_operand,
@@ -133,6 +143,13 @@ class StepBuilder:
         """The all-gathers checkpoint regions run themselves (`backward.pulled_gathers`)."""
         """The all-gathers whose backward re-run is priced (`sequence_regathers`)."""
         self._users: dict[int, list[int]] | None = None
+        self.core: set[int] = set()
+        """The attentions that recompute only their core (`backward.core_recomputed`): priced
+        as ops not recomputed (their plan's `recompute` is off in `graph`), but for what their
+        core keeps (`core_held`) and its forward run again in backward."""
+        self.core_held: dict[int, dict[int, float]] = {}
+        """The core's internals (`memory.attention_core_saved_bytes`) of one micro-batch per
+        device, by node id: made again in backward, transient bytes there (`peaks`)."""
         self.zero_buckets: dict[int, dict[tuple[int, ...], int]] = {}
         """The bytes of the bucket each ZeRO weight moves in over each of its copy groups, by
         node id (`bucket_zero_weights`)."""
@@ -284,6 +301,11 @@ class StepBuilder:
             fwd = merge_work(fwd, self.recompute_overhead(parts.tasks, backward=False))
             if backward:
                 bwd = merge_work(parts.fwd, parts.bwd, self.recompute_overhead(parts.tasks, backward=True))
+        elif nid in self.core:  # only the core's forward again (and the checkpoint's hooks)
+            fwd = merge_work(fwd, self.recompute_overhead(parts.tasks, backward=False))
+            if backward:
+                core = self.core_seconds(attrs, types, node.types, parts.fwd)
+                bwd = merge_work(parts.bwd, core, self.recompute_overhead(parts.tasks, backward=True))
         step = Step(
             name=name,
             fwd_comm=parts.fwd_comm,
@@ -310,6 +332,29 @@ class StepBuilder:
             num_devices=self.device_total(parts.tasks),
         )
         return step, row
+
+    def core_seconds(
+        self, attrs: Mapping[str, Any], types: Sequence[TensorType | None], results: Sequence[TensorType],
+        fwd: Sequence[tuple[int, float]],
+    ) -> tuple[tuple[int, float], ...]:  # fmt: skip
+        """(device, seconds) of an attention's core forward (`compute.attention_core_work`), run
+        again in backward by selective recomputation: of each device's forward seconds, the
+        core's share of the roofline time of one task on its kind (so a profiled forward
+        scales alike)."""
+        operands = [piece(t) for t in types]
+        pieces = [type_info(t).piece for t in results]
+        dtype = compute_dtype(operands, pieces)
+        whole = forward_work("pcg.attention", attrs, operands, pieces)
+        core = attention_core_work(attrs, operands, pieces)
+        share: dict[str, float] = {}
+        out = []
+        for device, seconds in fwd:
+            kind = self.machine.kind_of(device)
+            if kind.name not in share:
+                total = kernel_time(whole, dtype, kind, True)
+                share[kind.name] = kernel_time(core, dtype, kind, True) / total if total > 0 else 0.0
+            out.append((device, seconds * share[kind.name]))
+        return tuple(out)
 
     def recompute_overhead(self, tasks: Mapping[int, int], backward: bool) -> tuple[tuple[int, float], ...]:
         """(device, seconds) of a recomputed op's checkpoint hooks in a pass (`compute.RECOMPUTE_KERNELS`)."""
@@ -351,8 +396,15 @@ class StepBuilder:
         tasks: Mapping[int, int], m: int,
     ) -> float:  # fmt: skip
         """Attention's internal saved tensors, added to its devices (to its backward's transient
-        bytes if it is recomputed); returns the total kept from forward."""
-        return self.internal_memory(nid, attention_task_bytes(attrs, types, result), tasks, m)
+        bytes if it is recomputed); returns the total kept from forward. One recomputing only
+        its core (`core`) keeps all but the core's internals, made again in backward
+        (`core_held`)."""
+        per_task = attention_task_bytes(attrs, types, result)
+        if nid in self.core:
+            core = attention_core_task_bytes(attrs, types, result)
+            self.core_held[nid] = {device: float(core * count) for device, count in tasks.items()}
+            per_task -= core
+        return self.internal_memory(nid, per_task, tasks, m)
 
     def internal_memory(self, nid: int, per_task: float, tasks: Mapping[int, int], m: int) -> float:
         """Tensors op `nid` keeps for its backward besides its operands and results, `per_task`
@@ -625,17 +677,58 @@ def attention_task_bytes(
 ) -> int:
     """What one attention task keeps besides its operands (see `memory.attention_saved_bytes`),
     for the kernel the program runs (`AttentionOp.kernel`)."""
+    args = _attention_args(attrs, types, result)
+    if args is None:  # fused block kernels: no probabilities
+        return _context_task_bytes(attrs, types, result)
+    batch, sq, sk, eh, heads, element_bytes, kernel, ekv, built, probs_bytes = args
+    return attention_saved_bytes(
+        batch, sq, sk, eh, heads, element_bytes, kernel, ekv, built, probs_bytes
+    )  # fmt: skip
+
+
+def attention_core_task_bytes(
+    attrs: Mapping[str, Any], types: Sequence[TensorType | None], result: TensorType
+) -> int:
+    """Of `attention_task_bytes`, what only the core keeps (`memory.attention_core_saved_bytes`):
+    what selective recomputation of the core (`backward.core_recomputed`) does not keep; 0 for
+    a context-parallel attention (it recomputes whole)."""
+    args = _attention_args(attrs, types, result)
+    if args is None:
+        return 0
+    batch, sq, sk, eh, heads, element_bytes, kernel, ekv, built, probs_bytes = args
+    return attention_core_saved_bytes(
+        batch, sq, sk, eh, heads, element_bytes, kernel, ekv, built, probs_bytes
+    )  # fmt: skip
+
+
+def _context_task_bytes(
+    attrs: Mapping[str, Any], types: Sequence[TensorType | None], result: TensorType
+) -> int:
+    operands = [piece(t) for t in types]
+    out = piece(result)
+    assert out is not None and operands[0] is not None and operands[3] is not None and operands[4] is not None
+    batch, sq, e = operands[0].shape
+    eh = operands[3].shape[0]
+    heads, element_bytes = attrs["heads"] * eh // e, out.nbytes // max(out.numel, 1)
+    return context_attention_saved_bytes(batch, sq, eh, operands[4].shape[0], heads, element_bytes)
+
+
+def _attention_args(
+    attrs: Mapping[str, Any], types: Sequence[TensorType | None], result: TensorType
+) -> tuple[int, int, int, int, int, int, str, int, int, int] | None:
+    """The arguments of `memory.attention_saved_bytes` for one task (batch, sq, sk, eh, heads,
+    element bytes, kernel, ekv, mask elements built, probability bytes); None for a
+    context-parallel attention."""
     operands = [piece(t) for t in types]
     out = piece(result)
     assert out is not None and operands[0] is not None and operands[1] is not None and operands[3] is not None
+    if AttentionOp.context_split(attrs, types) is not None:
+        return None
     batch, sq, e = operands[0].shape
     sk = operands[1].shape[1]
     eh = operands[3].shape[0]
     heads, element_bytes = attrs["heads"] * eh // e, out.nbytes // max(out.numel, 1)
     wk = operands[4]
-    if AttentionOp.context_split(attrs, types) is not None:  # fused block kernels: no probabilities
-        assert wk is not None
-        return context_attention_saved_bytes(batch, sq, eh, wk.shape[0], heads, element_bytes)
     kernel = AttentionOp.kernel(attrs)
     mask = operands[11] if len(operands) > 11 else None
     built = 0  # `runtime.kernels._sdpa`: is_causal only unsharded, without another mask
@@ -645,10 +738,8 @@ def attention_task_bytes(
         built = mask.numel  # autocast's copy of the float mask
     dropout = attrs.get("dropout") or 0.0
     probs_bytes = probability_bytes(element_bytes, result.element_type == bf16, dropout > 0)
-    return attention_saved_bytes(
-        batch, sq, sk, eh, heads, element_bytes, kernel,
-        wk.shape[0] if wk is not None else eh, built, probs_bytes,
-    )  # fmt: skip
+    ekv = wk.shape[0] if wk is not None else eh
+    return batch, sq, sk, eh, heads, element_bytes, kernel, ekv, built, probs_bytes
 
 
 def build_steps(
@@ -659,7 +750,13 @@ def build_steps(
     `roles`, the steps run on one representative device per role (`cost/roles.py`)."""
     graph = priced_graph(graph)
     order = graph.topological()
+    core = core_recomputed(graph, order)
+    if core:  # priced as ops not recomputed, but for their core (`StepBuilder.core`)
+        graph = graph.copy()
+        for nid in core:
+            graph.nodes[nid] = graph.nodes[nid].with_plan(recompute=False)
     b = StepBuilder(graph, machine, compute, optimizer, roles)
+    b.core = core
     _, b.gets_grad = gradient_flags(graph, order)
     b.pulled = pulled_gathers(graph, order, recompute_regions(graph, order))
     b.bucket_zero_weights(order)
@@ -680,6 +777,7 @@ def build_steps(
 __all__ = [
     "WEIGHT_PATTERN",
     "StepBuilder",
+    "attention_core_task_bytes",
     "attention_task_bytes",
     "build_steps",
     "merge_work",

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 
 def clamp(x: torch.Tensor, low: float | None, high: float | None) -> torch.Tensor:
@@ -97,6 +99,7 @@ def attention(
     softcap: float | None = None,
     causal: int | None = None,
     kernel: str = "math",
+    recompute_core: bool = False,
 ) -> torch.Tensor:
     """Multi-head attention over this task's `heads` (its shard of the projections). wk and wv
     hold this task's KV heads (as many as wq's heads or fewer: grouped-query attention, query
@@ -113,7 +116,14 @@ def attention(
     the scores out (soft-capping and dropout need it). A key mask that masks nothing in this
     batch (no sequence padded) is dropped, as HF's SDPA path checks at run time
     (`padding_mask.all()`): a causal SDPA then runs `is_causal`, building no B x Sq x Sk mask
-    and skipping the masked half of the scores."""
+    and skipping the masked half of the scores.
+
+    `recompute_core` (selective recomputation, `patterns.recomputes_core`): the core, from the
+    projected heads to the context (scores, softmax, dropout, times V), runs under
+    `torch.utils.checkpoint` (non-reentrant), as Megatron-LM's selective recomputation: backward
+    keeps the projections' input, the heads and the context (the output projection's input) and
+    runs the core's forward again, not the projections' (`memory.attention_core_saved_bytes` is
+    what it no longer keeps)."""
     batch, sq, _ = q.shape
     width = wq.shape[0] // heads
     groups = wk.shape[0] // width
@@ -123,12 +133,29 @@ def attention(
     values = project_heads(v, wv, bv, width, None, norm_eps)
     if mask is not None and _masks_nothing(mask):
         mask = None  # no key padded in this batch: SDPA runs is_causal, the math kernel adds nothing
+    core: Callable[..., torch.Tensor]
     if kernel == "sdpa":
         assert dropout is None and softcap is None, "SDPA has no soft-capping and no program-drawn dropout"
-        context = _sdpa(query, keys, values, mask, causal, scale, groups != heads)
+        core = partial(_sdpa, causal=causal, scale=scale, gqa=groups != heads)
     else:
-        context = _math_attention(query, keys, values, mask, causal, scale, softcap, dropout)
+        core = partial(_math_attention, causal=causal, scale=scale, softcap=softcap, dropout=dropout)
+    if recompute_core:
+        query, keys, values = _autocast_heads(query, keys, values)
+        context = checkpoint(core, query, keys, values, mask, use_reentrant=False)
+    else:
+        context = core(query, keys, values, mask)
     return F.linear(context.transpose(1, 2).reshape(batch, sq, heads * width), wo, bo)
+
+
+def _autocast_heads(*heads: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Under autocast, the heads in its dtype: the core's matmuls (or SDPA) would cast them, and
+    their backward keep those copies; a checkpoint keeps its inputs instead, so the copies are
+    taken before it (rotary's fp32 cos and sin promote q and k to fp32 under bf16-mixed)."""
+    device = heads[0].device.type
+    if not torch.is_autocast_enabled(device):
+        return heads
+    dtype = torch.get_autocast_dtype(device)
+    return tuple(h.to(dtype) if h.is_floating_point() else h for h in heads)
 
 
 def _causal_allowed(sq: int, sk: int, start: int, device: torch.device) -> torch.Tensor:

@@ -92,6 +92,20 @@ def block_cuts(blocks: Sequence[str | None], values: Iterable[tuple[int, int, fl
     return cuts
 
 
+def recomputes_core(ops: Sequence[str], context_split: bool) -> bool:
+    """Whether a checkpoint region of these ops (their names, in program order; one region cut
+    by `block_cuts`) recomputes only an attention's core, as Megatron-LM's selective
+    recomputation does: a region that is one `pcg.attention` (the `selective` lever marks only
+    the attention) runs its q, k, v and output projections once and checkpoints the core
+    (scores, softmax, dropout, times V) inside the kernel (`runtime.kernels.attention`'s
+    `recompute_core`), so it keeps the projections' input, q, k, v and the core's output, and
+    backward runs the core's forward again, not the projections'. A context-parallel attention
+    (`context_split`: the ring's block kernels) recomputes whole. Both the program
+    (`unityc.codegen.memory.regions`) and the memory and cost models
+    (`unityc.cost.backward.core_recomputed`) decide by this."""
+    return list(ops) == ["pcg.attention"] and not context_split
+
+
 def zero_buckets(weights: Sequence[tuple[Hashable, str]]) -> list[list[int]]:
     """Indices into `weights` ((kind, key) of each ZeRO weight, in plan order; the kind names
     the copy group, stage and dtype) cut into buckets: runs of consecutive weights of one kind

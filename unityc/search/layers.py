@@ -270,7 +270,7 @@ class LayerCosts:
         for v in saved_values(micro, order, b.gets_grad):
             k = layer.get(v[0], 0)
             out["saved"][k] += piece(micro.type_of(v)).nbytes  # type: ignore[union-attr]
-        for nid, held in _kept_internals(micro, b.internal):  # as `estimate` counts them
+        for nid, held in _kept_internals(b.graph, b.internal):  # as `estimate` counts them
             out["saved"][layer.get(nid, 0)] += held.get(device, 0.0)
         for nid, held in b.step_copies_of.items():  # of "saved": one per step, not per micro-batch
             out["copies"][layer.get(nid, 0)] += held.get(device, 0.0)
@@ -344,7 +344,7 @@ class LayerCosts:
         self._tied[key] = tuple(tied)
         for v in saved_values(plan, steps_order, b.gets_grad):
             out["saved"][where[v[0]]] += piece(plan.type_of(v)).nbytes  # type: ignore[union-attr]
-        for nid, held in _kept_internals(plan, b.internal):
+        for nid, held in _kept_internals(b.graph, b.internal):
             out["saved"][where[nid]] += max(held.values(), default=0.0)
         for nid, held in b.step_copies_of.items():
             out["copies"][where[nid]] += max(held.values(), default=0.0)
@@ -387,7 +387,8 @@ def _kept_internals(
     """The tensors ops keep from forward besides their saved values (`steps.StepBuilder.internal`:
     attention's q, k, v, probabilities and context, autocast's bf16 copies), per op not
     recomputed, per device: what `estimate` adds to a device's activations, so the DP's stage
-    memory is the estimate's."""
+    memory is the estimate's. `graph`: the builder's (`steps.StepBuilder.graph`), where an
+    attention recomputing only its core is not recomputed: it keeps all but its core's."""
     return [(nid, held) for nid, held in internal.items() if not graph.nodes[nid].recompute]
 
 
