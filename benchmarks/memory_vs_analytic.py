@@ -32,7 +32,9 @@ baseline builds it (`megatron_lm.build`) and priced by `estimate`; the first sta
 
 Printed as Markdown tables. The estimate follows the program the plan becomes (the byte-equality
 tests in tests/codegen check weights, gradients and optimizer state per rank); where it exceeds
-the analytic figure the rows say which term and why.
+the analytic figure the rows say which term and why. Each row ends with the plan's iteration
+time, pipeline bubble and estimated MFU (`gpt3-b64`, `gpt3-b64-v2`: Megatron-LM's published
+64-GPU GPT-3-175B run, 51.4 % MFU).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from unityc.cost.backward import regathered, saved_values
 from unityc.cost.memory import cast_operand, weight_view
 from unityc.cost.modes import compute_model
 from unityc.cost.pricing import piece
+from unityc.cost.report import Utilization
 from unityc.cost.steps import build_steps
 from unityc.dialects.source import make_context, parse_source
 from unityc.graph import Graph, from_module
@@ -73,12 +76,16 @@ ROWS = {
     "gpt3-sel": Row("gpt3-175b", "dgx-a100:128", Config(8, 8, 16, 1, 96, "selective", True)),
     "gpt3-sel-v4": Row("gpt3-175b", "dgx-a100:128", Config(8, 8, 16, 4, 96, "selective", True)),
     "gpt3-full-v4": Row("gpt3-175b", "dgx-a100:128", Config(8, 8, 16, 4, 96, "full", True)),
+    # Megatron-LM's published 64-GPU run (tensor 8 x pipeline 8, 64 micro-batches of 1): 51.4 % MFU
+    "gpt3-b64": Row("gpt3-175b-b64", "dgx-a100:8", Config(8, 8, 1, 1, 64, "selective", True)),
+    "gpt3-b64-v2": Row("gpt3-175b-b64", "dgx-a100:8", Config(8, 8, 1, 2, 64, "selective", True)),
     "llama-sel": Row("llama2-70b", "dgx-a100:16", Config(8, 4, 4, 1, 256, "selective", True)),
     "llama-full": Row("llama2-70b", "dgx-a100:16", Config(8, 4, 4, 1, 256, "full", True)),
 }
-VOCAB = {"gpt3-175b": 50257, "llama2-70b": 32000}
+VOCAB = {"gpt3-175b": 50257, "gpt3-175b-b64": 50257, "llama2-70b": 32000}
 SHAPES = {  # layers, hidden, heads, kv heads, ffn, seq, batch
     "gpt3-175b": (96, 12288, 96, 96, 4 * 12288, 2048, 1536),
+    "gpt3-175b-b64": (96, 12288, 96, 96, 4 * 12288, 2048, 64),
     "llama2-70b": (80, 8192, 64, 8, 28672, 4096, 1024),
 }
 
@@ -90,7 +97,7 @@ def analytic_layer_bytes(model: str, recompute: str, b: int, t: int) -> float:
     sbh = s * b * h
     if recompute == "full":
         return 2 * sbh / t
-    per = 34.0 if model == "gpt3-175b" else 12 + 4 * kv / a + 8 * f / h
+    per = 34.0 if model.startswith("gpt3") else 12 + 4 * kv / a + 8 * f / h
     if recompute == "none":
         per += 5 * a * s / h
     return per * sbh / t
@@ -101,7 +108,8 @@ def analytic_parameters(model: str, config: Config) -> float:
     t ways (GPT: 12h^2 + 13h a layer; Llama: (2 + 2 kv/a) h^2 + 3hf + 2h) and the
     vocabulary-parallel embedding (V h / t, the vocabulary padded to a multiple of 128 t)."""
     layers, h, a, kv, f, _, _ = SHAPES[model]
-    per_layer = 12 * h * h + 13 * h if model == "gpt3-175b" else (2 + 2 * kv / a) * h * h + 3 * h * f + 2 * h
+    gpt = model.startswith("gpt3")
+    per_layer = 12 * h * h + 13 * h if gpt else (2 + 2 * kv / a) * h * h + 3 * h * f + 2 * h
     vocab = VOCAB[model]
     padded = -(-vocab // (128 * config.tensor)) * 128 * config.tensor
     return (layers / config.stages * per_layer + padded * h) / config.tensor
@@ -191,6 +199,12 @@ def run(key: str, work: Path, timeout: float) -> list[list[str]]:
     out.append(["communication buffers", _gib(first.buffers), "-", "the largest collective"])
     out.append(["reserved", _gib(first.reserved), "-", "CUDA context, NCCL, workspaces"])
     out.append(["**total**", _gib(first.total), _gib(total_megatron), f"{first.total / total_megatron:.2f}x"])
+    busiest = max(e.devices, key=lambda d: d.busy_s)
+    timing = f"compute {busiest.compute_s:.2f} s, communication {busiest.comm_s:.2f} s on the busiest device"
+    out.append(["iteration", f"{e.iteration_s:.2f} s", "-", timing])
+    out.append(["pipeline bubble", f"{100 * e.pipeline.bubble:.1f} %", "-", e.pipeline.schedule])
+    mfu = Utilization.of_graph(plan.graph, preset(row.machine)).of(e.iteration_s)
+    out.append(["**estimated MFU**", f"{100 * mfu:.1f} %", "-", "6 x parameters x tokens (`cost.report`)"])
     return out
 
 

@@ -8,16 +8,16 @@ optimizer state not divided by the ZeRO degree.
 
 In elements (fp32: 4 bytes), b samples per micro-batch and replica, s sequence, h hidden, f FFN,
 a heads, t tensor degree, one layer of the first stage keeps (each op's saved operands):
-* selective (the attention core recomputed): the two norm inputs (sequence-sharded, sbh/t
-  each), the sequence shards of the all-gathered inputs of the attention and of the first MLP
-  linear (sbh/t each: as Megatron, the program keeps the shard and gathers again in backward,
-  `runtime.regather`; the recomputed attention's checkpoint runs its all-gather itself), the
-  GeLU's input and output (sbf/t each): 4sbh/t + 2sbf/t. The recomputed attention keeps
-  nothing of its own.
-* none: the same plus what the fused attention (SDPA, `AttentionOp.kernel`) keeps: q, k, v,
-  its output and the fp32 logsumexp per query and head, 3sbh/t + sbh/t + asb/t: no s^2 term
-  (Korthikanti's 11sbh + 5as^2b less the scores and probabilities, which a fused kernel does
-  not keep, and the dropout masks, which this graph has none of).
+* selective (the attention core recomputed, as Megatron-LM: `patterns.recomputes_core`): the
+  two norm inputs (sequence-sharded, sbh/t each), the sequence shards of the all-gathered
+  inputs of the attention and of the first MLP linear (sbh/t each: as Megatron, the program
+  keeps the shard and gathers again in backward, `runtime.regather`), the GeLU's input and
+  output (sbf/t each), and what the core's checkpoint keeps of the attention: q, k, v and the
+  core's output (the output projection's input), 3sbh/t + sbh/t: 8sbh/t + 2sbf/t.
+* none: the same plus what only the fused attention's core (SDPA, `AttentionOp.kernel`) keeps:
+  the fp32 logsumexp per query and head, asb/t: no s^2 term (Korthikanti's 11sbh + 5as^2b less
+  the scores and probabilities, which a fused kernel does not keep, and the dropout masks,
+  which this graph has none of).
 * full (every pcg op recomputed; a region runs the all-gathers only it reads, the other
   collectives cut the runs into regions): the region inputs, all sequence-sharded: the layer's
   input, the two norms' outputs (the gathered inputs' shards), the attention's and the MLP's
@@ -68,8 +68,9 @@ def layer_elements(recompute: str) -> int:
         return 6 * sbh // T
     kept = 4 * sbh // T + 2 * sbf // T
     kept += 2 * 2 * S * B // T  # the two layer norms' fp32 mean and rstd per row (F.layer_norm keeps them)
+    kept += 3 * sbh // T + sbh // T  # the attention's q, k, v and core output
     if recompute == "none":
-        kept += 3 * sbh // T + sbh // T + A * S * B // T
+        kept += A * S * B // T
     return kept
 
 

@@ -98,8 +98,14 @@ def core_recomputed(a: Analysis) -> set[PcgOp]:
 
 def _core_only(block: list[PcgOp]) -> bool:
     op = block[0]
-    split = isinstance(op, AttentionOp) and op.context_split(op.attrs(), op.typed_operands()) is not None
-    return recomputes_core([o.name for o in block], split)
+    if not isinstance(op, AttentionOp):
+        return False
+    split = op.context_split(op.attrs(), op.typed_operands()) is not None
+    source = op.operands[0].owner
+    while isinstance(source, PcgOp) and source.name.startswith("parallel."):
+        source = source.operands[0].owner
+    fed = isinstance(source, PcgOp) and source.name not in SOURCES and op_plan(source).recompute
+    return recomputes_core([o.name for o in block], split, fed)
 
 
 def _blocks(a: Analysis) -> list[list[PcgOp]]:

@@ -62,9 +62,15 @@ def core_recomputed(graph: Graph, order: Sequence[int]) -> set[int]:
 
 def _core_only(graph: Graph, block: list[int]) -> bool:
     node = graph.nodes[block[0]]
+    if node.op != "pcg.attention" or node.operands[0] is None:
+        return False
     types = [None if r is None else graph.type_of(r) for r in node.operands]
-    split = node.op == "pcg.attention" and AttentionOp.context_split(dict(node.attrs), types) is not None
-    return recomputes_core([graph.nodes[nid].op for nid in block], split)
+    split = AttentionOp.context_split(dict(node.attrs), types) is not None
+    source = graph.nodes[node.operands[0][0]]
+    while source.op.startswith("parallel.") and source.operands[0] is not None:
+        source = graph.nodes[source.operands[0][0]]
+    fed = source.op not in SOURCES and source.recompute
+    return recomputes_core([graph.nodes[nid].op for nid in block], split, fed)
 
 
 def _recompute_blocks(graph: Graph, order: Sequence[int]) -> list[list[int]]:

@@ -92,18 +92,21 @@ def block_cuts(blocks: Sequence[str | None], values: Iterable[tuple[int, int, fl
     return cuts
 
 
-def recomputes_core(ops: Sequence[str], context_split: bool) -> bool:
+def recomputes_core(ops: Sequence[str], context_split: bool, input_recomputed: bool) -> bool:
     """Whether a checkpoint region of these ops (their names, in program order; one region cut
     by `block_cuts`) recomputes only an attention's core, as Megatron-LM's selective
     recomputation does: a region that is one `pcg.attention` (the `selective` lever marks only
     the attention) runs its q, k, v and output projections once and checkpoints the core
     (scores, softmax, dropout, times V) inside the kernel (`runtime.kernels.attention`'s
     `recompute_core`), so it keeps the projections' input, q, k, v and the core's output, and
-    backward runs the core's forward again, not the projections'. A context-parallel attention
-    (`context_split`: the ring's block kernels) recomputes whole. Both the program
-    (`unityc.codegen.memory.regions`) and the memory and cost models
+    backward runs the core's forward again, not the projections'. Recomputed whole (keeping
+    only its input) where the op making its query input (through collectives) is recomputed
+    too (`input_recomputed`: full recomputation, whose regions the collectives cut, so that an
+    attention between two is a region of its own), or where it is context-parallel
+    (`context_split`: the ring's block kernels). Both the program
+    (`unityc.codegen.memory.core_recomputed`) and the memory and cost models
     (`unityc.cost.backward.core_recomputed`) decide by this."""
-    return list(ops) == ["pcg.attention"] and not context_split
+    return list(ops) == ["pcg.attention"] and not context_split and not input_recomputed
 
 
 def zero_buckets(weights: Sequence[tuple[Hashable, str]]) -> list[list[int]]:

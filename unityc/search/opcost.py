@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from unityc.cost.backward import core_recomputed
 from unityc.cost.communication import Coord
 from unityc.cost.compute import SOURCES
 from unityc.cost.estimate import attention_task_bytes, gradient_flags, node_attrs, node_form_of, saved_values
@@ -47,6 +48,7 @@ from unityc.cost.pricing import (
     weight_parts,
 )
 from unityc.cost.roles import placement_reps
+from unityc.cost.steps import attention_core_task_bytes
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref, full_attrs, side_ops
@@ -179,6 +181,7 @@ class Prices:
         order = graph.topological()
         _, gets_grad = gradient_flags(graph, order, requires, roots)
         saved = saved_values(graph, order, gets_grad)
+        core = core_recomputed(graph, order)
         side = side_ops(graph)  # like sources: they would join every layer to the first
         ops = [nid for nid in order if (not graph.nodes[nid].is_source and nid not in side) or nid in fixed]
         is_op = set(ops)
@@ -200,7 +203,7 @@ class Prices:
         sig: dict[int, int] = {}
         for nid in ops:
             signature[nid], sig[nid] = self._signature(
-                graph, nid, attached[nid], gets_grad, saved, fixed.get(nid)
+                graph, nid, attached[nid], gets_grad, saved, fixed.get(nid), nid in core
             )
         position = {nid: i for i, nid in enumerate(order)}
         return Problem(
@@ -215,8 +218,10 @@ class Prices:
         gets_grad: set[Ref],
         saved: Mapping[Ref, None],
         fixed: View | None,
+        core: bool = False,
     ) -> tuple[Any, int]:
-        """What a node's own cost depends on (besides its view), and a hash of it."""
+        """What a node's own cost depends on (besides its view), and a hash of it; `core`: an
+        attention recomputing only its core (`backward.core_recomputed`)."""
         node = graph.nodes[nid]
         operand_types = tuple(None if r is None else graph.type_of(r) for r in node.operands)
         grads = tuple(r is not None and r in gets_grad for r in node.operands)
@@ -225,10 +230,11 @@ class Prices:
         kept = tuple(r in saved for r in results)
         sources = tuple((i, graph.nodes[s].op, (s, 0) in gets_grad) for i, s in attached)
         key = node.attr("key") if node.is_source else None
-        signature = (node.op, node.attrs, operand_types, node.types, grads, backward, kept, sources, key)
+        facts = (grads, backward, kept, sources, key, core)
+        signature = (node.op, node.attrs, operand_types, node.types, *facts)
         types = tuple(None if t is None else type_info(t).key for t in operand_types)
         results_key = tuple(type_info(t).key for t in node.types)
-        digest = hash((node.op, node.attrs, types, results_key, grads, backward, kept, sources, key, fixed))
+        digest = hash((node.op, node.attrs, types, results_key, *facts, fixed))
         return signature, digest
 
     # --- node and edge costs -------------------------------------------------------------------
@@ -243,7 +249,7 @@ class Prices:
         if hit is not None:
             return hit
         node = p.graph.nodes[nid]
-        _, _, operand_types, _, grads, backward, kept, _, _ = p.signature[nid]
+        _, _, operand_types, _, grads, backward, kept, _, _, core = p.signature[nid]
         degrees = task_degrees(node.types[0])
         form = None if node.op.startswith("parallel.") else node_form_of(node, operand_types)
         where: Placement
@@ -269,6 +275,8 @@ class Prices:
             time += max(s for _, s in parts.fwd) + max(s for _, s in parts.bwd)
             if backward and node.op == "pcg.attention":
                 per_task = attention_task_bytes(attrs, operand_types, node.types[0])
+                if core:  # its core's internals are made again in backward (`steps.StepBuilder.core`)
+                    per_task -= attention_core_task_bytes(attrs, operand_types, node.types[0])
                 for device, count in parts.tasks.items():
                     memory[device] = memory.get(device, 0.0) + per_task * count
         for t, keep in zip(node.types, kept, strict=True):
@@ -363,7 +371,7 @@ class Prices:
         if hit is not None:
             return hit
         node = p.graph.nodes[nid]
-        _, _, operand_types, _, grads, _, _, _, _ = p.signature[nid]
+        _, _, operand_types, _, grads, _, _, _, _, _ = p.signature[nid]
         if not node.op.startswith("parallel."):  # over the views' arrays: no dict of every piece
             t_i = operand_types[i]
             assert t_i is not None
