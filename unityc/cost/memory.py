@@ -208,7 +208,8 @@ def attention_saved_bytes(
     """What one attention task keeps besides its operands, by kernel (`AttentionOp.kernel`):
 
     * "math": the q, k, v projections, the attention probabilities (B·H·Sq·Sk, `probs_bytes` an
-      element, default `element_bytes`: see `probability_bytes`) and the context;
+      element, default `element_bytes`: see `probability_bytes`), the context, and
+      `mask_elements` bytes of a causal bool mask;
     * "sdpa" (torch's fused CPU kernel, measured with a saved-tensor hook: `tests/cost/
       test_attention_saved.py`): the q, k, v heads it reads (k and v at the `ekv` key/value
       width: grouped-query heads are not copied), its output (laid out [B, Sq, H, D] as its
@@ -242,13 +243,14 @@ def attention_core_saved_bytes(
     the output projection's input): what selective recomputation of the core
     (`runtime.patterns.recomputes_core`) no longer keeps, and makes again, one task at a time,
     in backward. "math": the probabilities (with dropout, its keep-mask and the dropped
-    probabilities; `probability_bytes`) and the grouped-query key/value heads repeated to every
-    query head (`repeat_interleave`'s copies, beyond the `ekv` width); "sdpa": the logsumexp
-    and a mask it builds or casts."""
+    probabilities; `probability_bytes`), the grouped-query key/value heads repeated to every
+    query head (`repeat_interleave`'s copies, beyond the `ekv` width) and `mask_elements` bytes
+    of the causal [Sq, Sk] bool mask its masked_fill keeps; "sdpa": the logsumexp and
+    `mask_elements` of a mask it builds or casts, in the element type."""
     if kernel == "math":
         probs = element_bytes if probs_bytes is None else probs_bytes
         repeated = 2 * batch * sk * (eh - (eh if ekv is None else ekv)) * element_bytes
-        return batch * heads * sq * sk * probs + repeated
+        return batch * heads * sq * sk * probs + repeated + mask_elements  # a bool causal mask
     return mask_elements * element_bytes + batch * heads * sq * 4
 
 

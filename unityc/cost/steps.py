@@ -732,7 +732,9 @@ def _attention_args(
     kernel = AttentionOp.kernel(attrs)
     mask = operands[11] if len(operands) > 11 else None
     built = 0  # `runtime.kernels._sdpa`: is_causal only unsharded, without another mask
-    if attrs.get("causal") and (mask is not None or sq != sk):
+    if kernel == "math":  # `_math_attention`: the causal [Sq, Sk] bool mask its masked_fill keeps
+        built = sq * sk if attrs.get("causal") else 0
+    elif attrs.get("causal") and (mask is not None or sq != sk):
         built = math.prod(mask.shape[:2]) * sq * sk if mask is not None else sq * sk
     elif mask is not None and mask.nbytes // max(mask.numel, 1) != element_bytes:
         built = mask.numel  # autocast's copy of the float mask
