@@ -228,8 +228,9 @@ def test_recomputing_the_core_runs_no_projection_again(dropout: bool) -> None:
     assert sum(core[m] for m in ("mm", "addmm")) == projections
     assert sum(whole[m] for m in ("mm", "addmm")) > projections  # the check can fail
     if dropout:
-        # q·kᵀ again (torch's checkpoint stops once probs·v's saved inputs are made again)
-        assert plain["bmm"] < core["bmm"] <= plain["bmm"] + 2
+        # q·kᵀ again, not probs·v: torch's checkpoint stops once probs·v's saved inputs are made
+        # again (`compute.attention_core_work` prices that)
+        assert core["bmm"] == plain["bmm"] + 1
     else:
         assert sum(core[c] for c in CORES) == sum(plain[c] for c in CORES) + 1
     for a, b in zip(grads, core_grads, strict=True):

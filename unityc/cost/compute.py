@@ -229,39 +229,54 @@ def _attention(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) ->
 
 
 def _attention_core_flops(
-    attrs: Mapping[str, Any], ops: Operands, batch: int, sq: int, sk: int, eh: int, h: int
+    attrs: Mapping[str, Any],
+    ops: Operands,
+    batch: int,
+    sq: int,
+    sk: int,
+    eh: int,
+    h: int,
+    context: bool = True,
 ) -> float:
-    """The scores and context (q·kᵀ, probs·v) and the softmax (with the mask and soft-capping)."""
-    scores = 4 * batch * sq * sk * eh
+    """The scores and context (q·kᵀ, and probs·v unless not `context`) and the softmax (with the
+    mask and soft-capping)."""
+    scores = (4 if context else 2) * batch * sq * sk * eh
     softmax = 5 * batch * h * sq * sk + (batch * h * sq * sk if ops[11] is not None else 0)
     softmax += 6 * batch * h * sq * sk if attrs.get("softcap") else 0  # divide, tanh, multiply
     return scores + softmax
 
 
-CORE_KERNELS = {"math": 4, "sdpa": 1}
-"""Framework ops of an attention's core forward (`runtime.kernels._math_attention`: two matmuls,
-the scale and the softmax, + the dropout's `KERNELS` with attention dropout; `_sdpa`: one)."""
+CORE_KERNELS = {"math": 3, "sdpa": 1}
+"""Framework ops of an attention's core forward as its recomputation runs it
+(`attention_core_work`; `runtime.kernels._math_attention`: q·kᵀ, the scale and the softmax, +
+the dropout's `KERNELS` with attention dropout; `_sdpa`: one)."""
 
 
 def attention_core_work(attrs: Mapping[str, Any], operands: Operands, results: Sequence[Piece]) -> Work:
-    """Forward work of one attention task's core (scores, softmax, dropout, times V; not the
-    projections): what selective recomputation (`backward.core_recomputed`) runs again in
-    backward. FLOPs as in the attention's forward (`_attention_core_flops`); bytes the q, k, v
-    heads read and the context written (in the result's element type), and the "math" kernel's
-    scores written and read back, its dropout mask hashed."""
+    """Forward work of one attention task's core that selective recomputation
+    (`backward.core_recomputed`) runs again in backward, not the projections: the fused kernel
+    whole (it keeps its output: the q, k, v heads read, the context written); the hand-written
+    one up to its probabilities (q·kᵀ, the softmax, the dropout mask hashed: the q and k heads
+    read, the scores written and read back), not probs·v: torch's checkpoint stops recomputing
+    once every tensor the backward needs is made again, and probs·v keeps its inputs before it
+    runs (`tests/cost/test_attention_saved.py` counts the matmuls). FLOPs as in the attention's
+    forward (`_attention_core_flops`), bytes in the result's element type."""
     batch, sq, sk, _, eh, h = _attention_parts(attrs, operands)
     wk = operands[4]
     ekv = wk.shape[0] if wk is not None else eh
     element = DTYPE_BYTES[results[0].dtype]
-    flops = _attention_core_flops(attrs, operands, batch, sq, sk, eh, h)
-    nbytes = (2 * batch * sq * eh + 2 * batch * sk * ekv) * element
     kernel = AttentionOp.kernel(attrs)
     if kernel == "sdpa":
-        return Work(flops, nbytes, kernels=CORE_KERNELS[kernel])
+        flops = _attention_core_flops(attrs, operands, batch, sq, sk, eh, h)
+        return Work(
+            flops, (2 * batch * sq * eh + 2 * batch * sk * ekv) * element, kernels=CORE_KERNELS[kernel]
+        )
+    flops = _attention_core_flops(attrs, operands, batch, sq, sk, eh, h, context=False)
+    nbytes = (batch * sq * eh + batch * sk * ekv + 2 * batch * h * sq * sk) * element
     dropout = bool(attrs.get("dropout"))
     masked = (UNARY_FLOPS["pcg.dropout"] + DROPOUT_HASH_FLOPS) * batch * h * sq * sk if dropout else 0.0
     kernels = CORE_KERNELS[kernel] + (KERNELS["pcg.dropout"][0] if dropout else 0)
-    return Work(flops, nbytes + 2 * batch * h * sq * sk * element, masked, kernels=kernels)
+    return Work(flops, nbytes, masked, kernels=kernels)
 
 
 def _reduce(attrs: Mapping[str, Any], ops: Operands, res: Sequence[Piece]) -> float:
