@@ -109,8 +109,11 @@ def test_mlp_example_pipelined_equals_unpipelined(machine, schedule, stages, mic
     assert_same(pipelined, reference)
 
 
-@pytest.mark.parametrize(("model", "batch"), [("bert", 4), ("hf:gpt2", 4), (DEEP_MLP, 16)])
+@pytest.mark.parametrize(("model", "batch"), [("bert", 4), ("hf:gpt2", 4), (DEEP_MLP, 16), ("hf:vit", 4)])
 def test_zoo_pipelined_equals_unpipelined(model, batch):
+    """(hf:vit: its CLS token expanded over the batch is the token plus a [B, 1, 1] zero splat,
+    which each micro-batch cuts to its rows; it was refused: "pcg.concat %cat has no micro-batch
+    form".)"""
     reference = imported(model, batch)
     assert_same(plan(reference, "cpu:4", "1f1b", 2, 2), reference)
 
