@@ -13,18 +13,19 @@ Cells, for each model (`hf:<Config>`, the small config: 4 experts top-2, batch 4
   against the autocast reference): the searched plans (`--unity-search`) on cpu:2 and cpu:4, and
   the hand-set `megatron-lm{expert=2}` (EP 2, 2 ranks), `{expert=2 tensor=2}` (EP 2 x TP 2, 4
   ranks) and `{expert=2 stages=2}` (EP 2 x pipeline 2, 4 ranks);
-* checkpoints (fp32): EP 2 on 2 ranks trains 4 steps saving every 2 (`--save-every 2`); EP 4 on
-  4 ranks (`megatron-lm{expert=4}`) and data parallelism on 2 (`data-parallel`) resume its step
-  2 under `--check` (whose reference, the plain module, resumes from it too) and must print the
-  saved run's losses of steps 3 and 4 (within 1e-6: the experts' rows are summed in other
-  groupings); the plain module loads every key of it (`checkpoint.load_module`), each expert's
-  slice trained.
+* checkpoints (fp32, then bf16-mixed: `ck-bf16`): EP 2 on 2 ranks trains 4 steps saving every
+  2 (`--save-every 2`); EP 4 on 4 ranks (`megatron-lm{expert=4}`) and data parallelism on 2
+  (`data-parallel`) resume its step 2 under `--check` (whose reference, the plain module,
+  resumes from it too) and must print the saved run's losses of steps 3 and 4 (within 1e-6:
+  the experts' rows are summed in other groupings); the plain module loads every parameter
+  from it (`checkpoint.load_module`; buffers are not in checkpoints), each expert's slice trained.
 
 Each cell appends one JSON line to `--rows` (default `benchmarks/moe_tiny_rows.jsonl`) as it ends:
 pass/fail, wall and CPU seconds of its commands (their children included: torchrun's ranks), the
 plan's degrees (EP x TP x PP x DP, `moe.moe_degrees`) and, on failure, the error's last lines.
-Cells already in the file are skipped, so a stopped run resumes; `--table` prints the matrix as
-markdown. Cells run one after another (run the script under `nice -n 10`).
+Cells already in the file are skipped, so a stopped run resumes (`--retry-failed`: those whose
+last row failed run again); `--table` prints the matrix as markdown. Cells run one after
+another (run the script under `nice -n 10`).
 """
 
 from __future__ import annotations
@@ -131,11 +132,11 @@ def checked(cmd: list[str], log: Path, usage: Usage) -> str:
 
 
 class Matrix:
-    def __init__(self, work: Path, rows: Path, time_limit: float) -> None:
+    def __init__(self, work: Path, rows: Path, time_limit: float, retry: bool = False) -> None:
         self.work, self.rows, self.time_limit = work, rows, time_limit
-        self.done = (
-            {json.loads(line)["cell"] for line in rows.read_text().splitlines()} if rows.exists() else set()
-        )
+        lines = rows.read_text().splitlines() if rows.exists() else []
+        latest = {row["cell"]: row for row in map(json.loads, lines)}
+        self.done = {name for name, row in latest.items() if row["status"] == "pass" or not retry}
 
     def imported(self, model: str, precision: str, usage: Usage) -> Path:
         """The model's MLIR (imported once into the work folder; its time counted once, in the
@@ -216,12 +217,13 @@ class Matrix:
 
         return body
 
-    def saves(self, model: str) -> Callable[[Usage], dict]:
+    def saves(self, model: str, precision: str) -> Callable[[Usage], dict]:
         def body(usage: Usage) -> dict:
-            program, degrees = self.program(model, "fp32", "ep2", PLANS["ep2"][1](self.time_limit), usage)
-            folder = self.work / f"{model}-ck"
+            opt = PLANS["ep2"][1](self.time_limit)
+            program, degrees = self.program(model, precision, "ep2", opt, usage)
+            folder = self.work / f"{model}-{ck(precision)}"
             args = [*CHECKPOINT_STEPS, "--save-every", "2", "--save", str(folder)]
-            output = self.torchrun(program, 2, args, self.work / f"{model}-ck-saves.log", usage)
+            output = self.torchrun(program, 2, args, self.work / f"{model}-{ck(precision)}-saves.log", usage)
             losses = dict(LOSS.findall(output))
             if sorted(losses) != ["1", "2", "3", "4"] or not (folder / "step-2").is_dir():
                 raise Failed(f"the saving run printed losses of steps {sorted(losses)}")
@@ -229,14 +231,16 @@ class Matrix:
 
         return body
 
-    def resumes(self, model: str, kind: str) -> Callable[[Usage], dict]:
+    def resumes(self, model: str, kind: str, precision: str) -> Callable[[Usage], dict]:
         ranks, opt = RESUMED[kind]
 
         def body(usage: Usage) -> dict:
-            saved = self.saved_losses(model)
-            program, degrees = self.program(model, "fp32", f"ck-{kind}", opt, usage)
-            args = [*CHECKPOINT_STEPS, "--resume", str(self.work / f"{model}-ck" / "step-2"), "--check"]
-            output = self.torchrun(program, ranks, args, self.work / f"{model}-ck-{kind}.log", usage)
+            saved = self.saved_losses(model, precision)
+            program, degrees = self.program(model, precision, f"ck-{kind}", opt, usage)
+            step = self.work / f"{model}-{ck(precision)}" / "step-2"
+            args = [*CHECKPOINT_STEPS, "--resume", str(step), "--check"]
+            log = self.work / f"{model}-{ck(precision)}-{kind}.log"
+            output = self.torchrun(program, ranks, args, log, usage)
             if "resumed at step 2" not in output or "check passed: 2 step(s)" not in output:
                 raise Failed("not resumed at step 2, or --check did not pass")
             resumed = dict(re.findall(r"^step (\d+): loss ([0-9.]+) \(reference", output, re.M))
@@ -247,28 +251,30 @@ class Matrix:
 
         return body
 
-    def plain_loads(self, model: str) -> Callable[[Usage], dict]:
+    def plain_loads(self, model: str, precision: str) -> Callable[[Usage], dict]:
         def body(usage: Usage) -> dict:
             began, cpu = time.perf_counter(), time.process_time()
             try:
-                return plain_module_loads(model, self.work / f"{model}-ck" / "step-2")
+                return plain_module_loads(model, self.work / f"{model}-{ck(precision)}" / "step-2")
             finally:
                 usage.wall += time.perf_counter() - began
                 usage.cpu += time.process_time() - cpu
 
         return body
 
-    def saved_losses(self, model: str) -> dict[str, str]:
+    def saved_losses(self, model: str, precision: str) -> dict[str, str]:
         for line in self.rows.read_text().splitlines() if self.rows.exists() else []:
             row = json.loads(line)
-            if row["cell"] == f"{model}/ck/ep2-saves" and row["status"] == "pass":
+            if row["cell"] == f"{model}/{ck(precision)}/ep2-saves" and row["status"] == "pass":
                 return row["losses"]
         raise Failed("the EP 2 checkpoint was not saved (its cell failed or has not run)")
 
 
 def plain_module_loads(model: str, folder: Path) -> dict:
-    """The plain module loads every key of the checkpoint; each expert's slice of every 3-D
-    expert weight differs from a fresh module's (it trained)."""
+    """The plain module loads every key of the checkpoint: every parameter (a plan's checkpoint
+    holds no buffers, `checkpoint.load_module`: DeepSeek-V3's `e_score_correction_bias`, which
+    the plan folded as a constant, stays as the module built it); each expert's slice of every
+    3-D expert weight differs from a fresh module's (it trained)."""
     import torch
 
     from unityc.frontend import ModelSpec
@@ -280,8 +286,9 @@ def plain_module_loads(model: str, folder: Path) -> dict:
     spec = ModelSpec(MODELS[model], "small", BATCH)
     module, fresh = (load_model(spec).module for _ in range(2))
     missing = checkpoint.load_module(module, folder)
-    if missing:
-        raise Failed(f"the plain module did not load {missing[:4]}")
+    buffers = dict(module.named_buffers())
+    if any(k not in buffers for k in missing):
+        raise Failed(f"the plain module did not load {[k for k in missing if k not in buffers][:4]}")
     got, before = module.state_dict(), fresh.state_dict()
     experts = [k for k, v in got.items() if "experts" in k and v.dim() == 3]
     untrained = [
@@ -289,7 +296,9 @@ def plain_module_loads(model: str, folder: Path) -> dict:
     ]
     if not experts or untrained:
         raise Failed(f"expert weights {experts[:2]}: untrained slices {untrained[:4]}")
-    return {"detail": f"{len(got)} keys loaded, {len(experts)} 3-D expert weights trained in every slice"}
+    kept = f"; buffers not in checkpoints, kept as built: {', '.join(missing)}" if missing else ""
+    loaded = len(got) - len(missing)
+    return {"detail": f"{loaded} keys loaded, {len(experts)} 3-D expert weights trained in every slice{kept}"}
 
 
 def cells(matrix: Matrix) -> list[tuple[str, Callable[[Usage], dict]]]:
@@ -298,10 +307,22 @@ def cells(matrix: Matrix) -> list[tuple[str, Callable[[Usage], dict]]]:
         out.append((f"{model}/import-check", matrix.import_check(model)))
         for precision in PRECISIONS:
             out += [(f"{model}/{precision}/{p}", matrix.plan_cell(model, precision, p)) for p in PLANS]
-        out.append((f"{model}/ck/ep2-saves", matrix.saves(model)))
-        out += [(f"{model}/ck/{kind}-resumes-ep2", matrix.resumes(model, kind)) for kind in RESUMED]
-        out.append((f"{model}/ck/plain-loads-ep2", matrix.plain_loads(model)))
+        out += checkpoint_cells(matrix, model, "fp32")
+    for model in MODELS:
+        out += checkpoint_cells(matrix, model, "bf16")
     return out
+
+
+def checkpoint_cells(matrix: Matrix, model: str, precision: str) -> list[tuple[str, Callable[[Usage], dict]]]:
+    tag = f"{model}/{ck(precision)}"
+    out = [(f"{tag}/ep2-saves", matrix.saves(model, precision))]
+    out += [(f"{tag}/{kind}-resumes-ep2", matrix.resumes(model, kind, precision)) for kind in RESUMED]
+    return [*out, (f"{tag}/plain-loads-ep2", matrix.plain_loads(model, precision))]
+
+
+def ck(precision: str) -> str:
+    """The checkpoint cells' tag: `ck` (fp32), `ck-bf16`."""
+    return "ck" if precision == "fp32" else f"ck-{precision}"
 
 
 def table(rows: Path) -> str:
@@ -332,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default="/tmp/moe_tiny", help="imports, plans, programs, logs")
     parser.add_argument("--time-limit", type=float, default=120.0, help="of each search")
     parser.add_argument("--table", action="store_true", help="print the rows as markdown and exit")
+    parser.add_argument(
+        "--retry-failed", action="store_true", help="run again the cells whose last row failed"
+    )
     args = parser.parse_args(argv)
     rows = Path(args.rows)
     if args.table:
@@ -339,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    matrix = Matrix(work, rows, args.time_limit)
+    matrix = Matrix(work, rows, args.time_limit, args.retry_failed)
     for name, body in cells(matrix):
         if fnmatch.fnmatch(name, args.cells):
             matrix.cell(name, body)
