@@ -14,11 +14,12 @@ Cells, for each model (`hf:<Config>`, the small config: 4 experts top-2, batch 4
   the hand-set `megatron-lm{expert=2}` (EP 2, 2 ranks), `{expert=2 tensor=2}` (EP 2 x TP 2, 4
   ranks) and `{expert=2 stages=2}` (EP 2 x pipeline 2, 4 ranks);
 * checkpoints (fp32, then bf16-mixed: `ck-bf16`): EP 2 on 2 ranks trains 4 steps saving every
-  2 (`--save-every 2`); EP 4 on 4 ranks (`megatron-lm{expert=4}`) and data parallelism on 2
-  (`data-parallel`) resume its step 2 under `--check` (whose reference, the plain module,
-  resumes from it too) and must print the saved run's losses of steps 3 and 4 (within 1e-6:
-  the experts' rows are summed in other groupings); the plain module loads every parameter
-  from it (`checkpoint.load_module`; buffers are not in checkpoints), each expert's slice trained.
+  2 (`--save-every 2`); EP 2 itself (a control: the resume alone), EP 4 on 4 ranks
+  (`megatron-lm{expert=4}`) and data parallelism on 2 (`data-parallel`) resume its step 2
+  under `--check` (whose reference, the plain module, resumes from it too) and must print the
+  saved run's losses of steps 3 and 4 (within 1e-6: the experts' rows are summed in other
+  groupings); the plain module loads every parameter from it (`checkpoint.load_module`;
+  buffers are not in checkpoints), each expert's slice trained.
 
 Each cell appends one JSON line to `--rows` (default `benchmarks/moe_tiny_rows.jsonl`) as it ends:
 pass/fail, wall and CPU seconds of its commands (their children included: torchrun's ranks), the
@@ -85,6 +86,7 @@ PLANS: dict[str, tuple[int, Callable[[float], list[str]]]] = {
 }
 """name: (ranks, the `unityc-opt` arguments that plan it, given the search's time limit)."""
 RESUMED = {
+    "ep2": (2, megatron_lm(2, expert=2, tensor=1, stages=1)),  # the saving plan itself: a control
     "ep4": (4, megatron_lm(4, expert=4, tensor=1, stages=1)),
     "dp": (2, ["-p", 'data-parallel{machine="cpu:2" optimizer="adam"}']),
 }
