@@ -328,13 +328,15 @@ def ck(precision: str) -> str:
 
 
 def table(rows: Path) -> str:
-    """The rows as markdown, one line a cell (the last row of a cell run twice)."""
+    """The rows as markdown, one line a cell (the last row of a cell run twice), in the
+    matrix's order."""
     latest = {}
     for line in rows.read_text().splitlines():
         row = json.loads(line)
         latest[row["cell"]] = row
+    order = {name: i for i, (name, _) in enumerate(cells(Matrix(Path("."), rows, 0.0)))}
     lines = ["| cell | ranks | result | plan / detail | wall s | CPU s |", "|---|---|---|---|---|---|"]
-    for name, row in latest.items():
+    for name, row in sorted(latest.items(), key=lambda item: order.get(item[0], len(order))):
         what = row.get("plan") or row.get("detail", "")
         if row["status"] == "fail":
             what = f"{what} {row['error']}".strip()
