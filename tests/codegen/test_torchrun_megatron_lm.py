@@ -29,7 +29,9 @@ each all-reduce):
   (2 samples per replica), by the ring and by the all-to-all, context 2 x tensor 2 and context
   2 x pipeline 2;
 * in the 4-rank launch too, issue 40's cells (`EXPERTS`): tiny HF Mixtral and Qwen2-MoE with
-  expert parallelism 2 beside tensor 2 (fp32, bf16-mixed) and beside pipeline 2 (bf16-mixed).
+  expert parallelism 2 beside tensor 2 (fp32, bf16-mixed) and beside pipeline 2 (bf16-mixed), and
+  tiny DeepSeek-V3 (latent attention, grouped router, its rotary's zero buffer a batch-sized
+  splat that each micro-batch cuts) with expert parallelism 2 beside pipeline 2.
 
 Every program runs 2 steps (the second starts from weights the first updated, Adam's moments
 included), and each model spec is imported once for the whole fixture (`Imports`).
@@ -40,6 +42,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -138,7 +141,16 @@ EXPERTS = [
     ("mixtral-fp32-ep2-tp2", "MixtralConfig", "fp32", Layout(data=2, tensor=2, expert=2, **EXPERT_LEVERS)),
     ("mixtral-bf16-ep2-pp2", "MixtralConfig", "bf16", Layout(data=2, pipeline=2, expert=2, **EXPERT_LEVERS)),
     ("qwen2moe-bf16-ep2-tp2", "Qwen2MoeConfig", "bf16", Layout(data=2, tensor=2, expert=2, **EXPERT_LEVERS)),
+    # DeepSeek-V3's rotary writes into a zero buffer: a batch-sized splat each micro-batch cuts
+    (
+        "deepseek-fp32-ep2-pp2",
+        "DeepseekV3Config",
+        "fp32",
+        Layout(data=2, pipeline=2, expert=2, **EXPERT_LEVERS),
+    ),
 ]
+MOE_LAYERS = {"DeepseekV3Config": 1}
+"""The tiny configs' MoE layers where not 2 (DeepSeek-V3's first layer is dense)."""
 
 
 def context_spec(model: str) -> ModelSpec:
@@ -361,10 +373,10 @@ def test_context_cell_trains_exactly(runs: Runs, name: str, precision: str, conf
     assert ("bf16-mixed (autocast)" in section) == (precision == "bf16")
 
 
-@pytest.mark.parametrize(
-    "name, precision, config", [(e[0], e[2], e[3]) for e in EXPERTS], ids=[e[0] for e in EXPERTS]
-)
-def test_expert_parallel_cell_trains_exactly(runs: Runs, name: str, precision: str, config: Layout) -> None:
+@pytest.mark.parametrize("name, config_class, precision, config", EXPERTS, ids=[e[0] for e in EXPERTS])
+def test_expert_parallel_cell_trains_exactly(
+    runs: Runs, name: str, config_class: str, precision: str, config: Layout
+) -> None:
     """Issue 40's EP 2 x TP 2 and EP 2 x PP 2 cells on 4 ranks: every `pcg.experts`'s experts
     split 2 ways within the data replicas (each slice copied over its expert-data group), beside
     the attention's tensor split or the pipeline's stages, and the plan trains like single-device
@@ -372,7 +384,7 @@ def test_expert_parallel_cell_trains_exactly(runs: Runs, name: str, precision: s
     reference, the routers' softmax in fp32 as the models compute it)."""
     plan = runs.plans[name]
     experts = [n for n in plan.nodes.values() if n.op == "pcg.experts"]
-    assert len(experts) == 2
+    assert len(experts) == MOE_LAYERS.get(config_class, 2)
     for node in experts:
         gate_up = plan.type_of(node.operands[3])  # type: ignore[arg-type]
         assert gate_up.shard[0] == config.expert
@@ -380,8 +392,10 @@ def test_expert_parallel_cell_trains_exactly(runs: Runs, name: str, precision: s
     if config.pipeline > 1:
         assert {n.stage for n in plan.nodes.values()} - {None} == {0, 1}
     queries = [
-        n.types[0] for n in plan.nodes.values() if n.op == "pcg.weight" and "q_proj" in str(n.attr("key"))
-    ]
+        n.types[0]
+        for n in plan.nodes.values()
+        if n.op == "pcg.weight" and re.search(r"\.q_(b_)?proj\.", str(n.attr("key")))
+    ]  # (DeepSeek-V3's latent attention: q_a_proj to the rank, q_b_proj to the heads)
     assert queries and all(t.shard[0] == config.tensor for t in queries)  # attention split by heads
     section = runs.section(name)
     assert section.endswith("exit 0") and f"check passed: {STEPS} step(s)" in section, section

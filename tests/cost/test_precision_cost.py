@@ -125,3 +125,47 @@ def test_a_pipeline_stage_holds_one_bf16_copy_of_each_weight_per_step(microbatch
         stage[precision] = (first.weights, first.activations)
     (weights, activations), (_, activations_bf16) = stage["fp32"], stage[BF16_MIXED]
     assert activations_bf16 == pytest.approx(activations / 2 + weights / 2, rel=0.05)
+
+
+EXPERTS = """
+func.func @main() -> !pcg.tensor<4x8xf32> attributes {unityc.precision = "bf16-mixed"} {
+  %x = pcg.input key "x" : !pcg.tensor<4x8xf32>
+  %w = pcg.weight key "w" : !pcg.tensor<8x8xf32>
+  %i = pcg.input key "i" : !pcg.tensor<4x2xi64>
+  %g = pcg.input key "g" : !pcg.tensor<4x2xf32>
+  %gu = pcg.weight key "gate_up" : !pcg.tensor<4x6x8xf32>
+  %d = pcg.weight key "down" : !pcg.tensor<4x8x3xf32>
+  %h = pcg.linear %x, %w : !pcg.tensor<4x8xf32>, !pcg.tensor<8x8xf32> -> !pcg.tensor<4x8xf32>
+  %e32 = pcg.experts %x, %i, %g, %gu, %d activation "silu" : !pcg.tensor<4x8xf32>, !pcg.tensor<4x2xi64>, !pcg.tensor<4x2xf32>, !pcg.tensor<4x6x8xf32>, !pcg.tensor<4x8x3xf32> -> !pcg.tensor<4x8xf32>
+  %e16 = pcg.experts %h, %i, %g, %gu, %d activation "silu" : !pcg.tensor<4x8xf32>, !pcg.tensor<4x2xi64>, !pcg.tensor<4x2xf32>, !pcg.tensor<4x6x8xf32>, !pcg.tensor<4x8x3xf32> -> !pcg.tensor<4x8xf32>
+  func.return %e32 : !pcg.tensor<4x8xf32>
+}
+"""
+
+
+def test_experts_have_the_type_their_kernel_returns_under_autocast() -> None:
+    """The expert FFNs compute in bf16, their gated rows summed into a zero tensor of the
+    input's type (Hugging Face's experts loop): under bf16-mixed `pcg.experts` writes its
+    input's type, fp32 from an fp32 residual stream, as `rt.kernels.experts` does under autocast
+    (a bf16 declaration priced and cast what the kernel returned in fp32)."""
+    import torch
+
+    from unityc.runtime.kernels import experts
+
+    graph = from_module(parse(EXPERTS))
+    dtypes = run_dtypes(graph)
+    written = {
+        graph.nodes[nid].hint: dtypes[(nid, 0)] for nid in graph.nodes if graph.nodes[nid].op == "pcg.experts"
+    }
+    ids = torch.tensor([[0, 1], [2, 3], [1, 2], [0, 3]])
+    gates, gate_up, down = torch.rand(4, 2), torch.randn(4, 6, 8), torch.randn(4, 8, 3)
+    names = {torch.float32: "f32", torch.bfloat16: "bf16"}
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ran = {
+            hint: names[experts(x, ids, gates, gate_up, down).dtype]
+            for hint, x in (
+                ("e32", torch.randn(4, 8)),
+                ("e16", torch.nn.functional.linear(torch.randn(4, 8), torch.randn(8, 8))),
+            )
+        }
+    assert written == ran == {"e32": "f32", "e16": "bf16"}

@@ -11,6 +11,7 @@ import torch
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
 
+from unityc.codegen import emit_program
 from unityc.dialects.container import graph_function
 from unityc.dialects.diagnostics import LocatedError
 from unityc.dialects.pcg import InputOp, WeightOp
@@ -108,8 +109,11 @@ def test_mlp_example_pipelined_equals_unpipelined(machine, schedule, stages, mic
     assert_same(pipelined, reference)
 
 
-@pytest.mark.parametrize(("model", "batch"), [("bert", 4), ("hf:gpt2", 4), (DEEP_MLP, 16)])
+@pytest.mark.parametrize(("model", "batch"), [("bert", 4), ("hf:gpt2", 4), (DEEP_MLP, 16), ("hf:vit", 4)])
 def test_zoo_pipelined_equals_unpipelined(model, batch):
+    """(hf:vit: its CLS token expanded over the batch is the token plus a [B, 1, 1] zero splat,
+    which each micro-batch cuts to its rows; it was refused: "pcg.concat %cat has no micro-batch
+    form".)"""
     reference = imported(model, batch)
     assert_same(plan(reference, "cpu:4", "1f1b", 2, 2), reference)
 
@@ -151,3 +155,25 @@ def test_a_batch_dependent_constant_is_refused_by_name():
     message = str(refused.value)
     assert "do not split the batch" not in message, message
     assert "pcg.add %add has no micro-batch form (operands batched [2, 16], [8, 1]" in message, message
+
+
+SCATTER_BASE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scatter_base.py") + ":make"
+
+
+def test_a_batch_sized_splat_constant_takes_micro_batch_rows():
+    """A zero buffer of the whole batch written into by rows (`slice_scatter`, DeepSeek-V3's
+    rotary) leaves a [B, 8] splat constant beside the [B, 16] batched rows in one concat: each
+    micro-batch reads the splat's first B/M rows (a splat of the micro-batch's shape; under data
+    parallelism it is sharded like the batch, `search.rebuild.batch_tensors`), where it kept the
+    whole batch's shape and the concat had no micro-batch form. The interpreter's micro-batches
+    compute the model's loss and gradients, and the program's PLAN holds the micro-batch's
+    constant (what every micro-batch's stage reads whole)."""
+    reference = imported(SCATTER_BASE, 8)
+    assert "value dense<0.000000e+00> : tensor<8x8xf32>" in text(reference)
+    pipelined = plan(reference, "cpu:2", "gpipe", 2, 4)
+    micro = text(microbatch_module(pipelined, 4))
+    assert "value dense<0.000000e+00> : tensor<2x8xf32> {" in micro, micro
+    assert_same(pipelined, reference)
+    program = emit_program(pipelined, "cpu:2")
+    constants = [line for line in program.splitlines() if "Constant(" in line]
+    assert constants and all("Layout((2, 8)" in line for line in constants), constants

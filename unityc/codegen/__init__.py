@@ -128,8 +128,9 @@ def _forward(
 ) -> tuple[list[str], Writer, Writer]:
     """The forward's lines, the writer that wrote them and the writer of PLAN's tables: one for
     a plan that runs its batch whole; with gradient accumulation the forward is the graph of one
-    micro-batch's (`microbatch_module`) and PLAN holds the whole batch's sources (what the data
-    and the reference read) with the forward's tables, process groups and recomputed regions."""
+    micro-batch's (`microbatch_module`) and PLAN holds the whole batch's weights and inputs (what
+    the data and the reference read), the micro-batch's constants (`Writer.plan_sources`) and the
+    forward's tables, process groups and recomputed regions."""
     writer = Writer(a)
     if accumulation == 1:
         return writer.forward(), writer, writer
@@ -141,9 +142,7 @@ def _forward(
     except CodegenError as e:
         at = origin.get(e.op, e.op) if isinstance(e.op, UnitycOp) else e.op  # the op of the plan itself
         raise CodegenError(str(e), at) from None
-    for op in a.ops:
-        if op.name in ("pcg.weight", "pcg.input", "pcg.constant"):
-            writer.source(op)
+    writer.plan_sources(code.a)
     writer.tables = code.tables
     writer.groups.update(code.groups)
     writer.regions = code.regions

@@ -112,6 +112,20 @@ class Writer:
         else:
             self.compute(op)
 
+    def plan_sources(self, micro: Analysis) -> None:
+        """PLAN's sources for a plan that runs its batch in micro-batches: this writer's weights
+        and inputs (the whole batch's pieces: what the data and the reference read) and the
+        constants of `micro`, the plan of one micro-batch (what every micro-batch's forward reads
+        whole; a batch-sized splat holds one micro-batch's rows there, `microbatch_types`)."""
+        for op in self.a.ops:
+            if op.name in ("pcg.weight", "pcg.input"):
+                self.source(op)
+        constants = Writer(micro)
+        for op in micro.ops:
+            if op.name == "pcg.constant":
+                constants.source(op)
+        self.constants, self.packed = constants.constants, constants.packed
+
     def source(self, op: PcgOp) -> None:
         v = self.a.value(op.results[0])
         if op.name == "pcg.constant":

@@ -104,10 +104,8 @@ def _emit(
         collective_groups.update(writer.groups)
         recompute_regions += writer.regions
         functions += _function(m, k, groups[k % len(groups)], received, sent, lines, k == count - 1)
-    sources = Writer(_tied_sources(a))  # PLAN's tables: the whole batch's pieces of every source
-    for op in sources.a.ops:
-        if op.name in ("pcg.weight", "pcg.input", "pcg.constant"):
-            sources.source(op)
+    sources = Writer(_tied_sources(a))  # PLAN's tables: the whole batch's weights and inputs
+    sources.plan_sources(m)  # (and one micro-batch's constants)
     sources.tables = tables
     sources.groups.update(collective_groups)  # PLAN's process groups: every rank creates them
     sources.regions = recompute_regions  # the program imports torch.utils.checkpoint if any

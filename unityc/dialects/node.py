@@ -4,9 +4,11 @@ results, properties, result types and plan. The Graph (`graph/`) holds these; th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
 
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.plan import NO_PLAN, OpPlan
@@ -67,4 +69,22 @@ class Node:
         return self.op in SOURCE_OPS
 
 
-__all__ = ["SOURCE_OPS", "Node", "Ref"]
+def batch_size(nodes: Iterable[Node]) -> int | None:
+    """The batch: dim 0 of the first input that has a dim (`nodes` in the graph's order), None
+    without one."""
+    return next((n.types[0].shape[0] for n in nodes if n.op == "pcg.input" and n.types[0].rank), None)
+
+
+def is_batch_splat(node: Node, batch: int) -> bool:
+    """A splat constant (every element alike) whose dim 0 is `batch`: how the importer spells a
+    broadcast over the batch (ViT's `cls_token.expand(B, -1, -1)` is the token plus a [B, 1, 1]
+    zero; a base written into by `slice_scatter` is a [B, ...] zero). Each slice of its dim 0 is
+    the same, so cutting it there like the batch (data parallelism's shards, a micro-batch's
+    rows) is always exact; a causal mask that is batch-sized by chance is no splat."""
+    if node.op != "pcg.constant" or not node.types[0].rank or node.types[0].shape[0] != batch:
+        return False
+    value = node.attr("value")
+    return isinstance(value, DenseIntOrFPElementsAttr) and value.is_splat()
+
+
+__all__ = ["SOURCE_OPS", "Node", "Ref", "batch_size", "is_batch_splat"]

@@ -32,11 +32,13 @@ func.func @main() -> !pcg.tensor<f32> attributes {unityc.schedule = "1f1b", unit
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp
+from xdsl.dialects.builtin import TensorType as BuiltinTensorType
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import VarResultDef
 
@@ -44,7 +46,7 @@ from unityc.dialects import parallel, pcg
 from unityc.dialects.container import graph_function
 from unityc.dialects.diagnostics import LocatedError, located
 from unityc.dialects.forms import FormError
-from unityc.dialects.node import Node, Ref
+from unityc.dialects.node import Node, Ref, batch_size, is_batch_splat
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.plan import (
     SCHEDULE,
@@ -348,8 +350,9 @@ def microbatch_types(
     """The ops of one micro-batch whose properties or types change (`ops` in the graph's
     order): every input's dim 0 divided by `microbatches`, every type computed from the inputs
     inferred again (a reshape of a batched value has its leading size divided; without
-    `exact`, of any value computed from the inputs, as the cost model always priced); weights,
-    constants and what only they feed stay as they are. Raises PlanProblem where an op has no
+    `exact`, of any value computed from the inputs, as the cost model always priced); a splat
+    constant of the batch's dim 0 (`is_batch_splat`) is batched too (its first B/M rows);
+    weights, other constants and what only they feed stay as they are. Raises PlanProblem where an op has no
     micro-batch form; with `exact`, also where the micro-batches would not compute the whole
     batch's loss: an op mixing samples (batch norm, whose statistics would be each micro-batch's
     own; a softmax or concat along the batch), a sum over the batch, a summed loss, a reshape
@@ -359,12 +362,15 @@ def microbatch_types(
     micro: dict[int, Micro] = {}
     kind: dict[Ref, str] = {}
     shards = _batch_shards(ops) if exact else 1
+    batch = batch_size(ops.values())
     for i, row in ops.items():
         if row.op == pcg.InputOp.name:
             _input_rows(i, row, microbatches)
-            t = row.types[0]
-            shape = (t.shape[0] // microbatches, *t.shape[1:])
-            micro[i] = (row.attrs, (TensorType(shape, t.element_type, t.shard, t.sum_degree, t.copy_degree),))
+            micro[i] = (row.attrs, (_micro_rows(row.types[0], microbatches),))
+            kind[(i, 0)] = BATCH
+            continue
+        if batch is not None and is_batch_splat(row, batch) and _splits(row.types[0], microbatches):
+            micro[i] = _micro_splat(row, microbatches)
             kind[(i, 0)] = BATCH
             continue
         operand_kinds = {kind[r] for r in row.operands if r is not None and r in kind}
@@ -399,6 +405,28 @@ def microbatch_types(
     if exact:
         _check_outputs(ops, micro, outputs, kind, shards)
     return micro
+
+
+def _micro_rows(t: TensorType, m: int) -> TensorType:
+    """`t` with dim 0 divided by `m` micro-batches (its sharding kept)."""
+    return TensorType((t.shape[0] // m, *t.shape[1:]), t.element_type, t.shard, t.sum_degree, t.copy_degree)
+
+
+def _splits(t: TensorType, m: int) -> bool:
+    return (t.shape[0] // t.shard[0]) % m == 0
+
+
+def _micro_splat(row: Node, m: int) -> Micro:
+    """A batch-sized splat constant's micro-batch form (`is_batch_splat`): its first B/M rows, a
+    splat literal of that shape (every micro-batch's rows are alike), so a micro-batch reads it
+    beside the inputs' rows (the base a `slice_scatter` writes into: DeepSeek-V3's rotary halves)."""
+    t = _micro_rows(row.types[0], m)
+    value = row.attr("value")
+    raw = value.data.data
+    one = len(raw) // math.prod(row.types[0].shape)  # one element's bytes (all alike)
+    literal_type = BuiltinTensorType(value.get_element_type(), list(t.shape))
+    literal = DenseIntOrFPElementsAttr(literal_type, BytesAttr(raw[:one] * math.prod(t.shape)))
+    return tuple((k, literal if k == "value" else v) for k, v in row.attrs), (t,)
 
 
 def _type(ops: Mapping[int, Node], micro: dict[int, Micro], ref: Ref) -> TensorType:

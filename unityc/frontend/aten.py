@@ -153,9 +153,9 @@ def _binary(
     if sa is not None:
         return _scalar_first(im, kind, sa, b)
     if kind == "add" and _is_zero(a) != _is_zero(b) and not isinstance(a if _is_zero(b) else b, Const):
-        kept = im.tensor(b if _is_zero(a) else a)
+        zero, kept = (a, im.tensor(b)) if _is_zero(a) else (b, im.tensor(a))
         if tensor_type(kept).shape == im.meta_shape():
-            return kept  # adding an all-zero mask: x + 0 == x
+            return _plus_zero(im, kept, zero)
     dtype = node.meta["val"].dtype
     if isinstance(a, Const):
         rhs = _broadcast_operand(im, b, dtype, ())
@@ -167,6 +167,21 @@ def _binary(
     if tensor_type(result).shape != im.meta_shape():
         raise im.fail(f"{kind} broadcasts through an expand to {list(im.meta_shape())}; not supported")
     return result
+
+
+def _plus_zero(im: FxImporter, kept: SSAValue, zero: Value) -> SSAValue:
+    """x + an all-zero tensor (a mask, DeepSeek-V3's `e_score_correction_bias` at its start):
+    x, but under autocast not always its type: a bf16 x plus an fp32 zero is fp32 (DeepSeek-V3
+    selects its experts on bf16 sigmoid scores plus its fp32 bias, so in fp32; on the bf16
+    scores alone two groups one fp32 ulp apart tie and swap). So an fp32 zero leaves a
+    widening of x (a cast to f32 of an f32 value, what `unityc::widen` lowers to), which
+    `widening.drop_idle_widenings` removes where x is not bf16 under autocast or its readers
+    compute at a fixed precision."""
+    if not isinstance(zero, Const) or zero.value.dtype != torch.float32:
+        return kept
+    if tensor_type(kept).element_type != element_type(torch.float32):
+        return kept
+    return im.op(pcg.CastOp, [kept], dtype=element_type(torch.float32))
 
 
 def infinity_at(im: FxImporter, weight: SSAValue, infinity: float) -> SSAValue:

@@ -20,9 +20,8 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
-
 from unityc.dialects.forms import FormError
+from unityc.dialects.node import batch_size, is_batch_splat
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref, canonical_attrs, infer_types, with_plan_of
 from unityc.graph.reshard import reshard
@@ -217,35 +216,22 @@ def _operand(
 
 def batch_tensors(graph: Graph) -> set[Ref]:
     """Tensors whose dim 0 runs over the batch: inputs whose dim 0 is the batch size (that of
-    the first input), splat constants of that dim 0 (how the importer spells a broadcast over
-    the batch: ViT's `cls_token.expand(B, -1, -1)` is the token plus a [B, 1, 1] zero, which
-    taken as replicated made data parallelism gather the batch for the concat after it), and
+    the first input), splat constants of that dim 0 (`is_batch_splat`: taken as replicated, ViT's
+    broadcast class token made data parallelism gather the batch for the concat after it), and
     results of ops reading one whose dim 0 is a multiple of it."""
     order = graph.topological()
-    inputs = [
-        graph.nodes[n] for n in order if graph.nodes[n].op == "pcg.input" and graph.nodes[n].types[0].rank
-    ]
-    if not inputs:
+    batch = batch_size(graph.nodes[n] for n in order)
+    if batch is None:
         return set()
-    batch = inputs[0].types[0].shape[0]
     found: set[Ref] = set()
     for nid in order:
         node = graph.nodes[nid]
         if node.op in ("pcg.input", "pcg.constant"):
-            if node.types[0].rank and node.types[0].shape[0] == batch and _over_batch(node):
+            t = node.types[0]
+            if (node.op == "pcg.input" and t.rank and t.shape[0] == batch) or is_batch_splat(node, batch):
                 found.add((nid, 0))
             continue
         if node.is_source or not any(r in found for r in node.operand_refs()):
             continue
         found.update((nid, i) for i, t in enumerate(node.types) if t.rank and t.shape[0] % batch == 0)
     return found
-
-
-def _over_batch(source: Node) -> bool:
-    """An input, or a splat constant (every element alike: each slice of its dim 0 is the same,
-    so sharding it there like the batch is always exact; a causal mask that is batch-sized by
-    chance is no splat and stays as it was)."""
-    if source.op != "pcg.constant":
-        return True
-    value = source.attr("value", None)
-    return isinstance(value, DenseIntOrFPElementsAttr) and value.is_splat()

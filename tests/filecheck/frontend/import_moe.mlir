@@ -47,7 +47,10 @@
 // DEEPSEEK:      pcg.weight key "model.model.layers.1.self_attn.kv_a_proj_with_mqa.weight[0:16, :]"
 // DEEPSEEK-NEXT: pcg.weight key "model.model.layers.1.self_attn.kv_a_proj_with_mqa.weight[16:20, :]"
 // DEEPSEEK:      %[[S:.*]] = pcg.sigmoid %{{.*}} : !pcg.tensor<32x4xf32> -> !pcg.tensor<32x4xf32>
-// DEEPSEEK:      %[[I:.*]] = pcg.topk %{{.*}} k 2 groups 2 group_k 1 group_top 2 : !pcg.tensor<32x4xf32> -> !pcg.tensor<32x2xi64>
+// (the bias, all zero at the start, folds away but not its fp32: under bf16-mixed the scores
+// (bf16) plus the fp32 bias select in fp32, so the sum keeps a widening of the scores)
+// DEEPSEEK-NEXT: %[[W:.*]] = pcg.cast %[[S]] dtype f32 : !pcg.tensor<32x4xf32> -> !pcg.tensor<32x4xf32>
+// DEEPSEEK-NEXT: %[[I:.*]] = pcg.topk %[[W]] k 2 groups 2 group_k 1 group_top 2 : !pcg.tensor<32x4xf32> -> !pcg.tensor<32x2xi64>
 // DEEPSEEK-NEXT: pcg.take %[[S]], %[[I]] dim 1
 // DEEPSEEK:      pcg.experts %{{.*}}, %[[I]]
 // DEEPSEEK-NOT:  pcg.experts
