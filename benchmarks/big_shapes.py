@@ -25,6 +25,8 @@ import subprocess
 import sys
 import time
 
+from commands import tool
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = os.path.join(HERE, ".cache")
 
@@ -61,10 +63,6 @@ MODELS: dict[str, tuple[str, dict[str, int], int]] = {
 }
 MACHINES = ("dgx-a100:1", "dgx-a100:4")
 GIB = 2**30
-
-
-def tool(name: str) -> str:
-    return os.path.join(os.path.dirname(sys.executable), name)
 
 
 def imported(name: str, batch: int) -> str:

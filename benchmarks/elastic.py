@@ -6,7 +6,8 @@ step 6 per scenario (`tests/codegen/elastic_run.py` runs and checks them):
 
 Scenarios, for each of a data-parallel, a ZeRO-3 and a pipelined (2 stages x 2-way data, 1F1B)
 starting plan: losing the second launcher (SIGKILL: the job goes on on 2 ranks with a searched
-plan) and getting it back at step 14 (4 ranks again), SIGKILL of one worker, and SIGSTOP of one
+plan, or with one of the starting plan's kind, `unityc-train --planner`) and getting it back at
+step 14 (4 ranks again), SIGKILL of one worker, and SIGSTOP of one
 rank (found by its ring neighbour's heartbeat watch within `--timeout 20`; both restart on the
 same 4 ranks: the node is not lost). Per scenario: the transitions (world and resume step), the
 plan after the fault, the cost model's estimated slowdown, steps redone, when an agent saw a
@@ -37,6 +38,11 @@ SCENARIOS = [
     *(Scenario(kind, "launcher", grow=True) for kind in ("dp", "zero3", "pipelined")),
     *(Scenario(kind, "worker") for kind in ("dp", "zero3", "pipelined")),
     *(Scenario(kind, "stop") for kind in ("dp", "zero3", "pipelined")),
+    # the plan for the 2 ranks left made by the starting plan's own kind (`--planner`), not searched
+    # (the search puts the tiny MLP on one device): the survivors both train
+    Scenario("dp", "launcher", grow=True, planner="data-parallel"),
+    Scenario("zero3", "launcher", grow=True, planner="zero{stage=3}"),
+    Scenario("pipelined", "launcher", grow=True, planner='gpipe{stages=2 microbatches=2 schedule="1f1b"}'),
 ]
 RESULTS = ROOT / "benchmarks" / "elastic_results.md"
 
@@ -87,7 +93,9 @@ def render(rows: list[dict[str, object]]) -> str:
         "data function's log of the samples each step drew). A killed worker or a stopped rank",
         "restarts the same node's workers (the node is not lost): 4 ranks again, the same plan.",
         "Slowdown: the cost model's step time, new plan over old (the tiny MLP is fastest on one rank:",
-        "the search puts it there, so losing a node makes it *faster* by the model).",
+        "the search puts it there, so losing a node makes it *faster* by the model). The `--planner`",
+        "rows make the 2-rank plan with the starting plan's own kind instead (`unityc-train --planner",
+        "PASS`), so both survivors train: data-parallel over 2, ZeRO-3 over 2, 2 pipeline stages.",
         "",
         "| scenario | transitions | plan after the fault | est. slowdown | steps redone | detected | "
         "recovered | from found | equal | measured |",

@@ -25,6 +25,8 @@ import threading
 import time
 from pathlib import Path
 
+from commands import tool
+
 LLAMA_70B = {
     "hidden": 8192,
     "heads": 64,
@@ -50,7 +52,7 @@ ROWS = [
 def run_import(model: str, layers: int, batch: int, out: Path, timeout: float) -> dict:
     settings = [f"{k}={v}" for k, v in {**LLAMA_70B, "layers": layers}.items()]
     cmd = [
-        "unityc-import",
+        tool("unityc-import"),
         model,
         "--config",
         "paper",

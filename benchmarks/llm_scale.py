@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from commands import tool
+
 from unityc.dialects.source import make_context, parse_source
 from unityc.graph import Graph, from_module
 from unityc.search.levers import describe as lever_text
@@ -67,7 +69,7 @@ def run(cmd: list[str], timeout: float) -> tuple[int, float, float, float, str]:
     """(exit status, wall s, CPU s, peak RSS MiB, stderr) of one command, killed past `timeout`."""
     with tempfile.TemporaryFile("w+") as log:
         began = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, text=True)
+        proc = subprocess.Popen([tool(cmd[0]), *cmd[1:]], stdout=subprocess.DEVNULL, stderr=log, text=True)
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
         _, status, usage = os.wait4(proc.pid, 0)

@@ -36,6 +36,8 @@ import tempfile
 import time
 from typing import Any
 
+from commands import tool
+
 MODELS = ["mlp", "bert", "dlrm", "xdl", "candle_uno", "resnext50", "inception_v3"]
 MACHINES = "cpu:2,cpu:4"
 LIMIT_CASES = [
@@ -43,12 +45,6 @@ LIMIT_CASES = [
     ("inception_v3", "paper", "dgx-a100:8192"),
     ("inception_v3", "paper", "dgx-a100:125000"),
 ]
-
-
-def tool(name: str) -> str:
-    """The venv's console script next to this interpreter (else from PATH)."""
-    here = os.path.join(os.path.dirname(sys.executable), name)
-    return here if os.path.exists(here) else name
 
 
 def imported(model: str, config: str, cache: str) -> str:

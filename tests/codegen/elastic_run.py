@@ -56,10 +56,13 @@ class Scenario:
     grow: bool = False
     """(launcher) the launcher comes back at step 14."""
     collective_timeout: float = 20.0
+    planner: str = "unity-search"
+    """`unityc-train --planner`: how the plan for a smaller (or the grown) world is made."""
 
     @property
     def name(self) -> str:
-        return f"{self.plan}, {self.fault}" + (" + grow back" if self.grow else "")
+        planner = f", --planner {self.planner}" if self.planner != "unity-search" else ""
+        return f"{self.plan}, {self.fault}" + (" + grow back" if self.grow else "") + planner
 
     def expected(self) -> list[tuple[int, int]]:
         if self.fault != "launcher":
@@ -136,7 +139,7 @@ class Run:
         self.command = [sys.executable, "-m", "unityc.tools.train", str(self.model), "--machine", "cpu:4"]
         self.command += ["--save", str(self.save), "--plan", str(self.plan), "--nnodes", "1:2"]
         self.command += ["--nproc-per-node", "2", "--rdzv-id", "elastic"]
-        self.command += ["--rdzv-last-call", str(LAST_CALL_S)]
+        self.command += ["--rdzv-last-call", str(LAST_CALL_S), "--planner", scenario.planner]
         self.command += ["--rdzv-endpoint", f"127.0.0.1:{self.port}", "--", *self.training]
         self.command += [
             "--data-args",

@@ -66,7 +66,28 @@ def test_the_machine_left_is_described_and_bad_input_refused(
         ([str(tmp_path / "none.mlir")], "no such file"),
         ([str(model), "--nnodes", "2:1"], "MIN:MAX"),
         ([str(model), "--", "--resume", "x"], "passes it to the program itself"),
+        ([str(model), "--planner", "bogus"], "'bogus' is not a planning pass"),
+        ([str(model), "--planner", 'zero{machine="cpu:2"}'], "give no machine="),
+        ([str(model), "--planner", "zero{stages=3}"], "unknown option 'stages'"),
+        ([str(model), "--planner", "zero,megatron"], "expected one pass, got 2"),
     ):
         with pytest.raises(SystemExit) as exit_:
             parse_args(["--machine", "cpu:2", "--save", str(tmp_path / "ck"), *argv])
         assert exit_.value.code == 2 and message in capsys.readouterr().err, message
+
+
+def test_a_planner_pass_plans_the_smaller_world(tmp_path: Path) -> None:
+    """`--planner 'zero{stage=3}'`: the plan for 2 of cpu:4's ranks is ZeRO-3 over both (the
+    search would put the tiny MLP on one device), and the cache says how it was made."""
+    from elastic_run import SPEC
+
+    from unityc.frontend import import_model
+    from unityc.tools.elastic import PlanCache
+
+    model = tmp_path / "mlp.mlir"
+    model.write_text(str(import_model(SPEC)))
+    cache = PlanCache(tmp_path / "plans", model, "cpu:4", 2, 60.0, "zero{stage=3}")
+    cached = cache.get(2)
+    assert cached.machine == "cpu:2" and cached.origin.startswith("planned by zero{stage=3} in"), cached
+    assert "2 copies" in cached.summary and "ZeRO-3" in cached.summary, cached.summary
+    assert cache.get(2) == cached  # once: the second world-2 lookup reads the cache

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -42,15 +43,19 @@ from typing import Any
 
 from xdsl.dialects.builtin import IntegerAttr, StringAttr
 from xdsl.ir import Attribute
+from xdsl.passes import ModulePass
+from xdsl.utils.arg_spec import parse_pipeline
+from xdsl.utils.exceptions import ArgSpecParseError
 
 from unityc.codegen import emit_program
 from unityc.cost.estimate import estimate_module
 from unityc.dialects.container import graph_function
 from unityc.dialects.source import make_context, parse_source
 from unityc.machine import load_machine
-from unityc.passes.unity_search import UnitySearchPass
 from unityc.runtime import main
 from unityc.runtime.watch import FAULTS_FILE
+from unityc.tools.opt import check_options
+from unityc.tools.search_cli import search_passes
 
 PLANS = "plans"
 STATE = "elastic"
@@ -60,6 +65,9 @@ FAULTS = "faults.jsonl"
 
 DEFAULT_SEARCH_S = 60.0
 """The time limit of a re-plan's search (short: the job waits for it)."""
+
+SEARCH = "unity-search"
+"""`--planner`'s default: each world's plan searched (`--unity-search`)."""
 
 
 class ElasticError(ValueError):
@@ -115,7 +123,7 @@ class CachedPlan:
     iteration_s: float | None
     summary: str
     origin: str
-    """'given' (--plan), or 'searched in N s'."""
+    """'given' (--plan), 'searched in N s', or 'planned by PASS in N s' (`--planner`)."""
 
     @staticmethod
     def read(folder: Path, world: int) -> CachedPlan | None:
@@ -172,13 +180,47 @@ def summarize(module: Any) -> str:
     return f"{module.attributes['unityc.machine'].data}: {', '.join(words) or 'one device'}"
 
 
-class PlanCache:
-    """`DIR/plans`: one plan and program per world size, searched once (under the folder's
-    lock) or given (`--plan`, for the world of its machine)."""
+def planner_pass(spec: str, machine: str, search_s: float) -> ModulePass:
+    """The pass that plans a world on `machine`: `--unity-search` under `search_s` seconds, or
+    the baseline `spec` names (`zero{stage=3}`, `megatron{sequence=true}`: a pass of `unityc-opt
+    -p`, without `machine`, which is the world's). A ValueError says what is wrong with `spec`."""
+    try:
+        specs = list(parse_pipeline(spec))
+    except ArgSpecParseError as e:
+        raise ValueError(f"--planner {spec}: {e}") from None
+    if len(specs) != 1:
+        raise ValueError(f"--planner {spec}: expected one pass, got {len(specs)}")
+    (one,) = specs
+    passes = search_passes()
+    if one.name not in passes:
+        known = ", ".join(sorted(passes))
+        raise ValueError(f"--planner {spec}: '{one.name}' is not a planning pass (one of {known})")
+    if "machine" in one.normalize_parameter_names().parameters:
+        raise ValueError(f"--planner {spec}: the machine is each world's own (give no machine=)")
+    cls = passes[one.name]()
+    check_options("--planner", cls, one)
+    made: Any = cls.from_pass_spec(one)
+    if one.name != SEARCH:
+        return dataclasses.replace(made, machine=machine)
+    limit = made.time_limit if "time_limit" in one.normalize_parameter_names().parameters else search_s
+    return dataclasses.replace(made, machine=machine, time_limit=limit, progress=False)
 
-    def __init__(self, folder: Path, model: Path, machine: str, nproc_per_node: int, search_s: float):
+
+class PlanCache:
+    """`DIR/plans`: one plan and program per world size, planned once (under the folder's
+    lock; searched, or by the `planner` pass) or given (`--plan`, for the world of its machine)."""
+
+    def __init__(
+        self,
+        folder: Path,
+        model: Path,
+        machine: str,
+        nproc_per_node: int,
+        search_s: float,
+        planner: str = SEARCH,
+    ):
         self.folder, self.model, self.machine = folder, model, machine
-        self.nproc_per_node, self.search_s = nproc_per_node, search_s
+        self.nproc_per_node, self.search_s, self.planner = nproc_per_node, search_s, planner
 
     def get(self, world: int) -> CachedPlan:
         with locked(self.folder):
@@ -217,11 +259,11 @@ class PlanCache:
         module = parse_source(make_context(), self.model.read_text(), str(self.model))
         began = time.monotonic()
         report = self.folder / f"world-{world}.search.txt"
+        planner = planner_pass(self.planner, machine, self.search_s)
         with open(report, "w") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
-            UnitySearchPass(machine=machine, time_limit=self.search_s, progress=False).apply(
-                Context(), module
-            )
-        return self._write(world, module, f"searched in {time.monotonic() - began:.1f} s", machine)
+            planner.apply(Context(), module)
+        how = "searched" if self.planner == SEARCH else f"planned by {self.planner}"
+        return self._write(world, module, f"{how} in {time.monotonic() - began:.1f} s", machine)
 
     def _write(self, world: int, module: Any, origin: str, machine: str) -> CachedPlan:
 
@@ -412,6 +454,7 @@ def worker_arguments(argv: Sequence[str] | None) -> tuple[argparse.Namespace, li
     parser.add_argument("--save", required=True, type=Path)
     parser.add_argument("--nproc-per-node", type=int, required=True)
     parser.add_argument("--search-time-limit", type=float, default=DEFAULT_SEARCH_S)
+    parser.add_argument("--planner", default=SEARCH)
     args, training = parser.parse_known_args(argv)
     return args, [t for t in training if t != "--"]
 
@@ -428,7 +471,12 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
     world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
     nodes = int(os.environ.get("GROUP_WORLD_SIZE", "1"))
     cache = PlanCache(
-        args.save / PLANS, args.model, args.machine, args.nproc_per_node, args.search_time_limit
+        args.save / PLANS,
+        args.model,
+        args.machine,
+        args.nproc_per_node,
+        args.search_time_limit,
+        args.planner,
     )
     try:
         cached = cache.get(world)

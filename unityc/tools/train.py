@@ -30,11 +30,13 @@ from typing import Any
 from unityc.dialects.source import LocatedError
 from unityc.tools.elastic import (
     DEFAULT_SEARCH_S,
+    SEARCH,
     CachedPlan,
     ElasticError,
     PlanCache,
     devices_of,
     machine_for,
+    planner_pass,
 )
 
 RDZV_CONF = (
@@ -77,6 +79,14 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
         help=f"seconds a plan's search may take (default {DEFAULT_SEARCH_S:g})",
     )
     parser.add_argument(
+        "--planner",
+        default=SEARCH,
+        metavar="PASS",
+        help="how each world's plan is made: unity-search (the default, under --search-time-limit) or a "
+        "baseline pass as unityc-opt -p takes it, without machine= (data-parallel, 'zero{stage=3}', "
+        "megatron, megatron-lm, gpipe, ...); --plan, when given, is the whole machine's plan",
+    )
+    parser.add_argument(
         "--plan-ahead", action="store_true", help="also search the plans for MIN..MAX-1 nodes before training"
     )
     parser.add_argument(
@@ -103,6 +113,10 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     if not args.search_time_limit > 0:
         parser.error("--search-time-limit must be positive")
     try:
+        planner_pass(args.planner, args.machine, args.search_time_limit)
+    except ValueError as e:
+        parser.error(str(e))
+    try:
         args.save.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=args.save):
             pass
@@ -123,7 +137,12 @@ def prepare(args: argparse.Namespace) -> CachedPlan:
             f"--nproc-per-node {args.nproc_per_node} make {world}"
         )
     cache = PlanCache(
-        args.save / "plans", args.model, args.machine, args.nproc_per_node, args.search_time_limit
+        args.save / "plans",
+        args.model,
+        args.machine,
+        args.nproc_per_node,
+        args.search_time_limit,
+        args.planner,
     )
     if args.plan is not None:
         given = cache.give(args.plan)
@@ -163,6 +182,8 @@ def torchrun_arguments(args: argparse.Namespace, training: list[str]) -> list[st
         str(args.nproc_per_node),
         "--search-time-limit",
         str(args.search_time_limit),
+        "--planner",
+        args.planner,
     ]
     return [*launch, "-m", "unityc.tools.elastic", *worker, "--", *training]
 
