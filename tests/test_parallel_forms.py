@@ -105,6 +105,7 @@ UNARY = [
     (pcg.DropoutOp, {"p": 0.1}),
     (pcg.SqrtOp, {}),
     (pcg.Log1pOp, {}),
+    (pcg.AbsOp, {}),
     (pcg.ClampOp, {"low": -0.5, "high": 0.5}),
     (pcg.CompareOp, {"kind": "lt", "value": 0.25}),
 ]

@@ -119,3 +119,27 @@ def xielu(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
         "x": torch.randn(batch, 8, generator=generator),
         "y": torch.randn(batch, 4, generator=generator),
     }
+
+
+class SparseMixerGate(nn.Module):
+    """PhiMoE's sparse-mixer router normalisation: |scores| (`Tensor.abs`) as a relative threshold,
+    a relative distance `|max - x| / |x|` (both signs of x reach abs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.fc(x)
+        factor = h.abs().clamp(min=0.1)
+        h = (h.amax(-1, keepdim=True) - h).abs() / factor
+        return nn.functional.mse_loss(h, y), h
+
+
+def sparse_mixer_gate(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    return SparseMixerGate(), {
+        "x": torch.randn(batch, 8, generator=generator),
+        "y": torch.randn(batch, 4, generator=generator),
+    }

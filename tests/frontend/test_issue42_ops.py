@@ -65,3 +65,11 @@ def test_hf_wav2vec2_imports_exactly() -> None:
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
     assert any(c.what.startswith("gradient of 'model.wav2vec2.encoder.pos_conv_embed.") for c in checks)
     assert any(c.what.startswith("gradient of 'model.wav2vec2.feature_extractor.") for c in checks)
+
+
+def test_abs_imports_exactly() -> None:
+    """`aten.abs` (PhiMoE's and Granite's routers) as `pcg.abs`, gradients sign(x) as torch's."""
+    module, checks = check_import(ModelSpec(f"{Path(__file__).parent / 'issue42_ops.py'}:sparse_mixer_gate"))
+    assert sum(isinstance(op, pcg.AbsOp) for op in module.walk()) == 2
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert any(c.what.startswith("gradient of 'fc.") for c in checks)

@@ -54,6 +54,7 @@ UNARY = {
     aten.exp.default: pcg.ExpOp,
     aten.sqrt.default: pcg.SqrtOp,
     aten.log1p.default: pcg.Log1pOp,
+    aten.abs.default: pcg.AbsOp,
     aten.neg.default: pcg.NegOp,
 }
 

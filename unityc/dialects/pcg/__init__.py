@@ -32,6 +32,7 @@ from unityc.dialects.pcg.contraction import (
 from unityc.dialects.pcg.elementwise import (
     COMPARISONS,
     GATED_ACTIVATIONS,
+    AbsOp,
     AddOp,
     BinaryOp,
     CastOp,
@@ -110,6 +111,7 @@ ALL_OPS: list[type[PcgOp]] = [
     ExpOp,
     SqrtOp,
     Log1pOp,
+    AbsOp,
     IdentityOp,
     NegOp,
     ScalarMulOp,
@@ -167,6 +169,7 @@ __all__ = [
     "EXPERT_FACTOR",
     "GATED_ACTIVATIONS",
     "PCG",
+    "AbsOp",
     "AddOp",
     "AttentionOp",
     "BatchMatmulOp",

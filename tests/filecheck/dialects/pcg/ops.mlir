@@ -89,6 +89,8 @@
 // CHECK-NEXT:   %sqrt_c = pcg.sqrt %wc : !pcg.tensor<32x16xf32, copy 2> -> !pcg.tensor<32x16xf32, copy 2>
 %log1p = pcg.log1p %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 // CHECK-NEXT:   %log1p = pcg.log1p %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
+%abs = pcg.abs %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
+// CHECK-NEXT:   %abs = pcg.abs %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 %pow = pcg.pow %x exponent 2.0 : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 // CHECK-NEXT:   %pow = pcg.pow %x exponent 2.0 : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 %pow_b = pcg.pow %xb exponent -0.5 : !pcg.tensor<8x16xf32, shard [2, 1]> -> !pcg.tensor<8x16xf32, shard [2, 1]>
