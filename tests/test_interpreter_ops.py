@@ -167,6 +167,7 @@ def test_sqrt_and_fractional_pow():
     x = randn(3, 5).abs() + 0.1
     check(pcg.SqrtOp, [x], torch.sqrt)
     check(pcg.Log1pOp, [x * 1e-6], torch.log1p)  # small x: log1p, not log(1 + x)
+    check(pcg.LogOp, [x], torch.log)
     check(pcg.AbsOp, [x - 0.6], torch.abs)
     check(pcg.PowOp, [x], lambda v: v**0.5, exponent=0.5)
     check(pcg.PowOp, [x], lambda v: 1 / v, exponent=-1.0)
@@ -827,6 +828,7 @@ def test_every_pcg_op_is_covered():
         pcg.ConstantOp,
         pcg.SqrtOp,
         pcg.Log1pOp,
+        pcg.LogOp,
         pcg.AbsOp,
         pcg.CastOp,
         pcg.CompareTensorsOp,

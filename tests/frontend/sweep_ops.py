@@ -162,3 +162,30 @@ def float32_variance(batch: int = 8) -> tuple[nn.Module, dict[str, torch.Tensor]
         "x": 3 * torch.randn(batch, 16, generator=generator),
         "y": torch.randint(0, 3, (batch,), generator=generator),
     }
+
+
+class DtypeFloor(nn.Module):
+    """XGLM's attention floor: the masked scores raised to at least the dtype's most negative
+    number, `torch.max(w, torch.full((), torch.finfo(w.dtype).min))`, before a softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(8, 8)
+        self.k = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        scores = self.q(x) @ self.k(x).transpose(-1, -2)
+        causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(causal, torch.finfo(scores.dtype).min)
+        scores = torch.max(scores, torch.full((), torch.finfo(scores.dtype).min))
+        h = torch.softmax(scores, -1) @ x
+        return nn.functional.mse_loss(h, y), h
+
+
+def dtype_floor(batch: int = 3) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    return DtypeFloor(), {
+        "x": torch.randn(batch, 5, 8, generator=generator),
+        "y": torch.randn(batch, 5, 8, generator=generator),
+    }

@@ -58,3 +58,11 @@ def test_float64_reference_keeps_float64_where_the_module_names_float32() -> Non
     compared = [c for c in checks if c.what == "loss" or c.what.startswith("gradient of")]
     assert len(compared) == 1 + 11  # the loss; 3 linears and scales, the head
     assert max(c.relative_error for c in compared) < 1e-10
+
+
+def test_float64_reference_makes_the_float64_floor() -> None:
+    """`torch.full((), torch.finfo(w.dtype).min)` in the float64 reference asks float32 (the
+    default dtype) to hold -1.8e308: the reference makes it float64 instead of overflowing."""
+    _, checks = check_import(ModelSpec(f"{MODELS}:dtype_floor"))
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert any(c.what.startswith("gradient of 'q.") for c in checks)

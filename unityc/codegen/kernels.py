@@ -373,6 +373,7 @@ KERNELS: dict[type[PcgOp], Callable[[Call], str]] = {
     pcg.ExpOp: _unary("torch.exp({x})"),
     pcg.SqrtOp: _unary("torch.sqrt({x})"),
     pcg.Log1pOp: _unary("torch.log1p({x})"),
+    pcg.LogOp: _unary("torch.log({x})"),
     pcg.AbsOp: _unary("torch.abs({x})"),
     pcg.IdentityOp: _unary("{x}"),
     pcg.NegOp: _unary("-{x}"),

@@ -129,6 +129,7 @@ UNARY_FLOPS: dict[str, int] = {
     "pcg.exp": 4,
     "pcg.sqrt": 4,
     "pcg.log1p": 4,
+    "pcg.log": 4,
     "pcg.abs": 1,
     "pcg.pow": 4,
     "pcg.clamp": 2,

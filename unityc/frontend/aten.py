@@ -54,6 +54,7 @@ UNARY = {
     aten.exp.default: pcg.ExpOp,
     aten.sqrt.default: pcg.SqrtOp,
     aten.log1p.default: pcg.Log1pOp,
+    aten.log.default: pcg.LogOp,
     aten.abs.default: pcg.AbsOp,
     aten.neg.default: pcg.NegOp,
 }
@@ -107,6 +108,28 @@ def _clamp(im: FxImporter, node: fx.Node, x: Value, low: Value = None, high: Val
 
 FLIPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 """s ∘ x as x ∘' s."""
+
+
+@lowering(aten.clamp.Tensor)
+def _clamp_by_tensors(
+    im: FxImporter, node: fx.Node, x: Value, low: Value = None, high: Value = None
+) -> Value:
+    """clamp with tensor bounds (PhiMoE's router: `|scores|.clamp(min=max_score)`): number-like
+    bounds as `pcg.clamp`, else where(x < low, low, x) then where(x > high, high, x): exact;
+    where x equals a bound the gradient goes to x, as torch's."""
+    bounds = [None if v is None else _scalar(v) for v in (low, high)]
+    if all(b is not None or v is None for b, v in zip(bounds, (low, high), strict=True)):
+        return _clamp(im, node, x, low, high)
+    if not node.meta["val"].dtype.is_floating_point:
+        raise im.fail(f"{node.target} is supported only on floating-point values")
+    dtype = node.meta["val"].dtype
+    for kind, bound in (("lt", low), ("gt", high)):
+        if bound is None:
+            continue
+        operands = [_compare_operand(im, v, dtype) for v in (x, bound)]
+        mask = lazily_broadcast(im.op(pcg.CompareTensorsOp, operands, kind=kind), im.meta_shape())
+        x = _where(im, node, mask, bound, x)
+    return x
 
 
 @lowering(aten.cumsum.default)

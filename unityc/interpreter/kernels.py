@@ -297,6 +297,7 @@ KERNELS: dict[type[PcgOp], Kernel] = {
     pcg.ExpOp: lambda t, x: torch.exp(x),
     pcg.SqrtOp: lambda t, x: torch.sqrt(x),
     pcg.Log1pOp: lambda t, x: torch.log1p(x),
+    pcg.LogOp: lambda t, x: torch.log(x),
     pcg.AbsOp: lambda t, x: torch.abs(x),
     pcg.IdentityOp: lambda t, x: x.clone(),
     pcg.NegOp: lambda t, x: -x,

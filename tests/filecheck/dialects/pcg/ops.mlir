@@ -89,6 +89,8 @@
 // CHECK-NEXT:   %sqrt_c = pcg.sqrt %wc : !pcg.tensor<32x16xf32, copy 2> -> !pcg.tensor<32x16xf32, copy 2>
 %log1p = pcg.log1p %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 // CHECK-NEXT:   %log1p = pcg.log1p %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
+%log = pcg.log %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
+// CHECK-NEXT:   %log = pcg.log %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 %abs = pcg.abs %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 // CHECK-NEXT:   %abs = pcg.abs %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 %pow = pcg.pow %x exponent 2.0 : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
