@@ -189,3 +189,29 @@ def dtype_floor(batch: int = 3) -> tuple[nn.Module, dict[str, torch.Tensor]]:
         "x": torch.randn(batch, 5, 8, generator=generator),
         "y": torch.randn(batch, 5, 8, generator=generator),
     }
+
+
+class AssertedLengths(nn.Module):
+    """XLM's input check: the non-pad lengths, `assert lengths.max().item() <= slen` (a runtime
+    assertion on a number read back from a tensor), then a length mask of the positions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(10, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, ids: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        lengths = (ids != 0).sum(dim=1).long()
+        assert lengths.max().item() <= ids.shape[1]
+        mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]
+        h = (self.embed(ids) * mask[..., None].float()).sum(1)
+        logits = self.head(h)
+        return nn.functional.cross_entropy(logits, y), logits
+
+
+def asserted_lengths(batch: int = 3) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, 10, (batch, 5), generator=generator)
+    ids[0, 3:] = 0
+    return AssertedLengths(), {"ids": ids, "y": torch.randint(0, 3, (batch,), generator=generator)}

@@ -66,3 +66,13 @@ def test_float64_reference_makes_the_float64_floor() -> None:
     _, checks = check_import(ModelSpec(f"{MODELS}:dtype_floor"))
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
     assert any(c.what.startswith("gradient of 'q.") for c in checks)
+
+
+def test_a_runtime_assertion_on_a_read_back_number_is_left_out() -> None:
+    """`assert lengths.max().item() <= seq` exports as max -> `_local_scalar_dense` -> `le` ->
+    `_assert_scalar`: those ops compute nothing returned, so the graph leaves them out (the
+    integer max and `.item()` have no lowering) and the rest imports exactly."""
+    module, checks = check_import(ModelSpec(f"{MODELS}:asserted_lengths"))
+    assert not any(isinstance(op, pcg.ReduceOp) and op.attrs()["kind"] == "amax" for op in module.walk())
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert any(c.what.startswith("gradient of 'embed.") for c in checks)
