@@ -110,7 +110,12 @@ UNARY = [
     (pcg.ClampOp, {"low": -0.5, "high": 0.5}),
     (pcg.CompareOp, {"kind": "lt", "value": 0.25}),
 ]
-LINEAR_UNARY = [(pcg.IdentityOp, {}), (pcg.NegOp, {}), (pcg.ScalarMulOp, {"scale": -0.5})]
+LINEAR_UNARY = [
+    (pcg.IdentityOp, {}),
+    (pcg.StopGradientOp, {}),
+    (pcg.NegOp, {}),
+    (pcg.ScalarMulOp, {"scale": -0.5}),
+]
 
 
 @pytest.mark.parametrize("cls, attrs", UNARY, ids=lambda v: getattr(v, "name", ""))

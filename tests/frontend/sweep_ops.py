@@ -215,3 +215,36 @@ def asserted_lengths(batch: int = 3) -> tuple[nn.Module, dict[str, torch.Tensor]
     ids = torch.randint(1, 10, (batch, 5), generator=generator)
     ids[0, 3:] = 0
     return AssertedLengths(), {"ids": ids, "y": torch.randint(0, 3, (batch,), generator=generator)}
+
+
+class NoGradCycles(nn.Module):
+    """HRM's reasoning cycles: all but the last under `torch.no_grad()`, so the gradient comes
+    from the last cycle only; a router-like `detach()` of scores that then scale the output
+    (Zaya's balancing biases on detached probabilities)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.Linear(8, 8)
+        self.inject = nn.Linear(8, 8)
+        self.score = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        z = torch.zeros_like(x)
+        with torch.no_grad():
+            for _ in range(2):
+                z = torch.tanh(self.cell(z) + self.inject(x))
+        z = torch.tanh(self.cell(z) + self.inject(x))
+        gate = torch.softmax(self.score(x), -1)
+        z = z * (gate.detach() + gate)
+        logits = self.head(z)
+        return nn.functional.cross_entropy(logits, y), logits
+
+
+def no_grad_cycles(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    return NoGradCycles(), {
+        "x": torch.randn(batch, 8, generator=generator),
+        "y": torch.randint(0, 3, (batch,), generator=generator),
+    }

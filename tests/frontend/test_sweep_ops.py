@@ -76,3 +76,14 @@ def test_a_runtime_assertion_on_a_read_back_number_is_left_out() -> None:
     assert not any(isinstance(op, pcg.ReduceOp) and op.attrs()["kind"] == "amax" for op in module.walk())
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
     assert any(c.what.startswith("gradient of 'embed.") for c in checks)
+
+
+def test_no_grad_blocks_and_detach_pass_no_gradient() -> None:
+    """What a `torch.no_grad()` block computes and what `detach()` returns carry no gradient
+    back (`pcg.stop_gradient`): the gradients are the module's (with the gradient flowing
+    through them, those of `cell` and `score` differ)."""
+    module, checks = check_import(ModelSpec(f"{MODELS}:no_grad_cycles"))
+    assert sum(isinstance(op, pcg.StopGradientOp) for op in module.walk()) == 2  # the block's z, the gate
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    for weight in ("cell", "inject", "score", "head"):
+        assert any(c.what.startswith(f"gradient of '{weight}.") for c in checks)

@@ -376,6 +376,7 @@ KERNELS: dict[type[PcgOp], Callable[[Call], str]] = {
     pcg.LogOp: _unary("torch.log({x})"),
     pcg.AbsOp: _unary("torch.abs({x})"),
     pcg.IdentityOp: _unary("{x}"),
+    pcg.StopGradientOp: _unary("{x}.detach()"),
     pcg.NegOp: _unary("-{x}"),
     pcg.ScalarMulOp: lambda c: f"{c.args[0]} * {literal(c.attrs['scale'])}",
     pcg.ScalarAddOp: lambda c: f"{c.args[0]} + {literal(c.attrs['value'])}",

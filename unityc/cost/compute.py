@@ -140,6 +140,7 @@ UNARY_FLOPS: dict[str, int] = {
     "pcg.scalar_add": 1,
     "pcg.dropout": 1,  # + the mask's hash, DROPOUT_HASH_FLOPS
     "pcg.identity": 0,
+    "pcg.stop_gradient": 0,
     "pcg.cast": 0,
 }
 DROPOUT_HASH_FLOPS = 10

@@ -27,7 +27,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from unityc.dialects import pcg
 from unityc.dialects.forms import FormError
-from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.pcg_types import FLOAT_TYPES, TensorType
 from unityc.frontend.builder import ELEMENT_TYPES, GraphBuilder
 from unityc.frontend.export import Exported
 from unityc.frontend.widening import drop_idle_widenings
@@ -304,6 +304,18 @@ class FxImporter:
 
     # --- helpers for lowerings -----------------------------------------------------------
 
+    def stop_gradient(self, value: Any) -> Any:
+        """`value` with no gradient flowing back through it: a floating-point SSA value (or the
+        one an `Expanded` broadcasts) through `pcg.stop_gradient`, each of a tuple's; constants,
+        integers and masks as they are (they carry none)."""
+        if isinstance(value, tuple | list):
+            return type(value)(self.stop_gradient(v) for v in value)
+        if isinstance(value, Expanded):
+            return Expanded(self.stop_gradient(value.value), value.shape)
+        if isinstance(value, SSAValue) and tensor_type(value).element_type in FLOAT_TYPES:
+            return self.op(pcg.StopGradientOp, [value])
+        return value
+
     def op(self, cls: type[pcg.PcgOp], operands: list[Any], **attrs: Any) -> Any:
         hint = self.node.name if self.node is not None else None
         return self.builder.op(cls, operands, hint, **attrs)
@@ -453,6 +465,7 @@ def import_program(exported: Exported, attributes: dict[str, Any] | None = None)
         aten_nn,
         aten_reduce,
         aten_scatter,
+        aten_select,
         aten_strided,
     )
 

@@ -300,6 +300,7 @@ KERNELS: dict[type[PcgOp], Kernel] = {
     pcg.LogOp: lambda t, x: torch.log(x),
     pcg.AbsOp: lambda t, x: torch.abs(x),
     pcg.IdentityOp: lambda t, x: x.clone(),
+    pcg.StopGradientOp: lambda t, x: x.detach().clone(),
     pcg.NegOp: lambda t, x: -x,
     pcg.ScalarMulOp: lambda t, x: x * t.attrs["scale"],
     pcg.ScalarAddOp: lambda t, x: x + t.attrs["value"],

@@ -117,6 +117,8 @@
 // CHECK-NEXT:   %identity = pcg.identity %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 %identity_s = pcg.identity %partial : !pcg.tensor<8x32xf32, sum 2> -> !pcg.tensor<8x32xf32, sum 2>
 // CHECK-NEXT:   %identity_s = pcg.identity %partial : !pcg.tensor<8x32xf32, sum 2> -> !pcg.tensor<8x32xf32, sum 2>
+%stop_s = pcg.stop_gradient %partial : !pcg.tensor<8x32xf32, sum 2> -> !pcg.tensor<8x32xf32, sum 2>
+// CHECK-NEXT:   %stop_s = pcg.stop_gradient %partial : !pcg.tensor<8x32xf32, sum 2> -> !pcg.tensor<8x32xf32, sum 2>
 %neg = pcg.neg %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 // CHECK-NEXT:   %neg = pcg.neg %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 %neg_s = pcg.neg %partial : !pcg.tensor<8x32xf32, sum 2> -> !pcg.tensor<8x32xf32, sum 2>
