@@ -174,3 +174,26 @@ def attention_sink(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
         "x": torch.randn(batch, 6, 8, generator=generator),
         "y": torch.rand(batch, 6, generator=generator),
     }
+
+
+class ZeroRowNorm(nn.Module):
+    """Zaya's q/k L2 normalization, `q / q.norm(p=2, dim=-1, keepdim=True).clamp_min(eps)`, over
+    rows one of which is all zero (a zero input row through a linear without bias)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(8, 8, bias=False)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        q = self.q(x)
+        h = self.head(q / q.norm(p=2, dim=-1, keepdim=True).clamp_min(1e-6))
+        return nn.functional.mse_loss(h, y), h
+
+
+def zero_row_norm(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(batch, 8, generator=generator)
+    x[1] = 0.0
+    return ZeroRowNorm(), {"x": x, "y": torch.randn(batch, 4, generator=generator)}

@@ -86,3 +86,11 @@ def test_logsumexp_imports_exactly() -> None:
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
     for weight in ("q", "k", "sink"):
         assert any(c.what.startswith(f"gradient of '{weight}") for c in checks)
+
+
+def test_norm_of_a_zero_row_has_torchs_gradient() -> None:
+    """`vector_norm` of an all-zero row: torch's gradient there is 0; sqrt's would be inf, and
+    the gradients nan."""
+    _, checks = check_import(ModelSpec(f"{Path(__file__).parent / 'issue42_ops.py'}:zero_row_norm"))
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert any(c.what.startswith("gradient of 'q.") for c in checks)
