@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import io
 import json
 import math
@@ -220,8 +221,30 @@ def load_rows() -> dict[str, dict[str, Any]]:
     return {r["kind"]: r for r in rows}
 
 
-def save_rows(rows: dict[str, dict[str, Any]]) -> None:
-    ROWS.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows.values()))
+def save_row(row: dict[str, Any], replace: bool) -> dict[str, Any]:
+    """Record one architecture's row in the rows file, under a lock and re-read, so that sweeps
+    running at once (the sample in the background, `--only X --fresh` in front) keep each
+    other's rows: `replace` puts the row in whole (a fresh import), else its fields are added to
+    the recorded row (a plan). Returns the row as recorded."""
+    with open(ROWS.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        rows = load_rows()
+        rows[row["kind"]] = row if replace else {**rows.get(row["kind"], {}), **row}
+        temporary = ROWS.with_suffix(".tmp")
+        temporary.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows.values()))
+        temporary.replace(ROWS)
+    return rows[row["kind"]]
+
+
+NOTES = "## Notes"
+"""The heading from which the results file is written by hand: kept when the table is rewritten."""
+
+
+def write_results(archs: list[tuple[str, str, str]], note: str) -> None:
+    """The table from the recorded rows (all of them, whoever recorded them), then the notes."""
+    old = RESULTS.read_text() if RESULTS.exists() else ""
+    notes = old[old.index(NOTES) :] if NOTES in old else ""
+    RESULTS.write_text(table(load_rows(), archs, note) + ("\n" + notes if notes else ""))
 
 
 def cell(text: Any) -> str:
@@ -341,7 +364,7 @@ def main() -> None:
         + f"load average {os.getloadavg()[0]:.1f} at the table's writing."
     )
     if args.table:
-        RESULTS.write_text(table(rows, archs, note))
+        write_results(archs, note)
         return
     chosen = [a for a in archs if not args.only or a[0].startswith(tuple(args.only))]
     with tempfile.TemporaryDirectory() as tmp:
@@ -358,8 +381,7 @@ def main() -> None:
 
         with ThreadPoolExecutor(args.jobs) as pool:
             for i, row in enumerate(pool.map(one, todo)):
-                rows[row["kind"]] = row
-                save_rows(rows)
+                rows[row["kind"]] = save_row(row, replace=True)
                 print(
                     f"[{i + 1}/{len(todo)}] {row['kind']}: {row['status']} {row.get('why', '')}", flush=True
                 )
@@ -370,13 +392,14 @@ def main() -> None:
         for kind in sample + planned:
             if "torchrun" in rows[kind] and not args.fresh and kind not in args.plan:
                 continue
-            rows[kind].update(plan_one(rows[kind], directory, args.timeout))
-            save_rows(rows)
+            rows[kind] = save_row(
+                {"kind": kind, **plan_one(rows[kind], directory, args.timeout)}, replace=False
+            )
             print(f"{kind}: {rows[kind].get('search')} -> {rows[kind].get('torchrun', '-')}", flush=True)
     chosen_note = (f" Sample seed {args.seed}: {', '.join(sample)}." if sample else "") + (
         f" Planned besides the sample: {', '.join(planned)}." if planned else ""
     )
-    RESULTS.write_text(table(rows, archs, note + chosen_note))
+    write_results(archs, note + chosen_note)
 
 
 if __name__ == "__main__":

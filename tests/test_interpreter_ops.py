@@ -137,6 +137,7 @@ UNARY = [
     (pcg.TanhOp, {}, torch.tanh),
     (pcg.ExpOp, {}, torch.exp),
     (pcg.IdentityOp, {}, lambda x: x),
+    (pcg.StopGradientOp, {}, lambda x: x),
     (pcg.NegOp, {}, lambda x: -x),
     (pcg.ScalarMulOp, {"scale": -0.375}, lambda x: x * -0.375),
     (pcg.ScalarAddOp, {"value": 1.5}, lambda x: x + 1.5),
@@ -167,6 +168,8 @@ def test_sqrt_and_fractional_pow():
     x = randn(3, 5).abs() + 0.1
     check(pcg.SqrtOp, [x], torch.sqrt)
     check(pcg.Log1pOp, [x * 1e-6], torch.log1p)  # small x: log1p, not log(1 + x)
+    check(pcg.LogOp, [x], torch.log)
+    check(pcg.AbsOp, [x - 0.6], torch.abs)
     check(pcg.PowOp, [x], lambda v: v**0.5, exponent=0.5)
     check(pcg.PowOp, [x], lambda v: 1 / v, exponent=-1.0)
 
@@ -826,6 +829,9 @@ def test_every_pcg_op_is_covered():
         pcg.ConstantOp,
         pcg.SqrtOp,
         pcg.Log1pOp,
+        pcg.LogOp,
+        pcg.AbsOp,
+        pcg.StopGradientOp,
         pcg.CastOp,
         pcg.CompareTensorsOp,
         pcg.LinearOp,

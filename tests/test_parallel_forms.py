@@ -105,10 +105,17 @@ UNARY = [
     (pcg.DropoutOp, {"p": 0.1}),
     (pcg.SqrtOp, {}),
     (pcg.Log1pOp, {}),
+    (pcg.LogOp, {}),
+    (pcg.AbsOp, {}),
     (pcg.ClampOp, {"low": -0.5, "high": 0.5}),
     (pcg.CompareOp, {"kind": "lt", "value": 0.25}),
 ]
-LINEAR_UNARY = [(pcg.IdentityOp, {}), (pcg.NegOp, {}), (pcg.ScalarMulOp, {"scale": -0.5})]
+LINEAR_UNARY = [
+    (pcg.IdentityOp, {}),
+    (pcg.StopGradientOp, {}),
+    (pcg.NegOp, {}),
+    (pcg.ScalarMulOp, {"scale": -0.5}),
+]
 
 
 @pytest.mark.parametrize("cls, attrs", UNARY, ids=lambda v: getattr(v, "name", ""))
@@ -121,7 +128,7 @@ LINEAR_UNARY = [(pcg.IdentityOp, {}), (pcg.NegOp, {}), (pcg.ScalarMulOp, {"scale
     ],
 )
 def test_unary_sharded(cls, attrs, spec, expect):
-    x = randn(4, 6).abs() + 0.1 if cls in (pcg.SqrtOp, pcg.Log1pOp) else randn(4, 6)
+    x = randn(4, 6).abs() + 0.1 if cls in (pcg.SqrtOp, pcg.Log1pOp, pcg.LogOp) else randn(4, 6)
     check_form(cls, [x], [spec], attrs, expect)
 
 

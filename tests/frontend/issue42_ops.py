@@ -119,3 +119,81 @@ def xielu(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
         "x": torch.randn(batch, 8, generator=generator),
         "y": torch.randn(batch, 4, generator=generator),
     }
+
+
+class SparseMixerGate(nn.Module):
+    """PhiMoE's sparse-mixer router normalisation: |scores| (`Tensor.abs`, both signs of the
+    scores reach it) clamped below by the row's largest score (`clamp` by a tensor), a relative
+    distance to it; a clamp above by another tensor and a number-bounded clamp."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+        self.cap = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.fc(x)
+        top = h.amax(-1, keepdim=True)
+        factor = h.abs().clamp(min=top * 0.5)
+        h = (top - h).abs() / factor
+        h = h.clamp(max=self.cap(x)).clamp(min=-2.0, max=2.0)
+        return nn.functional.mse_loss(h, y), h
+
+
+def sparse_mixer_gate(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    return SparseMixerGate(), {
+        "x": torch.randn(batch, 8, generator=generator),
+        "y": torch.randn(batch, 4, generator=generator),
+    }
+
+
+class AttentionSink(nn.Module):
+    """Granite-SWA's attention sink: sigmoid(logsumexp(scores) - sink), `torch.logsumexp` (its
+    decomposition's `log`, and `abs` of the row maximum) over causally masked scores."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(8, 8)
+        self.k = nn.Linear(8, 8)
+        self.sink = nn.Parameter(torch.tensor(0.3))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        scores = self.q(x) @ self.k(x).transpose(-1, -2)  # [batch, seq, seq]
+        causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(causal, torch.finfo(scores.dtype).min)
+        h = (torch.logsumexp(scores, dim=-1) - self.sink).sigmoid()
+        return nn.functional.mse_loss(h, y), h
+
+
+def attention_sink(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    return AttentionSink(), {
+        "x": torch.randn(batch, 6, 8, generator=generator),
+        "y": torch.rand(batch, 6, generator=generator),
+    }
+
+
+class ZeroRowNorm(nn.Module):
+    """Zaya's q/k L2 normalization, `q / q.norm(p=2, dim=-1, keepdim=True).clamp_min(eps)`, over
+    rows one of which is all zero (a zero input row through a linear without bias)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(8, 8, bias=False)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        q = self.q(x)
+        h = self.head(q / q.norm(p=2, dim=-1, keepdim=True).clamp_min(1e-6))
+        return nn.functional.mse_loss(h, y), h
+
+
+def zero_row_norm(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(batch, 8, generator=generator)
+    x[1] = 0.0
+    return ZeroRowNorm(), {"x": x, "y": torch.randn(batch, 4, generator=generator)}

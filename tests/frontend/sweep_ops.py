@@ -162,3 +162,89 @@ def float32_variance(batch: int = 8) -> tuple[nn.Module, dict[str, torch.Tensor]
         "x": 3 * torch.randn(batch, 16, generator=generator),
         "y": torch.randint(0, 3, (batch,), generator=generator),
     }
+
+
+class DtypeFloor(nn.Module):
+    """XGLM's attention floor: the masked scores raised to at least the dtype's most negative
+    number, `torch.max(w, torch.full((), torch.finfo(w.dtype).min))`, before a softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(8, 8)
+        self.k = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        scores = self.q(x) @ self.k(x).transpose(-1, -2)
+        causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(causal, torch.finfo(scores.dtype).min)
+        scores = torch.max(scores, torch.full((), torch.finfo(scores.dtype).min))
+        h = torch.softmax(scores, -1) @ x
+        return nn.functional.mse_loss(h, y), h
+
+
+def dtype_floor(batch: int = 3) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    return DtypeFloor(), {
+        "x": torch.randn(batch, 5, 8, generator=generator),
+        "y": torch.randn(batch, 5, 8, generator=generator),
+    }
+
+
+class AssertedLengths(nn.Module):
+    """XLM's input check: the non-pad lengths, `assert lengths.max().item() <= slen` (a runtime
+    assertion on a number read back from a tensor), then a length mask of the positions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(10, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, ids: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        lengths = (ids != 0).sum(dim=1).long()
+        assert lengths.max().item() <= ids.shape[1]
+        mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]
+        h = (self.embed(ids) * mask[..., None].float()).sum(1)
+        logits = self.head(h)
+        return nn.functional.cross_entropy(logits, y), logits
+
+
+def asserted_lengths(batch: int = 3) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(1, 10, (batch, 5), generator=generator)
+    ids[0, 3:] = 0
+    return AssertedLengths(), {"ids": ids, "y": torch.randint(0, 3, (batch,), generator=generator)}
+
+
+class NoGradCycles(nn.Module):
+    """HRM's reasoning cycles: all but the last under `torch.no_grad()`, so the gradient comes
+    from the last cycle only; a router-like `detach()` of scores that then scale the output
+    (Zaya's balancing biases on detached probabilities)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.Linear(8, 8)
+        self.inject = nn.Linear(8, 8)
+        self.score = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        z = torch.zeros_like(x)
+        with torch.no_grad():
+            for _ in range(2):
+                z = torch.tanh(self.cell(z) + self.inject(x))
+        z = torch.tanh(self.cell(z) + self.inject(x))
+        gate = torch.softmax(self.score(x), -1)
+        z = z * (gate.detach() + gate)
+        logits = self.head(z)
+        return nn.functional.cross_entropy(logits, y), logits
+
+
+def no_grad_cycles(batch: int = 4) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    return NoGradCycles(), {
+        "x": torch.randn(batch, 8, generator=generator),
+        "y": torch.randint(0, 3, (batch,), generator=generator),
+    }

@@ -65,3 +65,32 @@ def test_hf_wav2vec2_imports_exactly() -> None:
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
     assert any(c.what.startswith("gradient of 'model.wav2vec2.encoder.pos_conv_embed.") for c in checks)
     assert any(c.what.startswith("gradient of 'model.wav2vec2.feature_extractor.") for c in checks)
+
+
+def test_abs_and_clamp_by_tensors_import_exactly() -> None:
+    """`aten.abs` (PhiMoE's router) as `pcg.abs`, gradients sign(x) as torch's; `clamp` by
+    tensors as comparisons and selections, the number-bounded one as `pcg.clamp`."""
+    module, checks = check_import(ModelSpec(f"{Path(__file__).parent / 'issue42_ops.py'}:sparse_mixer_gate"))
+    assert sum(isinstance(op, pcg.AbsOp) for op in module.walk()) == 2
+    assert sum(isinstance(op, pcg.CompareTensorsOp) for op in module.walk()) == 2  # the two bounds
+    assert sum(isinstance(op, pcg.ClampOp) for op in module.walk()) == 1
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    for weight in ("fc", "cap"):
+        assert any(c.what.startswith(f"gradient of '{weight}.") for c in checks)
+
+
+def test_logsumexp_imports_exactly() -> None:
+    """`torch.logsumexp` (Granite-SWA's attention sink) through `pcg.log` and `pcg.abs`."""
+    module, checks = check_import(ModelSpec(f"{Path(__file__).parent / 'issue42_ops.py'}:attention_sink"))
+    assert any(isinstance(op, pcg.LogOp) for op in module.walk())
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    for weight in ("q", "k", "sink"):
+        assert any(c.what.startswith(f"gradient of '{weight}") for c in checks)
+
+
+def test_norm_of_a_zero_row_has_torchs_gradient() -> None:
+    """`vector_norm` of an all-zero row: torch's gradient there is 0; sqrt's would be inf, and
+    the gradients nan."""
+    _, checks = check_import(ModelSpec(f"{Path(__file__).parent / 'issue42_ops.py'}:zero_row_norm"))
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert any(c.what.startswith("gradient of 'q.") for c in checks)

@@ -58,3 +58,32 @@ def test_float64_reference_keeps_float64_where_the_module_names_float32() -> Non
     compared = [c for c in checks if c.what == "loss" or c.what.startswith("gradient of")]
     assert len(compared) == 1 + 11  # the loss; 3 linears and scales, the head
     assert max(c.relative_error for c in compared) < 1e-10
+
+
+def test_float64_reference_makes_the_float64_floor() -> None:
+    """`torch.full((), torch.finfo(w.dtype).min)` in the float64 reference asks float32 (the
+    default dtype) to hold -1.8e308: the reference makes it float64 instead of overflowing."""
+    _, checks = check_import(ModelSpec(f"{MODELS}:dtype_floor"))
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert any(c.what.startswith("gradient of 'q.") for c in checks)
+
+
+def test_a_runtime_assertion_on_a_read_back_number_is_left_out() -> None:
+    """`assert lengths.max().item() <= seq` exports as max -> `_local_scalar_dense` -> `le` ->
+    `_assert_scalar`: those ops compute nothing returned, so the graph leaves them out (the
+    integer max and `.item()` have no lowering) and the rest imports exactly."""
+    module, checks = check_import(ModelSpec(f"{MODELS}:asserted_lengths"))
+    assert not any(isinstance(op, pcg.ReduceOp) and op.attrs()["kind"] == "amax" for op in module.walk())
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert any(c.what.startswith("gradient of 'embed.") for c in checks)
+
+
+def test_no_grad_blocks_and_detach_pass_no_gradient() -> None:
+    """What a `torch.no_grad()` block computes and what `detach()` returns carry no gradient
+    back (`pcg.stop_gradient`): the gradients are the module's (with the gradient flowing
+    through them, those of `cell` and `score` differ)."""
+    module, checks = check_import(ModelSpec(f"{MODELS}:no_grad_cycles"))
+    assert sum(isinstance(op, pcg.StopGradientOp) for op in module.walk()) == 2  # the block's z, the gate
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    for weight in ("cell", "inject", "score", "head"):
+        assert any(c.what.startswith(f"gradient of '{weight}.") for c in checks)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
-from unityc.cost.compute import SOURCES
+from unityc.cost.compute import NOT_DIFFERENTIABLE, SOURCES
 from unityc.cost.memory import autocast_copy_bytes, saves, weight_view
 from unityc.cost.pricing import type_info
 from unityc.dialects.pcg import AttentionOp
@@ -20,13 +20,16 @@ def gradient_flags(
     """(tensors that depend on a trained weight, tensors that receive a gradient; a `frozen`
     weight wants none, as the program computes none for it). Gradients flow back
     from `roots` (default: the loss, the first output); `requires` adds tensors that want a
-    gradient without being weights (a subgraph's inputs, in the search)."""
+    gradient without being weights (a subgraph's inputs, in the search). No gradient passes a
+    not-differentiable op (`pcg.stop_gradient`: a float result that wants none)."""
     requires_grad: set[Ref] = set(requires)
     for nid in order:
         node = graph.nodes[nid]
         floats = [(nid, i) for i, t in enumerate(node.types) if type_info(t).is_float]
         if (node.op == "pcg.weight" and not node.attr("frozen")) or (
-            not node.is_source and any(r in requires_grad for r in node.operand_refs())
+            not node.is_source
+            and node.op not in NOT_DIFFERENTIABLE
+            and any(r in requires_grad for r in node.operand_refs())
         ):
             requires_grad.update(floats)
     gets_grad = {r for r in (graph.outputs[:1] if roots is None else roots) if r in requires_grad}

@@ -129,6 +129,8 @@ UNARY_FLOPS: dict[str, int] = {
     "pcg.exp": 4,
     "pcg.sqrt": 4,
     "pcg.log1p": 4,
+    "pcg.log": 4,
+    "pcg.abs": 1,
     "pcg.pow": 4,
     "pcg.clamp": 2,
     "pcg.compare": 1,
@@ -138,6 +140,7 @@ UNARY_FLOPS: dict[str, int] = {
     "pcg.scalar_add": 1,
     "pcg.dropout": 1,  # + the mask's hash, DROPOUT_HASH_FLOPS
     "pcg.identity": 0,
+    "pcg.stop_gradient": 0,
     "pcg.cast": 0,
 }
 DROPOUT_HASH_FLOPS = 10

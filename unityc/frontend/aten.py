@@ -13,7 +13,7 @@ from xdsl.ir import SSAValue
 
 from unityc.dialects import pcg
 from unityc.dialects.pcg_types import FLOAT_TYPES
-from unityc.frontend import widening  # noqa: F401  (registers unityc::widen, lowered here)
+from unityc.frontend import no_grad, widening  # noqa: F401  (register unityc::stop_gradient, unityc::widen)
 from unityc.frontend.builder import ELEMENT_TYPES, element_type
 from unityc.frontend.importer import (
     Const,
@@ -54,6 +54,8 @@ UNARY = {
     aten.exp.default: pcg.ExpOp,
     aten.sqrt.default: pcg.SqrtOp,
     aten.log1p.default: pcg.Log1pOp,
+    aten.log.default: pcg.LogOp,
+    aten.abs.default: pcg.AbsOp,
     aten.neg.default: pcg.NegOp,
 }
 
@@ -354,23 +356,6 @@ def _compare(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
     return lazily_broadcast(im.op(pcg.CompareTensorsOp, operands, kind=kind), im.meta_shape())
 
 
-@lowering(aten.minimum.default, aten.maximum.default)
-def _minimum_maximum(im: FxImporter, node: fx.Node, a: Value, b: Value) -> Value:
-    """The elementwise min/max of two tensors (xIELU's `min(x, eps)`) as where(a < b, a, b)
-    (`>` for max): exact; where a == b the gradient goes to `b` whole, where torch halves it."""
-    if not node.meta["val"].dtype.is_floating_point:
-        raise im.fail(f"{node.target} is supported only on floating-point values")
-    kind = "lt" if node.target is aten.minimum.default else "gt"
-    sa, sb = _scalar(a), _scalar(b)
-    if sb is not None or sa is not None:
-        kind, x, number = (kind, a, sb) if sb is not None else (FLIPPED[kind], b, sa)
-        mask = im.op(pcg.CompareOp, [_compare_operand(im, x, None)], kind=kind, value=float(number))  # type: ignore[arg-type]
-    else:
-        dtype = _promoted(node)
-        mask = im.op(pcg.CompareTensorsOp, [_compare_operand(im, v, dtype) for v in (a, b)], kind=kind)
-    return _where(im, node, lazily_broadcast(mask, im.meta_shape()), a, b)
-
-
 @lowering(aten.expm1.default)
 def _expm1(im: FxImporter, node: fx.Node, x: Value) -> Value:
     """exp(x) - 1 (xIELU's negative branch)."""
@@ -528,6 +513,13 @@ def _expand(im: FxImporter, node: fx.Node, x: Value, sizes: list[int], implicit:
 )
 def _same(im: FxImporter, node: fx.Node, x: Value, *_: Any, **__: Any) -> Value:
     return x
+
+
+@lowering(torch.ops.unityc.stop_gradient.default)
+def _stop_gradient(im: FxImporter, node: fx.Node, x: Value) -> Value:
+    """What the model detached or computed under `torch.no_grad()` (`no_grad.py`):
+    `pcg.stop_gradient` of a floating-point value, anything else as it is."""
+    return im.stop_gradient(x)
 
 
 @lowering(aten._to_copy.default)

@@ -112,7 +112,10 @@ def _vector_norm(
     **_: Any,
 ) -> Value:
     """The 2-norm over `dim` (all dims if empty; weight norm's `||v||` over every dim but one) as
-    what it computes: `sqrt(sum(x * x))`, exact for its gradient wherever the norm is not 0."""
+    what it computes, `sqrt(sum(x * x))`, with torch's gradient where the norm is 0 (Zaya's q/k
+    L2 normalization of an all-zero row): 0, where sqrt's would be inf and the chain nan. With
+    z = (sum == 0) as 0/1, the norm is sqrt(sum + z) * (1 - z): exactly sqrt(sum), and no
+    gradient reaches a zero sum."""
     if ord != 2 or dtype is not None:
         raise im.fail(f"vector_norm is supported only with ord=2 and no dtype, got ord={ord}")
     x = im.tensor(x)
@@ -120,4 +123,7 @@ def _vector_norm(
     dims = list(range(rank)) if not dim else [d % rank for d in dim]
     squares = im.op(pcg.MulOp, [x, x])
     total = im.op(pcg.ReduceOp, [squares], kind="sum", dims=dims, keepdim=bool(keepdim))
-    return im.op(pcg.SqrtOp, [total])
+    zero = im.op(pcg.CompareOp, [total], kind="eq", value=0.0)
+    z = im.op(pcg.CastOp, [zero], dtype=tensor_type(total).element_type)
+    root = im.op(pcg.SqrtOp, [im.op(pcg.AddOp, [total, z])])
+    return im.op(pcg.MulOp, [root, im.op(pcg.ScalarAddOp, [im.op(pcg.NegOp, [z])], value=1.0)])

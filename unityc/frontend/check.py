@@ -117,17 +117,30 @@ class _Float64Throughout(torch.overrides.TorchFunctionMode):
     only parameters and buffers; without this the reference rounds to float32 mid-model, and
     an exact graph's float64 gradients differ from it by 1e-5 (CPM-Ant). A float32 made from
     integers or a factory (a rotary table's `arange(..., dtype=torch.float32)`) stays float32,
-    as the graph's folded constants hold it."""
+    as the graph's folded constants hold it. A factory of the default dtype given a number only
+    float64 holds (XGLM's `torch.full((), torch.finfo(weights.dtype).min)`, the float64 module's
+    mask floor) makes it float64, where float32 would refuse it as an overflow."""
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        tensors = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+        leaves = tree_leaves((args, kwargs))
+        tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
         if any(t.dtype == torch.float64 for t in tensors):
             if func is torch.Tensor.float:
                 func = torch.Tensor.double
             else:
                 args, kwargs = tree_map(_as_float64, (args, kwargs))
+        elif not tensors and kwargs.get("dtype") is None and any(_beyond_float32(x) for x in leaves):
+            kwargs = {**kwargs, "dtype": torch.float64}
         return func(*args, **kwargs)
+
+
+FLOAT32_MAX = torch.finfo(torch.float32).max
+
+
+def _beyond_float32(x: Any) -> bool:
+    """A finite Python float that float32 cannot hold (it would overflow)."""
+    return isinstance(x, float) and FLOAT32_MAX < abs(x) < float("inf")
 
 
 def _as_float64(x: Any) -> Any:

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from unityc.frontend.moe import static_moe
+from unityc.frontend.no_grad import keep_stop_gradients
 from unityc.frontend.widening import keep_widenings
 from unityc.models.spec import ModelError
 
@@ -81,6 +82,7 @@ def export_model(module: nn.Module, inputs: dict[str, torch.Tensor]) -> Exported
             warnings.simplefilter("ignore")
             program = torch.export.export(module, (), kwargs=inputs, strict=False)
             keep_widenings(program)  # the model's fp32 casts that bf16-mixed needs
+            keep_stop_gradients(program)  # what it detaches or computes under no_grad
             program = program.run_decompositions(decomposition_table())
     except Exception as e:
         raise ModelError(_export_failure(e)) from None

@@ -27,7 +27,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from unityc.dialects import pcg
 from unityc.dialects.forms import FormError
-from unityc.dialects.pcg_types import TensorType
+from unityc.dialects.pcg_types import FLOAT_TYPES, TensorType
 from unityc.frontend.builder import ELEMENT_TYPES, GraphBuilder
 from unityc.frontend.export import Exported
 from unityc.frontend.widening import drop_idle_widenings
@@ -129,6 +129,33 @@ def node_origin(node: fx.Node) -> str:
     return ", ".join(parts) or "the model"
 
 
+ASSERTIONS = frozenset(
+    {
+        torch.ops.aten._assert_scalar.default,
+        torch.ops.aten._assert_async.default,
+        torch.ops.aten._assert_async.msg,
+        torch.ops.aten.sym_constrain_range.default,
+        torch.ops.aten.sym_constrain_range_for_size.default,
+    }
+)
+"""The runtime assertions torch.export records on values the model reads back from tensors
+(XLM's `assert lengths.max().item() <= slen`)."""
+
+
+def only_checked(graph: fx.Graph) -> set[fx.Node]:
+    """The runtime assertions and the ops only they read (XLM's `max` -> `.item()` -> `<=`): they
+    compute nothing the model returns, so the graph leaves them out, where a data-dependent one
+    would have no lowering (an `.item()` is a number only known when the program runs). The
+    program does not check them; the example inputs passed them when the model was exported."""
+    checked: set[fx.Node] = set()
+    for node in reversed(graph.nodes):
+        if node.op != "call_function":
+            continue
+        if node.target in ASSERTIONS or (node.users and all(u in checked for u in node.users)):
+            checked.add(node)
+    return checked
+
+
 class FxImporter:
     """Translates one exported program into a `GraphBuilder`'s graph."""
 
@@ -146,9 +173,12 @@ class FxImporter:
 
     def run(self, attributes: dict[str, Any] | None = None) -> ModuleOp:
         outputs: list[SSAValue] = []
+        checked = only_checked(self.program.graph)
         for node in self.program.graph.nodes:
             self.node = node
-            if node.op == "placeholder":
+            if node in checked:
+                self.env[node] = Unusable("a value only a runtime assertion reads")
+            elif node.op == "placeholder":
                 self.env[node] = self.placeholder(node)
             elif node.op == "call_function":
                 self.env[node] = self.call(node)
@@ -273,6 +303,18 @@ class FxImporter:
         return tree_map(lambda x: Const(collapse(x)) if isinstance(x, torch.Tensor) else x, result)
 
     # --- helpers for lowerings -----------------------------------------------------------
+
+    def stop_gradient(self, value: Any) -> Any:
+        """`value` with no gradient flowing back through it: a floating-point SSA value (or the
+        one an `Expanded` broadcasts) through `pcg.stop_gradient`, each of a tuple's; constants,
+        integers and masks as they are (they carry none)."""
+        if isinstance(value, tuple | list):
+            return type(value)(self.stop_gradient(v) for v in value)
+        if isinstance(value, Expanded):
+            return Expanded(self.stop_gradient(value.value), value.shape)
+        if isinstance(value, SSAValue) and tensor_type(value).element_type in FLOAT_TYPES:
+            return self.op(pcg.StopGradientOp, [value])
+        return value
 
     def op(self, cls: type[pcg.PcgOp], operands: list[Any], **attrs: Any) -> Any:
         hint = self.node.name if self.node is not None else None
@@ -423,6 +465,7 @@ def import_program(exported: Exported, attributes: dict[str, Any] | None = None)
         aten_nn,
         aten_reduce,
         aten_scatter,
+        aten_select,
         aten_strided,
     )
 

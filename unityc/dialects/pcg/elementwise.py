@@ -79,7 +79,16 @@ TanhOp = _unary("tanh", "tanh(x).", families=(fam.SavesResult, fam.ZeroPreservin
 ExpOp = _unary("exp", "exp(x).", families=(fam.SavesResult,))
 SqrtOp = _unary("sqrt", "sqrt(x).", families=(fam.SavesResult,))
 Log1pOp = _unary("log1p", "log(1 + x), accurate for small x (torch.log1p).")
+LogOp = _unary("log", "the natural logarithm (torch.log): -inf at 0, nan below.")
+AbsOp = _unary("abs", "|x| (torch.abs): the gradient is sign(x), 0 at 0.", families=(fam.ZeroPreserving,))
 IdentityOp = _unary("identity", "x.", linear=True, families=(fam.SavesNothing, fam.ZeroPreserving))
+StopGradientOp = _unary(
+    "stop_gradient",
+    "x, through which no gradient flows back (torch's `detach`, and what a `torch.no_grad()` block"
+    " computes).",
+    linear=True,
+    families=(fam.NotDifferentiable, fam.SavesNothing, fam.ZeroPreserving),
+)
 NegOp = _unary("neg", "-x.", linear=True, families=(fam.SavesNothing, fam.ZeroPreserving))
 ScalarMulOp = _unary(
     "scalar_mul",

@@ -89,6 +89,10 @@
 // CHECK-NEXT:   %sqrt_c = pcg.sqrt %wc : !pcg.tensor<32x16xf32, copy 2> -> !pcg.tensor<32x16xf32, copy 2>
 %log1p = pcg.log1p %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 // CHECK-NEXT:   %log1p = pcg.log1p %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
+%log = pcg.log %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
+// CHECK-NEXT:   %log = pcg.log %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
+%abs = pcg.abs %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
+// CHECK-NEXT:   %abs = pcg.abs %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 %pow = pcg.pow %x exponent 2.0 : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 // CHECK-NEXT:   %pow = pcg.pow %x exponent 2.0 : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 %pow_b = pcg.pow %xb exponent -0.5 : !pcg.tensor<8x16xf32, shard [2, 1]> -> !pcg.tensor<8x16xf32, shard [2, 1]>
@@ -113,6 +117,8 @@
 // CHECK-NEXT:   %identity = pcg.identity %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 %identity_s = pcg.identity %partial : !pcg.tensor<8x32xf32, sum 2> -> !pcg.tensor<8x32xf32, sum 2>
 // CHECK-NEXT:   %identity_s = pcg.identity %partial : !pcg.tensor<8x32xf32, sum 2> -> !pcg.tensor<8x32xf32, sum 2>
+%stop_s = pcg.stop_gradient %partial : !pcg.tensor<8x32xf32, sum 2> -> !pcg.tensor<8x32xf32, sum 2>
+// CHECK-NEXT:   %stop_s = pcg.stop_gradient %partial : !pcg.tensor<8x32xf32, sum 2> -> !pcg.tensor<8x32xf32, sum 2>
 %neg = pcg.neg %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 // CHECK-NEXT:   %neg = pcg.neg %x : !pcg.tensor<8x16xf32> -> !pcg.tensor<8x16xf32>
 %neg_s = pcg.neg %partial : !pcg.tensor<8x32xf32, sum 2> -> !pcg.tensor<8x32xf32, sum 2>
