@@ -4,18 +4,14 @@ kept, side-by-side branches never worse than serial, and its views valid for the
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
-from typing import Any
 
 import pytest
 from search_graphs import branches, machine, mlp, t
 
 from unityc.cost.estimate import estimate_graph, roofline_model
-from unityc.frontend import ModelSpec, import_model
-from unityc.graph import Graph, from_module
+from unityc.graph import Graph
 from unityc.graph.simplify import fuse_collectives, reduce_loss, simplify
 from unityc.search.mapping import Mapper, MappingOptions
-from unityc.search.opcost import Problem
 from unityc.search.strategies import data_parallel_graph, megatron_graph
 from unityc.search.views import Block, View, task_degrees, to_attr, views_in
 
@@ -110,32 +106,3 @@ def test_sum_concat_is_priced_by_where_its_pieces_sit() -> None:
     estimate = estimate_graph(g, m)
     moved = {row.kind: row.collectives for row in estimate.rows if row.collectives}
     assert moved == {"parallel.reduce": 1}
-
-
-class _DepthMapper(Mapper):
-    """A mapper that records how deep its series-parallel recursion goes."""
-
-    deepest = 0
-
-    def _solve_split(self, p: Problem, ops: frozenset[int], ext: Mapping[int, View], block: Block) -> Any:
-        self.deepest = max(self.deepest, self._depth)
-        return super()._solve_split(p, ops, ext, block)
-
-
-GPT2_SIZES = (("hidden", "32"), ("heads", "4"), ("ffn", "64"), ("vocab", "128"), ("seq", "16"))
-
-
-def test_the_recursion_does_not_deepen_with_the_layers() -> None:
-    """GPT-2's attention weights are transposed by ops of their own (reading a weight alone):
-    they start no path through the layers (`_bottlenecks`), so the chain of a model is flat,
-    not one level of nesting per linear; 12 layers nest as deep as 2 (before: about six levels
-    per layer, and a 16-layer GPT-3 stage hit `MAX_DEPTH`, mapped greedily)."""
-    depths = []
-    for layers in (2, 12):
-        sizes = (*GPT2_SIZES, ("layers", str(layers)))
-        graph = from_module(import_model(ModelSpec("hf:gpt2", "small", batch=4, overrides=sizes)))
-        assert any(n.op == "pcg.transpose" for n in graph.nodes.values())
-        mapper = _DepthMapper(machine("cpu:4"), roofline_model())
-        assert mapper.map(graph).cost.time < float("inf")
-        depths.append(mapper.deepest)
-    assert depths[0] == depths[1] < 10, depths

@@ -53,12 +53,6 @@ MAX_CACHED = 500_000
 """Sub-results kept across mappings; past it the cache starts over (memory stays bounded)."""
 
 
-def _of_weights(p: Problem, nid: int) -> bool:
-    """Whether an op reads weights alone (a weight's transpose or reshape)."""
-    operands = p.graph.nodes[nid].operands
-    return bool(operands) and all(r is not None and p.graph.nodes[r[0]].op == "pcg.weight" for r in operands)
-
-
 @dataclass
 class Mapped:
     """A mapping of one graph: its cost and a view for every node (sources included)."""
@@ -382,12 +376,7 @@ class Mapper(Prices):
     def _bottlenecks(self, p: Problem, ops: frozenset[int]) -> _Chain | None:
         """The ops every path through the (connected) ops crosses, in order, with the ops
         before, between and after them; else the ops that no edge skips (ops reading only
-        outside tensors may then come after them); None if there are none. An op of weights
-        alone (a weight's transpose, read by its layer's linear) starts no path of its own: it
-        goes with its reader's piece, as the weight itself would. Counted as an entry, it left
-        strict cuts only past the last layer's, so each level of the recursion peeled one
-        linear off the tail and a 16-layer GPT-3 stage reached `MAX_DEPTH` (its embeddings
-        then mapped greedily, transposed against the position lookup)."""
+        outside tensors may then come after them); None if there are none."""
         order = sorted(ops, key=p.position.__getitem__)
         pos = {nid: i for i, nid in enumerate(order)}
         n = len(order)
@@ -404,9 +393,6 @@ class Mapper(Prices):
                 if b > a + 1:
                     jumps[a + 1] += 1
                     jumps[b] -= 1
-        for i, nid in enumerate(order):
-            if entry[i] and _of_weights(p, nid):
-                entry[i] = False
         exits_before = [0] * (n + 1)
         for i in range(n):
             exits_before[i + 1] = exits_before[i] + exit_[i]
