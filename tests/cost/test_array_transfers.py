@@ -3,12 +3,14 @@
 transfers (sender, receiver, seconds, bytes) in the same order, forward and backward. Every op
 of zoo plans, each operand at its producer's placement, at its devices reversed and shuffled
 (transfers within a socket, across sockets and nodes), all operands at once and one value read
-as two operands (each piece sent once per device); whole placements and `Placed` ones (the
-pieces on representatives, as the estimate by roles prices them); on a homogeneous, a
-two-socket, a mixed and a CPU machine (whose kind slows p2p by a hand-off)."""
+as two operands (each piece sent once per device), sources read by coordinate and from any
+copy (`transfers.read_from`); whole placements and `Placed` ones (the pieces on
+representatives, as the estimate by roles prices them); on a homogeneous, a two-socket, a mixed
+and a CPU machine (whose kind slows p2p by a hand-off)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from functools import cache
 
@@ -62,12 +64,13 @@ def test_transfers_over_arrays_are_the_loops(machine_name: str) -> None:
                     moved_one = dict(zip(a, devs.tolist(), strict=True))
                     sources.append([moved_one if b is a else None for b in at])
             grads = [True] * len(types)
-            for source in sources:
+            sourced = [r is not None and plan.nodes[r[0]].is_source for r in node.operands]
+            for source, copies in itertools.product(sources, ([False] * len(types), sourced)):
                 for keys in (list(range(len(types))), [0] * len(types)):  # distinct values; one value
                     if keys[0] == 0 and len({None if t is None else t.task_degrees() for t in types}) > 1:
                         continue  # one value has one type
-                    want = _loop_transfers(form, where, types, keys, source, grads, m)
-                    got = _array_transfers(form, where, types, keys, source, grads, m)
+                    want = _loop_transfers(form, where, types, keys, source, grads, m, copies)
+                    got = _array_transfers(form, where, types, keys, source, grads, m, copies)
                     assert got is not None, (node.name, "array-shaped placements priced by the loop")
                     assert list(got[0].items()) == list(want[0].items()), (machine_name, node.name)
                     assert got[1] == want[1] and got[2] == want[2], (machine_name, node.name)
@@ -80,8 +83,8 @@ def test_transfers_over_arrays_are_the_loops(machine_name: str) -> None:
                         None if s is None else Placed(as_array(s, t.task_degrees()), mask)  # type: ignore[union-attr]
                         for s, t in zip(source, types, strict=True)
                     ]
-                    want = _loop_transfers(form, rep_where, types, keys, rep_source, grads, m)
-                    got = _array_transfers(form, rep_where, types, keys, rep_source, grads, m)
+                    want = _loop_transfers(form, rep_where, types, keys, rep_source, grads, m, copies)
+                    got = _array_transfers(form, rep_where, types, keys, rep_source, grads, m, copies)
                     assert got is not None
                     assert list(got[0].items()) == list(want[0].items()), (machine_name, node.name)
                     assert got[1] == want[1] and got[2] == want[2], (machine_name, node.name)
@@ -109,8 +112,15 @@ def test_placements_not_laid_out_as_arrays_go_to_the_loop() -> None:
     shuffled = dict(reversed(list(source.items())))  # the same pieces, not in coordinate order
     only = [shuffled] + [None] * (len(types) - 1)
     keys = list(range(len(types)))
-    assert _array_transfers(form, where, types, keys, only, [True] * len(types), m) is None
-    assert _array_transfers(form, where, types, keys, [source, *only[1:]], [True] * len(types), m) is not None
+    assert (
+        _array_transfers(form, where, types, keys, only, [True] * len(types), m, [False] * len(types)) is None
+    )
+    assert (
+        _array_transfers(
+            form, where, types, keys, [source, *only[1:]], [True] * len(types), m, [False] * len(types)
+        )
+        is not None
+    )
 
 
 def test_phase_and_placed_over_arrays_are_their_loops() -> None:
@@ -130,3 +140,36 @@ def test_phase_and_placed_over_arrays_are_their_loops() -> None:
     mask = rng.random(96) < 0.3
     want = [(tuple(int(i) for i in c), int(array[tuple(c)])) for c in np.argwhere(mask[array])]
     assert list(Placed(array, mask).items()) == want
+
+
+def test_a_source_is_read_from_any_copy_on_the_readers_device() -> None:
+    """A data-parallel weight whose copies are numbered in reverse is still on every reader:
+    read from any copy (`read_from`) nothing moves, by coordinate every task receives (8
+    copies, none in its place); copies on other devices (past the readers) are sent either way."""
+    m, wider = load_machine("dgx-a100:1"), load_machine("dgx-a100:2")
+    graph = from_module(import_model(ModelSpec("mlp", "small", batch=256)))
+    plan = data_parallel(graph, m).graph
+    node, i = next(
+        (n, i)
+        for n in plan.nodes.values()
+        if not n.is_source and n.view is not None and not n.op.startswith("parallel.")
+        for i, r in enumerate(n.operands)
+        if r is not None and plan.nodes[r[0]].op == "pcg.weight" and plan.type_of(r).copy_degree == 8
+    )
+    types = tuple(None if r is None else plan.type_of(r) for r in node.operands)
+    form = node_form_of(node, types)
+    where = placement(node.types[0], node.view, m)
+    weight_view = plan.nodes[node.operands[i][0]].view  # type: ignore[index]
+    at = placement(types[i], weight_view, m)  # type: ignore[arg-type]
+    reversed_copies = dict(zip(at, reversed(list(at.values())), strict=True))
+    keys, grads = list(range(len(types))), [True] * len(types)
+    only = [reversed_copies if j == i else None for j in range(len(types))]
+    for copies in ([False] * len(types), [j == i for j in range(len(types))]):
+        for price in (_loop_transfers, _array_transfers):
+            priced = price(form, where, types, keys, only, grads, m, copies)
+            assert priced is not None
+            assert len(priced[1]) == len(priced[2]) == (0 if copies[i] else 8)
+    past = {c: d + 8 for c, d in at.items()}  # the same copies on the second node
+    only = [past if j == i else None for j in range(len(types))]
+    priced = _loop_transfers(form, where, types, keys, only, grads, wider, [True] * len(types))
+    assert len(priced[1]) == 8

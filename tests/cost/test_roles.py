@@ -11,7 +11,7 @@ from functools import cache
 import pytest
 
 from unityc.cost.estimate import Estimate, estimate_graph
-from unityc.cost.roles import device_array, find_roles
+from unityc.cost.roles import device_array, device_arrays, find_roles
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import Graph, from_module
 from unityc.machine import load_machine
@@ -127,6 +127,31 @@ def test_a_sequence_parallel_plan_prices_as_every_device() -> None:
     every = estimate_graph(plan, m, optimizer="adam", roles=False)
     by_roles = estimate_graph(plan, m, optimizer="adam", roles=True)
     assert_same(every, by_roles, "bert megatron-lm (sequence parallel) on dgx-a100:2")
+
+
+GPT2 = (("hidden", "32"), ("layers", "1"), ("heads", "8"), ("ffn", "64"), ("vocab", "128"), ("seq", "16"))
+"""A small GPT-2 that splits 8 ways over its heads (every size set: no small-config warning)."""
+
+
+def test_a_position_table_read_over_sequence_and_data_stays_on_its_readers() -> None:
+    """GPT-2's learned position table, read by the position lookup of a sequence-parallel plan
+    (tensor 8 x data 4 on 32 GPUs): each task reads the copy numbered sequence-major then batch
+    (`copy=(d0, d1, copy)`), which no single-stride view of the table holds where its readers
+    are. Its copies are interchangeable (`transfers.read_from`), so the view with each piece's
+    copies in device order puts one on every reader: the lookup keeps its natural view, the
+    add after it moves nothing (on main the DP transposed the lookup and 30 of the add's 32
+    tasks received their piece: 16 roles here, 6,144 pairs at 12,288 GPUs), the plan has one
+    role, and pricing by roles is still pricing every device."""
+    graph = from_module(import_model(ModelSpec("hf:gpt2", "small", batch=32, overrides=GPT2)))
+    m = load_machine("dgx-a100:4")
+    plan = megatron_lm(graph, m, tensor=8, stages=1, sequence=True).graph
+    roles = find_roles(plan, m, device_arrays(plan, m))
+    assert len(roles.reps) == 1
+    every = estimate_graph(plan, m, optimizer="adam", roles=False)
+    by_roles = estimate_graph(plan, m, optimizer="adam", roles=True)
+    assert_same(every, by_roles, "gpt2 megatron-lm (tensor 8, sequence parallel) on dgx-a100:4")
+    adds = [r for r in every.rows if r.kind == "pcg.add"]
+    assert adds and all(r.fwd_comm_s == r.bwd_comm_s == 0 for r in adds)
 
 
 @pytest.mark.parametrize("machine_name", ["dgx-a100:2", HETERO])

@@ -6,12 +6,13 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from unityc.codegen.analysis import Analysis, CodegenError, Value
 from unityc.codegen.collectives import parallel_stages
 from unityc.codegen.kernels import KERNELS, Call, Tasks, literal, rank_test, torch_dtype_name
 from unityc.codegen.memory import SOURCES, Region, core_recomputed, last_readers, regions
+from unityc.cost.transfers import read_from
 from unityc.dialects.pcg_types import PcgOp, TensorType
 from unityc.dialects.syntax import PACK_BYTES, packed_text
 from unityc.runtime.packing import pack
@@ -149,11 +150,13 @@ class Writer:
         self.emit(f"{v.var} = {read}  # {short_type(v.type)} on {self.where(v)}")
 
     def operand(self, op: PcgOp, index: int, value: SSAValue, tasks: Tasks, layout: Any) -> str:
-        """The operand as this rank's task reads it, moving pieces held elsewhere (p2p)."""
+        """The operand as this rank's task reads it, moving pieces held elsewhere (p2p); a
+        source's piece from this rank's own copy of it where it holds one (`read_from`)."""
         v = self.a.value(value)
+        any_copy = isinstance(value.owner, Operation) and value.owner.name in SOURCES
         moves = []
         for rank, task in sorted(tasks.by_rank.items()):
-            holder = v.where[tasks.form.coord(layout, task)]
+            holder = read_from(v.where, v.held, tasks.form.coord(layout, task), rank, any_copy)
             if holder != rank:
                 moves.append((holder, rank))
         return self.moved(v, moves, self.a.value(op.results[0]))

@@ -23,12 +23,13 @@ from xdsl.ir import SSAValue
 from unityc.codegen.analysis import Analysis, CodegenError
 from unityc.cost.memory import OPTIMIZERS, persistent_bytes
 from unityc.cost.pricing import piece
+from unityc.dialects.node import SOURCE_OPS
 from unityc.dialects.pcg import AttentionOp
 from unityc.dialects.pcg_types import PcgOp
 from unityc.dialects.plan import op_plan
 from unityc.runtime.patterns import block_cuts, layer_of, recomputes_core
 
-SOURCES = ("pcg.weight", "pcg.input", "pcg.constant")
+SOURCES = SOURCE_OPS
 
 
 def zero_stage(op: PcgOp) -> int:

@@ -278,12 +278,14 @@ def compute_parts(
     result_types: Sequence[TensorType],
     grads: Sequence[bool],
     backward: bool,
+    any_copy: Sequence[bool] | None = None,
 ) -> ComputeParts:
-    """Kernel times per device and operand transfers of a pcg op placed at `where`."""
+    """Kernel times per device and operand transfers of a pcg op placed at `where` (`any_copy`:
+    the operands that are sources, read from any copy, `transfers.read_from`)."""
     operands = [piece(t) for t in operand_types]
     results = [_piece(t, False) for t in result_types]
     tasks, fwd_comm, bwd_comm = tasks_and_transfers(
-        form, where, operand_types, operand_keys, operand_where, grads, machine
+        form, where, operand_types, operand_keys, operand_where, grads, machine, any_copy
     )
     kernel_fwd, kernel_bwd = kernel_collectives(op, attrs, form, where, operand_types, machine, grads)
     fwd_comm += kernel_fwd

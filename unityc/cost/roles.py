@@ -39,6 +39,7 @@ import numpy as np
 from unityc.cost.communication import parallel_axes
 from unityc.cost.pricing import Placed, form_coords, form_grid, link_arrays, node_form, placement
 from unityc.cost.schedule import Comm
+from unityc.cost.transfers import read_from_arrays
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.view import MachineViewAttr
 from unityc.graph import Graph, Node
@@ -324,14 +325,17 @@ def _node_groups(groups: _Groups, nid: int, node: Node, graph: Graph, arrays: di
         return
     types = tuple(None if r is None else graph.type_of(r) for r in node.operands)
     form = node_form(node.op, node.attrs, types)
-    if not groups.first(("tasks", form, id(own), sources)):
+    sourced = tuple(r is not None and graph.nodes[r[0]].is_source for r in node.operands)
+    if not groups.first(("tasks", form, id(own), sources, sourced)):
         return
     grid = form_grid(form)
     task_devices = own[form_coords(form, form.results[0], grid)]
-    for layout, source in zip(form.operands, operands, strict=True):
+    for layout, source, copy in zip(form.operands, operands, sourced, strict=True):
         if layout is None or source is None:
             continue
-        groups.pairs(task_devices, source[form_coords(form, layout, grid)])
+        coords = form_coords(form, layout, grid)
+        read = read_from_arrays(source, coords, task_devices) if copy else source[coords]
+        groups.pairs(task_devices, read)
     groups.lines(task_devices)
 
 

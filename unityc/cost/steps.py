@@ -268,6 +268,7 @@ class StepBuilder:
             node.types,
             grads,
             backward,
+            [r is not None and self.graph.nodes[r[0]].is_source for r in node.operands],
         )
         (fwd_comm, collectives), (bwd_comm, _) = self.comms(parts.fwd_comm), self.comms(parts.bwd_comm)
         parts = replace(parts, fwd_comm=fwd_comm, bwd_comm=bwd_comm)

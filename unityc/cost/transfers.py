@@ -118,6 +118,35 @@ def _first_of_each(values: np.ndarray) -> list[int]:
     return sorted(first.tolist())
 
 
+def read_from(where: Placement, held: Mapping[int, Coord], coord: Coord, device: int, any_copy: bool) -> int:
+    """The device a task on `device` reads piece `coord` of a value placed at `where` from:
+    with `any_copy` (the value is a source: its copies hold the same data at all times, see
+    `SOURCE_OPS`), its own device where that holds a copy of the piece (the same coordinate but
+    for the copy index, the last; `held`: each device's piece), else the piece's holder. Its
+    gradient then stays in the local copy, and the copy group's all-reduce sums it the same."""
+    source = where[coord]
+    if any_copy and source != device:
+        mine = held.get(device)
+        if mine is not None and mine[:-1] == coord[:-1]:
+            return device
+    return source
+
+
+def read_from_arrays(source_at: np.ndarray, coords: tuple[np.ndarray, ...], mine: np.ndarray) -> np.ndarray:
+    """`read_from` with `any_copy` for every task at once: `source_at` the devices of a
+    source's pieces (shaped by its degrees, a device holding at most one piece), `coords` the
+    piece each task reads, `mine` each task's device (shaped like `coords`' arrays)."""
+    theirs = source_at[coords]
+    if source_at.shape[-1] < 2:  # one copy: nothing else to read
+        return theirs
+    rows = source_at.reshape(-1, source_at.shape[-1])
+    top = int(max(rows.max(), mine.max())) + 1
+    held = np.full(top, -1, dtype=np.int64)  # each device's piece, its copy index dropped
+    held[rows] = np.arange(rows.shape[0], dtype=np.int64)[:, None]
+    piece = np.ravel_multi_index(coords[:-1], source_at.shape[:-1]) if len(coords) > 1 else 0
+    return np.where(held[mine] == piece, mine, theirs)
+
+
 def _aligned(form: Form, where: Placement, operand_where: Sequence[Placement | None]) -> bool:
     """Whether every task finds every operand piece it reads on its own device (nothing to
     move), checked over all tasks at once."""
@@ -165,18 +194,23 @@ def tasks_and_transfers(
     operand_where: Sequence[Placement | None],
     grads: Sequence[bool],
     machine: Machine,
+    any_copy: Sequence[bool] | None = None,
 ) -> tuple[dict[int, int], list[Comm], list[Comm]]:
     """Tasks per device, and the p2p transfers of operand pieces that live elsewhere (each piece
     sent once per device; gradients return the same way in backward). `operand_keys` name the
     values (an operand read twice is sent once); an operand whose placement is None is not
-    considered (the search prices operands one at a time)."""
+    considered (the search prices operands one at a time). `any_copy`: per operand, whether a
+    task may read any copy of its piece (a source: `read_from`); none by default."""
     if all(w is None for w in operand_where) or _aligned(form, where, operand_where):
         # nothing to move: each task makes one piece
         return per_device(np.fromiter(where.values(), dtype=np.int64, count=len(where))), [], []
-    over_arrays = _array_transfers(form, where, operand_types, operand_keys, operand_where, grads, machine)
+    copies = [False] * len(form.operands) if any_copy is None else list(any_copy)
+    over_arrays = _array_transfers(
+        form, where, operand_types, operand_keys, operand_where, grads, machine, copies
+    )
     if over_arrays is not None:
         return over_arrays
-    return _loop_transfers(form, where, operand_types, operand_keys, operand_where, grads, machine)
+    return _loop_transfers(form, where, operand_types, operand_keys, operand_where, grads, machine, copies)
 
 
 def _loop_transfers(
@@ -187,6 +221,7 @@ def _loop_transfers(
     operand_where: Sequence[Placement | None],
     grads: Sequence[bool],
     machine: Machine,
+    any_copy: Sequence[bool],
 ) -> tuple[dict[int, int], list[Comm], list[Comm]]:
     """`tasks_and_transfers` task by task: the definition `_array_transfers` computes over
     arrays, and what prices placements not laid out as arrays."""
@@ -194,16 +229,20 @@ def _loop_transfers(
     fwd: list[Comm] = []
     bwd: list[Comm] = []
     sent: set[tuple[Any, Coord, int]] = set()
+    held = [
+        {d: c for c, d in w.items()} if w is not None and copy else {}
+        for w, copy in zip(operand_where, any_copy, strict=True)
+    ]
     for task in _tasks(form, where):
         device = where[form.coord(form.results[0], task)]
         tasks[device] += 1
-        for layout, t, key, source_where, wants in zip(
-            form.operands, operand_types, operand_keys, operand_where, grads, strict=True
+        for layout, t, key, source_where, wants, copy, on in zip(
+            form.operands, operand_types, operand_keys, operand_where, grads, any_copy, held, strict=True
         ):
             if layout is None or t is None or source_where is None:
                 continue
             coord = form.coord(layout, task)
-            source = source_where[coord]
+            source = read_from(source_where, on, coord, device, copy)
             if source == device or (key, coord, device) in sent:
                 continue
             sent.add((key, coord, device))
@@ -223,6 +262,7 @@ def _array_transfers(
     operand_where: Sequence[Placement | None],
     grads: Sequence[bool],
     machine: Machine,
+    any_copy: Sequence[bool],
 ) -> tuple[dict[int, int], list[Comm], list[Comm]] | None:
     """`_loop_transfers` over arrays of all tasks at once, the same to the last bit: tasks in
     the loop's order (every task in task order; for a `Placed`, those of the pieces on
@@ -250,8 +290,8 @@ def _array_transfers(
     groups: dict[Any, list[int]] = {}
     degrees_of: dict[int, tuple[int, ...]] = {}
     moves: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # operand -> (task pos, piece, source)
-    for i, (layout, t, key, source_where) in enumerate(
-        zip(form.operands, operand_types, operand_keys, operand_where, strict=True)
+    for i, (layout, t, key, source_where, copy) in enumerate(
+        zip(form.operands, operand_types, operand_keys, operand_where, any_copy, strict=True)
     ):
         if layout is None or t is None or source_where is None:
             continue
@@ -261,7 +301,7 @@ def _array_transfers(
         if theirs_at is None:
             return None
         coords = form_coords(form, layout, grid)
-        theirs = theirs_at[coords].ravel()
+        theirs = (read_from_arrays(theirs_at, coords, mine_at[res]) if copy else theirs_at[coords]).ravel()
         piece_of = np.ravel_multi_index(coords, degrees).ravel()  # type: ignore[arg-type]
         if seq is not None:
             theirs, piece_of = theirs[seq], piece_of[seq]
@@ -358,9 +398,11 @@ def transfers_phase(
     source_where: Placement | np.ndarray,
     wants: bool,
     machine: Machine,
+    any_copy: bool = False,
 ) -> float:
     """`phase` of the forward plus that of the backward transfers `tasks_and_transfers` makes
-    for operand `i` alone (placed at `source_where`, the others not considered), over arrays of
+    for operand `i` alone (placed at `source_where`, the others not considered; `any_copy`: it
+    is a source, read from any copy, `read_from`), over arrays of
     all tasks at once: what the machine-mapping DP charges an edge, without a loop (or a `Comm`)
     per task on thousands of devices. The same figure to the last bit: transfers are kept in
     task order (each piece once per receiving device), each priced as `collective_time`'s p2p
@@ -380,12 +422,15 @@ def transfers_phase(
         types = [t if j == i else None for j in range(len(form.operands))]
         grads = [wants if j == i else False for j in range(len(form.operands))]
         keys = list(range(len(form.operands)))
-        _, fwd, bwd = tasks_and_transfers(form, where, types, keys, only, grads, machine)
+        any_copies = [any_copy if j == i else False for j in range(len(form.operands))]
+        _, fwd, bwd = tasks_and_transfers(form, where, types, keys, only, grads, machine, any_copies)
         return phase(fwd) + phase(bwd)
     grid = form_grid(form)
     coords = form_coords(form, layout, grid)
-    mine = as_array(where, form.degrees_of_result())[form_coords(form, form.results[0], grid)].ravel()
-    theirs = as_array(source_where, degrees)[coords].ravel()
+    mine_at = as_array(where, form.degrees_of_result())[form_coords(form, form.results[0], grid)]
+    mine = mine_at.ravel()
+    source_at = as_array(source_where, degrees)
+    theirs = (read_from_arrays(source_at, coords, mine_at) if any_copy else source_at[coords]).ravel()
     pieces = np.ravel_multi_index(coords, degrees).ravel()  # type: ignore[arg-type]
     moved = np.flatnonzero(mine != theirs)
     nbytes = _piece(t, False).nbytes

@@ -351,12 +351,16 @@ class Prices:
     ) -> tuple[View, float]:  # fmt: skip
         """Where a source read by operand `i` goes: each piece on the device of the task reading
         it when a view can say so (no transfer), else row-major from the reader's start (its
-        transfers are charged)."""
+        transfers are charged). Its copies may be numbered in any order (a task reads any copy
+        of its piece on its own device, `transfers.read_from`): the view is sought with each
+        piece's copies in device order (a view's strides are positive), so that readers whose
+        copy index runs over two task factors (a position table read at sequence x data) still
+        find theirs in place."""
         degrees = task_degrees(t)
         if form is not None:
             derived = reader_placement(form, i, where, degrees)
             if derived is not None:
-                sview = as_view(degrees, derived)
+                sview = as_view(degrees, np.sort(derived, axis=-1))
                 if sview is not None:
                     return sview, 0.0
         sview = canonical_view(degrees, view.start)
@@ -365,19 +369,22 @@ class Prices:
         return sview, self._edge_cost(p, t, sview, nid, view, i)
 
     def _edge_cost(self, p: Problem, t: TensorType, pview: View, nid: int, view: View, i: int) -> float:
-        """Moving operand `i` of op `nid` (at `view`), of type `t` placed at `pview`."""
-        key = (type_info(t).key, pview, p.sig[nid], view, i)
+        """Moving operand `i` of op `nid` (at `view`), of type `t` placed at `pview` (a source
+        read from any of its copies, `transfers.read_from`)."""
+        node = p.graph.nodes[nid]
+        ref = node.operands[i]
+        any_copy = ref is not None and p.graph.nodes[ref[0]].is_source
+        key = (type_info(t).key, pview, p.sig[nid], view, i, any_copy)
         hit = self._edge.get(key)
         if hit is not None:
             return hit
-        node = p.graph.nodes[nid]
         _, _, operand_types, _, grads, _, _, _, _, _ = p.signature[nid]
         if not node.op.startswith("parallel."):  # over the views' arrays: no dict of every piece
             t_i = operand_types[i]
             assert t_i is not None
             form = node_form_of(node, operand_types)
             own, source = view_array(task_degrees(node.types[0]), view), view_array(task_degrees(t), pview)
-            seconds = transfers_phase(form, own, i, t_i, source, grads[i], self.machine)
+            seconds = transfers_phase(form, own, i, t_i, source, grads[i], self.machine, any_copy)
             self._edge[key] = seconds
             return seconds
         source_where: Placement
