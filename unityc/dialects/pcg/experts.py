@@ -134,11 +134,7 @@ class ExpertsOp(PcgOp, fam.Routing, fam.MatmulRate):
     down = operand_def(TensorType)
     output = result_def(TensorType)
     PROPS = (("activation", Kind.STR, False),)
-    AUTOCAST = "input"
-    """Under bf16-mixed the expert FFNs compute in bf16 but their gated rows are summed into a
-    zero tensor of the input's type (Hugging Face's `zeros_like(hidden_states).index_add_`, and
-    the kernels, `rt.kernels.experts` and `expert_parallel_experts`): the result has the
-    input's type (fp32 from the fp32 residual stream's norm), not bf16."""
+    AUTOCAST = "bf16"
 
     @classmethod
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
