@@ -128,7 +128,7 @@ def megatron_lm_expert(model: str, machine: str, work: Path) -> list[str]:
         "",
         f"{name}: {moe_degrees(b.graph, b.estimate.machine.num_devices)}; {b.note[:100]}",
         f"{b.estimate.iteration_s:.2f} s",
-        f"{b.estimate.peak_memory_bytes / 2**30:.1f} GiB{fits}",
+        f"{b.estimate.peak_memory / 2**30:.1f} GiB{fits}",
         f"{100 * u.of(b.estimate.iteration_s):.1f}%",
         f"{wall:.0f}",
         f"{cpu:.0f}",
