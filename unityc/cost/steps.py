@@ -681,10 +681,7 @@ def attention_task_bytes(
     args = _attention_args(attrs, types, result)
     if args is None:  # fused block kernels: no probabilities
         return _context_task_bytes(attrs, types, result)
-    batch, sq, sk, eh, heads, element_bytes, kernel, ekv, built, probs_bytes = args
-    return attention_saved_bytes(
-        batch, sq, sk, eh, heads, element_bytes, kernel, ekv, built, probs_bytes
-    )  # fmt: skip
+    return attention_saved_bytes(*args)
 
 
 def attention_core_task_bytes(
@@ -696,10 +693,7 @@ def attention_core_task_bytes(
     args = _attention_args(attrs, types, result)
     if args is None:
         return 0
-    batch, sq, sk, eh, heads, element_bytes, kernel, ekv, built, probs_bytes = args
-    return attention_core_saved_bytes(
-        batch, sq, sk, eh, heads, element_bytes, kernel, ekv, built, probs_bytes
-    )  # fmt: skip
+    return attention_core_saved_bytes(*args)
 
 
 def _context_task_bytes(
