@@ -278,3 +278,29 @@ def test_hybrid_plan_gives_every_rank_its_own_weight_piece() -> None:
     assert layout is not None
     pieces = dict(re.findall(r"(\d): (\(\d, \d, \d, \d\))", layout.group(1)))
     assert len(pieces) == 4 and len(set(pieces.values())) == 4
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_compiled_dropout_is_the_eager_dropout(monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype) -> None:
+    """The compiled dropout (one loop writing the output and the mask) gives the eager output
+    and gradient bit for bit, and keeps for backward what eager keeps: the one-byte mask."""
+    from unityc.runtime import context
+    from unityc.runtime.saved import SavedBytes
+
+    shape = (2, 3, 24, 40)
+    x = torch.randn(shape, dtype=dtype)
+    grad = torch.randn(shape, dtype=dtype)
+
+    def run(limit: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        monkeypatch.setattr(context, "FUSED_MASK_FROM", limit)
+        leaf = x.clone().requires_grad_()
+        with SavedBytes() as saved:
+            out = _context().dropout(leaf * 1, 0.1, "probs", (0, 0, 0, 0), shape)
+        out.backward(grad)
+        assert leaf.grad is not None
+        return out.detach(), leaf.grad, saved.bytes
+
+    eager, fused = run(1 << 62), run(0)
+    assert context._fused() is not None
+    assert torch.equal(eager[0], fused[0]) and torch.equal(eager[1], fused[1])
+    assert eager[2] == fused[2] == math.prod(shape)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, overload
 
 import torch
@@ -144,6 +146,9 @@ class Context:
         identity under --check, as in the reference run and the interpreter."""
         if self.check or p <= 0:
             return x
+        if x.numel() >= FUSED_MASK_FROM and (fused := _fused()) is not None:
+            terms, salt, threshold = self._mask_inputs(x.shape, p, key, offsets, shape)
+            return _FusedDropout.apply(x, terms, salt, threshold, 1 / (1 - p), fused)
         keep = self._keep_mask(x.shape, p, key, offsets, shape)
         return x * keep * (1 / (1 - p))
 
@@ -165,22 +170,28 @@ class Context:
         (xor-shifts and two multiplies). Logical indices past 2^32 repeat the masks of those
         2^32 before them. The per-dimension vectors do not change between steps: they are kept
         (a few small int32 vectors per distinct piece)."""
-        strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
-        salt = zlib.crc32(f"{key}:{self.seed}:{self.step}".encode())
-        h: torch.Tensor | None = None
-        for d, (size, offset, stride) in enumerate(zip(piece, offsets, strides, strict=True)):
-            term = self._index_term(len(piece), d, size, offset, stride)
-            h = term + _int32(salt) if h is None else h + term  # int32 sums wrap mod 2^32
-        assert h is not None
+        terms, salt, threshold = self._mask_inputs(piece, p, key, offsets, shape)
+        if math.prod(piece) >= FUSED_MASK_FROM and (fused := _fused()) is not None:
+            return fused.keep(terms, salt, threshold).expand(tuple(piece))
+        h = terms[0] + salt
+        for term in terms[1:]:
+            h = h + term  # int32 sums wrap mod 2^32
         if tuple(h.shape) != tuple(piece):
             h = h.expand(tuple(piece)).clone()
-        for shift, multiplier in LOWBIAS32:
-            shifted = h >> shift
-            shifted &= (1 << (32 - shift)) - 1  # a logical shift of the 32 bits
-            h ^= shifted
-            if multiplier:
-                h *= _int32(multiplier)
-        return (h & 0xFFFFFF) >= math.ceil(p * (1 << 24))
+        return _keep_of_hash(h, threshold)
+
+    def _mask_inputs(
+        self, piece: Sequence[int], p: float, key: str, offsets: Sequence[int], shape: Sequence[int]
+    ) -> tuple[list[torch.Tensor], torch.Tensor, int]:
+        """The hash's per-dimension terms of this piece, its salt (a tensor: a new step does not
+        recompile the fused kernels) and the keep threshold of its low 24 bits."""
+        strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+        salt = _int32(zlib.crc32(f"{key}:{self.seed}:{self.step}".encode()))
+        terms = [
+            self._index_term(len(piece), d, size, offset, stride)
+            for d, (size, offset, stride) in enumerate(zip(piece, offsets, strides, strict=True))
+        ]
+        return terms, torch.tensor(salt, dtype=torch.int32), math.ceil(p * (1 << 24))
 
     def _index_term(self, rank: int, d: int, size: int, offset: int, stride: int) -> torch.Tensor:
         """Dimension d's part of (logical index x golden ratio) mod 2^32, shaped to broadcast."""
@@ -198,6 +209,102 @@ class Context:
 GOLDEN = 0x9E3779B1
 LOWBIAS32 = ((16, 0x7FEB352D), (15, 0x846CA68B), (16, 0))
 """Chris Wellons' `lowbias32` integer hash: (shift, then multiplier) rounds."""
+FUSED_MASK_FROM = 1 << 22
+"""Masks of this many elements or more are made by one compiled loop (`torch.compile`): eager
+torch runs the hash's eleven element-wise passes one after another, each a read and a write of
+the whole int32 tensor (GPT-2 at sequence 2048: 8 x 2048 x 2048 scores a layer, 0.8 s eager
+against 0.4 s compiled on one core, `benchmarks/program_memory_results.md`). Smaller masks stay
+eager: compiling costs seconds once per process, more than such a mask ever takes."""
+
+
+def _keep_of_hash(h: torch.Tensor, threshold: int) -> torch.Tensor:
+    """`lowbias32` of the int32 tensor `h` (mixed in place), its low 24 bits >= `threshold`."""
+    for shift, multiplier in LOWBIAS32:
+        shifted = h >> shift
+        shifted &= (1 << (32 - shift)) - 1  # a logical shift of the 32 bits
+        h ^= shifted
+        if multiplier:
+            h *= _int32(multiplier)
+    return (h & 0xFFFFFF) >= threshold
+
+
+def _keep_of_terms(terms: list[torch.Tensor], salt: torch.Tensor, threshold: int) -> torch.Tensor:
+    """The keep mask of the broadcast sum of `terms` plus `salt`, out of place (for compiling)."""
+    h = salt + terms[0]
+    for term in terms[1:]:
+        h = h + term
+    for shift, multiplier in LOWBIAS32:
+        h = h ^ ((h >> shift) & ((1 << (32 - shift)) - 1))
+        if multiplier:
+            h = h * _int32(multiplier)
+    return (h & 0xFFFFFF) >= threshold
+
+
+def _dropped(
+    x: torch.Tensor, terms: list[torch.Tensor], salt: torch.Tensor, threshold: int, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dropout's output and keep mask in one pass over `x` (for compiling)."""
+    keep = _keep_of_terms(terms, salt, threshold)
+    return torch.where(keep, x * scale, torch.zeros_like(x)), keep
+
+
+def _dropped_grad(grad: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:
+    return torch.where(keep, grad * scale, torch.zeros_like(grad))
+
+
+@dataclass(frozen=True)
+class _Fused:
+    """The mask's kernels compiled by `torch.compile`, one loop each."""
+
+    keep: Callable[..., torch.Tensor]
+    dropped: Callable[..., tuple[torch.Tensor, torch.Tensor]]
+    grad: Callable[..., torch.Tensor]
+
+
+class _FusedDropout(torch.autograd.Function):
+    """x * keep / (1 - p) by one compiled loop that also writes the mask; backward keeps the
+    mask (one byte an element), as eager `x * keep * scale` does, and is one loop too."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, x: torch.Tensor, terms: Any, salt: Any, threshold: int, scale: float, fused: Any
+    ) -> Any:
+        out, keep = fused.dropped(x, terms, salt, threshold, scale)
+        ctx.save_for_backward(keep)
+        ctx.scale, ctx.fused = scale, fused
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        (keep,) = ctx.saved_tensors
+        return ctx.fused.grad(grad, keep, ctx.scale), None, None, None, None, None
+
+
+_FUSED: list[_Fused | None] = []
+
+
+def _fused() -> _Fused | None:
+    """The compiled mask kernels, or None where `torch.compile` cannot run here (no C++
+    compiler, say: then said once on stderr, and masks are made eagerly, bit for bit the same)."""
+    if _FUSED:
+        return _FUSED[0]
+    try:
+        fused = _Fused(
+            torch.compile(_keep_of_terms, dynamic=True),
+            torch.compile(_dropped, dynamic=True),
+            torch.compile(_dropped_grad, dynamic=True),
+        )
+        probe = [torch.arange(4, dtype=torch.int32).reshape(4, 1), torch.arange(3, dtype=torch.int32)]
+        salt = torch.tensor(7, dtype=torch.int32)
+        h = (probe[0] + probe[1] + 7).contiguous()
+        if not torch.equal(fused.keep(probe, salt, 1 << 20), _keep_of_hash(h, 1 << 20)):
+            raise RuntimeError("the compiled mask differs from the eager one")
+        _FUSED.append(fused)
+    except Exception as error:  # any failure of the compiler means eager masks
+        first = (str(error).splitlines() or [type(error).__name__])[0]
+        sys.stderr.write(f"note: dropout masks made eagerly (torch.compile: {first})\n")
+        _FUSED.append(None)
+    return _FUSED[0]
 
 
 @overload
