@@ -74,7 +74,7 @@ def run(
     """Gradients of (shard, weight, bias) through gather -> `reader`, and the backward's log."""
     torch.manual_seed(0)
     x = torch.randn(2, 3, 8, requires_grad=True)
-    w = torch.randn(*((8, 5) if reader is conv1d else (5, 8)), requires_grad=True)
+    w = torch.randn(*((8, 5) if reader in (conv1d, transposed) else (5, 8)), requires_grad=True)
     b = torch.randn(5, requires_grad=True)
     ctx = Context(FakeComm())  # type: ignore[arg-type]
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
@@ -103,12 +103,22 @@ def conv1d(full: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor
     return full.reshape(-1, 8) @ w + b
 
 
+def transposed(full: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A linear by a permuted weight (GPT-2's Conv1D weight as the plan transposes it)."""
+    return F.linear(full, w.permute((1, 0)), b)
+
+
 def projections(full: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Attention's q, k and v projections of one gathered input (three readers, three weights)."""
     return F.linear(full, w, b) * F.linear(full, 2 * w, -b) + F.linear(full, w.flip(0), b.flip(0))
 
 
-READERS = {"linear": (linear, 1), "conv1d": (conv1d, 1), "projections": (projections, 3)}
+READERS = {
+    "linear": (linear, 1),
+    "transposed": (transposed, 1),
+    "conv1d": (conv1d, 1),
+    "projections": (projections, 3),
+}
 
 
 @pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-mixed"])
