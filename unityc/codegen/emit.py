@@ -250,7 +250,7 @@ class Writer:
         flags = f"grad={src.grad}"
         if not self.in_region and regathers(op.name, stages, src.grad):
             self.regathered.add(op.results[0])
-            flags += ", regather=True"
+            flags += f", regather=True, readers={sum(1 for _ in op.results[0].uses)}"
         call = f"ctx.parallel({src.var}, {', '.join(texts)}, {flags})"
         if len(call) + len(dst.var) + 7 > 110:
             stage_lines = ",\n".join(INDENT * 2 + t for t in texts)

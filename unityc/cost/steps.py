@@ -50,8 +50,10 @@ from unityc.cost.memory import (
     step_weight_copy,
     weight_view,
 )
+from unityc.cost.overlap import beside, exposed, matmul_shares
 from unityc.cost.pricing import (
     ComputeModel,
+    ComputeParts,
     Placed,
     WeightParts,
     compute_parts,
@@ -142,6 +144,10 @@ class StepBuilder:
         self.pulled: dict[int, int] = {}
         """The all-gathers checkpoint regions run themselves (`backward.pulled_gathers`)."""
         """The all-gathers whose backward re-run is priced (`sequence_regathers`)."""
+        self.reduce_beside: dict[int, dict[int, float]] = {}
+        """Per sequence-parallel all-gather (node id) whose only reader runs its backward
+        reduce-scatter beside the weight-gradient matmul, that matmul's seconds per device
+        (`overlap`)."""
         self._users: dict[int, list[int]] | None = None
         self.core: set[int] = set()
         """The attentions that recompute only their core (`backward.core_recomputed`): priced
@@ -312,7 +318,7 @@ class StepBuilder:
             fwd_comm=parts.fwd_comm,
             fwd_compute=fwd,
             bwd_compute=bwd,
-            bwd_gather=(*self.regathers(node), *self.sequence_regathers(node)) if backward else (),
+            bwd_gather=(*self.regathers(node), *self.sequence_regathers(node, parts)) if backward else (),
             bwd_comm=parts.bwd_comm,
             **base,
         )
@@ -376,21 +382,38 @@ class StepBuilder:
             c for r in node.operand_refs() if r[0] in self.weights for c in self.weights[r[0]].gather
         )
 
-    def sequence_regathers(self, node: Node) -> tuple[Comm, ...]:
+    def sequence_regathers(self, node: Node, parts: ComputeParts) -> tuple[Comm, ...]:
         """The sequence-parallel all-gathers run again in backward: each one whose output this
         op keeps as the shard (it saves its operands, outside a checkpoint region:
         `runtime.regather`) or whose output it recomputes (the gather runs inside its checkpoint
         region: `backward.pulled_gathers`), priced once, at its first such reader
-        (consecutive readers' unpacks share one gather: q, k and v, or the MLP's gate and up)."""
+        (consecutive readers' unpacks share one gather: q, k and v, or the MLP's gate and up).
+        A kept shard's gather runs beside the reader's input-gradient matmul, and the gather's
+        own reduce-scatter beside its weight-gradient matmul where it is the only reader
+        (`overlap`: `reduce_beside`)."""
         keeps = saves(node.op, dict(node.attrs)) == "operands"
         out: list[Comm] = []
-        for r in node.operand_refs():
-            if r not in self.gathers or r in self.regathering or weight_view(self.graph, r):
+        for i, r in enumerate(node.operands):
+            if r is None or r not in self.gathers or r in self.regathering or weight_view(self.graph, r):
                 continue
-            if r[0] in self.pulled if node.recompute else keeps and regathered(self.graph, r, self.gets_grad):
-                self.regathering.add(r)
-                out.extend(self.gathers[r])
+            if node.recompute:
+                if r[0] in self.pulled:
+                    self.regathering.add(r)
+                    out.extend(self.gathers[r])
+                continue
+            if not keeps or regathered(self.graph, r, self.gets_grad) is None:
+                continue
+            self.regathering.add(r)
+            pieces = [None if o is None else piece(self.graph.type_of(o)) for o in node.operands]
+            dgrad, wgrad = matmul_shares(node.op, node_attrs(node), pieces, i, parts.cost.bwd)
+            out.extend(exposed(self.gathers[r], beside(dgrad, parts.bwd)))
+            if wgrad > 0 and self.readings(r) == 1:
+                self.reduce_beside[r[0]] = beside(wgrad, parts.bwd)
         return tuple(out)
+
+    def readings(self, r: Ref) -> int:
+        """How many operands of the graph read value `r`."""
+        return sum(o == r for u in self.users().get(r[0], ()) for o in self.graph.nodes[u].operands)
 
     def attention_memory(
         self, nid: int, attrs: Mapping[str, Any], types: Sequence[TensorType | None], result: TensorType,
@@ -763,6 +786,11 @@ def build_steps(
         step, row = b.step(i, nid)
         steps.append(step)
         rows.append(row)
+    for i, nid in enumerate(order):  # gathers whose reduce-scatter runs beside their reader's matmul
+        if nid in b.reduce_beside:
+            bwd = exposed(steps[i].bwd_comm, b.reduce_beside[nid])
+            steps[i] = replace(steps[i], bwd_comm=bwd)
+            rows[i] = replace(rows[i], bwd_comm_s=steps[i].multiplicity * phase(bwd))
     saved = b.saved_activations(order)
     rows = [
         replace(row, memory=row.memory + sum(saved.get(r, 0.0) for r in b.results(nid)))

@@ -13,11 +13,15 @@ only send (their forward output is nothing a loss depends on). Each Exchange the
 takes and returns a scalar *token*; chaining the tokens makes every rank's backward visit its
 collectives in exactly the reverse of the forward order, and the final token is a root of the
 backward pass on every rank, so no rank skips a collective its peers wait in.
+
+`Communicator.start` launches an all-gather or reduce-scatter without waiting (the matmuls of
+`regather.Overlapped` run meanwhile); an `Exchange` whose output's one reader ran its dual
+that way (`ctx.reduced`) moves nothing in backward.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -73,6 +77,38 @@ class Communicator:
             return None if out is None else out.bool()
         x = None if x is None else x.contiguous()
         return getattr(self, f"_{c.kind}")(c, x, self.group(c.ranks) if c.kind != "p2p" else None)
+
+    def start(self, c: Collective, x: torch.Tensor) -> Callable[[], torch.Tensor]:
+        """Launches `c` (an all_gather or reduce_scatter among its members, this rank one of
+        them) without waiting: returns the wait, which gives this rank's output piece. The
+        other kinds run at once. The same sums in the same order as `run`, so the same bits."""
+        assert self.rank in c.ins and self.rank in c.outs, f"{c.kind} started on a rank outside it"
+        x = x.contiguous()
+        group = self.group(c.ranks)
+        if c.kind == "all_gather" and c.dtype != "bool":
+            slots = [self._empty(c.shape, c) for _ in c.ranks]
+            work = dist.all_gather(slots, x, group=group, async_op=True)
+
+            def gathered() -> torch.Tensor:
+                work.wait()
+                return torch.cat([slots[c.ranks.index(r)] for r in c.ins], c.dim)
+
+            return gathered
+        if c.kind == "reduce_scatter" and c.dtype != "bool":
+            parts = [p.contiguous() for p in x.chunk(len(c.outs), c.dim)]
+            out = self._empty(c.out_shape, c)
+            sent = [parts[c.outs.index(r)] for r in c.ranks]
+            work = dist.reduce_scatter(out, sent, op=dist.ReduceOp.SUM, group=group, async_op=True)
+
+            def scattered() -> torch.Tensor:
+                work.wait()
+                del sent[:]  # the inputs live until the collective is done
+                return out
+
+            return scattered
+        y = self.run(c, x)
+        assert y is not None
+        return lambda: y
 
     def dtype(self, name: str) -> torch.dtype:
         dtype = torch_dtype(name)
@@ -180,5 +216,7 @@ class Exchange(torch.autograd.Function):
     def backward(ctx: Any, grad_token: torch.Tensor, *grads: torch.Tensor) -> tuple[Any, ...]:
         c: Collective = ctx.collective
         dy = grads[0] if grads else None
-        dx = ctx.comm.run(c.dual(), dy)
+        done = getattr(ctx, "reduced", None)  # the dual already run by the output's one reader
+        ctx.reduced = None
+        dx = ctx.comm.run(c.dual(), dy) if done is None else done
         return None, None, torch.zeros_like(grad_token), dx if ctx.had_input else None

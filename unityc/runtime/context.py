@@ -57,12 +57,18 @@ class Context:
         return out[0] if out else None
 
     def parallel(
-        self, x: torch.Tensor | None, *stages: Stage, grad: bool = False, regather: bool = False
+        self,
+        x: torch.Tensor | None,
+        *stages: Stage,
+        grad: bool = False,
+        regather: bool = False,
+        readers: int = 0,
     ) -> torch.Tensor | None:
         """Runs a parallel op: stages one after the other, each a set of independent collectives
         (one per group of pieces, in a fixed order). Returns this rank's output piece or None.
         `regather` (one all-gather stage): the ops reading the output keep this rank's piece
-        for backward and gather it again there (`regathering`)."""
+        for backward and gather it again there (`regathering`); `readers`: how many operands
+        read it (one: its one matmul also runs its backward reduce-scatter, `regather.Overlapped`)."""
         for stage in stages:
             out: torch.Tensor | None = None
             for c in stage:
@@ -73,7 +79,7 @@ class Context:
                 if self.rank in c.outs:
                     out = y
                 if regather and grad and piece is not None and y is not None:
-                    self.regathers.record(y, piece.to(self.comm.dtype(c.dtype)), c)
+                    self.regathers.record(y, piece.to(self.comm.dtype(c.dtype)), c, readers)
             x = out
         return x
 

@@ -20,6 +20,12 @@ holds. `Regathers` keeps the shard instead:
 * every other saved tensor goes to the hooks outside (`--saved-bytes`' counter, ZeRO-3's
   packing, or none): the counter sees the shard a reference keeps, once per storage.
 
+A linear or matmul reading such an output as its left operand (a column-parallel linear,
+attention's q, k, v projections) runs as `Overlapped` (a torch-function mode of the same
+context): its backward overlaps the all-gather with the input-gradient matmul and, for the
+gather's only reader, the gather's reduce-scatter with the weight-gradient matmul, as
+Megatron-LM does (`cost.overlap` prices it so).
+
 Inside a `torch.utils.checkpoint` region the program does not use these hooks: the region
 re-runs its all-gather itself (`codegen.emit.Writer.region`). The memory model counts the same
 (`cost.backward.regathered`, `steps.StepBuilder.autocast_copies`), and the cost model one
@@ -30,11 +36,13 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from unityc.runtime.comm import Communicator
 from unityc.runtime.plan import Collective
@@ -53,6 +61,8 @@ class _Gathered:
     node: Any
     shard: torch.Tensor
     collective: Collective
+    readers: int = 0
+    """How many operands of the program read the output (1: its gradient is one matmul's)."""
     half: torch.Tensor | None = None
 
     def shard_as(self, dtype: torch.dtype) -> torch.Tensor:
@@ -92,10 +102,10 @@ class Regathers:
         self.last = None
         self._prune()
 
-    def record(self, full: torch.Tensor, shard: torch.Tensor, c: Collective) -> None:
+    def record(self, full: torch.Tensor, shard: torch.Tensor, c: Collective, readers: int = 0) -> None:
         self._prune()
         self.serial += 1
-        entry = _Gathered(self.serial, weakref.ref(full), full.grad_fn, shard.detach(), c)
+        entry = _Gathered(self.serial, weakref.ref(full), full.grad_fn, shard.detach(), c, readers)
         self.by_output[full.untyped_storage().data_ptr()] = entry
         if full.grad_fn is not None:
             self.by_node[id(full.grad_fn)] = entry
@@ -152,8 +162,24 @@ class Regathers:
             full = self._gathered(packed.key, shard, packed.collective)
             return full.as_strided(packed.shape, packed.stride, packed.offset)
 
-        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack), _Overlapping(self):
             yield
+
+    def start(self, key: int, shard: torch.Tensor, c: Collective) -> Callable[[], torch.Tensor]:
+        """`_gathered` launched without waiting (`Communicator.start`): the wait gives the
+        gathered tensor and keeps it as `last`."""
+        if self.last is not None and self.last[0] == key and self.last[1] == shard.dtype:
+            full = self.last[2]
+            return lambda: full
+        self.last = None
+        wait = self.comm.start(c, shard)
+
+        def gathered() -> torch.Tensor:
+            full = wait()
+            self.last = (key, shard.dtype, full)
+            return full
+
+        return gathered
 
     def _gathered(self, key: int, shard: torch.Tensor, c: Collective) -> torch.Tensor:
         if self.last is not None and self.last[0] == key and self.last[1] == shard.dtype:
@@ -164,3 +190,115 @@ class Regathers:
         assert full is not None, "a regathered shard on a rank outside its all-gather"
         self.last = (key, shard.dtype, full)
         return full
+
+
+def _compute_dtype(*tensors: torch.Tensor | None) -> torch.dtype:
+    """The element type autocast runs a matmul of these in (theirs outside autocast)."""
+    x = tensors[0]
+    assert x is not None
+    device = x.device.type
+    if torch.is_autocast_enabled(device) and x.is_floating_point():
+        return torch.get_autocast_dtype(device)
+    return x.dtype
+
+
+class _Overlapping(TorchFunctionMode):
+    """Under `Regathers.hooks`: a linear or matmul whose input is a registered gather (or a
+    view of one) and whose right operand is a matrix runs as `Overlapped`."""
+
+    def __init__(self, regathers: Regathers) -> None:
+        super().__init__()
+        self.regathers = regathers
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func in MATMULS and not kwargs and torch.is_grad_enabled():
+            x, w, b = (*args, None)[:3]
+            entry = None
+            if isinstance(x, torch.Tensor) and isinstance(w, torch.Tensor) and x.dim() >= 2 and w.dim() == 2:
+                entry = self.regathers.find(x) if x.layout == torch.strided else None
+            full = None if entry is None else entry.full()
+            if full is not None and x.untyped_storage().data_ptr() == full.untyped_storage().data_ptr():
+                return Overlapped.apply(x, w, b, func is F.linear, self.regathers, entry)
+        return func(*args, **kwargs)
+
+
+MATMULS = (F.linear, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__)
+"""What a linear or matmul kernel calls (`x @ w` reaches a mode as `Tensor.matmul`)."""
+
+
+class Overlapped(torch.autograd.Function):
+    """y = x W^T (+ b) (`linear`) or x W, x a sequence-parallel gather's output, as Megatron-LM's
+    `LinearWithGradAccumulationAndAsyncCommunication` runs it: forward keeps the shard (its
+    bf16 copy under autocast, shared with every reader) and the weight; backward launches the
+    all-gather of the shard, computes grad x = grad y W (the input's gradient, which needs no
+    x) meanwhile, waits, and, when this op is the gather's only reader and reads it whole,
+    launches the gather's dual reduce-scatter of grad x and computes grad W = grad y^T x
+    meanwhile, then waits and hands the reduced shard to the gather's `Exchange` (its backward
+    then moves nothing). The same matmuls as autograd's `AddmmBackward0` / `MmBackward0` on
+    the same operands (autocast's casts made here, its `ToCopyBackward0` casts back), so the
+    same bits. The cost model prices these overlaps (`cost.overlap`)."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        x: torch.Tensor,
+        w: torch.Tensor,
+        b: torch.Tensor | None,
+        linear: bool,
+        regathers: Regathers,
+        entry: _Gathered,
+    ) -> torch.Tensor:
+        dtype = _compute_dtype(x, w)
+        xc, wc = x.to(dtype), w.to(dtype)
+        bc = None if b is None else b.to(dtype)
+        with torch.autocast(x.device.type, enabled=False):
+            y = F.linear(xc, wc, bc) if linear else torch.matmul(xc, wc)
+        full = entry.full()
+        assert full is not None
+        shard = entry.shard_as(dtype)
+        ctx.collective = _as(entry.collective, dtype)
+        ctx.view = (tuple(x.shape), tuple(x.stride()), int(x.storage_offset()))
+        ctx.whole = entry.readers == 1 and x is full
+        ctx.linear, ctx.regathers, ctx.key, ctx.node = linear, regathers, entry.serial, entry.node
+        ctx.dtypes = (x.dtype, w.dtype, None if b is None else b.dtype)
+        ctx.save_for_backward(shard, wc)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+        shard, wc = ctx.saved_tensors
+        regathers: Regathers = ctx.regathers
+        gathered = regathers.start(ctx.key, shard, ctx.collective)
+        x_dtype, w_dtype, b_dtype = ctx.dtypes
+        g = grad.reshape(-1, grad.shape[-1])
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        grad_x = grad_w = grad_b = None
+        if need_x:  # while the all-gather runs
+            grad_x = (g.mm(wc) if ctx.linear else g.mm(wc.t())).view(*ctx.view[0][:-1], -1).to(x_dtype)
+        full = gathered()
+        x = full.as_strided(*ctx.view).reshape(-1, ctx.view[0][-1])
+        reduced = None
+        if grad_x is not None and ctx.whole and ctx.node is not None:
+            reduced = regathers.comm.start(_as(ctx.collective.dual(), x_dtype), grad_x)
+        if need_w:  # while the reduce-scatter runs
+            grad_w = _weight_grad(g, x, wc, ctx.linear).to(w_dtype)
+        if need_b:
+            grad_b = g.sum(0).to(b_dtype)
+        if reduced is not None:
+            ctx.node.reduced = reduced()
+        return grad_x, grad_w, grad_b, None, None, None
+
+
+def _as(c: Collective, dtype: torch.dtype) -> Collective:
+    """Collective `c` moving `dtype` elements."""
+    return Collective(c.kind, c.ins, c.outs, c.shape, str(dtype).removeprefix("torch."), c.dim, c.dst)
+
+
+def _weight_grad(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, linear: bool) -> torch.Tensor:
+    """The weight's gradient as autograd's `mm_mat2_backward` makes it for the matmul's right
+    operand (`w.t()` for a linear): (g^T x)^T where that operand is column-major, else x^T g."""
+    rhs = w.t() if linear else w
+    column_major = rhs.stride(0) == 1 and rhs.stride(1) == rhs.size(0)
+    grad = g.t().mm(x).t() if column_major else x.t().mm(g)
+    return grad.t() if linear else grad
