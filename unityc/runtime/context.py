@@ -296,9 +296,9 @@ def _fused() -> _Fused | None:
         return _FUSED[0]
     try:
         fused = _Fused(
-            torch.compile(_keep_of_terms, dynamic=True),
-            torch.compile(_dropped, dynamic=True),
-            torch.compile(_dropped_grad, dynamic=True),
+            torch.compile(_keep_of_terms, dynamic=False),
+            torch.compile(_dropped, dynamic=False),
+            torch.compile(_dropped_grad, dynamic=False),
         )
         probe = [torch.arange(4, dtype=torch.int32).reshape(4, 1), torch.arange(3, dtype=torch.int32)]
         salt = torch.tensor(7, dtype=torch.int32)

@@ -207,8 +207,13 @@ def _math_attention(
     def repeat(x: torch.Tensor) -> torch.Tensor:
         return x if groups == heads else x.repeat_interleave(heads // groups, dim=1)
 
-    scores = query @ repeat(keys).transpose(-1, -2)
-    scores = scores / math.sqrt(query.shape[-1]) if scale is None else scores * scale
+    width = math.sqrt(query.shape[-1])
+    factor = 1 / width if scale is None else scale
+    if math.frexp(factor)[0] == 0.5:  # a power of two: scaling q is exact, S x D work, not S x S
+        scores = (query * factor) @ repeat(keys).transpose(-1, -2)
+    else:
+        scores = query @ repeat(keys).transpose(-1, -2)
+        scores = scores / width if scale is None else scores * scale
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
     if mask is not None:
