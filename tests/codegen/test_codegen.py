@@ -304,3 +304,26 @@ def test_compiled_dropout_is_the_eager_dropout(monkeypatch: pytest.MonkeyPatch, 
     assert context._fused() is not None
     assert torch.equal(eager[0], fused[0]) and torch.equal(eager[1], fused[1])
     assert eager[2] == fused[2] == math.prod(shape)
+
+
+@pytest.mark.parametrize("width", [64, 48])
+def test_math_attention_scales_the_query_only_where_exact(width: int) -> None:
+    """A power-of-two scale (1/sqrt(64)) is applied to q (S x D work) instead of the S x S
+    scores: bit for bit the scores' scaling, forward and backward; other widths keep it."""
+    from unityc.runtime.kernels import _math_attention
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 16, width, requires_grad=True) for _ in range(3))
+    grad = torch.randn(1, 2, 16, width)
+    out = _math_attention(q, k, v, None, 0, None, None, None)
+    out.backward(grad)
+    mine = [out.detach(), *(t.grad.clone() for t in (q, k, v) if t.grad is not None)]
+    for t in (q, k, v):
+        t.grad = None
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(width)
+    allowed = torch.ones(16, 16, dtype=torch.bool).tril()
+    ref = torch.softmax(scores.masked_fill(~allowed, torch.finfo(scores.dtype).min), -1) @ v
+    ref.backward(grad)
+    theirs = [ref.detach(), *(t.grad for t in (q, k, v) if t.grad is not None)]
+    assert len(mine) == len(theirs) == 4
+    assert all(torch.equal(a, b) for a, b in zip(mine, theirs, strict=True))
