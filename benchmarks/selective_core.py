@@ -9,7 +9,7 @@ projections again in backward); only the core checkpointed (`recompute_core=True
 selective recomputation). For each kernel the program picks (`AttentionOp.kernel`): the fused
 SDPA one, and the hand-written one that attention dropout needs (GPT-2, GPT-3). Printed per
 case: the bytes kept for backward (`runtime.saved.SavedBytes`, the operands excluded), what the
-memory model says (`steps.attention_task_bytes`, less `attention_core_task_bytes` for the
+memory model says (`attention_bytes.attention_task_bytes`, less `attention_core_task_bytes` for the
 core, 0 + the input for the whole op, which keeps its operands only), and the CPU seconds of a
 forward and backward (the median of `--rounds` alternating rounds, `time.process_time`). In
 fp32: under CPU autocast the softmax runs in bf16 unless a float mask promotes the scores, where
@@ -28,7 +28,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 from xdsl.dialects.builtin import f32
 
-from unityc.cost.steps import attention_core_task_bytes, attention_task_bytes
+from unityc.cost.attention_bytes import attention_core_task_bytes, attention_task_bytes
 from unityc.dialects.pcg import AttentionOp
 from unityc.dialects.pcg_types import TensorType
 from unityc.runtime.kernels import attention

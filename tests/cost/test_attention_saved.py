@@ -1,10 +1,10 @@
 """The memory model's attention row is what the fused (SDPA) attention kernel keeps: the bytes
 `runtime.kernels.attention` saves for backward (a saved-tensor hook over unique storages, its
-operands excluded) equal `steps.attention_task_bytes`, in fp32 and under bf16 autocast, and no
+operands excluded) equal `attention_bytes.attention_task_bytes`, in fp32 and under bf16 autocast, and no
 Sq x Sk tensor is saved unless a causal mask is combined with another mask (one B x Sq x Sk
 mask then, as Hugging Face's SDPA path keeps too). Selective recomputation of the core
 (`recompute_core`, both kernels, the math one with attention dropout) keeps exactly that less
-`steps.attention_core_task_bytes`, gives the same gradients, and runs again in backward the
+`attention_bytes.attention_core_task_bytes`, gives the same gradients, and runs again in backward the
 core's matmuls only, not the projections' (counted with a `TorchDispatchMode`)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from xdsl.dialects.builtin import bf16, f32
 
-from unityc.cost.steps import attention_core_task_bytes, attention_task_bytes
+from unityc.cost.attention_bytes import attention_core_task_bytes, attention_task_bytes
 from unityc.dialects.pcg import AttentionOp
 from unityc.dialects.pcg_types import TensorType
 from unityc.runtime.kernels import attention

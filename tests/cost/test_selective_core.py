@@ -1,7 +1,7 @@
 """Selective recomputation recomputes only the attention core, in the memory and cost models as
 in the program (issue 38): with only the attention marked `recompute` (the `selective` layout,
 `megatron_lm.with_megatron_levers`), each attention keeps what it keeps without recomputation
-less its core's internals (`steps.attention_core_task_bytes`: the logsumexp of the fused
+less its core's internals (`attention_bytes.attention_core_task_bytes`: the logsumexp of the fused
 kernel; the probabilities, their dropout mask and dropped copy of the math one), and its
 backward runs the core's forward again (`compute.attention_core_work`), not the whole op's:
 more than the backward without recomputation, less than with the whole attention recomputed.
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from unityc.cost.attention_bytes import attention_core_task_bytes
 from unityc.cost.backward import core_recomputed
 from unityc.cost.result import OpRow
-from unityc.cost.steps import attention_core_task_bytes
 from unityc.graph import Graph
 from unityc.machine.presets import preset
 from unityc.search.layout import FULL, NONE, SELECTIVE

@@ -31,6 +31,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
 from unityc.cost.accumulation import accumulated, accumulation_note
+from unityc.cost.attention_bytes import attention_task_bytes
 from unityc.cost.backward import gradient_flags, saved_values
 from unityc.cost.communication import collective_time
 from unityc.cost.memory import DeviceMemory, check_optimizer
@@ -42,7 +43,7 @@ from unityc.cost.result import DeviceRow, Estimate, OpRow
 from unityc.cost.roles import ROLE_THRESHOLD
 from unityc.cost.schedule import buckets, simulate
 from unityc.cost.staged import estimate_pipelined, is_pipelined
-from unityc.cost.steps import attention_task_bytes, build_steps, node_attrs, node_form_of
+from unityc.cost.steps import build_steps, node_attrs, node_form_of
 from unityc.cost.units import format_bytes
 from unityc.dialects.container import graph_function
 from unityc.dialects.pcg_types import PcgOp

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from unityc.cost.attention_bytes import attention_core_task_bytes
 from unityc.cost.backward import core_recomputed
 from unityc.cost.communication import Coord
 from unityc.cost.compute import SOURCES
@@ -48,7 +49,6 @@ from unityc.cost.pricing import (
     weight_parts,
 )
 from unityc.cost.roles import placement_reps
-from unityc.cost.steps import attention_core_task_bytes
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import TensorType
 from unityc.graph import Graph, Node, Ref, full_attrs, side_ops
