@@ -79,6 +79,7 @@ ROWS = {
     # Megatron-LM's published 64-GPU run (tensor 8 x pipeline 8, 64 micro-batches of 1): 51.4 % MFU
     "gpt3-b64": Row("gpt3-175b-b64", "dgx-a100:8", Config(8, 8, 1, 1, 64, "selective", True)),
     "gpt3-b64-v2": Row("gpt3-175b-b64", "dgx-a100:8", Config(8, 8, 1, 2, 64, "selective", True)),
+    "gpt3-b64-v4": Row("gpt3-175b-b64", "dgx-a100:8", Config(8, 8, 1, 4, 64, "selective", True)),
     "llama-sel": Row("llama2-70b", "dgx-a100:16", Config(8, 4, 4, 1, 256, "selective", True)),
     "llama-full": Row("llama2-70b", "dgx-a100:16", Config(8, 4, 4, 1, 256, "full", True)),
 }
