@@ -25,7 +25,7 @@ pipeline shape inference; dropout is off under --check). The test prints each fi
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +39,8 @@ from unityc.dialects.precision import BF16_MIXED, FP32, precision_attrs
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import from_module, to_module
 from unityc.machine.presets import preset
-from unityc.search.layout import FULL, NONE, SELECTIVE
+from unityc.models.huggingface import SmallDefaultsWarning
+from unityc.search.layout import FULL, NONE, SELECTIVE, Layout
 from unityc.search.megatron_lm import Config, build
 from unityc.search.pipeline import plain_graph
 from unityc.search.plans import Pricing
@@ -75,6 +76,35 @@ CASES = [
     ("bert", BF16_MIXED, "data"),
 ]
 
+# On 4 ranks (`MACHINE_4`), a 4-layer Llama at batch 8: the plan kinds that need more than two
+# devices or more than two layers: ZeRO-2, tensor x sequence beside data parallelism, the
+# interleaved pipeline (2 stages of 2 chunks each, 4 micro-batches), 1F1B beside tensor x
+# sequence, and the interleaved pipeline with selective recomputation in bf16-mixed.
+MACHINE_4 = "cpu:4"
+MODEL_4 = (("layers", "4"),)
+KINDS_4 = {
+    "zero2": Config(1, 1, 4, 1, 1, NONE, zero=2),
+    "tensor-sequence-data": Config(2, 1, 2, 1, 1, NONE, sequence=True),
+    "interleaved": Config(1, 2, 2, 2, 4, NONE),
+    "1f1b-tensor-sequence": Config(2, 2, 1, 1, 2, NONE, sequence=True),
+    "interleaved-selective": Config(1, 2, 2, 2, 4, SELECTIVE),
+}
+KNOWN_4 = {
+    (FP32, kind): pytest.mark.xfail(
+        strict=True,
+        reason="the interleaved pipeline's last group (ranks 2, 3) keeps more than estimated: "
+        "117,824 B measured against 101,992 (fp32; 112,320 / 98,214 with selective): stage 1's "
+        "one forward keeps 40,640 B (two attentions and one MLP), the estimate's stage 1 25,664 B; "
+        "the schedule's order is torch's (checked); bf16-mixed is within 5 %; not yet traced",
+    )
+    for kind in ("interleaved", "interleaved-selective")
+}
+CASES_4 = [
+    *(("llama", FP32, kind) for kind in KINDS_4),
+    ("llama", BF16_MIXED, "tensor-sequence-data"),
+    ("llama", BF16_MIXED, "interleaved-selective"),
+]
+
 
 def case_name(model: str, precision: str, kind: str) -> str:
     return f"{model}-{precision}-{kind}"
@@ -88,29 +118,36 @@ class Runs:
     run: Run | None = None
 
 
-def measure(directory: Path, cases: Sequence[tuple[str, str, str]]) -> Runs:
-    """Each case's plan on `MACHINE`, estimated, then run in one torchrun with --saved-bytes
-    (also what `benchmarks/program_memory_plans.py` runs)."""
+def measure(
+    directory: Path,
+    cases: Sequence[tuple[str, str, str]],
+    kinds: Mapping[str, Layout] = KINDS,
+    machine: str = MACHINE,
+    batch: int = 4,
+    overrides: tuple[tuple[str, str], ...] = (),
+) -> Runs:
+    """Each case's plan on `machine`, estimated, then run in one torchrun with --saved-bytes on
+    as many ranks as `machine` has devices (also what `benchmarks/program_memory_plans.py` runs)."""
     result = Runs()
     entries = []
     modules = {}
     for model, precision, kind in cases:
         if (model, precision) not in modules:
-            module = import_model(ModelSpec(f"hf:{model}", "small", batch=4))
+            module = import_model(ModelSpec(f"hf:{model}", "small", batch=batch, overrides=overrides))
             graph_function(module).attributes.update(precision_attrs(precision))
             modules[model, precision] = module
         name = case_name(model, precision, kind)
         graph = plain_graph(from_module(modules[model, precision]))
-        plan = build(graph, preset(MACHINE), KINDS[kind], Pricing(optimizer="sgd"), kind)
+        plan = build(graph, preset(machine), kinds[kind], Pricing(optimizer="sgd"), kind)
         result.estimated[name] = {row.device: row.memory.activations for row in plan.estimate.devices}
-        plan.graph.module_attrs["unityc.machine"] = StringAttr(MACHINE)
+        plan.graph.module_attrs["unityc.machine"] = StringAttr(machine)
         program = write_program(to_module(plan.graph), directory, name)
         saved = directory / f"{name}.json"
         args = ["--steps", "2", "--warmup", "0", "--saved-bytes", str(saved)]
         entries.append({"name": name, "program": str(program), "args": args})
     manifest = directory / "batch.json"
     manifest.write_text(json.dumps(entries))
-    result.run = torchrun("unityc.runtime.batch", 2, str(manifest), cwd=directory)
+    result.run = torchrun("unityc.runtime.batch", preset(machine).num_devices, str(manifest), cwd=directory)
     result.sections = _sections(result.run.output)
     for entry in entries:
         path = Path(entry["args"][-1])
@@ -124,13 +161,33 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     return measure(tmp_path_factory.mktemp("saved_bytes"), CASES)
 
 
+@pytest.fixture(scope="module")
+def runs_4(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    with pytest.warns(SmallDefaultsWarning):
+        return measure(tmp_path_factory.mktemp("saved_bytes_4"), CASES_4, KINDS_4, MACHINE_4, 8, MODEL_4)
+
+
 @pytest.mark.torchrun
 @pytest.mark.parametrize(
     "model, precision, kind",
     [pytest.param(m, p, k, id=case_name(m, p, k)) for m, p, k in CASES],
 )
 def test_estimate_follows_the_saved_bytes(runs: Runs, model: str, precision: str, kind: str) -> None:
-    name = case_name(model, precision, kind)
+    check_case(runs, case_name(model, precision, kind))
+
+
+@pytest.mark.torchrun
+@pytest.mark.parametrize(
+    "model, precision, kind",
+    [pytest.param(m, p, k, id=case_name(m, p, k), marks=KNOWN_4.get((p, k), ())) for m, p, k in CASES_4],
+)
+def test_estimate_follows_the_saved_bytes_on_4_ranks(
+    runs_4: Runs, model: str, precision: str, kind: str
+) -> None:
+    check_case(runs_4, case_name(model, precision, kind))
+
+
+def check_case(runs: Runs, name: str) -> None:
     assert runs.run is not None
     records = runs.measured.get(name)
     assert records is not None, f"no --saved-bytes record for {name}\n{runs.run.report()}"

@@ -245,13 +245,18 @@ def _inferring() -> bool:
 
 
 def _tied(out: tuple[Any, ...], token: torch.Tensor) -> tuple[Any, ...]:
-    """`out` with the token chain's end tied (times zero) to its first floating output, so that
-    the backward `PipelineStage` runs from the outputs reaches every collective's dual, in the
-    reverse order of the forward on every rank (also on ranks whose collectives feed no output)."""
-    for i, o in enumerate(out):
-        if isinstance(o, torch.Tensor) and o.is_floating_point():
-            return (*out[:i], o + token.to(o.dtype) * 0, *out[i + 1 :])
-    raise ValueError("a pipeline stage with collectives needs a floating-point output")
+    """`out` with the token chain's end tied (times zero) to its first floating output that
+    carries a gradient (else its first floating output), so that the backward `PipelineStage`
+    runs from the outputs reaches every collective's dual, in the reverse order of the forward
+    on every rank (also on ranks whose collectives feed no output). An output without a gradient
+    (an additive key mask) stays without one: tied, the next stage would receive it as needing
+    one, and SDPA given a mask that needs a gradient runs its math fallback, which keeps the
+    S x S probabilities."""
+    floating = [i for i, o in enumerate(out) if isinstance(o, torch.Tensor) and o.is_floating_point()]
+    if not floating:
+        raise ValueError("a pipeline stage with collectives needs a floating-point output")
+    i = next((i for i in floating if out[i].requires_grad), floating[0])
+    return (*out[:i], out[i] + token.to(out[i].dtype) * 0, *out[i + 1 :])
 
 
 def _loss_of_microbatch(microbatches: int, seeds: bool) -> Callable[[Any, torch.Tensor], torch.Tensor]:
