@@ -80,3 +80,25 @@ def test_a_shallow_chain_keeps_its_side_by_side_transpose(monkeypatch: pytest.Mo
     assert flat.deepest[True] > 0 and flat.greedy == 0
     assert [mapped.views[n].start for n in transposes] == [0, 0]
     assert nested.objective < mapped.objective
+
+
+def summed_branches(count: int, batch: int = 8, width: int = 8) -> Graph:
+    """`count` linears of one input summed by a chain of adds: nested deep with no op of
+    weights alone, so flat is no shallower."""
+    g = Graph()
+    x = g.add_source("pcg.input", "x", t(batch, width))
+    labels = g.add_source("pcg.input", "labels", t(batch, dtype=i64))
+    total = None
+    for i in range(count):
+        (b,) = g.add("pcg.linear", [x, g.add_source("pcg.weight", f"w{i}", t(width, width)), None])
+        total = b if total is None else g.add("pcg.add", [total, b])[0]
+    assert total is not None
+    (loss,) = g.add("pcg.cross_entropy", [total, labels], reduction="mean")
+    g.outputs = (loss,)
+    return g
+
+
+def test_a_graph_deep_even_flat_maps_its_deepest_pieces_greedily() -> None:
+    mapper = _Recording(machine("cpu:4"), roofline_model())
+    assert mapper.map(summed_branches(120)).feasible
+    assert mapper.deepest[True] >= mapping.MAX_DEPTH - 1 and mapper.greedy > 0
