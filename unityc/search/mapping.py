@@ -11,6 +11,13 @@ It minimizes the sum of op and edge costs (`opcost.py`) over the views of the gr
 * otherwise (not series-parallel), nested deeper than `MAX_DEPTH`, or past the
   `MAX_SUBPROBLEMS` one mapping may solve, views are chosen greedily in topological order.
 
+A graph whose decomposition nests deeper than `MAX_DEPTH` (a deep model's weight transposes
+start paths of their own, so each level peels one layer's tail off the chain) is decomposed
+again *flat*: ops of weights alone go with their reader's piece (`_bottlenecks`), and the
+layers make one chain. Shallower graphs keep the nested decomposition, whose independent
+components (a weight's transpose beside the layer reading it) offer side-by-side choices the
+flat one does not.
+
 Sub-results are cached across candidates by a structural hash of the subgraph, the views of the
 ops around it and the device block, so a rewrite re-prices only what it changed.
 """
@@ -19,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from unityc.cost.pricing import ComputeModel, type_info
@@ -38,8 +45,9 @@ from unityc.search.views import Block, View, canonical_view, task_degrees, unifo
 
 MAX_DEPTH = 100
 """The deepest nesting of series-parallel subproblems the DP recurses into (each level takes a
-few Python frames): a graph nested deeper, e.g. 200 branches summed by a chain of adds, has its
-deeper subproblems mapped greedily instead of overflowing the interpreter's stack."""
+few Python frames). A graph nested deeper is decomposed again flat (see above); one nested deeper
+even so, e.g. 200 branches summed by a chain of adds, has its deeper subproblems mapped greedily
+instead of overflowing the interpreter's stack."""
 
 MAX_SUBPROBLEMS = 2000
 """Series-parallel subproblems one `map` solves (cache misses; a transformer layer's graph needs
@@ -51,6 +59,16 @@ budget left solves them exactly)."""
 
 MAX_CACHED = 500_000
 """Sub-results kept across mappings; past it the cache starts over (memory stays bounded)."""
+
+
+def _of_weights(p: Problem, nid: int) -> bool:
+    """Whether an op reads weights alone (a weight's transpose or reshape)."""
+    operands = p.graph.nodes[nid].operands
+    return bool(operands) and all(r is not None and p.graph.nodes[r[0]].op == "pcg.weight" for r in operands)
+
+
+class _TooDeep(Exception):
+    """The nested decomposition passed `MAX_DEPTH`: `map` starts over, flat."""
 
 
 @dataclass
@@ -92,9 +110,9 @@ class _Shape:
     canonical: tuple[int, ...]
     boundary: tuple[tuple[int, Any], ...]
     """(outside op, what the edge is) for every edge between the ops and an op outside them."""
-    split: Any = None
-    """How it decomposes (computed on first need): ("parallel", components), ("series",
-    _Chain) or ("greedy", None)."""
+    splits: dict[bool, Any] = field(default_factory=dict)
+    """How it decomposes, nested (False) or flat (True), computed on first need:
+    ("parallel", components), ("series", _Chain) or ("greedy", None)."""
 
 
 class Mapper(Prices):
@@ -114,6 +132,9 @@ class Mapper(Prices):
         """How deeply `_solve` is nested now."""
         self._left = MAX_SUBPROBLEMS
         """Subproblems the current `map` may still solve by decomposition (`MAX_SUBPROBLEMS`)."""
+        self._flat = False
+        """Whether the current `map` decomposes flat (its nested decomposition passed
+        `MAX_DEPTH`): ops of weights alone go with their readers' pieces."""
 
     def map(
         self,
@@ -129,10 +150,9 @@ class Mapper(Prices):
         p = self._problem(graph, fixed or {}, requires, roots)
         block = block or Block(0, self.machine.num_devices)
         everything = frozenset(p.ops)
-        self._left = MAX_SUBPROBLEMS
         if len(self._sub) > MAX_CACHED:
             self._sub.clear()
-        sub = self._solve(p, everything, {}, block) if everything else _Sub(ZERO, 0.0, ())
+        sub = self._solve_all(p, everything, block) if everything else _Sub(ZERO, 0.0, ())
         if not math.isfinite(sub.objective):
             return Mapped(INFEASIBLE, INF, {})
         total = sub.cost
@@ -166,9 +186,22 @@ class Mapper(Prices):
 
     # --- per-graph preparation -----------------------------------------------------------------
 
+    def _solve_all(self, p: Problem, ops: frozenset[int], block: Block) -> _Sub:
+        """All the ops: decomposed nested, or flat where the nested decomposition passes
+        `MAX_DEPTH` (what the nested attempt solved stays cached, exact)."""
+        self._left, self._flat = MAX_SUBPROBLEMS, False
+        try:
+            return self._solve(p, ops, {}, block)
+        except _TooDeep:
+            self._left, self._flat = MAX_SUBPROBLEMS, True
+            return self._solve(p, ops, {}, block)
+        finally:
+            self._flat = False
+
     def _solve(self, p: Problem, ops: frozenset[int], ext: Mapping[int, View], block: Block) -> _Sub:
         shape = self._shape(p, ops)
-        key = (shape.base, tuple((what, ext[q]) for q, what in shape.boundary if q in ext), block)
+        boundary = tuple((what, ext[q]) for q, what in shape.boundary if q in ext)
+        key = (shape.base, boundary, block, self._flat)
         hit = self._sub.get(key)
         if hit is not None:
             return hit
@@ -176,7 +209,9 @@ class Mapper(Prices):
             result = self._solve_leaf(p, next(iter(ops)), ext, block)
         elif self._left <= 0:  # this mapping's budget is spent: greedily, and not kept
             return self._greedy(p, ops, ext, block)
-        elif self._depth >= MAX_DEPTH:  # nested too deep to recurse on: map it greedily
+        elif self._depth >= MAX_DEPTH and not self._flat:
+            raise _TooDeep
+        elif self._depth >= MAX_DEPTH:  # too deep to recurse on even flat: map it greedily
             result = self._greedy(p, ops, ext, block)
         else:
             self._left -= 1
@@ -198,15 +233,15 @@ class Mapper(Prices):
         return best
 
     def _decompose(self, p: Problem, ops: frozenset[int]) -> tuple[str, Any]:
-        shape = self._shape(p, ops)
-        if shape.split is None:
+        splits = self._shape(p, ops).splits
+        if self._flat not in splits:
             components = self._components(p, ops)
             if len(components) > 1:
-                shape.split = ("parallel", components)
+                splits[self._flat] = ("parallel", components)
             else:
                 chain = self._bottlenecks(p, ops)
-                shape.split = ("greedy", None) if chain is None else ("series", chain)
-        return shape.split
+                splits[self._flat] = ("greedy", None) if chain is None else ("series", chain)
+        return splits[self._flat]
 
     def _solve_split(self, p: Problem, ops: frozenset[int], ext: Mapping[int, View], block: Block) -> _Sub:
         kind, how = self._decompose(p, ops)
@@ -376,7 +411,11 @@ class Mapper(Prices):
     def _bottlenecks(self, p: Problem, ops: frozenset[int]) -> _Chain | None:
         """The ops every path through the (connected) ops crosses, in order, with the ops
         before, between and after them; else the ops that no edge skips (ops reading only
-        outside tensors may then come after them); None if there are none."""
+        outside tensors may then come after them); None if there are none. Flat (`_flat`), an
+        op of weights alone (a weight's transpose, read by its layer's linear) starts no path
+        of its own: it goes with its reader's piece, as the weight itself would. Counted as an
+        entry, it leaves strict cuts only past the last layer's, so each level of the recursion
+        peels one linear off the tail (nested: a 16-layer GPT-3 stage is 100 levels deep)."""
         order = sorted(ops, key=p.position.__getitem__)
         pos = {nid: i for i, nid in enumerate(order)}
         n = len(order)
@@ -393,6 +432,10 @@ class Mapper(Prices):
                 if b > a + 1:
                     jumps[a + 1] += 1
                     jumps[b] -= 1
+        if self._flat:
+            for i, nid in enumerate(order):
+                if entry[i] and _of_weights(p, nid):
+                    entry[i] = False
         exits_before = [0] * (n + 1)
         for i in range(n):
             exits_before[i + 1] = exits_before[i] + exit_[i]
