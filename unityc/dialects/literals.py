@@ -24,7 +24,7 @@ SPLAT_BYTES = 1024
 
 
 def element_count(attr: DenseIntOrFPElementsAttr) -> int:
-    return math.prod(attr.get_type().get_shape())
+    return math.prod(attr.get_shape())
 
 
 def stored_once(attr: Any) -> bool:

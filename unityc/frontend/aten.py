@@ -590,8 +590,8 @@ def _constant_pad(im: FxImporter, node: fx.Node, x: Value, pad: list[int], value
         for amount in (before, after):
             shape = list(tensor_type(out).shape)
             shape[dim] = amount
-            pad = torch.full((), value, dtype=dtype).expand(shape)  # a splat
-            blocks.append([im.builder.constant(pad, "pad")] if amount > 0 else [])
+            block = torch.full((), value, dtype=dtype).expand(shape)  # a splat
+            blocks.append([im.builder.constant(block, "pad")] if amount > 0 else [])
         parts = [*blocks[0], out, *blocks[1]]
         if len(parts) > 1:
             out = im.op(pcg.ConcatOp, [parts], dim=dim)
