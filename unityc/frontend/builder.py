@@ -94,9 +94,8 @@ def dense_literal(value: torch.Tensor, literal_type: BuiltinTensorType[Any]) -> 
     value is a splat literal (`dialects/literals.py`: a large one holds the value once), read
     from the part it is not broadcast along, so a broadcast zero base is never expanded."""
     part = compact(value)
-    first = part.reshape(-1)[:1]
-    if value.numel() > 1 and not bool(torch.isnan(first).any()) and bool((part == first).all()):
-        one = dense_literal(first, BuiltinTensorType(literal_type.get_element_type(), [1]))
+    if value.numel() > 1 and _one_value(part):
+        one = dense_literal(part.reshape(-1)[:1], BuiltinTensorType(literal_type.get_element_type(), [1]))
         return splat_of_bytes(literal_type, one.data.data)
     if value.dtype == torch.bfloat16:
         return DenseIntOrFPElementsAttr.from_list(literal_type, value.flatten().tolist())
@@ -105,6 +104,13 @@ def dense_literal(value: torch.Tensor, literal_type: BuiltinTensorType[Any]) -> 
     array = value.detach().cpu().contiguous().numpy()
     raw = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
     return DenseIntOrFPElementsAttr(literal_type, BytesAttr(raw))
+
+
+def _one_value(part: torch.Tensor) -> bool:
+    """Whether every element of `part` has the same bits (-0.0 is not 0.0; one NaN is itself)."""
+    if part.dtype.is_floating_point:
+        part = part.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[part.element_size()])
+    return bool((part == part.reshape(-1)[:1]).all())
 
 
 def compact(value: torch.Tensor) -> torch.Tensor:
