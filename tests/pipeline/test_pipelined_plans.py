@@ -177,3 +177,18 @@ def test_a_batch_sized_splat_constant_takes_micro_batch_rows():
     program = emit_program(pipelined, "cpu:2")
     constants = [line for line in program.splitlines() if "Constant(" in line]
     assert constants and all("Layout((2, 8)" in line for line in constants), constants
+
+
+def test_a_large_batch_sized_splat_is_one_value_in_every_micro_batch():
+    """The same buffer at batch 256: its [256, 8] zero part (8 KiB) is a splat literal of one
+    stored value (`dialects/literals.py`), its micro-batch form [64, 8] too, and the program's
+    constant is that one value, not 512 of them; the plan stays exact."""
+    reference = imported(SCATTER_BASE, 256)
+    assert "value dense<0.000000e+00> : tensor<256x8xf32>" in text(reference)
+    pipelined = plan(reference, "cpu:2", "gpipe", 2, 4)
+    micro = text(microbatch_module(pipelined, 4))
+    assert "value dense<0.000000e+00> : tensor<64x8xf32> {" in micro, micro
+    assert_same(pipelined, reference)
+    program = emit_program(pipelined, "cpu:2")
+    constants = [line for line in program.splitlines() if "Constant(" in line]
+    assert constants and all("Constant((0.0,), Layout((64, 8)" in line for line in constants), constants

@@ -13,6 +13,7 @@ from unityc.codegen.collectives import parallel_stages
 from unityc.codegen.kernels import KERNELS, Call, Tasks, literal, rank_test, torch_dtype_name
 from unityc.codegen.memory import SOURCES, Region, core_recomputed, last_readers, regions
 from unityc.cost.transfers import read_from
+from unityc.dialects.literals import stored_once
 from unityc.dialects.pcg_types import PcgOp, TensorType
 from unityc.dialects.syntax import PACK_BYTES, packed_text
 from unityc.runtime.packing import pack
@@ -131,8 +132,8 @@ class Writer:
         v = self.a.value(op.results[0])
         if op.name == "pcg.constant":
             value = op.properties["value"]
-            text = packed_text(value) or packed_splat(value)
-            if text is None:
+            text = None if stored_once(value) else packed_text(value) or packed_splat(value)
+            if text is None:  # a splat stored once is its one value (`runtime.plan.Constant`)
                 values = tuple(value.get_values())  # type: ignore[attr-defined]
                 self.constants[v.var] = f"Constant({literal(values)}, {layout_text(v)})"
             else:
@@ -390,6 +391,6 @@ def packed_splat(value: Any) -> str | None:
     step = value.get_element_type().compile_time_size
     count = math.prod(shape)
     raw = value.data.data
-    if count * step <= PACK_BYTES or len(raw) not in (step, count * step):
+    if count * step <= PACK_BYTES or len(raw) != count * step:
         return None
-    return pack(raw if len(raw) == count * step else raw * count)
+    return pack(raw)

@@ -32,12 +32,11 @@ func.func @main() -> !pcg.tensor<f32> attributes {unityc.schedule = "1f1b", unit
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.builtin import TensorType as BuiltinTensorType
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import VarResultDef
@@ -46,6 +45,7 @@ from unityc.dialects import parallel, pcg
 from unityc.dialects.container import graph_function
 from unityc.dialects.diagnostics import LocatedError, located
 from unityc.dialects.forms import FormError
+from unityc.dialects.literals import splat_of_bytes
 from unityc.dialects.node import Node, Ref, batch_size, is_batch_splat
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.plan import (
@@ -422,10 +422,8 @@ def _micro_splat(row: Node, m: int) -> Micro:
     beside the inputs' rows (the base a `slice_scatter` writes into: DeepSeek-V3's rotary halves)."""
     t = _micro_rows(row.types[0], m)
     value = row.attr("value")
-    raw = value.data.data
-    one = len(raw) // math.prod(row.types[0].shape)  # one element's bytes (all alike)
-    literal_type = BuiltinTensorType(value.get_element_type(), list(t.shape))
-    literal = DenseIntOrFPElementsAttr(literal_type, BytesAttr(raw[:one] * math.prod(t.shape)))
+    one = value.data.data[: value.get_element_type().compile_time_size]  # one element's bytes (all alike)
+    literal = splat_of_bytes(BuiltinTensorType(value.get_element_type(), list(t.shape)), one)
     return tuple((k, literal if k == "value" else v) for k, v in row.attrs), (t,)
 
 

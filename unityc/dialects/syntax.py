@@ -46,6 +46,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from unityc.dialects.forms import Form, FormError
+from unityc.dialects.literals import parse_optional_splat
 
 
 class Kind(Enum):
@@ -353,6 +354,8 @@ def _parse_value(parser: Parser, kind: Kind) -> Attribute:
             return parser.parse_type()
         case Kind.DENSE if parser.parse_optional_keyword("zlib") is not None:
             return _parse_packed(parser)
+        case Kind.DENSE if (splat := parse_optional_splat(parser)) is not None:
+            return splat
     return parser.parse_attribute()
 
 

@@ -20,6 +20,7 @@ from unityc.frontend.importer import (
     Expanded,
     FxImporter,
     compact,
+    filled,
     lowering,
     tensor_type,
 )
@@ -248,7 +249,7 @@ def _gather_elements(im: FxImporter, node: fx.Node, x: Value, dim: int, index: V
     tensor at computed indices of its shape but for `dim` (a router's selected scores), a
     `pcg.take`."""
     if isinstance(x, Const) and x.value.numel() and bool((x.value == x.value.flatten()[0]).all()):
-        return Const(torch.full(im.meta_shape(), x.value.flatten()[0].item(), dtype=x.value.dtype))
+        return filled(im.meta_shape(), x.value.flatten()[0].item(), x.value.dtype)
     if not isinstance(x, Const) and not isinstance(index, Const):
         source = im.tensor(x)
         return im.op(pcg.TakeOp, [source, im.tensor(index)], dim=dim % tensor_type(source).rank)
@@ -589,9 +590,8 @@ def _constant_pad(im: FxImporter, node: fx.Node, x: Value, pad: list[int], value
         for amount in (before, after):
             shape = list(tensor_type(out).shape)
             shape[dim] = amount
-            blocks.append(
-                [im.builder.constant(torch.full(shape, value, dtype=dtype), "pad")] if amount > 0 else []
-            )
+            block = torch.full((), value, dtype=dtype).expand(shape)  # a splat
+            blocks.append([im.builder.constant(block, "pad")] if amount > 0 else [])
         parts = [*blocks[0], out, *blocks[1]]
         if len(parts) > 1:
             out = im.op(pcg.ConcatOp, [parts], dim=dim)
@@ -657,7 +657,7 @@ def _filled(im: FxImporter, node: fx.Node, x: Value, *args: Any, **kwargs: Any) 
     number = _scalar(value)
     if number is None:
         raise im.fail("a fill value computed from the model's inputs is not supported")
-    return Const(torch.full(im.meta_shape(), number, dtype=node.meta["val"].dtype))
+    return filled(im.meta_shape(), number, node.meta["val"].dtype)
 
 
 @lowering(aten.copy.default)
@@ -665,7 +665,7 @@ def _copy(im: FxImporter, node: fx.Node, dst: Value, src: Value, non_blocking: b
     """copy(dst, src): src's values in dst's shape and type (functionalized in-place copies, as
     `x[..., 1:] = y`; the write into dst is the slice_scatter that follows)."""
     if isinstance(src, Const):
-        return Const(src.value.to(node.meta["val"].dtype).expand(im.meta_shape()))
+        return Const(compact(src.value).to(node.meta["val"].dtype).expand(im.meta_shape()))
     out = im.tensor(src)
     wanted = element_type(node.meta["val"].dtype)
     if tensor_type(out).element_type != wanted:
@@ -673,46 +673,6 @@ def _copy(im: FxImporter, node: fx.Node, dst: Value, src: Value, non_blocking: b
     if tensor_type(out).shape != im.meta_shape():
         return lazily_broadcast(out, im.meta_shape())
     return out
-
-
-@lowering(aten.slice_scatter.default, aten.select_scatter.default)
-def _scatter_into(im: FxImporter, node: fx.Node, base: Value, src: Value, dim: int = 0, *where: Any) -> Value:
-    """base with src written over base[start:end] (or base[index]) along `dim`: the parts of
-    base around it and src, concatenated (exact; each part's gradient is its own)."""
-    shape = im.meta_shape()
-    dim %= len(shape)
-    size = shape[dim]
-    if node.target == aten.select_scatter.default:
-        begin = int(where[0]) % size
-        begin, stop, step = begin, begin + 1, 1
-    else:
-        start, end, step = [*where, None, None, None][:3]
-        begin, stop, step = slice(start, end, step).indices(size)
-    if step != 1:
-        raise im.fail("a strided slice_scatter is not supported")
-    if stop <= begin:
-        return base
-    part_shape = list(shape)
-    part_shape[dim] = stop - begin
-    if isinstance(src, Const):
-        middle: Value = Const(src.value.reshape(part_shape) if src.value.numel() else src.value)
-    else:
-        middle = reshape_to(im, im.tensor(src), tuple(part_shape))
-    if isinstance(base, Const) and isinstance(middle, Const):
-        value = base.value.clone()
-        value.narrow(dim, begin, stop - begin).copy_(middle.value)
-        return Const(value)
-    dtype = node.meta["val"].dtype
-    parts: list[SSAValue] = []
-    for lo, hi in ((0, begin), (stop, size)):
-        if hi <= lo:
-            continue
-        if isinstance(base, Const):
-            parts.append(im.builder.constant(base.value.narrow(dim, lo, hi - lo).contiguous(), "part"))
-        else:
-            parts.append(_take(im, im.tensor(base), dim, lo, hi))
-    parts.insert(1 if begin > 0 else 0, im.tensor(middle, dtype=dtype))
-    return parts[0] if len(parts) == 1 else im.op(pcg.ConcatOp, [parts], dim=dim)
 
 
 @lowering(aten.select.int)

@@ -22,6 +22,7 @@ from unityc.frontend.importer import (
     Unusable,
     collapse,
     compact,
+    filled,
     lowering,
 )
 
@@ -229,7 +230,7 @@ def _bernoulli(im: FxImporter, node: fx.Node, x: Value, p: float = 0.5, generato
         raise im.fail("bernoulli with an explicit generator is not supported")
     dtype = node.meta["val"].dtype
     if p in (0.0, 1.0):
-        return Const(torch.full(im.meta_shape(), p, dtype=dtype))
+        return filled(im.meta_shape(), p, dtype)
     ones = im.tensor(Const(torch.ones(im.meta_shape(), dtype=dtype)))
     return im.op(pcg.ScalarMulOp, [im.op(pcg.DropoutOp, [ones], p=1.0 - float(p))], scale=float(p))
 

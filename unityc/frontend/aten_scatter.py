@@ -5,7 +5,11 @@ scatters False into an all-True mask at the indexer's top-k keys. Each is a one-
 indices against the positions of the scattered dim (`pcg.compare_tensors` of the indices and a
 constant arange), and then what lands at each position: the one-hot's count (`value`), or the sum
 of the one-hot times the sources (`src`; exact, one term per position is non-zero, and its
-gradient is the source's own element of the incoming one, as scatter's backward gathers it)."""
+gradient is the source's own element of the incoming one, as scatter's backward gathers it).
+
+And `slice_scatter` / `select_scatter` (functionalized `x[..., a:b] = y`): the parts of the base
+around the written region, and the source, concatenated; a base of one value (`new_empty`,
+zeros, full) is a splat there, and the regions a later scatter covers are left out."""
 
 from __future__ import annotations
 
@@ -17,9 +21,9 @@ from torch import fx
 from xdsl.ir import SSAValue
 
 from unityc.dialects import pcg
-from unityc.frontend.aten import Value, infinity_at, reshape_to
+from unityc.frontend.aten import Value, _take, infinity_at, reshape_to
 from unityc.frontend.builder import element_type
-from unityc.frontend.importer import Const, FxImporter, compact, lowering, tensor_type
+from unityc.frontend.importer import Const, FxImporter, compact, filled, lowering, tensor_type
 
 aten = torch.ops.aten
 
@@ -65,7 +69,7 @@ def _scatter_value(
     if not isinstance(value, int | float | bool):
         raise im.fail("scatter of a tensor value is not supported")
     if value == fill:
-        return Const(torch.full(im.meta_shape(), fill, dtype=dtype))
+        return filled(im.meta_shape(), fill, dtype)
     count = im.op(pcg.ReduceOp, [hot], kind="sum", dims=[dim])
     if dtype == torch.bool:  # the mask of the indices, or its complement
         return im.op(pcg.CompareOp, [count], kind="gt" if value else "lt", value=0.5)
@@ -116,3 +120,64 @@ def _one_value(base: Value) -> float | None:
     if bool(torch.isnan(first)) or not bool((part == first).all()):
         return None
     return first.item()
+
+
+@lowering(aten.slice_scatter.default, aten.select_scatter.default)
+def _scatter_into(im: FxImporter, node: fx.Node, base: Value, src: Value, dim: int = 0, *where: Any) -> Value:
+    """base with src written over base[start:end] (or base[index]) along `dim`: the parts of
+    base around it and src, concatenated (exact; each part's gradient is its own). Where base is
+    an earlier scatter's concat that nothing else reads, the parts this one covers are dropped
+    (DeepSeek-V3's keys: a `new_empty` written by two copies is the concat of the two sources,
+    not of the first and a zero region, then split)."""
+    shape = im.meta_shape()
+    dim %= len(shape)
+    size = shape[dim]
+    if node.target == aten.select_scatter.default:
+        begin = int(where[0]) % size
+        begin, stop, step = begin, begin + 1, 1
+    else:
+        start, end, step = [*where, None, None, None][:3]
+        begin, stop, step = slice(start, end, step).indices(size)
+    if step != 1:
+        raise im.fail("a strided slice_scatter is not supported")
+    if stop <= begin:
+        return base
+    part_shape = list(shape)
+    part_shape[dim] = stop - begin
+    if isinstance(src, Const):
+        middle: Value = Const(src.value.reshape(part_shape) if src.value.numel() else src.value)
+    else:
+        middle = reshape_to(im, im.tensor(src), tuple(part_shape))
+    dtype = node.meta["val"].dtype
+    if isinstance(base, Const) and isinstance(middle, Const):
+        fill = _one_value(base)
+        if fill is not None and fill == _one_value(middle):
+            return filled(shape, fill, dtype)
+        value = base.value.clone()
+        value.narrow(dim, begin, stop - begin).copy_(middle.value)
+        return Const(value)
+    before, after = _region(im, base, dim, 0, begin), _region(im, base, dim, stop, size)
+    parts = [*before, im.tensor(middle, dtype=dtype), *after]
+    result = parts[0] if len(parts) == 1 else im.op(pcg.ConcatOp, [parts], dim=dim)
+    base_node = node.args[0]
+    if isinstance(base, SSAValue) and isinstance(base_node, fx.Node) and len(base_node.users) == 1:
+        im.erase_unread(base)
+    return result
+
+
+def _region(im: FxImporter, base: Value, dim: int, lo: int, hi: int) -> list[SSAValue]:
+    """base[lo:hi] along `dim`: a constant's part (a splat stays one); of a concat along `dim`
+    whose part edges lo and hi are, those parts; else a split's part."""
+    if hi <= lo:
+        return []
+    if isinstance(base, Const):
+        return [im.tensor(Const(base.value.narrow(dim, lo, hi - lo)))]
+    value = im.tensor(base)
+    owner = value.owner
+    if isinstance(owner, pcg.ConcatOp) and owner.attrs()["dim"] == dim:
+        edges = [0]
+        for part in owner.operands:
+            edges.append(edges[-1] + tensor_type(part).shape[dim])
+        if lo in edges and hi in edges:
+            return list(owner.operands[edges.index(lo) : edges.index(hi)])
+    return [_take(im, value, dim, lo, hi)]

@@ -23,6 +23,7 @@ from xdsl.dialects.builtin import TensorType as BuiltinTensorType
 from xdsl.ir import Attribute, Block, Region, SSAValue
 
 from unityc.dialects import pcg
+from unityc.dialects.literals import splat_of_bytes
 from unityc.dialects.pcg_types import TORCH_NAMES, TensorType
 
 ELEMENT_TYPES: dict[torch.dtype, Attribute] = {
@@ -73,7 +74,7 @@ class GraphBuilder:
     def constant(self, value: torch.Tensor, hint: str | None = None) -> SSAValue:
         elt = element_type(value.dtype)
         shape = list(value.shape)
-        literal = dense_literal(value, BuiltinTensorType(elt, shape))
+        literal = dense_literal(value, BuiltinTensorType(elt, shape))  # `value` may be a broadcast
         op = pcg.ConstantOp.build(result_types=[TensorType(shape, elt)], properties={"value": literal})
         self.block.add_op(op)
         if hint:
@@ -89,7 +90,13 @@ class GraphBuilder:
 def dense_literal(value: torch.Tensor, literal_type: BuiltinTensorType[Any]) -> DenseIntOrFPElementsAttr[Any]:
     """`value` as a dense literal, from its row-major little-endian bytes (true as the signless
     i1 -1, one byte 0xFF, as xDSL holds it), so a large constant never becomes a list of Python
-    numbers; bf16, which has no byte format in xDSL, goes through its values."""
+    numbers; bf16, which has no byte format in xDSL, goes through its values. A tensor of one
+    value is a splat literal (`dialects/literals.py`: a large one holds the value once), read
+    from the part it is not broadcast along, so a broadcast zero base is never expanded."""
+    part = compact(value)
+    if value.numel() > 1 and _one_value(part):
+        one = dense_literal(part.reshape(-1)[:1], BuiltinTensorType(literal_type.get_element_type(), [1]))
+        return splat_of_bytes(literal_type, one.data.data)
     if value.dtype == torch.bfloat16:
         return DenseIntOrFPElementsAttr.from_list(literal_type, value.flatten().tolist())
     if value.dtype == torch.bool:
@@ -97,6 +104,22 @@ def dense_literal(value: torch.Tensor, literal_type: BuiltinTensorType[Any]) -> 
     array = value.detach().cpu().contiguous().numpy()
     raw = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
     return DenseIntOrFPElementsAttr(literal_type, BytesAttr(raw))
+
+
+def _one_value(part: torch.Tensor) -> bool:
+    """Whether every element of `part` has the same bits (-0.0 is not 0.0; one NaN is itself)."""
+    if part.dtype.is_floating_point:
+        part = part.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[part.element_size()])
+    return bool((part == part.reshape(-1)[:1]).all())
+
+
+def compact(value: torch.Tensor) -> torch.Tensor:
+    """`value` with each dim it is broadcast along (stride 0) narrowed to size 1: the part that
+    holds its values, of the same rank, which broadcasting restores."""
+    for d in range(value.dim()):
+        if value.stride(d) == 0 and value.shape[d] > 1:
+            value = value.narrow(d, 0, 1)
+    return value
 
 
 def _hint(key: str) -> str:

@@ -28,7 +28,7 @@ from xdsl.utils.exceptions import VerifyException
 from unityc.dialects import pcg
 from unityc.dialects.forms import FormError
 from unityc.dialects.pcg_types import FLOAT_TYPES, TensorType
-from unityc.frontend.builder import ELEMENT_TYPES, GraphBuilder
+from unityc.frontend.builder import ELEMENT_TYPES, GraphBuilder, compact
 from unityc.frontend.export import Exported
 from unityc.frontend.widening import drop_idle_widenings
 
@@ -37,20 +37,45 @@ class ImportFailure(ValueError):
     """An op or value the importer cannot express, located at the model's source."""
 
 
-def _empty(size: Any, *, dtype: torch.dtype | None = None, **_: Any) -> torch.Tensor:
-    """An uninitialized tensor's fold: zeros, one element broadcast (its values are unspecified;
+def _full(size: Any, fill_value: Any, *, dtype: torch.dtype | None = None, **_: Any) -> torch.Tensor:
+    """A filled tensor's fold: one element, broadcast (a splat, never built at its size:
     DeepSeek-V3's keys are a `new_empty` of batch x heads x seq x 192 filled by two copies, 773
-    GB at its paper shape)."""
-    return torch.zeros((), dtype=dtype).expand(*size)
+    GB at its paper shape; an uninitialized tensor's values are unspecified, zeros here)."""
+    return torch.full((), fill_value, dtype=dtype).expand(tuple(size))
 
 
+def _zeros(size: Any, *, dtype: torch.dtype | None = None, **_: Any) -> torch.Tensor:
+    return _full(size, 0, dtype=dtype or torch.get_default_dtype())
+
+
+def _ones(size: Any, *, dtype: torch.dtype | None = None, **_: Any) -> torch.Tensor:
+    return _full(size, 1, dtype=dtype or torch.get_default_dtype())
+
+
+def _new_full(
+    x: torch.Tensor, size: Any, fill_value: Any, *, dtype: torch.dtype | None = None, **_: Any
+) -> Any:
+    return _full(size, fill_value, dtype=dtype or x.dtype)
+
+
+def _new_zeros(x: torch.Tensor, size: Any, *, dtype: torch.dtype | None = None, **_: Any) -> torch.Tensor:
+    return _full(size, 0, dtype=dtype or x.dtype)
+
+
+aten_ops = torch.ops.aten
 FOLDED_AS = {
-    torch.ops.aten.view.default: torch.ops.aten.reshape.default,
-    torch.ops.aten._unsafe_view.default: torch.ops.aten.reshape.default,
-    torch.ops.aten.empty.memory_format: _empty,
+    aten_ops.view.default: aten_ops.reshape.default,
+    aten_ops._unsafe_view.default: aten_ops.reshape.default,
+    aten_ops.empty.memory_format: _zeros,
+    aten_ops.zeros.default: _zeros,
+    aten_ops.ones.default: _ones,
+    aten_ops.full.default: _full,
+    aten_ops.new_empty.default: _new_zeros,
+    aten_ops.new_zeros.default: _new_zeros,
+    aten_ops.new_full.default: _new_full,
 }
-"""Ops folded on constants as another op of the same values (a view as a reshape, an
-uninitialized tensor as zeros)."""
+"""Ops folded on constants as another op of the same values (a view as a reshape, a filled or
+uninitialized tensor as one element broadcast)."""
 
 
 class LostConstant(ImportFailure):
@@ -375,10 +400,26 @@ class FxImporter:
         key = (*_view_key(value), partner, dtype)
         if key not in self._constants:
             literal = compact_constant(value, partner) if partner is not None else value
-            literal = literal.to(dtype) if dtype is not None else literal
+            if dtype is not None:  # converted where it holds values: a broadcast stays one
+                literal = compact(literal).to(dtype).expand(literal.shape)
             hint = self.node.name if self.node is not None else None
-            self._constants[key] = (value, self.builder.constant(literal.contiguous(), hint))
+            self._constants[key] = (value, self.builder.constant(literal, hint))
         return self._constants[key][1]
+
+    def erase_unread(self, value: SSAValue) -> None:
+        """Erases the op of `value` if nothing reads it (an earlier scatter's concat a later one
+        covered), then each constant it read that nothing else reads (and its cache entry)."""
+        op = value.owner
+        if not isinstance(op, pcg.PcgOp) or any(r.uses for r in op.results):
+            return
+        operands = list(op.operands)
+        op.detach()
+        op.erase()
+        for v in operands:
+            if isinstance(v.owner, pcg.ConstantOp) and not v.uses:
+                self._constants = {k: c for k, c in self._constants.items() if c[1] is not v}
+                v.owner.detach()
+                v.owner.erase()
 
     def fail(self, message: str) -> ImportFailure:
         where = node_origin(self.node) if self.node is not None else "the model"
@@ -405,6 +446,12 @@ def tensor_type(v: SSAValue) -> TensorType:
     return v.type
 
 
+def filled(shape: tuple[int, ...], value: float | int | bool, dtype: torch.dtype) -> Const:
+    """A constant of `shape` whose every element is `value`: one element, broadcast (a splat,
+    `builder.dense_literal`; never built at its size)."""
+    return Const(torch.full((), value, dtype=dtype).expand(shape))
+
+
 def compact_constant(value: torch.Tensor, partner: tuple[int, ...]) -> torch.Tensor:
     """Shrinks to size 1 each dim along which `value` is constant and which `partner` (the other
     operand of a broadcasting op) has at full size, so broadcasting restores it."""
@@ -416,15 +463,6 @@ def compact_constant(value: torch.Tensor, partner: tuple[int, ...]) -> torch.Ten
         first = value.narrow(d, 0, 1)
         if value.stride(d) == 0 or torch.equal(value, first.expand_as(value)):
             value = first
-    return value
-
-
-def compact(value: torch.Tensor) -> torch.Tensor:
-    """`value` with each dim it is broadcast along (stride 0) narrowed to size 1: the part that
-    holds its values, of the same rank, which broadcasting restores."""
-    for d in range(value.dim()):
-        if value.stride(d) == 0 and value.shape[d] > 1:
-            value = value.narrow(d, 0, 1)
     return value
 
 

@@ -24,7 +24,7 @@ from unityc.dialects.syntax import UnitycOp, to_attr
 from unityc.graph import Graph, Node, Ref, op_class
 from unityc.graph.convert import _grouped, _grouped_results
 from unityc.interpreter.functions import run_parallel, run_tasks, sum_concat
-from unityc.interpreter.kernels import torch_dtype
+from unityc.interpreter.kernels import literal_tensor, torch_dtype
 from unityc.interpreter.pieces import Pieces, scatter
 
 Values = dict[Ref, Pieces]
@@ -51,8 +51,7 @@ def random_pieces(
 def source_pieces(node: Node, seed: int, dtype: torch.dtype) -> Pieces:
     (t,) = node.types
     if node.op == "pcg.constant":
-        data = node.attr("value").get_values()
-        return scatter(torch.tensor(list(data), dtype=torch_dtype(t.element_type, dtype)).reshape(t.shape), t)
+        return scatter(literal_tensor(node.attr("value"), torch_dtype(t.element_type, dtype)), t)
     key = node.attr("key")
     gen = torch.Generator().manual_seed((zlib.crc32(f"{node.op}:{key}".encode()) ^ seed) & 0x7FFFFFFF)
     return random_pieces(t, gen, dtype)

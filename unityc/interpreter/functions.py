@@ -21,7 +21,7 @@ from unityc.dialects import parallel, pcg
 from unityc.dialects.diagnostics import located
 from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import TensorType
-from unityc.interpreter.kernels import KERNELS, Task, torch_dtype
+from unityc.interpreter.kernels import KERNELS, Task, literal_tensor, torch_dtype
 from unityc.interpreter.pieces import MicroBatches, Pieces, scatter
 
 
@@ -224,9 +224,8 @@ def _make_functions() -> type[InterpreterFunctions]:
         def run(self: PcgFunctions, interpreter: Interpreter, op: Any, args: PythonValues) -> PythonValues:
             t: TensorType = op.result.type
             if kind == "constant":
-                data = op.properties["value"].get_values()
                 dtype = torch_dtype(t.element_type, self.sources.float_dtype)
-                return (scatter(torch.tensor(list(data), dtype=dtype).reshape(t.shape), t),)
+                return (scatter(literal_tensor(op.properties["value"], dtype), t),)
             return (scatter(self.sources.value(op.attrs()["key"], t, kind), t),)
 
         return run

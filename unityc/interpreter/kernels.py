@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from unityc.dialects import pcg
 from unityc.dialects.forms import Form
+from unityc.dialects.literals import stored_once
 from unityc.dialects.pcg_types import FLOAT_TYPES, TORCH_NAMES, PcgOp, TensorType
 from unityc.dialects.spatial import Halo, window_halo
 from unityc.interpreter.pieces import Pieces, assemble
@@ -342,6 +343,14 @@ KERNELS: dict[type[PcgOp], Kernel] = {
     pcg.TakeOp: lambda t, x, index: torch.gather(x, t.attrs["dim"] % x.dim(), index),
     pcg.ExpertsOp: _experts,
 }
+
+
+def literal_tensor(literal: Any, dtype: torch.dtype) -> torch.Tensor:
+    """A `pcg.constant`'s dense literal as a tensor of `dtype` (a splat stored once, filled)."""
+    shape = tuple(literal.get_type().get_shape())
+    if stored_once(literal):
+        return torch.full(shape, literal.get_values()[0], dtype=dtype)
+    return torch.tensor(list(literal.get_values()), dtype=dtype).reshape(shape)
 
 
 def torch_dtype(element_type: Any, float_override: torch.dtype | None = None) -> torch.dtype:

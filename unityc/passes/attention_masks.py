@@ -28,6 +28,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from unityc.dialects import pcg
+from unityc.dialects.literals import literal_values
 from unityc.dialects.plan import carry_plan
 from unityc.passes.attention_weights import _owner, _shape
 
@@ -52,7 +53,7 @@ def _element(value: SSAValue) -> Any:
 
 def _constant_values(value: SSAValue) -> list[float] | None:
     c = _owner(value, pcg.ConstantOp)
-    return None if c is None else [float(v) for v in c.attrs()["value"].get_values()]
+    return None if c is None else [float(v) for v in literal_values(c.attrs()["value"])]
 
 
 def _arange(value: SSAValue, dim: int) -> int | None:

@@ -40,6 +40,7 @@ from xdsl.transforms.dead_code_elimination import region_dce
 
 from unityc.dialects import pcg
 from unityc.dialects.forms import FormError
+from unityc.dialects.literals import literal_values
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.plan import carry_plan
 from unityc.passes.attention_masks import causal_masks
@@ -705,7 +706,7 @@ def _widened(constant: pcg.ConstantOp, dims: int) -> pcg.ConstantOp:
     """A constant [..., 1] repeated along its last dim to [..., dims] (the same values)."""
     t = constant.results[0].type
     assert isinstance(t, TensorType)
-    values = [v for v in constant.attrs()["value"].get_values() for _ in range(dims)]
+    values = [v for v in literal_values(constant.attrs()["value"]) for _ in range(dims)]
     shape = [*t.shape[:-1], dims]
     literal = DenseIntOrFPElementsAttr.from_list(BuiltinTensorType[Any](t.element_type, shape), values)
     wide = TensorType(shape, t.element_type)

@@ -185,9 +185,10 @@ class Model:
 
 @dataclass(frozen=True)
 class Constant:
-    """A folded constant: its values in row-major order and how it is held. A large one holds
-    its bytes packed instead (`packing.py`; `values` empty), the program's text shared by every
-    constant of that value and decoded once per process."""
+    """A folded constant: its values in row-major order (one value: a splat, every element that
+    one) and how it is held. A large one holds its bytes packed instead (`packing.py`; `values`
+    empty), the program's text shared by every constant of that value and decoded once per
+    process."""
 
     values: tuple[float | int | bool, ...]
     layout: Layout
@@ -197,13 +198,15 @@ class Constant:
         count = math.prod(self.layout.shape)
         if self.packed and self.values:
             raise ValueError("a constant holds either its values or its packed bytes, not both")
-        if not self.packed and len(self.values) != count:
+        if not self.packed and len(self.values) not in (1, count):
             shape = list(self.layout.shape)
             raise ValueError(f"a constant of shape {shape} needs {count} values, got {len(self.values)}")
 
     def tensor(self) -> torch.Tensor:
         if self.packed:
             return _unpacked(self.packed, self.layout.dtype, self.layout.shape)
+        if len(self.values) == 1:  # a splat: one value (a large zero base is never spelled out)
+            return torch.full(self.layout.shape, self.values[0], dtype=self.layout.torch_dtype)
         return torch.tensor(self.values, dtype=self.layout.torch_dtype).reshape(self.layout.shape)
 
 
