@@ -160,35 +160,29 @@ def test_a_batch_dependent_constant_is_refused_by_name():
 SCATTER_BASE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scatter_base.py") + ":make"
 
 
-def test_a_batch_sized_splat_constant_takes_micro_batch_rows():
+@pytest.mark.parametrize(
+    "batch, constant",
+    [
+        pytest.param(8, "Layout((2, 8)", id="small-every-element"),
+        pytest.param(256, "Constant((0.0,), Layout((64, 8)", id="large-one-value"),
+    ],
+)
+def test_a_batch_sized_splat_constant_takes_micro_batch_rows(batch: int, constant: str) -> None:
     """A zero buffer of the whole batch written into by rows (`slice_scatter`, DeepSeek-V3's
     rotary) leaves a [B, 8] splat constant beside the [B, 16] batched rows in one concat: each
     micro-batch reads the splat's first B/M rows (a splat of the micro-batch's shape; under data
     parallelism it is sharded like the batch, `search.rebuild.batch_tensors`), where it kept the
     whole batch's shape and the concat had no micro-batch form. The interpreter's micro-batches
     compute the model's loss and gradients, and the program's PLAN holds the micro-batch's
-    constant (what every micro-batch's stage reads whole)."""
-    reference = imported(SCATTER_BASE, 8)
-    assert "value dense<0.000000e+00> : tensor<8x8xf32>" in text(reference)
+    constant (what every micro-batch's stage reads whole). At batch 256 the [256, 8] zero part
+    (8 KiB) is a splat literal of one stored value (`dialects/literals.py`), its micro-batch
+    form [64, 8] too, and the program's constant is that one value, not 512 of them."""
+    reference = imported(SCATTER_BASE, batch)
+    assert f"value dense<0.000000e+00> : tensor<{batch}x8xf32>" in text(reference)
     pipelined = plan(reference, "cpu:2", "gpipe", 2, 4)
     micro = text(microbatch_module(pipelined, 4))
-    assert "value dense<0.000000e+00> : tensor<2x8xf32> {" in micro, micro
+    assert f"value dense<0.000000e+00> : tensor<{batch // 4}x8xf32> {{" in micro, micro
     assert_same(pipelined, reference)
     program = emit_program(pipelined, "cpu:2")
     constants = [line for line in program.splitlines() if "Constant(" in line]
-    assert constants and all("Layout((2, 8)" in line for line in constants), constants
-
-
-def test_a_large_batch_sized_splat_is_one_value_in_every_micro_batch():
-    """The same buffer at batch 256: its [256, 8] zero part (8 KiB) is a splat literal of one
-    stored value (`dialects/literals.py`), its micro-batch form [64, 8] too, and the program's
-    constant is that one value, not 512 of them; the plan stays exact."""
-    reference = imported(SCATTER_BASE, 256)
-    assert "value dense<0.000000e+00> : tensor<256x8xf32>" in text(reference)
-    pipelined = plan(reference, "cpu:2", "gpipe", 2, 4)
-    micro = text(microbatch_module(pipelined, 4))
-    assert "value dense<0.000000e+00> : tensor<64x8xf32> {" in micro, micro
-    assert_same(pipelined, reference)
-    program = emit_program(pipelined, "cpu:2")
-    constants = [line for line in program.splitlines() if "Constant(" in line]
-    assert constants and all("Constant((0.0,), Layout((64, 8)" in line for line in constants), constants
+    assert constants and all(constant in line for line in constants), constants
