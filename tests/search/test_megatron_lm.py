@@ -5,6 +5,8 @@ the fewest stages that fit are taken (more stages only where fewer do not fit)."
 from __future__ import annotations
 
 import sys
+
+import pytest
 from pathlib import Path
 
 from unityc.frontend import ModelSpec, import_model
@@ -50,3 +52,30 @@ def test_fewest_stages_that_fit() -> None:
     fewer = megatron_lm_plan(graph, tight, pricing)
     assert fewer.estimate.fits and "pipeline 1," not in fewer.note
     assert fewer.estimate.peak_memory <= tight.kinds[0].memory
+
+
+def test_fewer_microbatches_than_stages_run_gpipe() -> None:
+    """Batch 2 on 8 devices at tensor 2: every pipelined layout has fewer micro-batches (B / d)
+    than stages, which torch's 1F1B (and the plan verifier) refuses; Megatron-LM's 1F1B runs
+    them as GPipe's schedule (all forwards as warm-up), and so do the baseline's plans."""
+    graph = transformer(8, 32, 2, 64, 128, 16, 2)
+    pricing = Pricing(optimizer="adam")
+    roomy = megatron_lm_plan(graph, preset("cpu:8"), pricing)
+    tight = megatron_lm_plan(graph, preset("cpu:8").with_memory(0.6 * roomy.estimate.peak_memory), pricing)
+    for plan in (roomy, tight):
+        pipeline = plan.graph.plan.pipeline
+        stages = 1 + max(node.plan.stage or 0 for node in plan.graph.nodes.values())
+        assert pipeline is not None and pipeline.problem_with(stages) is None, plan.note
+        assert pipeline.schedule == "gpipe" and pipeline.microbatches < stages, plan.note
+    assert "pipeline 4" in tight.note
+
+
+def test_materialize_refuses_what_the_loader_refuses() -> None:
+    from unityc.search.layers import PipelineError, Stage
+    from unityc.search.layout import Layout
+    from unityc.search.pipeline import materialize
+
+    graph = transformer(4, 32, 2, 64, 128, 16, 2)
+    stages = tuple(Stage(k, k + 1, k, 1) for k in range(4))
+    with pytest.raises(PipelineError, match="1f1b needs at least as many micro-batches"):
+        materialize(graph, preset("cpu:4"), stages, "1f1b", Layout(pipeline=4, microbatches=2), 4)

@@ -215,7 +215,12 @@ class Layout:
 
     @property
     def schedule(self) -> str:
-        return "interleaved-1f1b" if self.virtual > 1 else "1f1b"
+        """Interleaved 1F1B with chunks; else 1F1B, or GPipe's schedule where there are fewer
+        micro-batches than stages (what Megatron-LM's 1F1B runs then: every forward is warm-up),
+        which torch's 1F1B refuses."""
+        if self.virtual > 1:
+            return "interleaved-1f1b"
+        return "1f1b" if self.microbatches >= self.pipeline else "gpipe"
 
     def describe(self) -> str:
         """One line for a report: 'data 4 x tensor 2 x pipeline 1, 1f1b, ...'."""

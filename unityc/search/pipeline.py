@@ -84,6 +84,9 @@ def materialize(
         raise PipelineError(
             f"{len(stages)} stages are not {layout.pipeline} stage groups x {virtual} chunks ({layout!r})"
         )
+    pipeline = Pipeline(schedule, layout.microbatches, virtual)
+    if (problem := pipeline.problem_with(len(stages))) is not None:  # (the loader would refuse it)
+        raise PipelineError(problem)
     _, layer = layer_of(graph, max_layers)
     stage_of_layer = {}
     for k, st in enumerate(stages):
@@ -148,7 +151,7 @@ def materialize(
             view = to_attr(canonical_view(task_degrees(node.types[0]), start[k]), machine)
         plan.nodes[nid] = node.with_plan(stage=k, view=view)
     plan.function_attrs = plan.kept_function_attrs()
-    plan.set_plan(GraphPlan(Pipeline(schedule, layout.microbatches, virtual)))
+    plan.set_plan(GraphPlan(pipeline))
     return plan
 
 
@@ -609,14 +612,16 @@ def pipeline_candidates(
             found = best_partition(graph, machine, options, schedule, costs=costs, tensor=staged)
         except (PipelineError, ValueError):
             continue
-        if found is not None and len(found[0].stages) > 1:
-            part, M = found
+        if found is None or len(found[0].stages) < 2:
+            continue
+        part, M = found
+        with contextlib.suppress(PipelineError):  # (1F1B refuses fewer micro-batches than stages)
             plans.append(
                 _finish("pipeline", graph, machine, part, schedule, M, options, describe(part, schedule, M))
             )
-            if schedule == "1f1b":
-                with contextlib.suppress(PipelineError, ValueError):
-                    plans.append(interleaved_plan(graph, machine, part, M, costs, options))
+        if schedule == "1f1b":
+            with contextlib.suppress(PipelineError, ValueError):
+                plans.append(interleaved_plan(graph, machine, part, M, costs, options))
     for build in (
         lambda: pipedream_plan(graph, machine, options, costs=costs),
         lambda: hetero_gpipe_plan(graph, machine, options, costs),
