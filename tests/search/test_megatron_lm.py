@@ -5,9 +5,9 @@ the fewest stages that fit are taken (more stages only where fewer do not fit)."
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import from_module
