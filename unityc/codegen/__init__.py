@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import DictionaryAttr, IntegerType, ModuleOp
 
 from unityc.codegen.analysis import Analysis, CodegenError, analyze, index_bounds
 from unityc.codegen.emit import Writer, layout_text
-from unityc.codegen.memory import frozen_weights, predicted_memory, zero_stages
+from unityc.codegen.memory import bf16_pieces, frozen_weights, predicted_memory, zero_stages
 from unityc.codegen.pipeline import emit_pipelined, is_pipelined
 from unityc.cost.estimate import estimate_module
 from unityc.dialects.container import graph_function
@@ -209,6 +209,7 @@ def program_head(
         f"    tables={writer.tables!r},",
         *([f"    zero={zero_stages(a)!r},"] if zero_stages(a) else []),
         *([f"    frozen=frozenset({frozen_weights(a)!r}),"] if frozen_weights(a) else []),
+        *([f"    bf16_pieces=frozenset({bf16_pieces(a)!r}),"] if bf16_pieces(a) else []),
         f"    memory={predicted_memory(a)!r},",
         *(f"    {k}={v!r}," for k, v in (measures or {}).items()),
         f"    tokens={tokens},",

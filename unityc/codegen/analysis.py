@@ -158,12 +158,12 @@ def _step_cast_views(a: Analysis) -> None:
         return
     for op in a.ops:
         source = op.operands[0].owner if op.name in WEIGHT_VIEWS else None
-        if isinstance(source, PcgOp) and source.name == "pcg.weight" and _read_in_bf16(a, op.results[0]):
+        if isinstance(source, PcgOp) and source.name == "pcg.weight" and read_in_bf16(a, op.results[0]):
             a.step_casts.add(op)
             _hold_bf16(a, op.results[0])
 
 
-def _read_in_bf16(a: Analysis, value: SSAValue) -> bool:
+def read_in_bf16(a: Analysis, value: SSAValue) -> bool:
     """Whether every reader of `value`, through views, is an op that autocast runs in bf16."""
     if value in a.outputs or not value.uses:
         return False
@@ -172,7 +172,7 @@ def _read_in_bf16(a: Analysis, value: SSAValue) -> bool:
         if not isinstance(reader, PcgOp):
             return False
         if reader.name in WEIGHT_VIEWS:
-            if not _read_in_bf16(a, reader.results[0]):
+            if not read_in_bf16(a, reader.results[0]):
                 return False
         elif type(reader).AUTOCAST != "bf16" or a.values[reader.results[0]].dtype != "bf16":
             return False

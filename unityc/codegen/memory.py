@@ -3,6 +3,8 @@ memory model predicts per rank, and the checkpointed regions of `recompute` ops.
 
 * `zero_stages`: weight key -> ZeRO stage, for `PLAN.zero` (`unityc.runtime.zero` runs them);
 * `frozen_weights`: the weights the model does not train, for `PLAN.frozen`;
+* `bf16_pieces`: the ZeRO-1/2 weights held as bf16 pieces with fp32 master shards, for
+  `PLAN.bf16_pieces` (`cost.memory.is_bf16_piece`, the cost model's side of one rule);
 * `predicted_memory`: optimizer -> rank -> (weights, gradients, optimizer state) bytes, by
   `cost.memory.persistent_bytes` (the one formula the estimate uses too), for `PLAN.memory`:
   `--check` compares every rank's bytes with it;
@@ -20,13 +22,14 @@ from dataclasses import dataclass, field
 
 from xdsl.ir import SSAValue
 
-from unityc.codegen.analysis import Analysis, CodegenError
+from unityc.codegen.analysis import Analysis, CodegenError, read_in_bf16
 from unityc.cost.memory import OPTIMIZERS, persistent_bytes
 from unityc.cost.pricing import piece
 from unityc.dialects.node import SOURCE_OPS
 from unityc.dialects.pcg import AttentionOp
 from unityc.dialects.pcg_types import PcgOp
 from unityc.dialects.plan import op_plan
+from unityc.dialects.precision import BF16_MIXED
 from unityc.runtime.patterns import block_cuts, layer_of, recomputes_core
 
 SOURCES = SOURCE_OPS
@@ -46,6 +49,19 @@ def zero_stages(a: Analysis) -> dict[str, int]:
     return {str(op.attrs()["key"]): zero_stage(op) for op in a.ops if zero_stage(op)}  # type: ignore[attr-defined]
 
 
+def bf16_pieces(a: Analysis) -> list[str]:
+    """The keys of the weights held as bf16 pieces (`runtime.zero`), for `PLAN.bf16_pieces`."""
+    return [str(op.attrs()["key"]) for op in a.ops if _bf16_piece(a, op)]  # type: ignore[attr-defined]
+
+
+def _bf16_piece(a: Analysis, op: PcgOp) -> bool:
+    """Under bf16-mixed, a trained ZeRO-1/2 weight every reader of which (through views) runs in
+    bf16 under autocast: the rule of `cost.memory.is_bf16_piece`, on the program's analysis."""
+    if op.name != "pcg.weight" or a.precision != BF16_MIXED or zero_stage(op) not in (1, 2):
+        return False
+    return a.value(op.results[0]).grad and read_in_bf16(a, op.results[0])
+
+
 def predicted_memory(a: Analysis) -> dict[str, dict[int, tuple[int, int, int]]]:
     out: dict[str, dict[int, tuple[int, int, int]]] = {}
     for optimizer in OPTIMIZERS:
@@ -57,7 +73,10 @@ def predicted_memory(a: Analysis) -> dict[str, dict[int, tuple[int, int, int]]]:
             p = piece(v.type)
             assert p is not None
             size = p.nbytes // max(p.numel, 1)
-            kept = persistent_bytes(p.numel, size, v.type.copy_degree, zero_stage(op), optimizer, v.grad)
+            held_bf16 = _bf16_piece(a, op)
+            kept = persistent_bytes(
+                p.numel, size, v.type.copy_degree, zero_stage(op), optimizer, v.grad, held_bf16
+            )  # fmt: skip
             for rank in v.held:
                 row = per_rank.setdefault(rank, [0, 0, 0])
                 row[0] += int(kept.weights)

@@ -117,6 +117,29 @@ def step_weight_copy(graph: Graph, nid: int, r: Ref, users: Mapping[int, list[in
     return cast_operand(graph, nid, r)
 
 
+def is_bf16_piece(graph: Graph, nid: int, users: Mapping[int, list[int]], wants_grad: bool) -> bool:
+    """Whether the program holds weight `nid` as a bf16 piece with an fp32 master shard
+    (`runtime.zero`, `Plan.bf16_pieces`): under bf16-mixed, a trained ZeRO-1/2 weight every
+    reader of which (through views) runs in bf16, casting it (`cast_operand`); it then has no
+    autocast copy (`bf16_read`). The program's side: `codegen.memory.bf16_pieces`."""
+    node = graph.nodes[nid]
+    if node.op != "pcg.weight" or node.zero not in (1, 2) or node.attr("frozen") or not wants_grad:
+        return False
+    return graph_precision(graph) == BF16_MIXED and _read_in_bf16(graph, nid, users)
+
+
+def bf16_read(graph: Graph, r: Ref, users: Mapping[int, list[int]], gets_grad: Any) -> bool:
+    """Whether value `r` is a bf16 piece (`is_bf16_piece`; `gets_grad` holds the refs that get a
+    gradient) or a view of one: read as it is held, no autocast copy of it is made."""
+    nid = r[0]
+    while graph.nodes[nid].op in WEIGHT_VIEWS:
+        source = graph.nodes[nid].operands[0]
+        if source is None:
+            return False
+        nid = source[0]
+    return is_bf16_piece(graph, nid, users, (nid, 0) in gets_grad)
+
+
 def _read_in_bf16(graph: Graph, view: int, users: Mapping[int, list[int]]) -> bool:
     """Whether every reader of view `view`'s result, through views, is a bf16 op casting it."""
     readers = users.get(view, [])
@@ -170,18 +193,29 @@ def shard_numel(numel: int, copies: int) -> int:
 
 
 def persistent_bytes(
-    numel: int, element_bytes: int, copies: int, zero: int, optimizer: str, wants_grad: bool = True
+    numel: int,
+    element_bytes: int,
+    copies: int,
+    zero: int,
+    optimizer: str,
+    wants_grad: bool = True,
+    bf16_piece: bool = False,
 ) -> DeviceMemory:
     """What one copy of a weight piece keeps on its device for the whole run: the weight (a
     shard if zero = 3), its gradient (a shard if zero >= 2) and the optimizer state (sharded if
-    zero >= 1); shards hold ceil(numel / copies) elements (the last one padded)."""
+    zero >= 1); shards hold ceil(numel / copies) elements (the last one padded). A `bf16_piece`
+    (`is_bf16_piece`: a trained ZeRO-1/2 weight) keeps the whole piece in bf16 and its master
+    shard in `element_bytes`: Megatron-LM's 2 + 4 + 12/d bytes an element under Adam."""
     check_optimizer(optimizer)
     whole = numel * element_bytes
     shard = shard_numel(numel, copies) * element_bytes if zero else whole
+    if bf16_piece and (zero not in (1, 2) or not wants_grad):
+        raise ValueError(f"a bf16 piece is a trained ZeRO-1/2 weight, not ZeRO-{zero}")
     if not wants_grad:
         return DeviceMemory(weights=shard if zero == 3 else whole)
+    held = numel * 2 + shard if bf16_piece else whole
     return DeviceMemory(
-        weights=shard if zero == 3 else whole,
+        weights=shard if zero == 3 else held,
         gradients=shard if zero >= 2 else whole,
         optimizer=STATE_PER_WEIGHT[optimizer] * (shard if zero >= 1 else whole),
     )

@@ -397,16 +397,18 @@ def weight_parts(
     wants: bool,
     zero: int = 0,
     buckets: Buckets = None,
+    bf16_piece: bool = False,
 ) -> WeightParts:
     """What a weight of type `t` placed at `where` holds and does per iteration; `zero` shards
     it across its copies (see `memory.persistent_bytes`), whose collectives move in a bucket of
     `buckets[group]` bytes over each copy group (`zero_bucket_bytes`; the gradient all-reduce
-    is bucketed by the schedule)."""
+    is bucketed by the schedule). A `bf16_piece` (`memory.is_bf16_piece`) holds its piece in
+    bf16 beside the fp32 master shard, whose updated shards are all-gathered in bf16."""
     p = _piece(t, False)
     pieces = per_device(np.fromiter(where.values(), dtype=np.int64, count=len(where)))
     element = p.nbytes // max(p.numel, 1)
     n = t.copy_degree
-    own = persistent_bytes(p.numel, element, n, zero, optimizer, wants)
+    own = persistent_bytes(p.numel, element, n, zero, optimizer, wants, bf16_piece)
     updated = shard_numel(p.numel, n) if zero else p.numel
     held: dict[int, dict[str, float]]
     update: list[tuple[int, float]] = []
@@ -437,11 +439,20 @@ def weight_parts(
         else:
             reduce = copy_collectives(machine, "all_reduce", where, p.nbytes)
         if zero in (1, 2):
-            sync += copy_collectives(machine, "all_gather", where, p.nbytes, buckets)
+            gathered, bucket = (p.nbytes, buckets) if not bf16_piece else (p.numel * 2, _halved(buckets))
+            sync += copy_collectives(machine, "all_gather", where, gathered, bucket)
     gather = copy_collectives(machine, "all_gather", where, p.nbytes, buckets) if zero == 3 else []
     flops = update_work(optimizer, t.num_pieces // t.copy_degree * p.numel, element).flops if wants else 0.0
     full = {d: float(count * p.nbytes) for d, count in pieces.items()} if zero >= 2 else None
     return WeightParts(held, tuple(update), tuple(sync), flops, tuple(gather), full, tuple(reduce))
+
+
+def _halved(buckets: Buckets) -> Buckets:
+    """The bucket sizes of fp32 pieces gathered in bf16 (a bucket of bf16 pieces,
+    `runtime.zero.Bucket.all_gather`)."""
+    if buckets is None or isinstance(buckets, int):
+        return None if buckets is None else buckets // 2
+    return {group: size // 2 for group, size in buckets.items()}
 
 
 def copy_groups(where: Placement) -> list[tuple[int, ...] | range]:

@@ -37,8 +37,10 @@ from unityc.cost.memory import (
     NORM_STATS,
     WEIGHT_VIEWS,
     autocast_copy_bytes,
+    bf16_read,
     cast_operand,
     experts_saved_bytes,
+    is_bf16_piece,
     norm_stats_bytes,
     saves,
     step_weight_copy,
@@ -182,7 +184,9 @@ class StepBuilder:
             assert p is not None
             where = placement(t, node.view, self.machine) if self.roles is None else self.placed_at(nid)
             groups = tuple(tuple(g) for g in copy_groups(where))
-            weights.append((nid, (node.zero, p.dtype, not frozen), node.attr("key") or "", p.nbytes, groups))
+            bf16 = is_bf16_piece(self.graph, nid, self.users(), (nid, 0) in self.gets_grad)
+            kind = (node.zero, p.dtype, not frozen, bf16)  # `runtime.zero._kind`
+            weights.append((nid, kind, node.attr("key") or "", p.nbytes, groups))
         sizes = zero_bucket_bytes([w[1:] for w in weights])
         self.zero_buckets = {nid: size for (nid, *_), size in zip(weights, sizes, strict=True)}
 
@@ -451,8 +455,8 @@ class StepBuilder:
         per_task = once = 0
         inputs: dict[int, float] = {}
         for r, t in zip(node.operands, types, strict=True):
-            if r is None or t is None:
-                continue
+            if r is None or t is None or bf16_read(self.graph, r, self.users(), self.gets_grad):
+                continue  # a bf16 piece is read as it is held
             shard = None if node.recompute else regathered(self.graph, r, self.gets_grad)
             if shard is not None and cast_operand(self.graph, nid, r):
                 # the shard's bf16 copy, once for every op reading the gather (`runtime.regather`)
@@ -591,7 +595,8 @@ class StepBuilder:
     ) -> tuple[Step, OpRow]:
         wants = (nid, 0) in self.gets_grad
         buckets = self.zero_buckets.get(nid)
-        parts = weight_parts(self.machine, self.optimizer, t, where, wants, node.zero, buckets)
+        bf16 = is_bf16_piece(self.graph, nid, self.users(), wants)
+        parts = weight_parts(self.machine, self.optimizer, t, where, wants, node.zero, buckets, bf16)
         (sync, synced), (gather, _), (reduce, reduced) = (
             self.comms(parts.sync), self.comms(parts.gather), self.comms(parts.reduce)
         )  # fmt: skip

@@ -180,7 +180,7 @@ class DistributedModel(nn.Module):
         self.pieces = local_weights(plan, rank, module, self.device, float_dtype)
         self.sizes = part_sizes(plan, module)
         self.constants = local_constants(plan, rank, self.device, float_dtype)
-        self.zero = Zero(self.comm, plan, self.pieces)
+        self.zero = Zero(self.comm, plan, self.pieces, bf16=float_dtype is None)
         self.pipelined = forward if isinstance(forward, Pipelined) else None
         """A pipelined plan's program: `step(batch)` runs its schedule (forward and backward)."""
         bucket = max(1, round(bucket_mb * 2**20))
@@ -549,7 +549,9 @@ class DistributedModel(nn.Module):
             flat = torch.zeros(shard.m * shard.n, dtype=piece.dtype)
             flat[: shard.numel] = piece.reshape(-1)
             shard.shard.copy_(flat[shard.index * shard.m : (shard.index + 1) * shard.m])
-            if shard.full is not None:
+            if shard.values is not None:  # a bf16 piece: bf16(the weight), as after a step
+                shard.values.copy_(piece)
+            elif shard.full is not None:
                 shard.full.copy_(piece)
         self.gathered = self._versions()
         return None

@@ -90,7 +90,8 @@ class Trainer:
         # pieces, or ZeRO shards; no frozen weight
         self.params: list[torch.Tensor] = list(self.model.parameters())
         self.optimizer = spec.build(self.params)
-        self.saved = SavedBytes.of([*self.weights.values(), *self.params]) if args.saved_bytes else None
+        persistent = [*self.weights.values(), *self.params, *self.zero.held_bf16()]
+        self.saved = SavedBytes.of(persistent) if args.saved_bytes else None
         """--saved-bytes: what each forward leaves saved for backward (`saved.py`)."""
         if self.saved is not None:
             self.model.count_saved(self.saved)

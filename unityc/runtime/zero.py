@@ -31,6 +31,17 @@ not all receive a gradient is reduce-scattered there. The updated shards of ZeRO
 all-gathered bucket by bucket after the optimizer step. Every rank of a copy group runs the
 same forward and backward, so every rank issues its group's collectives in the same order.
 
+bf16 pieces (`Plan.bf16_pieces`: bf16-mixed, ZeRO-1/2, every reader of the weight runs in bf16
+under autocast), as Megatron-LM's distributed optimizer and FSDP2's `MixedPrecisionPolicy` keep
+them: the rank holds the whole piece in bf16 (`Shard.values`, what the forward reads, through
+`HeldCast`) and its fp32 master shard (`Shard.shard`, what the optimizer steps); the fp32
+gradient of the whole piece accumulates in a zero-byte fp32 leaf (`Shard.full`, a stride-0
+parameter), into which `HeldCast`'s backward casts the bf16 gradient as autocast's own cast
+would; after the step the master shards are cast to bf16 and all-gathered into the pieces (half
+the bytes of the fp32 gather). 2 + 4 + 12/n bytes an element under Adam, not 4 + 4 + 8/n plus
+autocast's 2-byte copy a step. The values are bf16(master), what autocast's cast of the fp32
+weight gives, so --check stays exact against the single-device reference.
+
 Why not torch's own: `ZeroRedundancyOptimizer` shards by whole parameters (ranks own different
 parameters), and FSDP2's `fully_shard` shards `nn.Module` parameters along dim 0 and drives the
 gathers from module hooks; a generated program's forward is one function over pieces of
@@ -62,7 +73,14 @@ class Shard:
     """One ZeRO weight piece on this rank."""
 
     def __init__(
-        self, key: str, stage: int, piece: torch.Tensor, group: Any, ranks: tuple[int, ...], rank: int
+        self,
+        key: str,
+        stage: int,
+        piece: torch.Tensor,
+        group: Any,
+        ranks: tuple[int, ...],
+        rank: int,
+        bf16: bool = False,
     ):
         self.key, self.stage, self.group, self.ranks = key, stage, group, ranks
         self.n = len(ranks)
@@ -75,6 +93,17 @@ class Shard:
         own = flat[self.index * self.m : (self.index + 1) * self.m].clone()
         self.shard = torch.nn.Parameter(own, requires_grad=piece.requires_grad)  # frozen: no gradient
         self.full: torch.nn.Parameter | None = None if stage == 3 else piece  # type: ignore[assignment]
+        self.values: torch.Tensor | None = None
+        """A bf16 piece (see the module docstring): the whole piece in bf16, what forwards read."""
+        if bf16 and stage in (1, 2) and piece.requires_grad:
+            self.values = piece.detach().to(torch.bfloat16)
+            leaf = torch.zeros((), dtype=piece.dtype, device=piece.device).expand(self.shape)
+            self.full = torch.nn.Parameter(leaf)  # stride 0: the gradient's leaf, no bytes of its own
+
+    @property
+    def gather_dtype(self) -> torch.dtype:
+        """The dtype its shard moves in when gathered after the step (a bf16 piece's: bf16)."""
+        return torch.bfloat16 if self.values is not None else self.shard.dtype
 
     def flat_range(self) -> tuple[int, int]:
         """The elements [start, stop) of the flattened piece that this rank's shard holds."""
@@ -125,10 +154,11 @@ class Bucket:
 
     def all_gather(self) -> tuple[Any, torch.Tensor]:
         """Issues the all-gather of every shard of the bucket (async): (work, buffer)."""
+        dtype = self.shards[0].gather_dtype
         local = (
-            torch.cat([s.shard.detach() for s in self.shards])
+            torch.cat([s.shard.detach().to(dtype) for s in self.shards])
             if len(self.shards) > 1
-            else self.shards[0].shard
+            else self.shards[0].shard.detach().to(dtype)
         )
         out = torch.empty(self.n * self.m, dtype=local.dtype, device=local.device)
         return dist.all_gather_single(out, local, group=self.group, async_op=True), out
@@ -211,6 +241,21 @@ class GatherWeight(torch.autograd.Function):
         return None, None, None
 
 
+class HeldCast(torch.autograd.Function):
+    """A bf16 piece as a forward reads it: its bf16 values, whose gradient the backward casts to
+    fp32 into the zero-byte fp32 leaf (`Shard.full`), as autocast's cast of an fp32 weight
+    (`ToCopyBackward`) would; it keeps nothing for backward."""
+
+    @staticmethod
+    def forward(ctx: Any, leaf: torch.Tensor, values: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        ctx.dtype = leaf.dtype
+        return values.view_as(values)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+        return grad.to(ctx.dtype), None
+
+
 def _root(t: torch.Tensor) -> torch.Tensor:
     """The tensor whose storage `t` views (`t` itself if it is no view): every view of a view
     shares its root's `_base`, so a gathered piece and its transposes are recognised by it."""
@@ -225,6 +270,8 @@ class ForwardWeights(Mapping[str, torch.Tensor]):
 
     def __getitem__(self, key: str) -> torch.Tensor:
         shard = self.zero.shards.get(key)
+        if shard is not None and shard.values is not None:
+            return HeldCast.apply(shard.full, shard.values)
         if shard is None or shard.stage != 3:
             return self.zero.weights[key]
         full = GatherWeight.apply(shard.shard, self.zero, shard)
@@ -245,7 +292,9 @@ class Zero:
     """This rank's weights with their ZeRO shards: what the optimizer updates, what the forward
     reads, the collectives around the step, and the bytes kept."""
 
-    def __init__(self, comm: Communicator, plan: Plan, weights: dict[str, torch.Tensor]):
+    def __init__(self, comm: Communicator, plan: Plan, weights: dict[str, torch.Tensor], bf16: bool = True):
+        """`bf16`: hold the plan's bf16 pieces so (off in a float64 run, which holds every weight
+        in float64; the bytes reported are the plan's all the same)."""
         self.plan = plan
         order: dict[tuple[int, ...], None] = {}
         for key in plan.zero:  # plan order: every rank creates every group
@@ -259,9 +308,12 @@ class Zero:
             if piece is None or (stage < 3 and not plan.trained(key)):
                 continue  # a frozen weight has no gradient or optimizer state to shard
             ranks = next(r for r in plan.weights[key].copy_groups() if comm.rank in r)
-            self.shards[key] = Shard(key, stage, piece, groups[ranks], ranks, comm.rank)
+            held_bf16 = bf16 and key in plan.bf16_pieces
+            shard = self.shards[key] = Shard(key, stage, piece, groups[ranks], ranks, comm.rank, held_bf16)
             if stage == 3:  # the whole piece is not kept
-                weights[key] = self.shards[key].shard
+                weights[key] = shard.shard
+            elif shard.values is not None:  # the fp32 piece is not kept: its gradient's leaf
+                weights[key] = shard.full  # type: ignore[assignment]
         self.buckets = buckets_of(list(self.shards.values()))
         self.bucket_of = {s.key: b for b in self.buckets for s in b.shards}
         for key, shard in self.shards.items():
@@ -422,7 +474,7 @@ class Zero:
         issued = [(b, *b.all_gather()) for b in self.buckets if b.shards[0].full is not None]
         for bucket, work, out in issued:
             work.wait()
-            bucket.copy_out(out, [s.full for s in bucket.shards])  # type: ignore[misc]
+            bucket.copy_out(out, [s.full if s.values is None else s.values for s in bucket.shards])  # type: ignore[misc]
 
     def zero_grad(self) -> None:
         for p in self.weights.values():
@@ -434,7 +486,15 @@ class Zero:
 
     def whole_weights(self) -> dict[str, torch.Tensor]:
         """Every local piece, ZeRO-3 ones gathered (a collective of their copy groups)."""
-        return {k: self.shards[k].gathered() if self._sharded(k, 3) else p for k, p in self.weights.items()}
+        return {k: self.shards[k].gathered() if self._gathers(k) else p for k, p in self.weights.items()}
+
+    def _gathers(self, key: str) -> bool:
+        """Whether the fp32 weight is held only as shards: ZeRO-3's, or a bf16 piece's master."""
+        return self._sharded(key, 3) or (key in self.shards and self.shards[key].values is not None)
+
+    def held_bf16(self) -> list[torch.Tensor]:
+        """The bf16 pieces' values: persistent, not activations (`SavedBytes.of` excludes them)."""
+        return [s.values for s in self.shards.values() if s.values is not None]
 
     def whole_grads(self) -> dict[str, torch.Tensor | None]:
         """Every local piece's summed gradient, ZeRO-2/3 ones gathered from the shards."""
@@ -461,7 +521,10 @@ class Zero:
         for key, p in self.weights.items():
             size = self.plan.weights[key].torch_dtype.itemsize
             shard = self.shards.get(key)
-            weights += p.numel() * size  # the shard, for ZeRO-3
+            if shard is not None and key in self.plan.bf16_pieces:  # bf16 values, fp32 master shard
+                weights += shard.numel * 2 + shard.m * size
+            else:
+                weights += p.numel() * size  # the shard, for ZeRO-3
             grad = shard.shard.grad if shard is not None and shard.stage >= 2 else p.grad
             grads += 0 if grad is None else grad.numel() * size
             param = shard.shard if shard is not None else p
@@ -472,10 +535,11 @@ class Zero:
         return weights, grads, state
 
 
-def _kind(shard: Shard) -> tuple[int, torch.dtype, bool]:
-    """What the weights of one bucket share: stage, dtype, and whether they are trained (a
-    frozen ZeRO-3 weight's bucket is gathered only, its reduce-scatter never due)."""
-    return shard.stage, shard.shard.dtype, shard.shard.requires_grad
+def _kind(shard: Shard) -> tuple[int, torch.dtype, bool, bool]:
+    """What the weights of one bucket share: stage, dtype, whether they are trained (a frozen
+    ZeRO-3 weight's bucket is gathered only, its reduce-scatter never due) and whether they are
+    bf16 pieces (gathered in bf16); the cost model's kind is the same (`steps.bucket_zero_weights`)."""
+    return shard.stage, shard.shard.dtype, shard.shard.requires_grad, shard.values is not None
 
 
 def buckets_of(shards: list[Shard]) -> list[Bucket]:

@@ -40,8 +40,9 @@ from unityc.cost.pricing import (
 from unityc.cost.roles import device_array
 from unityc.cost.schedule import Comm
 from unityc.dialects.parallel import BatchOp, ParallelOp, PipelineOp
+from unityc.dialects.precision import BF16_MIXED
 from unityc.graph import Graph, Ref, op_classes
-from unityc.graph.precision import priced_graph
+from unityc.graph.precision import graph_precision, priced_graph
 from unityc.machine.spec import Machine
 from unityc.search.layout import FULL, Layout
 
@@ -226,6 +227,9 @@ def levers_bound(
         return 0.0
     graph = priced_graph(plan)
     _, gets_grad = gradient_flags(graph, graph.topological())
+    bf16_gathers = graph_precision(graph) == BF16_MIXED and zero in (1, 2)
+    """Every weight priced as a bf16 piece, gathered in bf16 (`memory.is_bf16_piece`): no more
+    bytes than the program moves, whichever weights are."""
     compute = {d.device: d.compute_s for d in e.devices}
     comm: dict[int, float] = defaultdict(float)
     after: dict[int, float] = defaultdict(float)
@@ -262,7 +266,7 @@ def levers_bound(
             for c in copy_collectives(machine, "all_reduce", where, piece(t).nbytes):  # type: ignore[union-attr]
                 bucketed(c)
             continue
-        parts = weight_parts(machine, optimizer, t, where, True, zero, everything)
+        parts = weight_parts(machine, optimizer, t, where, True, zero, everything, bf16_gathers)
         for c in (*parts.gather, *parts.sync):
             for d in members(c.devices):
                 comm[d] += c.seconds
