@@ -8,7 +8,8 @@ The plans are built by the function the `megatron-lm` baseline and the joint sea
 candidates use (`search.megatron_lm.build`, one `Config` each) on 2 gloo ranks, tiny Hugging Face
 configs: data parallel, Megatron tensor x sequence (the column-parallel linears keep the
 sequence shard, `runtime.regather`; with selective recomputation the checkpoint runs the
-all-gather itself), ZeRO-3, a 1F1B pipeline of two stages with
+all-gather itself), ZeRO-1 and ZeRO-3 (ZeRO-1/2 in bf16-mixed
+hold bf16 pieces, whose reads keep no autocast copy, `runtime.zero`), a 1F1B pipeline of two stages with
 two micro-batches, selective and full recomputation, two accumulated micro-batches (Llama in fp32,
 most in bf16-mixed too: the 1F1B stage 0 holds two micro-batches but one bf16 copy of each weight,
 made once per step, `runtime.precision.step_region`), and data parallel GPT-2 and BERT (dropout,
@@ -53,6 +54,7 @@ KINDS = {
     "tensor-sequence": Config(2, 1, 1, 1, 1, NONE, sequence=True),
     "tensor-sequence-selective": Config(2, 1, 1, 1, 1, SELECTIVE, sequence=True),
     "zero3": Config(1, 1, 2, 1, 1, NONE, zero=3),
+    "zero1": Config(1, 1, 2, 1, 1, NONE, zero=1),
     "1f1b": Config(1, 2, 1, 1, 2, NONE),
     "selective": Config(1, 1, 2, 1, 1, SELECTIVE),
     "full": Config(1, 1, 2, 1, 1, FULL),
@@ -67,9 +69,11 @@ CASES = [
         for kind in ("data", "tensor-sequence", "zero3", "1f1b", "selective", "accumulation")
     ),
     ("llama", BF16_MIXED, "tensor-sequence-selective"),  # the checkpoint runs its all-gather
+    ("llama", BF16_MIXED, "zero1"),  # bf16 pieces: no autocast copy of the weights to keep
     ("gpt2", FP32, "data"),
     ("gpt2", BF16_MIXED, "data"),
-    ("gpt2", BF16_MIXED, "1f1b"),  # the transposed Conv1D weights' bf16 copies: once per step
+    ("gpt2", BF16_MIXED, "1f1b"),
+    ("gpt2", BF16_MIXED, "zero1"),  # the Conv1D weights' bf16 pieces, read through transposes  # the transposed Conv1D weights' bf16 copies: once per step
     # GPT-2's projections on the sequence shards (`tokens.unflatten_tokens`), its tanh GELU one
     # op; the checkpointed attention keeps its weights' bf16 copies as inputs, once per step
     ("gpt2", BF16_MIXED, "tensor-sequence-selective"),
@@ -102,6 +106,7 @@ KNOWN_4 = {
 CASES_4 = [
     *(("llama", FP32, kind) for kind in KINDS_4),
     ("llama", BF16_MIXED, "tensor-sequence-data"),
+    ("llama", BF16_MIXED, "zero2"),
     ("llama", BF16_MIXED, "interleaved-selective"),
 ]
 

@@ -6,6 +6,10 @@ a program whose prediction is off by one shard fails), the MLP's ZeRO-2 and ZeRO
 step's gradients clipped to a global norm. One torchrun per process count.
 
 The 4-process MLP has a 30x15 weight: 450 elements in 4 shards of 113, the last padded.
+
+In bf16-mixed (Llama at ZeRO-1 and ZeRO-2, BERT at ZeRO-2 with recomputation) the weights only
+bf16 ops read are bf16 pieces with fp32 master shards (`runtime.zero`): still exact, and their
+2 + 4 + 12/d bytes an element as predicted (4 processes: fewer than the fp32 pieces' 4 + 4 + 8/d).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from test_torchrun import PLAN_DIR, _opt, _sections
 from torchrun import Run, torchrun, write_program
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
+from unityc.dialects.container import graph_function
+from unityc.dialects.precision import BF16_MIXED, precision_attrs
 from unityc.frontend import ModelSpec, import_model
 from unityc.graph import from_module, to_module
 from unityc.machine.presets import preset
@@ -35,6 +41,8 @@ MODELS = {
     "bert": ModelSpec("bert", "small", batch=4),
     "llama": ModelSpec("hf:llama", "small", batch=8),
 }
+BF16 = {"llama_bf16": "llama", "bert_bf16": "bert"}
+"""The models' bf16-mixed twins."""
 ADAM = ("--optimizer", "adam")
 CLIPPED = ("--lr", "1", "--clip-grad-norm", "0.001")
 """SGD whose every step is clipped (the norm is far above 0.001): the global norm counts the
@@ -52,6 +60,9 @@ PROGRAMS = [
     ("mlp-zero3-recompute", "mlp_odd", 4, 3, True, ADAM),
     ("mlp-zero2", "mlp_odd", 4, 2, False, ADAM),
     ("llama-zero3", "llama", 4, 3, False, ADAM),
+    ("llama-zero1-bf16", "llama_bf16", 2, 1, False, ADAM),
+    ("bert-zero2-bf16-recompute", "bert_bf16", 2, 2, True, ADAM),
+    ("llama-zero2-bf16", "llama_bf16", 4, 2, False, ADAM),
 ]
 TINY = "tiny-zero3-recompute"
 """The hand-written tiny plan (a Megatron tower beside a data-parallel one) with one ZeRO-3
@@ -85,10 +96,15 @@ def plan(module: ModuleOp, nproc: int, stage: int, recompute: bool) -> ModuleOp:
 def batches(tmp_path_factory: pytest.TempPathFactory) -> Batches:
     directory = tmp_path_factory.mktemp("zero")
     modules = {name: import_model(spec) for name, spec in MODELS.items()}
+    for twin, model in BF16.items():
+        modules[twin] = import_model(MODELS[model])
+        graph_function(modules[twin]).attributes.update(precision_attrs(BF16_MIXED))
     entries: dict[int, list[dict[str, object]]] = {2: [], 4: []}
     for name, model, nproc, stage, recompute, flags in PROGRAMS:
         key = f"{name}-{nproc}"
         program = write_program(plan(modules[model], nproc, stage, recompute), directory, key)
+        if model in BF16:
+            assert "bf16_pieces=frozenset(" in program.read_text(), f"{key} holds no bf16 piece"
         entries[nproc].append(
             {"name": key, "program": str(program), "args": ["--check", "--steps", "2", *flags]}
         )
