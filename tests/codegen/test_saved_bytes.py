@@ -72,8 +72,8 @@ CASES = [
     ("llama", BF16_MIXED, "zero1"),  # bf16 pieces: no autocast copy of the weights to keep
     ("gpt2", FP32, "data"),
     ("gpt2", BF16_MIXED, "data"),
-    ("gpt2", BF16_MIXED, "1f1b"),
-    ("gpt2", BF16_MIXED, "zero1"),  # the Conv1D weights' bf16 pieces, read through transposes  # the transposed Conv1D weights' bf16 copies: once per step
+    ("gpt2", BF16_MIXED, "1f1b"),  # the transposed Conv1D weights' bf16 copies: once per step
+    ("gpt2", BF16_MIXED, "zero1"),  # the Conv1D weights' bf16 pieces, read through transposes
     # GPT-2's projections on the sequence shards (`tokens.unflatten_tokens`), its tanh GELU one
     # op; the checkpointed attention keeps its weights' bf16 copies as inputs, once per step
     ("gpt2", BF16_MIXED, "tensor-sequence-selective"),
