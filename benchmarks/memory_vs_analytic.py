@@ -50,7 +50,7 @@ from pathlib import Path
 from llm_scale import imported
 
 from unityc.cost.backward import regathered, saved_values
-from unityc.cost.memory import cast_operand, weight_view
+from unityc.cost.memory import bf16_read, cast_operand, weight_view
 from unityc.cost.modes import compute_model
 from unityc.cost.pricing import piece
 from unityc.cost.report import Utilization
@@ -142,7 +142,7 @@ def breakdown(plan: Graph, machine_name: str, microbatches: int) -> dict[str, fl
                     kind = "bf16 copies of sequence shards (gathered again in backward)"
                     per_task[kind] = per_task.get(kind, 0.0) + 2 * p.numel
                 continue
-            if cast_operand(g, nid, r):
+            if cast_operand(g, nid, r) and not bf16_read(g, r, b.users(), b.gets_grad):
                 kind = "autocast copies of weights" if weight_view(g, r) else "autocast copies of activations"
                 p = piece(g.type_of(r))
                 assert p is not None
@@ -175,14 +175,17 @@ def run(key: str, work: Path, timeout: float) -> list[list[str]]:
     factor = 1 + (c.stages - 1) / (c.stages * c.virtual) if c.virtual > 1 else 1.0
     analytic_act = layers * factor * analytic_layer_bytes(row.model, c.recompute, b, c.tensor)
     megatron = {"weights": 2 * n, "gradients": 4 * n, "optimizer": 12 * n / c.data}
-    program = {"weights": 4 * n, "gradients": 4 * n, "optimizer": 8 * n / c.data}
+    pieces = c.data > 1 and c.zero in (1, 2)  # bf16 pieces with fp32 master shards (`runtime.zero`)
+    weights = (2 + 4 / c.data if pieces else 4) * n
+    program = {"weights": weights, "gradients": 4 * n, "optimizer": 8 * n / c.data}
+    formula = "bf16 pieces, fp32 master shards" if pieces else "fp32 parameters"
     total_megatron = sum(megatron.values()) + analytic_act
     head = f"{row.model} on {row.machine}: {c.describe()} (device 0, first stage; {seconds:.0f} CPU s)"
     head += f"; {n / 1e9:.2f} B parameters a device by Megatron's layout"
     out = [[f"**{head}**", "", "", ""]]
     for term in ("weights", "gradients", "optimizer"):
         got = getattr(first, term)
-        note = f"this program's formula (fp32 parameters, Adam under ZeRO-1) {_gib(program[term])}"
+        note = f"this program's formula ({formula}, Adam under ZeRO-1) {_gib(program[term])}"
         out.append([term, _gib(got), _gib(megatron[term]), note])
     worth = first.activations / max(sum(parts.values()), 1.0)  # micro-batches' worth in flight
     analytic_worth = c.stages * factor
