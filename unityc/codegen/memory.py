@@ -3,7 +3,7 @@ memory model predicts per rank, and the checkpointed regions of `recompute` ops.
 
 * `zero_stages`: weight key -> ZeRO stage, for `PLAN.zero` (`unityc.runtime.zero` runs them);
 * `frozen_weights`: the weights the model does not train, for `PLAN.frozen`;
-* `bf16_pieces`: the ZeRO-1/2 weights held as bf16 pieces with fp32 master shards, for
+* `bf16_pieces`: the weights held as bf16 pieces with fp32 masters (shards under ZeRO), for
   `PLAN.bf16_pieces` (`cost.memory.is_bf16_piece`, the cost model's side of one rule);
 * `predicted_memory`: optimizer -> rank -> (weights, gradients, optimizer state) bytes, by
   `cost.memory.persistent_bytes` (the one formula the estimate uses too), for `PLAN.memory`:
@@ -55,9 +55,9 @@ def bf16_pieces(a: Analysis) -> list[str]:
 
 
 def _bf16_piece(a: Analysis, op: PcgOp) -> bool:
-    """Under bf16-mixed, a trained ZeRO-1/2 weight every reader of which (through views) runs in
-    bf16 under autocast: the rule of `cost.memory.is_bf16_piece`, on the program's analysis."""
-    if op.name != "pcg.weight" or a.precision != BF16_MIXED or zero_stage(op) not in (1, 2):
+    """Under bf16-mixed, a trained weight (not ZeRO-3) every reader of which (through views) runs
+    in bf16 under autocast: the rule of `cost.memory.is_bf16_piece`, on the program's analysis."""
+    if op.name != "pcg.weight" or a.precision != BF16_MIXED or zero_stage(op) > 2:
         return False
     return a.value(op.results[0]).grad and read_in_bf16(a, op.results[0])
 

@@ -119,11 +119,12 @@ def step_weight_copy(graph: Graph, nid: int, r: Ref, users: Mapping[int, list[in
 
 def is_bf16_piece(graph: Graph, nid: int, users: Mapping[int, list[int]], wants_grad: bool) -> bool:
     """Whether the program holds weight `nid` as a bf16 piece with an fp32 master shard
-    (`runtime.zero`, `Plan.bf16_pieces`): under bf16-mixed, a trained ZeRO-1/2 weight every
-    reader of which (through views) runs in bf16, casting it (`cast_operand`); it then has no
-    autocast copy (`bf16_read`). The program's side: `codegen.memory.bf16_pieces`."""
+    (`runtime.zero`, `Plan.bf16_pieces`): under bf16-mixed, a trained weight (not ZeRO-3, whose
+    gathered piece is read as it is gathered) every reader of which (through views) runs in
+    bf16, casting it (`cast_operand`); it then has no autocast copy (`bf16_read`). The
+    program's side: `codegen.memory.bf16_pieces`."""
     node = graph.nodes[nid]
-    if node.op != "pcg.weight" or node.zero not in (1, 2) or node.attr("frozen") or not wants_grad:
+    if node.op != "pcg.weight" or node.zero > 2 or node.attr("frozen") or not wants_grad:
         return False
     return graph_precision(graph) == BF16_MIXED and _read_in_bf16(graph, nid, users)
 
@@ -204,13 +205,14 @@ def persistent_bytes(
     """What one copy of a weight piece keeps on its device for the whole run: the weight (a
     shard if zero = 3), its gradient (a shard if zero >= 2) and the optimizer state (sharded if
     zero >= 1); shards hold ceil(numel / copies) elements (the last one padded). A `bf16_piece`
-    (`is_bf16_piece`: a trained ZeRO-1/2 weight) keeps the whole piece in bf16 and its master
-    shard in `element_bytes`: Megatron-LM's 2 + 4 + 12/d bytes an element under Adam."""
+    (`is_bf16_piece`: a trained weight, ZeRO-0/1/2) keeps the whole piece in bf16 and its master
+    in `element_bytes` (a shard under ZeRO): Megatron-LM's 2 + 4 + 12/d bytes an element under
+    Adam (d = 1 without ZeRO: its bf16 parameters, fp32 gradients and main parameters)."""
     check_optimizer(optimizer)
     whole = numel * element_bytes
     shard = shard_numel(numel, copies) * element_bytes if zero else whole
-    if bf16_piece and (zero not in (1, 2) or not wants_grad):
-        raise ValueError(f"a bf16 piece is a trained ZeRO-1/2 weight, not ZeRO-{zero}")
+    if bf16_piece and (zero > 2 or not wants_grad):
+        raise ValueError(f"a bf16 piece is a trained ZeRO-0/1/2 weight, not ZeRO-{zero}")
     if not wants_grad:
         return DeviceMemory(weights=shard if zero == 3 else whole)
     held = numel * 2 + shard if bf16_piece else whole

@@ -240,7 +240,8 @@ class DistributedModel(nn.Module):
             yield prefix + key, p  # type: ignore[misc]
 
     def _versions(self) -> tuple[int, ...]:
-        return tuple(s.shard._version for s in self.zero.shards.values() if s.full is not None)
+        shards = (s.shard._version for s in self.zero.shards.values() if s.full is not None)
+        return (*shards, *(m.master._version for m in self.zero.masters.values()))
 
     def _gather_if_stepped(self) -> None:
         """ZeRO-1/2: an optimizer updated the shards since they were gathered: gather them.
@@ -252,6 +253,9 @@ class DistributedModel(nn.Module):
         for shard in self.zero.shards.values():
             if shard.full is not None and shard.shard.grad is None:
                 shard.full.grad = None
+        for master in self.zero.masters.values():  # a bf16 piece's master, likewise
+            if master.master.grad is None:
+                master.full.grad = None
 
     # --- the call -------------------------------------------------------------------------
 
@@ -543,6 +547,11 @@ class DistributedModel(nn.Module):
             if piece is None:
                 continue
             shard = self.zero.shards.get(key)
+            master = self.zero.masters.get(key)
+            if master is not None:  # a bf16 piece: its master and bf16(it), as after a step
+                master.master.copy_(piece)
+                master.values.copy_(piece)
+                continue
             if shard is None:
                 self.pieces[key].copy_(piece)
                 continue

@@ -244,11 +244,12 @@ class Plan:
     """The weight keys the model does not train (`requires_grad=False`): no gradient, no
     optimizer state, never updated; held (ZeRO-3: sharded) and saved like the others."""
     bf16_pieces: frozenset[str] = frozenset()
-    """bf16-mixed: the ZeRO-1/2 weight keys held as a bf16 piece beside an fp32 master shard
-    (Megatron-LM's distributed optimizer, FSDP2's `MixedPrecisionPolicy`; `runtime.zero`): every
-    reader of the weight runs in bf16 under autocast, so the program keeps 2 bytes an element of
-    the weight, its fp32 gradient and the fp32 shard the optimizer steps, not an fp32 piece and
-    autocast's bf16 copy of it (`cost.memory.is_bf16_piece`)."""
+    """bf16-mixed: the trained weight keys (ZeRO-0/1/2) held as a bf16 piece beside an fp32
+    master, a shard under ZeRO (Megatron-LM's bf16 parameters with fp32 main parameters and its
+    distributed optimizer, FSDP2's `MixedPrecisionPolicy`; `runtime.zero`): every reader of the
+    weight runs in bf16 under autocast, so the program keeps 2 bytes an element of the weight,
+    its fp32 gradient and the fp32 master the optimizer steps, not an fp32 piece and autocast's
+    bf16 copy of it (`cost.memory.is_bf16_piece`)."""
     memory: Mapping[str, Mapping[int, tuple[int, int, int]]] = field(default_factory=dict)
     """Optimizer -> rank -> (weights, gradients, optimizer state) bytes the memory model predicts
     the rank keeps (`cost.memory.persistent_bytes`); --check compares them."""
@@ -275,9 +276,10 @@ class Plan:
         unknown = sorted(set(self.frozen) - set(self.weights))
         if unknown:
             raise ValueError(f"frozen weights {unknown} are no weights of the plan")
-        wrong = sorted(k for k in self.bf16_pieces if self.zero.get(k) not in (1, 2) or k in self.frozen)
+        held = [k for k in self.bf16_pieces if k in self.weights and k not in self.frozen]
+        wrong = sorted(set(self.bf16_pieces) - {k for k in held if self.zero.get(k, 0) < 3})
         if wrong:
-            raise ValueError(f"bf16 pieces {wrong} are no trained ZeRO-1/2 weights of the plan")
+            raise ValueError(f"bf16 pieces {wrong} are no trained ZeRO-0/1/2 weights of the plan")
         if self.bf16_pieces and self.precision != "bf16-mixed":
             raise ValueError(f"bf16 pieces in a plan of precision {self.precision}")
 

@@ -31,16 +31,20 @@ not all receive a gradient is reduce-scattered there. The updated shards of ZeRO
 all-gathered bucket by bucket after the optimizer step. Every rank of a copy group runs the
 same forward and backward, so every rank issues its group's collectives in the same order.
 
-bf16 pieces (`Plan.bf16_pieces`: bf16-mixed, ZeRO-1/2, every reader of the weight runs in bf16
-under autocast), as Megatron-LM's distributed optimizer and FSDP2's `MixedPrecisionPolicy` keep
-them: the rank holds the whole piece in bf16 (`Shard.values`, what the forward reads, through
-`HeldCast`) and its fp32 master shard (`Shard.shard`, what the optimizer steps); the fp32
-gradient of the whole piece accumulates in a zero-byte fp32 leaf (`Shard.full`, a stride-0
-parameter), into which `HeldCast`'s backward casts the bf16 gradient as autocast's own cast
-would; after the step the master shards are cast to bf16 and all-gathered into the pieces (half
-the bytes of the fp32 gather). 2 + 4 + 12/n bytes an element under Adam, not 4 + 4 + 8/n plus
-autocast's 2-byte copy a step. The values are bf16(master), what autocast's cast of the fp32
-weight gives, so --check stays exact against the single-device reference.
+bf16 pieces (`Plan.bf16_pieces`: bf16-mixed, trained, every reader of the weight running in bf16
+under autocast), ZeRO-1/2 ones as Megatron-LM's distributed optimizer and FSDP2's
+`MixedPrecisionPolicy` keep them: the rank holds the whole piece in bf16 (`Shard.values`, what
+the forward reads, through `HeldCast`) and its fp32 master shard (`Shard.shard`, what the
+optimizer steps); the fp32 gradient of the whole piece accumulates in a zero-byte fp32 leaf
+(`Shard.full`, a stride-0 parameter), into which `HeldCast`'s backward casts the bf16 gradient
+as autocast's own cast would; after the step the master shards are cast to bf16 and all-gathered
+into the pieces (half the bytes of the fp32 gather). 2 + 4 + 12/n bytes an element under Adam,
+not 4 + 4 + 8/n plus autocast's 2-byte copy a step. A bf16 piece of a weight without ZeRO
+(`Master`) keeps its whole fp32 master beside the bf16 values (Megatron-LM's bf16 parameters
+with fp32 main parameters: 2 + 4 + 12 bytes, the same as an fp32 piece and its copy a step, now
+held as weights); its master is updated from the gradient its copies all-reduced and cast into
+the values after the step, no collective. The values are bf16(master), what autocast's cast of
+the fp32 weight gives, so --check stays exact against the single-device reference.
 
 Why not torch's own: `ZeroRedundancyOptimizer` shards by whole parameters (ranks own different
 parameters), and FSDP2's `fully_shard` shards `nn.Module` parameters along dim 0 and drives the
@@ -133,6 +137,18 @@ class Shard:
         out = torch.zeros(self.m, dtype=grad.dtype, device=grad.device)
         out[: max(end - start, 0)] = flat[start:end]
         return out
+
+
+class Master:
+    """A bf16 piece of a weight not sharded (see the module docstring): its whole fp32 master
+    (what the optimizer steps), its bf16 values (what forwards read) and the zero-byte fp32 leaf
+    its gradient accumulates in (what the gradient sync all-reduces)."""
+
+    def __init__(self, piece: torch.Tensor):
+        self.master = torch.nn.Parameter(piece.detach().clone())
+        self.values = piece.detach().to(torch.bfloat16)
+        leaf = torch.zeros((), dtype=piece.dtype, device=piece.device).expand(piece.shape)
+        self.full = torch.nn.Parameter(leaf)
 
 
 class Bucket:
@@ -269,9 +285,10 @@ class ForwardWeights(Mapping[str, torch.Tensor]):
         self.zero = zero
 
     def __getitem__(self, key: str) -> torch.Tensor:
+        held = self.zero.shards.get(key) or self.zero.masters.get(key)
+        if held is not None and held.values is not None:
+            return HeldCast.apply(held.full, held.values)
         shard = self.zero.shards.get(key)
-        if shard is not None and shard.values is not None:
-            return HeldCast.apply(shard.full, shard.values)
         if shard is None or shard.stage != 3:
             return self.zero.weights[key]
         full = GatherWeight.apply(shard.shard, self.zero, shard)
@@ -314,6 +331,12 @@ class Zero:
                 weights[key] = shard.shard
             elif shard.values is not None:  # the fp32 piece is not kept: its gradient's leaf
                 weights[key] = shard.full  # type: ignore[assignment]
+        self.masters: dict[str, Master] = {}
+        """The bf16 pieces without ZeRO (`Master`), by key."""
+        for key in plan.bf16_pieces if bf16 else ():
+            if key in weights and key not in self.shards:
+                master = self.masters[key] = Master(weights[key])
+                weights[key] = master.full  # type: ignore[assignment]
         self.buckets = buckets_of(list(self.shards.values()))
         self.bucket_of = {s.key: b for b in self.buckets for s in b.shards}
         for key, shard in self.shards.items():
@@ -349,15 +372,21 @@ class Zero:
         """What a checkpoint saves and loads: by weight key, the tensor the optimizer updates (a
         ZeRO weight's shard, else the piece), and for the shards the elements [start, stop) of
         the flattened piece each holds (the padding is not the weight's)."""
-        tensors = {k: self.shards[k].shard if k in self.shards else p for k, p in self.weights.items()}
+        tensors = {k: self._held(k, p) for k, p in self.weights.items()}
         flats = {k: s.flat_range() for k, s in self.shards.items()}
         return tensors, flats
 
     def params(self) -> list[torch.Tensor]:
         """What the optimizer updates: whole pieces, or the shards of ZeRO weights (no frozen
         weight: it keeps no optimizer state)."""
-        held = [self.shards[k].shard if k in self.shards else p for k, p in self.weights.items()]
+        held = [self._held(k, p) for k, p in self.weights.items()]
         return [p for p in held if p.requires_grad]
+
+    def _held(self, key: str, piece: torch.Tensor) -> torch.Tensor:
+        """What the optimizer updates for weight `key` held as `piece`: a shard, a master, or it."""
+        if key in self.shards:
+            return self.shards[key].shard
+        return self.masters[key].master if key in self.masters else piece
 
     def _reduce_scatter(self, shard: Shard) -> Any:
         bucket = self.bucket_of[shard.key]
@@ -467,11 +496,16 @@ class Zero:
         for shard in self.shards.values():
             if shard.stage == 1 and shard.full is not None and shard.full.grad is not None:
                 shard.shard.grad = shard.own_slice(shard.full.grad)
+        for master in self.masters.values():
+            master.master.grad = master.full.grad
 
     @torch.no_grad()
     def after_step(self) -> None:
-        """ZeRO-1/2: the updated shards all-gathered into the whole pieces, bucket by bucket."""
+        """ZeRO-1/2: the updated shards all-gathered into the whole pieces, bucket by bucket; the
+        bf16 pieces without ZeRO: their masters cast into them."""
         issued = [(b, *b.all_gather()) for b in self.buckets if b.shards[0].full is not None]
+        for master in self.masters.values():
+            master.values.copy_(master.master)
         for bucket, work, out in issued:
             work.wait()
             bucket.copy_out(out, [s.full if s.values is None else s.values for s in bucket.shards])  # type: ignore[misc]
@@ -481,12 +515,17 @@ class Zero:
             p.grad = None
         for shard in self.shards.values():
             shard.shard.grad = None
+        for master in self.masters.values():
+            master.master.grad = None
 
     # --- what --check reads --------------------------------------------------------------
 
     def whole_weights(self) -> dict[str, torch.Tensor]:
         """Every local piece, ZeRO-3 ones gathered (a collective of their copy groups)."""
-        return {k: self.shards[k].gathered() if self._gathers(k) else p for k, p in self.weights.items()}
+        return {
+            k: self.shards[k].gathered() if self._gathers(k) else self._held(k, p)
+            for k, p in self.weights.items()
+        }
 
     def _gathers(self, key: str) -> bool:
         """Whether the fp32 weight is held only as shards: ZeRO-3's, or a bf16 piece's master."""
@@ -494,7 +533,8 @@ class Zero:
 
     def held_bf16(self) -> list[torch.Tensor]:
         """The bf16 pieces' values: persistent, not activations (`SavedBytes.of` excludes them)."""
-        return [s.values for s in self.shards.values() if s.values is not None]
+        held = [s.values for s in self.shards.values() if s.values is not None]
+        return held + [m.values for m in self.masters.values()]
 
     def whole_grads(self) -> dict[str, torch.Tensor | None]:
         """Every local piece's summed gradient, ZeRO-2/3 ones gathered from the shards."""
@@ -521,13 +561,14 @@ class Zero:
         for key, p in self.weights.items():
             size = self.plan.weights[key].torch_dtype.itemsize
             shard = self.shards.get(key)
-            if shard is not None and key in self.plan.bf16_pieces:  # bf16 values, fp32 master shard
-                weights += shard.numel * 2 + shard.m * size
+            if key in self.plan.bf16_pieces:  # bf16 values, the fp32 master (a shard under ZeRO)
+                numel = p.numel() if shard is None else shard.numel
+                weights += numel * 2 + (numel if shard is None else shard.m) * size
             else:
                 weights += p.numel() * size  # the shard, for ZeRO-3
             grad = shard.shard.grad if shard is not None and shard.stage >= 2 else p.grad
             grads += 0 if grad is None else grad.numel() * size
-            param = shard.shard if shard is not None else p
+            param = self._held(key, p)
             if optimizer is not None:
                 for name, value in optimizer.state.get(param, {}).items():
                     if name != "step" and isinstance(value, torch.Tensor):
