@@ -95,5 +95,5 @@ def test_persistent_bytes_are_megatrons() -> None:
     held = persistent_bytes(numel, 4, d, 1, "adam", True, bf16_piece=True)
     assert (held.weights, held.gradients, held.optimizer) == (2 * numel + 4 * 250, 4 * numel, 8 * 250)
     assert held.weights + held.gradients + held.optimizer == (2 + 4 + 12 / d) * numel
-    with pytest.raises(ValueError, match="ZeRO-1/2"):
+    with pytest.raises(ValueError, match="ZeRO-0/1/2"):
         persistent_bytes(numel, 4, d, 3, "adam", True, bf16_piece=True)

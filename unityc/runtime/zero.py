@@ -521,11 +521,14 @@ class Zero:
     # --- what --check reads --------------------------------------------------------------
 
     def whole_weights(self) -> dict[str, torch.Tensor]:
-        """Every local piece, ZeRO-3 ones gathered (a collective of their copy groups)."""
-        return {
-            k: self.shards[k].gathered() if self._gathers(k) else self._held(k, p)
-            for k, p in self.weights.items()
-        }
+        """Every local piece, fp32: ZeRO-3 ones and bf16 pieces' master shards gathered (a
+        collective of their copy groups), a bf16 piece's whole master as it is."""
+        return {k: self._whole(k, p) for k, p in self.weights.items()}
+
+    def _whole(self, key: str, piece: torch.Tensor) -> torch.Tensor:
+        if self._gathers(key):
+            return self.shards[key].gathered()
+        return self.masters[key].master if key in self.masters else piece
 
     def _gathers(self, key: str) -> bool:
         """Whether the fp32 weight is held only as shards: ZeRO-3's, or a bf16 piece's master."""
