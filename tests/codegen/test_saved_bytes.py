@@ -93,23 +93,10 @@ KINDS_4 = {
     "1f1b-tensor-sequence": Config(2, 2, 1, 1, 2, NONE, sequence=True),
     "interleaved-selective": Config(1, 2, 2, 2, 4, SELECTIVE),
 }
-_INTERLEAVED = pytest.mark.xfail(
-    strict=True,
-    reason="the interleaved pipeline's last group (ranks 2, 3) keeps more than estimated: "
-    "117,824 B measured against 101,992 (fp32; 112,320 / 98,214 with selective): stage 1's "
-    "one forward keeps 40,640 B (two attentions and one MLP), the estimate's stage 1 25,664 B; "
-    "the schedule's order is torch's (checked); not yet traced. bf16-mixed was within 5 % while "
-    "the weights' bf16 copies, counted once, dominated; with bf16 pieces (no copies) it is "
-    "81,600 B against 72,524 on ranks 2, 3 (ranks 0, 1 within 1.2 %)",
-)
-KNOWN_4 = {
-    (precision, kind): _INTERLEAVED
-    for precision, kind in (
-        (FP32, "interleaved"),
-        (FP32, "interleaved-selective"),
-        (BF16_MIXED, "interleaved-selective"),
-    )
-}
+KNOWN_4: dict[tuple[str, str], pytest.MarkDecorator] = {}
+"""Known gaps, (precision, kind) -> an xfail mark: none (the interleaved pipeline's last group,
+once 12-16 % over its estimate, was the stages' shares leaving out attention's internals,
+`cost.staged._stage_activations`)."""
 CASES_4 = [
     *(("llama", FP32, kind) for kind in KINDS_4),
     ("llama", BF16_MIXED, "tensor-sequence-data"),

@@ -104,10 +104,10 @@ def test_interleaving_holds_megatrons_in_flight_count() -> None:
 
 
 def test_bf16_mixed_keeps_autocast_copies_not_fp32_views() -> None:
-    """Under bf16-mixed a matmul reading a transposed fp32 weight (GPT-2's Conv1D) keeps
-    autocast's bf16 copy of it (2 bytes an element), not the fp32 view (no bytes beyond the
-    weight), an fp32 activation a matmul reads is kept as its bf16 copy, and the bf16 logits a
-    loss reads as the loss's fp32 copy."""
+    """Under bf16-mixed a matmul reading a transposed trained weight (GPT-2's Conv1D) reads the
+    weight's bf16 piece (`memory.is_bf16_piece`: 2 bytes an element held beside its fp32
+    master, persistent, no activation), an fp32 activation a matmul reads is kept as its bf16
+    copy, and the bf16 logits a loss reads as the loss's fp32 copy."""
     g = Graph()
     x = g.add_source("pcg.input", "x", TensorType((8, 16), f32))
     labels = g.add_source("pcg.input", "labels", TensorType((8,), i64))
@@ -118,7 +118,8 @@ def test_bf16_mixed_keeps_autocast_copies_not_fp32_views() -> None:
     g.outputs = (loss,)
     g.function_attrs.update(precision_attrs("bf16-mixed"))
     memory = estimate_graph(g, preset("cpu:1"), optimizer="adam").devices[0].memory
-    copies = 2 * 16 * 32 + 2 * 8 * 16  # the weight's and the input's bf16 copies
+    assert memory.weights == (2 + 4) * 16 * 32  # the bf16 piece and its fp32 master
+    copies = 2 * 8 * 16  # the input's bf16 copy; none of the weight
     # autocast runs the loss in fp32: it keeps an fp32 copy of the bf16 logits (its fp32
     # log-softmax, `memory.upcast_operand`) and the int64 labels
     loss_inputs = 4 * 8 * 32 + 8 * 8

@@ -227,10 +227,13 @@ def _stage_activations(
 ) -> list[dict[int, float]]:  # type: ignore[no-untyped-def]
     """Per stage, per device: bytes one micro-batch leaves saved for the backward, on the
     devices keeping each saved tensor (`StepBuilder.kept_on`: a stage boundary value on the
-    reading stage's devices), counted in the stage of the op keeping it."""
+    reading stage's devices), counted in the stage of the op keeping it, with the tensors ops
+    keep besides their operands and results (`StepBuilder.internal`: attention's q, k, v and
+    output, norm statistics, masks): the stages' shares of what a group keeps, by which the
+    schedule's in-flight forwards weigh (`_assemble`)."""
     out: list[dict[int, float]] = [defaultdict(float) for _ in range(S)]
     for v, savers in saved_readers(micro, order, b.gets_grad).items():
-        p = piece(micro.type_of(v))
+        p = piece(b.graph.type_of(v))  # in the element type the program keeps it
         assert p is not None
         held = set(b.where[v].values())
         kept: dict[int, int] = {}  # device -> the stage keeping the tensor there
@@ -239,6 +242,12 @@ def _stage_activations(
             kept.update((d, stage[nid]) for d in (held if devices & held else devices))
         for d, k in kept.items():
             out[k][d] += p.nbytes
+    for nid, held in b.internal.items():  # attention's internals, norm statistics, masks, copies
+        if b.graph.nodes[nid].recompute or nid not in stage:
+            continue  # made again in backward
+        once = b.step_copies_of.get(nid, {})  # a weight's bf16 copy: once per step, not per micro-batch
+        for d, nbytes in held.items():
+            out[stage[nid]][d] += nbytes - once.get(d, 0.0)
     return out
 
 
