@@ -40,7 +40,6 @@ from unityc.cost.memory import (
     bf16_read,
     cast_operand,
     experts_saved_bytes,
-    is_bf16_piece,
     norm_stats_bytes,
     saves,
     step_weight_copy,
@@ -144,6 +143,7 @@ class StepBuilder:
         reduce-scatter beside the weight-gradient matmul, that matmul's seconds per device
         (`overlap`)."""
         self._users: dict[int, list[int]] | None = None
+        self._bf16_reads: dict[Ref, bool] = {}
         self.core: set[int] = set()
         """The attentions that recompute only their core (`backward.core_recomputed`): priced
         as ops not recomputed (their plan's `recompute` is off in `graph`), but for what their
@@ -160,6 +160,14 @@ class StepBuilder:
         if self._users is None:
             self._users = self.graph.users()
         return self._users
+
+    def bf16_read(self, r: Ref) -> bool:
+        """Whether value `r` is a bf16 piece or a view of one (`memory.bf16_read`), once per value:
+        every reader of a weight asks."""
+        held = self._bf16_reads.get(r)
+        if held is None:
+            held = self._bf16_reads[r] = bf16_read(self.graph, r, self.users(), self.gets_grad)
+        return held
 
     def placed_at(self, nid: int) -> Placed:
         array = self.arrays[nid]
@@ -184,8 +192,7 @@ class StepBuilder:
             assert p is not None
             where = placement(t, node.view, self.machine) if self.roles is None else self.placed_at(nid)
             groups = tuple(tuple(g) for g in copy_groups(where))
-            bf16 = is_bf16_piece(self.graph, nid, self.users(), (nid, 0) in self.gets_grad)
-            kind = (node.zero, p.dtype, not frozen, bf16)  # `runtime.zero._kind`
+            kind = (node.zero, p.dtype, not frozen, self.bf16_read((nid, 0)))  # `runtime.zero._kind`
             weights.append((nid, kind, node.attr("key") or "", p.nbytes, groups))
         sizes = zero_bucket_bytes([w[1:] for w in weights])
         self.zero_buckets = {nid: size for (nid, *_), size in zip(weights, sizes, strict=True)}
@@ -455,7 +462,7 @@ class StepBuilder:
         per_task = once = 0
         inputs: dict[int, float] = {}
         for r, t in zip(node.operands, types, strict=True):
-            if r is None or t is None or bf16_read(self.graph, r, self.users(), self.gets_grad):
+            if r is None or t is None or self.bf16_read(r):
                 continue  # a bf16 piece is read as it is held
             shard = None if node.recompute else regathered(self.graph, r, self.gets_grad)
             if shard is not None and cast_operand(self.graph, nid, r):
@@ -595,8 +602,9 @@ class StepBuilder:
     ) -> tuple[Step, OpRow]:
         wants = (nid, 0) in self.gets_grad
         buckets = self.zero_buckets.get(nid)
-        bf16 = is_bf16_piece(self.graph, nid, self.users(), wants)
-        parts = weight_parts(self.machine, self.optimizer, t, where, wants, node.zero, buckets, bf16)
+        parts = weight_parts(
+            self.machine, self.optimizer, t, where, wants, node.zero, buckets, self.bf16_read((nid, 0))
+        )  # fmt: skip
         (sync, synced), (gather, _), (reduce, reduced) = (
             self.comms(parts.sync), self.comms(parts.gather), self.comms(parts.reduce)
         )  # fmt: skip

@@ -100,9 +100,7 @@ class Shard:
         self.values: torch.Tensor | None = None
         """A bf16 piece (see the module docstring): the whole piece in bf16, what forwards read."""
         if bf16 and stage in (1, 2) and piece.requires_grad:
-            self.values = piece.detach().to(torch.bfloat16)
-            leaf = torch.zeros((), dtype=piece.dtype, device=piece.device).expand(self.shape)
-            self.full = torch.nn.Parameter(leaf)  # stride 0: the gradient's leaf, no bytes of its own
+            self.values, self.full = _bf16_piece(piece)
 
     @property
     def gather_dtype(self) -> torch.dtype:
@@ -146,9 +144,14 @@ class Master:
 
     def __init__(self, piece: torch.Tensor):
         self.master = torch.nn.Parameter(piece.detach().clone())
-        self.values = piece.detach().to(torch.bfloat16)
-        leaf = torch.zeros((), dtype=piece.dtype, device=piece.device).expand(piece.shape)
-        self.full = torch.nn.Parameter(leaf)
+        self.values, self.full = _bf16_piece(piece)
+
+
+def _bf16_piece(piece: torch.Tensor) -> tuple[torch.Tensor, torch.nn.Parameter]:
+    """A bf16 piece of `piece`: its bf16 values and the fp32 leaf its gradient accumulates in
+    (stride 0: no bytes of its own; `HeldCast` reads the values as that leaf)."""
+    leaf = torch.zeros((), dtype=piece.dtype, device=piece.device).expand(piece.shape)
+    return piece.detach().to(torch.bfloat16), torch.nn.Parameter(leaf)
 
 
 class Bucket:
@@ -285,10 +288,10 @@ class ForwardWeights(Mapping[str, torch.Tensor]):
         self.zero = zero
 
     def __getitem__(self, key: str) -> torch.Tensor:
-        held = self.zero.shards.get(key) or self.zero.masters.get(key)
+        shard = self.zero.shards.get(key)
+        held = shard or self.zero.masters.get(key)
         if held is not None and held.values is not None:
             return HeldCast.apply(held.full, held.values)
-        shard = self.zero.shards.get(key)
         if shard is None or shard.stage != 3:
             return self.zero.weights[key]
         full = GatherWeight.apply(shard.shard, self.zero, shard)
