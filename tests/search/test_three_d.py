@@ -77,3 +77,27 @@ def test_three_d_tries_zero_3_where_zero_1_needs_more_stages() -> None:
     zero = 3 if "ZeRO-3" in sharded[0].note else 2
     weights = [n for n in sharded[0].graph.nodes.values() if n.op == "pcg.weight"]
     assert all(n.zero == zero for n in weights if n.types[0].copy_degree >= 2)
+
+
+def test_deeper_scans_more_stages_while_each_is_faster(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # the fewest stages that fit are not always the fastest: fewer data replicas synchronise
+    # less. `_deeper` goes up the stage counts while each beats the one before, and stops at
+    # the first that does not (here 8 stages, slower than 4): 4 stages, not 2, not 8
+    from types import SimpleNamespace
+
+    from unityc.search import megatron_lm as mlm
+    from unityc.search.layout import Layout
+
+    seconds = {2: 10.0, 4: 9.0, 8: 9.5, 16: 1.0}
+
+    def plan(pipeline: int):  # type: ignore[no-untyped-def]
+        estimate = SimpleNamespace(fits=True, iteration_s=seconds[pipeline])
+        return SimpleNamespace(estimate=estimate), Layout(data=16 // pipeline, pipeline=pipeline)
+
+    monkeypatch.setattr(mlm, "_fewest_stages", lambda g, m, p, shape, at, tried, name: plan(at[0].pipeline))
+    counts = [Layout(data=16 // p, pipeline=p) for p in (1, 2, 4, 8, 16)]
+    found = mlm._deeper(None, None, None, Layout(), counts, plan(2), [])  # type: ignore[arg-type]
+    assert found is not None and found[1].pipeline == 4
+    seconds[4] = 11.0  # the next count no faster: the fewest stays the plan
+    assert mlm._deeper(None, None, None, Layout(), counts, plan(2), []) is None  # type: ignore[arg-type]
+    assert mlm._deeper(None, None, None, Layout(), counts, None, []) is None  # type: ignore[arg-type]
