@@ -103,11 +103,12 @@ def _trainer(program: Any) -> Any:
 
 
 def _program_saved(trainer: Any) -> int:
-    """Bytes the program's forward saves, one step (weights and their views excluded): the
-    trainer's own counter (`--saved-bytes`'s, `DistributedModel.count_saved`)."""
+    """Bytes the program's forward saves, one step (what it holds between steps excluded:
+    weights, their views and bf16 pieces): the trainer's own counter (`--saved-bytes`'s,
+    `DistributedModel.count_saved`)."""
     from unityc.runtime.saved import SavedBytes
 
-    counter = SavedBytes.of([*trainer.weights.values(), *trainer.params])
+    counter = SavedBytes.of(trainer.persistent)
     trainer.model.count_saved(counter)
     trainer.step(0)
     trainer.model.count_saved(None)

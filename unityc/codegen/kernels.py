@@ -341,6 +341,8 @@ def _cross_entropy(call: Call) -> str:
     rows = call.shard_groups("n") if divisor is None else None
     if rows is not None:
         args.append(f"rows={rows}")
+    if call.attrs.get("classes") is not None:  # a padded vocabulary
+        args.append(f"real={call.attrs['classes']}")
     return f"rt.kernels.cross_entropy({', '.join(args)})"
 
 

@@ -81,7 +81,7 @@ def _feeds(module: ModuleOp, weights: Mapping[str, torch.Tensor], inputs: Mappin
         if isinstance(op, pcg.WeightOp):  # a part is a view of its stored tensor (one gradient)
             key = WeightKey.parse(op.attrs()["key"])
             stored = weights[key.stored]
-            feeds[str(key)] = stored[key.slices(stored.shape)]
+            feeds[str(key)] = key.take(stored)
         elif isinstance(op, pcg.InputOp):
             feeds[op.attrs()["key"]] = inputs[op.attrs()["key"]]
     return feeds

@@ -20,6 +20,7 @@ from unityc.dialects.diagnostics import located
 from unityc.dialects.pcg_types import TensorType
 from unityc.interpreter.functions import PcgFunctions, SourceValues
 from unityc.interpreter.pieces import CopiesDiffer, MicroBatches, Pieces, assemble, scatter
+from unityc.runtime.parts import WeightKey
 
 __all__ = ["CopiesDiffer", "Pieces", "assemble", "entry_function", "int_bounds", "run_graph", "scatter"]
 
@@ -40,6 +41,16 @@ def _dim(value: SSAValue, d: int) -> int:
     return t.shape[d]
 
 
+def _padding(table: SSAValue) -> int:
+    """The padded rows of an embedding table (a padded vocabulary's: `search/vocabulary.py`)."""
+    owner = table.owner
+    while isinstance(owner, Operation) and isinstance(owner, tuple(parallel.ALL_OPS)) and owner.operands:
+        owner = owner.operands[0].owner  # (a plan's copies or shards of it)
+    if not isinstance(owner, pcg.WeightOp):
+        return 0
+    return WeightKey.parse(owner.attrs()["key"]).zeros(0)
+
+
 def _bound_from_use(value: SSAValue, seen: set[SSAValue]) -> int | None:
     """The exclusive upper bound an integer value must respect for the ops that read it."""
     if value in seen:
@@ -49,9 +60,9 @@ def _bound_from_use(value: SSAValue, seen: set[SSAValue]) -> int | None:
     for use in value.uses:
         user = use.operation
         if isinstance(user, pcg.EmbeddingOp | pcg.EmbeddingBagOp) and use.index == 0:
-            bounds.append(_dim(user.weight, 0))
+            bounds.append(_dim(user.weight, 0) - _padding(user.weight))
         elif isinstance(user, pcg.CrossEntropyOp) and use.index == 1:
-            bounds.append(_dim(user.logits, 1))
+            bounds.append(user.attrs().get("classes") or _dim(user.logits, 1))
         elif isinstance(user, _PASS_THROUGH):
             bounds.extend(b for r in user.results if (b := _bound_from_use(r, seen)) is not None)
     return min(bounds) if bounds else None

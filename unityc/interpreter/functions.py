@@ -23,6 +23,7 @@ from unityc.dialects.forms import Form
 from unityc.dialects.pcg_types import TensorType
 from unityc.interpreter.kernels import KERNELS, Task, literal_tensor, torch_dtype
 from unityc.interpreter.pieces import MicroBatches, Pieces, scatter
+from unityc.runtime.parts import WeightKey
 
 
 class SourceValues:
@@ -45,6 +46,11 @@ class SourceValues:
     def value(self, key: str, t: TensorType, kind: str) -> torch.Tensor:
         if key in self.feeds:
             return self.feeds[key].to(torch_dtype(t.element_type, self.float_dtype))
+        part = WeightKey.parse(key) if kind == "weight" else None
+        if part is not None and part.pad:  # a padded vocabulary's: the unpadded value, then zeros
+            real = TensorType(tuple(n - part.zeros(d) for d, n in enumerate(t.shape)), t.element_type)
+            widths = [w for d in reversed(range(t.rank)) for w in (0, part.zeros(d))]
+            return torch.nn.functional.pad(self.value(str(part.unpadded()), real, kind), widths)
         if key not in self.generated:
             self.generated[key] = self._random(f"{kind}:{key}", t)
         return self.generated[key]

@@ -28,6 +28,7 @@ from unityc.runtime.kernels import (
     topk_indices,
     vocab_lookup,
     with_halo,
+    without_padding,
 )
 
 
@@ -210,18 +211,20 @@ def _cross_entropy(task: Task, logits: torch.Tensor, target: torch.Tensor) -> to
     """As `unityc.runtime.kernels.cross_entropy`, the reductions across shards done on the
     peers' pieces: the whole rows for class shards, the whole target for the kept count."""
     ignore = task.attrs.get("ignore_index")
+    real = task.attrs.get("classes")
     t = task.operand_type(0)
-    check_classes(target, t.shape[1], ignore)
+    check_classes(target, real or t.shape[1], ignore)
     kept = None if ignore is None else target != ignore
+    start = task.index("v") * logits.shape[1]
+    logits = without_padding(logits, start, real)
     if task.degree("v") == 1:
         total = F.cross_entropy(
             logits, target, reduction="sum", ignore_index=-100 if ignore is None else ignore
         )
     else:
-        rows = torch.cat(task.peers(0, "v"), dim=1)
+        rows = without_padding(torch.cat(task.peers(0, "v"), dim=1), 0, real)
         peak = rows.detach().max(dim=1).values
         sumexp = (rows - peak.unsqueeze(1)).exp().sum(dim=1)
-        start = task.index("v") * logits.shape[1]
         losses = class_shard_losses(logits, target, start, task.degree("v"), peak, sumexp)
         total = (losses if kept is None else torch.where(kept, losses, torch.zeros_like(losses))).sum()
     if task.attrs["reduction"] == "sum":

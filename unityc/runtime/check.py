@@ -252,7 +252,7 @@ class Reference:
             if param.grad is None:
                 param.grad = torch.zeros_like(param)
             with torch.no_grad():
-                part.take(param.grad).copy_(grad.to(param.device, param.dtype))
+                part.put(param.grad, grad.to(param.device, param.dtype))
         if self.clip_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.clip_grad_norm)
         self.optimizer.step()
@@ -264,7 +264,7 @@ class Reference:
         return self.params[WeightKey.parse(key).stored].requires_grad
 
     def weight(self, key: str) -> torch.Tensor:
-        """The weight a plan's key names (a view of the parameter)."""
+        """The weight a plan's key names (a view of the parameter; a padded part: a copy)."""
         part = WeightKey.parse(key)
         return part.take(self.params[part.stored].detach())
 

@@ -146,15 +146,27 @@ def _chunks(
     """`tensor` as entries of the logical tensor `fqn`: whole at `offsets`, or (a ZeRO shard
     holding `flat` of a piece of `piece_shape` at `offsets`) as views of its boxes."""
     if flat is None:
-        return _entry(fqn, Entry(tensor, offsets, size))
+        return _stored(fqn, tensor, offsets, size)
     start, stop = flat
     values = tensor.detach().reshape(-1)
     out: Entries = {}
     for first, box_offsets, box_sizes in boxes(start, stop, piece_shape):
         at = tuple(a + b for a, b in zip(offsets, box_offsets, strict=True))
         view = values[first - start : first - start + math.prod(box_sizes)].view(box_sizes)
-        out[(fqn, at)] = Entry(view, at, size)
+        out.update(_stored(fqn, view, at, size))
     return out
+
+
+def _stored(fqn: str, tensor: torch.Tensor, offsets: tuple[int, ...], size: tuple[int, ...]) -> Entries:
+    """`tensor` at `offsets` as an entry of the stored tensor of `size`: a padded weight's piece
+    (`parts.py`, `key[0:50257+7, :]`) narrowed to the stored rows, none where it holds only
+    padding (the zeros are the plan's, never written; read, they stay as they are)."""
+    for d, (at, n) in enumerate(zip(offsets, size, strict=True)):
+        if at >= n:
+            return {}
+        if at + tensor.shape[d] > n:
+            tensor = tensor.narrow(d, 0, n - at)
+    return _entry(fqn, Entry(tensor, offsets, size))
 
 
 class _PieceSavePlanner(DefaultSavePlanner):

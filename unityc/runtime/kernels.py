@@ -295,6 +295,15 @@ def class_shard_losses(
     return sumexp.log() / shards - shifted
 
 
+def without_padding(logits: torch.Tensor, start: int, real: int | None) -> torch.Tensor:
+    """The class shard `logits` (its first column the whole logits' `start`) with the columns at
+    or past `real` (a padded vocabulary's) set to -inf: no probability, a zero gradient."""
+    if real is None or start + logits.shape[1] <= real:
+        return logits
+    padding = torch.arange(start, start + logits.shape[1], device=logits.device) >= real
+    return logits.masked_fill(padding, float("-inf"))
+
+
 def cross_entropy(
     logits: torch.Tensor,
     target: torch.Tensor,
@@ -303,15 +312,18 @@ def cross_entropy(
     start: int = 0,
     classes: Shards | None = None,
     rows: Shards | None = None,
+    real: int | None = None,
 ) -> torch.Tensor:
     """Summed cross-entropy of these rows over `divisor`: the logical row count for a mean, 1 for
     a sum, None for a mean over the kept targets (those not `ignore_index`) of the whole batch,
     counted across the row shards `rows`. `classes` (None: this piece holds every class) are the
     ranks holding the other class shards of these rows (Megatron-LM's vocabulary-parallel
     cross-entropy): the row maxima and sums of exponentials are reduced across them, never the
-    logits, and this shard's part is `class_shard_losses`."""
+    logits, and this shard's part is `class_shard_losses`. `real` (a padded vocabulary): the
+    classes are the first `real` columns of the whole logits; the others count as -inf."""
     shards = 1 if classes is None else classes.size
-    check_classes(target, logits.shape[1] * shards, ignore_index)
+    check_classes(target, real or logits.shape[1] * shards, ignore_index)
+    logits = without_padding(logits, start, real)
     kept = None if ignore_index is None else target != ignore_index
     if classes is None:
         total = F.cross_entropy(

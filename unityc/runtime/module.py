@@ -533,7 +533,7 @@ class DistributedModel(nn.Module):
                 out[key] = value.to(dtype)
                 continue
             stored = out.setdefault(part.stored, torch.zeros(self.sizes[part.stored], dtype=dtype))
-            stored[part.slices(stored.shape)] = value.to(dtype)
+            part.put(stored, value.to(dtype))
         return out
 
     @torch.no_grad()

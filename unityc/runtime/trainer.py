@@ -90,8 +90,10 @@ class Trainer:
         # pieces, or ZeRO shards; no frozen weight
         self.params: list[torch.Tensor] = list(self.model.parameters())
         self.optimizer = spec.build(self.params)
-        persistent = [*self.weights.values(), *self.params, *self.zero.held_bf16()]
-        self.saved = SavedBytes.of(persistent) if args.saved_bytes else None
+        self.persistent = [*self.weights.values(), *self.params, *self.zero.held_bf16()]
+        """What the program holds between steps (weights, ZeRO shards, bf16 pieces): never
+        activations, so no saved-bytes counter counts it."""
+        self.saved = SavedBytes.of(self.persistent) if args.saved_bytes else None
         """--saved-bytes: what each forward leaves saved for backward (`saved.py`)."""
         if self.saved is not None:
             self.model.count_saved(self.saved)

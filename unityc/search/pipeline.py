@@ -49,6 +49,7 @@ from unityc.search.rebuild import rebuild
 from unityc.search.strategies import batch_forms, megatron_layouts, sync_batch_norm, tensor_degrees
 from unityc.search.tokens import unflatten_tokens
 from unityc.search.views import View, canonical_view, strip_views, task_degrees, to_attr
+from unityc.search.vocabulary import pad_vocabulary
 
 # --- plans ------------------------------------------------------------------------------------
 
@@ -78,6 +79,7 @@ def materialize(
     if isinstance(layout, int):
         layout = Layout(pipeline=len(stages), microbatches=layout)
     virtual, tensor = layout.virtual, layout.tensor * layout.context  # (both laid out by Megatron's)
+    graph = pad_vocabulary(graph, layout.tensor)  # (as `megatron_layouts` pads it: the stages carry over)
     if layout.splits_tokens:  # (as `megatron_layouts` lays it out, so that the stages carry over)
         graph = unflatten_tokens(graph)
     if layout.pipeline * virtual != len(stages):

@@ -46,6 +46,7 @@ from unityc.search.rebuild import (
     with_degrees,
 )
 from unityc.search.tokens import unflatten_tokens
+from unityc.search.vocabulary import pad_vocabulary
 
 
 def batch_forms(operands: Sequence[Operand], n: int) -> list[Proposal]:
@@ -146,7 +147,11 @@ class _Megatron:
         self.stops: Counter[str] = Counter()
         """The ops at which a region would have been gathered (why starts stay replicated)."""
         self.at_loss: set[int] = set()
-        """Starts whose region was stopped by the loss (e.g. a cross-entropy over the classes)."""
+        """Starts whose region was stopped by the loss (e.g. a cross-entropy over the classes) or
+        by an op of `returned`."""
+        self.returned: frozenset[int] = frozenset()
+        """Ops whose results only the graph returns (`_returned`: a padded vocabulary's logits
+        with the padding split off): stopped there, a region's result is gathered for them."""
         self.head_chains: frozenset[int] = frozenset()
         """Ops computing an attention's per-head operand from weights (`_head_chains`)."""
 
@@ -216,7 +221,7 @@ class _Megatron:
             if kept is None:  # the sharding would be gathered
                 self.broken |= regions
                 self.stops[node.op] += 1
-                if nid == self.loss:
+                if nid == self.loss or nid in self.returned:
                     self.at_loss |= regions
                 return self.fallback(operands)
             proposal, types = kept
@@ -634,6 +639,7 @@ def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -
     if beyond:
         raise ValueError(f"megatron: no strategy lays out the {', '.join(beyond)} axis yet ({layout!r})")
     length = 0
+    graph = pad_vocabulary(graph, layout.tensor)  # (a vocabulary t does not divide: GPT-2's)
     if layout.splits_tokens:  # GPT-2's flattened projections on the tokens, so the split runs through them
         graph = unflatten_tokens(graph)
     if layout.context > 1:
@@ -651,10 +657,10 @@ def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -
     elsewhere: set[int] = set()
     unsequenced: set[int] = set()
     wanted: dict[int, int] = {}
-    head_chains = _head_chains(base)
+    head_chains, returned = _head_chains(base), _returned(base)
     while True:
         pass_ = _Megatron(layout, frozenset(replicated), loss, frozenset(unsequenced), wanted, length)
-        pass_.head_chains = head_chains
+        pass_.head_chains, pass_.returned = head_chains, returned
         out = rebuild(base, pass_.propose, keep)
         stops += pass_.stops
         broken = pass_.broken
@@ -677,9 +683,21 @@ def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -
         again = _Megatron(
             layout, frozenset(replicated - gatherable), loss, frozenset(unsequenced), wanted, length
         )
-        again.head_chains = head_chains
+        again.head_chains, again.returned = head_chains, returned
         layouts.append(MegatronLayout(rebuild(base, again.propose, keep), +stops, len(gatherable)))
     return layouts
+
+
+def _returned(graph: Graph) -> frozenset[int]:
+    """Splits whose results no op reads and the graph returns (`vocabulary.pad_vocabulary`'s
+    real columns of the logits the model returns)."""
+    users = graph.users()
+    outputs = {r[0] for r in graph.outputs}
+    return frozenset(
+        nid
+        for nid in outputs
+        if graph.nodes[nid].op == "pcg.split" and not users[nid] and nid != graph.outputs[0][0]
+    )
 
 
 def context_length(graph: Graph) -> int:

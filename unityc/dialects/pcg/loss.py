@@ -51,12 +51,16 @@ class CrossEntropyOp(_LossOp):
     one block of rows compute each row's log-sum-exp together (the row maximum and the sum of
     exponentials reduced across their class shards, no logits gathered), and class shard v's
     partial sum is the sum over its rows of lse / V - the target's logit where shard v holds
-    the target (V class shards), so the partial sums add up to the loss."""
+    the target (V class shards), so the partial sums add up to the loss.
+
+    `classes` (optional): only the first `classes` of the C columns are classes; the others are
+    a padded vocabulary's (`search/vocabulary.py`), taking no part in the loss (their logits
+    count as -inf: no probability, no gradient)."""
 
     name = "pcg.cross_entropy"
     logits = operand_def(TensorType)
     target = operand_def(TensorType)
-    PROPS: ClassVar[tuple] = (*_LossOp.PROPS, ("ignore_index", Kind.INT, True))
+    PROPS: ClassVar[tuple] = (*_LossOp.PROPS, ("ignore_index", Kind.INT, True), ("classes", Kind.INT, True))
 
     @classmethod
     def infer(cls, operands: list[Any], attrs: dict[str, Any]) -> tuple[Form, list[Attribute]]:
@@ -67,10 +71,13 @@ class CrossEntropyOp(_LossOp):
             raise op_error(
                 cls, f"logits {list(logits.shape)} and target {list(target.shape)} should be [N, C], [N]"
             )
+        classes = attrs.get("classes")
+        if classes is not None and not 0 < classes <= logits.shape[1]:
+            raise op_error(cls, f"classes {classes} should be in 1..{logits.shape[1]} (the logits' columns)")
         b = form_builder(cls, ["logits", "target"], operands)
         rows = b.shared_dim("n", [(0, 0), (1, 0)])
-        classes = b.shared_dim("v", [(0, 1)])
-        form = b.build([([], [rows, classes])])
+        vocabulary = b.shared_dim("v", [(0, 1)])
+        form = b.build([([], [rows, vocabulary])])
         return form, [result_type(form, 0, (), float_dtype(cls, logits))]
 
 
