@@ -113,3 +113,68 @@ def test_checkpoints_hold_the_packed_tensor(tmp_path: Path, one_process: None) -
         assert torch.equal(saved["exp_avg"], loaded["exp_avg"]) and torch.equal(saved["step"], loaded["step"])
     steps = [resumed.state[again[k]]["step"] for k in PARTS]
     assert len({id(s) for s in steps}) == len(PARTS)  # each part its own step counter
+
+
+def test_padded_keys_take_zeros_after_the_stored_rows() -> None:
+    """A padded vocabulary's weight (`search/vocabulary.py`): the stored rows, then zeros that
+    only the plan holds (taken as zeros, dropped where the plan writes the stored tensor)."""
+    key = WeightKey.parse("wte.weight[0:5+3, :]")
+    assert key == WeightKey.padded("wte.weight", (5, 4), 0, 3) and str(key) == "wte.weight[0:5+3, :]"
+    assert key.check_shape((8, 4)) is None and "3 zeros" in str(key.check_shape((5, 4)))
+    assert key.unpadded() == WeightKey("wte.weight")
+    assert WeightKey.parse("b[2:6+2]").unpadded() == WeightKey("b", ((2, 6),))
+    stored = torch.arange(20.0).view(5, 4)
+    taken = key.take(stored)
+    assert taken.shape == (8, 4) and torch.equal(taken[:5], stored) and not taken[5:].any()
+    into = torch.zeros(5, 4)
+    key.put(into, taken)
+    assert torch.equal(into, stored)
+    with pytest.raises(ValueError, match="no part of a tensor"):  # padding only after the stored end
+        key.take(torch.zeros(6, 4))
+    with pytest.raises(ValueError, match="only a whole weight is padded"):
+        WeightKey.padded("qkv.weight[0:2, :]", (2, 4), 0, 2)
+    with pytest.raises(ValueError, match="only a range"):
+        WeightKey("w", (None, (0, 4)), (1, 0))
+
+
+class Table(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(5, 4)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.wte(ids).square().sum()
+
+
+def test_checkpoints_of_a_padded_weight_hold_the_stored_rows(tmp_path: Path, one_process: None) -> None:
+    """Saved from a plan holding the table padded to 8 rows (two pieces of 4: the second holds
+    one stored row and three of padding), a checkpoint is the model's [5, 4] table: it loads
+    into the plain module, into the whole table and back into the padded pieces, the padding
+    zero and the optimizer state of the stored rows kept."""
+    torch.manual_seed(0)
+    state = Table().state_dict()
+    key, sizes = "wte.weight[0:5+3, :]", {"wte.weight": (5, 4)}
+    padded = {key: nn.Parameter(WeightKey.parse(key).take(state["wte.weight"]).clone())}
+    optimizer = torch.optim.Adam(padded.values(), lr=0.1)
+    padded[key][:5].square().sum().backward()
+    optimizer.step()
+    for index in (0, 1):  # each half as a rank's piece, saved one after the other
+        piece = {key: nn.Parameter(padded[key].detach()[4 * index : 4 * index + 4].clone())}
+        pieces = Layout((8, 4), "float32", (2, 1), pieces={0: (index, 0, 0, 0)})
+        moments = torch.optim.Adam(piece.values(), lr=0.1)
+        moments.state[piece[key]] = {
+            k: v[4 * index : 4 * index + 4].clone() if v.dim() else v.clone()
+            for k, v in optimizer.state[padded[key]].items()
+        }
+        checkpoint.save(tmp_path / f"half{index}", 3, piece, {key: pieces}, 0, moments, sizes)
+    plain = Table()
+    assert checkpoint.load_module(plain, tmp_path / "half0") == []
+    assert torch.equal(plain.wte.weight[:4], padded[key][:4])
+    assert checkpoint.load_module(plain, tmp_path / "half1") == []  # its one stored row, written
+    assert torch.equal(plain.wte.weight, padded[key][:5])
+    back = {key: nn.Parameter(torch.zeros(4, 4))}
+    resumed = torch.optim.Adam(back.values(), lr=0.1)
+    second = Layout((8, 4), "float32", (2, 1), pieces={0: (1, 0, 0, 0)})
+    assert checkpoint.load(tmp_path / "half1", back, {key: second}, 0, resumed, sizes) == 3
+    assert torch.equal(back[key], padded[key][4:]) and not back[key][1:].any()
+    assert torch.equal(resumed.state[back[key]]["exp_avg"], optimizer.state[padded[key]]["exp_avg"][4:])
