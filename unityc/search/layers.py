@@ -41,6 +41,7 @@ from unityc.search.layout import Layout
 from unityc.search.plans import Pricing, input_batch
 from unityc.search.strategies import megatron_layouts, sync_batch_norm
 from unityc.search.views import Block, View, canonical_view, task_degrees, to_attr
+from unityc.search.vocabulary import pad_vocabulary
 
 
 def forward_flops(graph: Graph, nid: int) -> float:
@@ -292,8 +293,8 @@ class LayerCosts:
             return hit
         if self.batch % rows or rows % (width // tensor):
             raise PipelineError(f"{rows} rows per micro-batch do not split over {width // tensor} replicas")
-        try:
-            micro = microbatch_graph(self.graph, self.batch // rows)
+        try:  # (its vocabulary padded as `pipeline.materialize` pads it: its node ids kept)
+            micro = pad_vocabulary(microbatch_graph(self.graph, self.batch // rows), tensor)
         except ValueError as e:
             raise PipelineError(f"micro-batches of {rows} rows: {e}") from None
         _, layer = self.layers

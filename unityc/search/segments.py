@@ -223,7 +223,7 @@ class SegmentSearch:
         ]
         tiled = tilings(n, {"tensor": tensor_degrees(self.machine)})
         for layout in with_experts(tiled, seg.graph, self.machine):
-            seeds += [laid.graph for laid in megatron_layouts(seg.graph, layout, seg.keep)]
+            seeds += [laid.graph for laid in megatron_layouts(seg.graph, layout, seg.keep, pad=False)]
         return seeds
 
     def _count(self, stats: SearchStats) -> None:

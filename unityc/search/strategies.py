@@ -612,7 +612,9 @@ MEGATRON_AXES = ("tensor", "context", "expert")
 """The axes beyond the batch's (`Layout.replicas`) that the Megatron layout lays out itself."""
 
 
-def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -> list[MegatronLayout]:
+def megatron_layouts(
+    graph: Graph, layout: Layout, keep: Collection[int] = (), pad: bool = True
+) -> list[MegatronLayout]:
     """`layout`'s tensor parallel x data parallel (Megatron-LM) over its stage group (every mesh
     axis but the pipeline's), batch norms synchronized (`sync_batch_norm`), with Megatron's
     sequence parallelism where `layout.sequence`. Every start (`_Megatron`) begins
@@ -634,12 +636,17 @@ def megatron_layouts(graph: Graph, layout: Layout, keep: Collection[int] = ()) -
     the sequence within each data replica, every attention split over it by `layout.exchange`
     (`with_context`; the ring by default, as Megatron-LM's `cp_comm_type` p2p), weights held in
     d x c copies (their gradients reduced over the context group too); an op that cannot take
-    the shard (the loss after HF's shifted logits) runs whole in the context group."""
+    the shard (the loss after HF's shifted logits) runs whole in the context group.
+
+    A vocabulary the tensor degree does not divide is padded first (`vocabulary.pad_vocabulary`,
+    as Megatron-LM pads it), unless `pad` is false (a segment of a graph, whose tied weights
+    other segments read unpadded)."""
     beyond = layout.beyond(("pipeline", *MEGATRON_AXES))
     if beyond:
         raise ValueError(f"megatron: no strategy lays out the {', '.join(beyond)} axis yet ({layout!r})")
     length = 0
-    graph = pad_vocabulary(graph, layout.tensor)  # (a vocabulary t does not divide: GPT-2's)
+    if pad:  # (a vocabulary t does not divide: GPT-2's)
+        graph = pad_vocabulary(graph, layout.tensor)
     if layout.splits_tokens:  # GPT-2's flattened projections on the tokens, so the split runs through them
         graph = unflatten_tokens(graph)
     if layout.context > 1:
