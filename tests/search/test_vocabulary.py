@@ -79,3 +79,10 @@ def test_a_cross_entropy_takes_no_more_classes_than_its_logits_have() -> None:
     (loss,) = (n for n in graph.nodes.values() if n.op == "pcg.cross_entropy")
     with pytest.raises(FormError, match=r"classes 1009 should be in 1\.\.1008"):
         graph.add(loss.op, list(loss.operands), **{**dict(loss.attrs), "classes": 1009})
+
+
+def test_a_few_classes_are_not_padded() -> None:
+    """A 2-class head at degree 8 would be 6 rows of zeros in 8 (`MOST`: at most 1 %)."""
+    graph = _import("hf:GPT2Config", vocab="1001", layers="1")
+    assert pad_vocabulary(graph, 128) is graph  # 1,024 rows: 2.3 % padding
+    assert pad_vocabulary(graph, 8) is not graph  # 1,008 rows: 0.7 %
