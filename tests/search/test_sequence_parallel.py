@@ -29,11 +29,15 @@ MODELS = {
     "llama_gqa": ModelSpec("hf:llama", "small", batch=4),  # grouped-query attention, SwiGLU
 }
 ODD_VOCABULARY = "gpt2_odd_vocabulary"
-"""GPT-2 with 251 tokens, which no tensor degree divides (GPT-3's 50,257 neither): its embedding
-and head run whole in the tensor group, its Conv1D projections on the (batch, sequence) tokens;
-a sequence of 1,024, as many as its learned positions (GPT-3's 2,048 too)."""
+"""GPT-2 with 51 tokens, which no tensor degree divides and which padding to 52 would grow by 2 %
+(more than `vocabulary.MOST`): unpadded, as GPT-3's 50,257 were before the padding, its
+embedding and head run whole in the tensor group, its Conv1D projections on the (batch,
+sequence) tokens; a sequence of 1,024, as many as its learned positions (GPT-3's 2,048 too)."""
+PADDED_VOCABULARY = "gpt2_padded_vocabulary"
+"""The same with 251 tokens, padded to 252 (`search/vocabulary.py`): table and head by rows."""
 OTHER_MODELS = {
-    ODD_VOCABULARY: ModelSpec("hf:gpt2", "small", batch=2, overrides=(("vocab", "251"), ("seq", "1024")))
+    ODD_VOCABULARY: ModelSpec("hf:gpt2", "small", batch=2, overrides=(("vocab", "51"), ("seq", "1024"))),
+    PADDED_VOCABULARY: ModelSpec("hf:gpt2", "small", batch=2, overrides=(("vocab", "251"), ("seq", "1024"))),
 }
 RING = {"parallel.all_reduce": 2.0, "parallel.reduce_scatter": 1.0, "parallel.all_gather": 1.0}
 """Bytes a ring collective moves per device, in units of (n-1)/n of its buffer."""
@@ -109,3 +113,21 @@ def test_an_odd_vocabulary_keeps_the_residual_stream_on_the_sequence() -> None:
     norms = [n for n in along.graph.nodes.values() if n.op in ("pcg.layer_norm", "pcg.dropout")]
     assert norms and all(n.types[0].shard[1] == 2 for n in norms if n.types[0].rank == 3)
     assert_same_outputs(graph(ODD_VOCABULARY), along.graph)
+
+
+def test_a_padded_vocabulary_splits_table_and_head_with_the_sequence_parallel() -> None:
+    """Padded to 252 rows, the table is looked up vocabulary-parallel (its partial sums
+    reduce-scattered onto the sequence) and the head kept column-parallel into the
+    vocabulary-parallel cross-entropy (the returned logits gathered); the plan computes what the
+    unpadded graph does."""
+    found = megatron_plans(
+        graph(PADDED_VOCABULARY), load_machine("cpu:4"), Pricing(optimizer="adam"), (True,)
+    )
+    (along,) = [p for p in found if p.note.startswith("data 2 x tensor 2") and "gathered" in p.note]
+    shards = {n.attr("key"): n.types[0].shard for n in along.graph.nodes.values() if n.op == "pcg.weight"}
+    assert (
+        shards["model.transformer.wte.weight[0:251+1, :]"]
+        == shards["model.lm_head.weight[0:251+1, :]"]
+        == (2, 1)
+    )
+    assert_same_outputs(graph(PADDED_VOCABULARY), along.graph)

@@ -58,7 +58,8 @@ from unityc.search.layers import PipelineError, Stage, batch_size, layer_of
 from unityc.search.layout import FULL, RECOMPUTE_LEVELS, SELECTIVE, Layout, tilings
 from unityc.search.pipeline import materialize, plain_graph
 from unityc.search.plans import PricedPlan, Pricing
-from unityc.search.strategies import context_length, tensor_degrees
+from unityc.search.strategies import tensor_degrees
+from unityc.search.tokens import context_length
 
 VIRTUAL_CHOICES = (1, 2, 4)
 """Model chunks per rank group tried where the layers and micro-batches allow."""
@@ -354,7 +355,7 @@ def hand_experts(
 
 def context_degrees(graph: Graph, machine: Machine, tensor: int) -> list[int]:
     """Context-parallel degrees beyond 1 (`strategies.megatron_layouts`), smallest first: powers
-    of two splitting the self-attentions' sequence (`strategies.context_length`) and the devices
+    of two splitting the self-attentions' sequence (`tokens.context_length`) and the devices
     beside a tensor group of `tensor`, at most `MAX_CONTEXT` (Llama 3's 128K-token stage ran
     with 16); none for a graph without such attention."""
     length = context_length(graph)

@@ -28,11 +28,11 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from unityc.dialects.pcg_types import TensorType
 from unityc.dialects.precision import BF16_MIXED
-from unityc.graph import Graph, Node, Ref, canonical_attrs
+from unityc.graph import Graph, Node, Ref
 from unityc.graph.precision import graph_precision
 from unityc.machine.spec import Machine
 from unityc.search.experts import EXPERT_OPS
@@ -45,7 +45,7 @@ from unityc.search.rebuild import (
     result_types,
     with_degrees,
 )
-from unityc.search.tokens import unflatten_tokens
+from unityc.search.tokens import context_length, unflatten_tokens, with_context
 from unityc.search.vocabulary import pad_vocabulary
 
 
@@ -705,35 +705,6 @@ def _returned(graph: Graph) -> frozenset[int]:
         for nid in outputs
         if graph.nodes[nid].op == "pcg.split" and not users[nid] and nid != graph.outputs[0][0]
     )
-
-
-def context_length(graph: Graph) -> int:
-    """The sequence length context parallelism splits: that of the self-attentions that may
-    split it (no dropout or soft-capping, query and key of one length), 0 if none or several."""
-    lengths = set()
-    for node in graph.nodes.values():
-        if node.op != "pcg.attention" or node.attr("dropout") or node.attr("softcap"):
-            continue
-        q, k = (graph.type_of(r) for r in node.operands[:2] if r is not None)
-        if q.rank == 3 and q.shape[1] == k.shape[1]:
-            lengths.add(q.shape[1])
-    return lengths.pop() if len(lengths) == 1 else 0
-
-
-def with_context(graph: Graph, exchange: str) -> Graph:
-    """A copy whose attentions that may split the sequence (`context_length`) declare their
-    context-parallel exchange (`pcg.attention`'s `context`: "ring" or "all-to-all"), its
-    flattened token-wise projections on the sequence (`tokens.unflatten_tokens`: GPT-2's)."""
-    length = context_length(graph)
-    graph = unflatten_tokens(graph)
-    out = graph.copy()
-    for nid, node in graph.nodes.items():
-        if node.op != "pcg.attention" or node.attr("dropout") or node.attr("softcap"):
-            continue
-        if graph.type_of(node.operands[0]).shape[1] == length:  # type: ignore[arg-type]
-            attrs = canonical_attrs(node.op, {**dict(node.attrs), "context": exchange})
-            out.nodes[nid] = replace(node, attrs=attrs)
-    return out
 
 
 def megatron_graph(

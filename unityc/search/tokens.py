@@ -12,6 +12,9 @@ read through a transpose that the rebuild treats as a view of the weight (`rebui
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from unityc.dialects.registry import canonical_attrs
 from unityc.graph import Graph, Ref
 
 
@@ -80,3 +83,32 @@ def _chain(graph: Graph, users: dict[int, list[int]], nid: int) -> tuple[Ref, Re
     if back is None or graph.nodes[back].types[0].shape != (*tokens.shape[:2], width):
         return None
     return x, weight, bias, back
+
+
+def context_length(graph: Graph) -> int:
+    """The sequence length context parallelism splits: that of the self-attentions that may
+    split it (no dropout or soft-capping, query and key of one length), 0 if none or several."""
+    lengths = set()
+    for node in graph.nodes.values():
+        if node.op != "pcg.attention" or node.attr("dropout") or node.attr("softcap"):
+            continue
+        q, k = (graph.type_of(r) for r in node.operands[:2] if r is not None)
+        if q.rank == 3 and q.shape[1] == k.shape[1]:
+            lengths.add(q.shape[1])
+    return lengths.pop() if len(lengths) == 1 else 0
+
+
+def with_context(graph: Graph, exchange: str) -> Graph:
+    """A copy whose attentions that may split the sequence (`context_length`) declare their
+    context-parallel exchange (`pcg.attention`'s `context`: "ring" or "all-to-all"), its
+    flattened token-wise projections on the sequence (`tokens.unflatten_tokens`: GPT-2's)."""
+    length = context_length(graph)
+    graph = unflatten_tokens(graph)
+    out = graph.copy()
+    for nid, node in graph.nodes.items():
+        if node.op != "pcg.attention" or node.attr("dropout") or node.attr("softcap"):
+            continue
+        if graph.type_of(node.operands[0]).shape[1] == length:  # type: ignore[arg-type]
+            attrs = canonical_attrs(node.op, {**dict(node.attrs), "context": exchange})
+            out.nodes[nid] = replace(node, attrs=attrs)
+    return out
