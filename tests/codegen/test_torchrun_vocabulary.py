@@ -41,11 +41,13 @@ from unityc.search.plans import Pricing, data_parallel_plan, megatron_plans
 pytestmark = pytest.mark.torchrun
 
 SPEC = ModelSpec("hf:GPT2Config", "small", 4, (("vocab", "1001"), ("layers", "2")))
+LLAMA = ModelSpec("hf:LlamaConfig", "small", 4, (("vocab", "1001"), ("layers", "2")))
+"""Grouped-query attention, rotary, RMS norms, SwiGLU, an untied head: padded alike."""
 ARGS = ["--check", "--optimizer", "adamw"]
 
 
-def _graph(precision: str = "fp32") -> Graph:
-    module = import_model(SPEC)
+def _graph(precision: str = "fp32", spec: ModelSpec = SPEC) -> Graph:
+    module = import_model(spec)
     if precision == "bf16":
         graph_function(module).attributes.update(precision_attrs(BF16_MIXED))
     return plain_graph(from_module(module))
@@ -72,6 +74,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             ["--steps", "4", "--resume", saved],
         ),
     ]
+    llama = megatron_plans(_graph(spec=LLAMA), preset("cpu:2"), pricing)
+    two.append(
+        ("llama-gathered-head", next(p for p in llama if "gathered" in p.note).graph, ["--steps", "2"])
+    )
     bf16 = _graph("bf16")
     shapes = {
         "tp2-pp2-zero1-bf16": Layout(
@@ -97,6 +103,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             sections.setdefault(name, run.report())
     sections["checkpoint"] = saved
     sections["tp4 plan"] = (directory / "tp4-bf16.mlir").read_text()
+    sections["gathered plan"] = (directory / "gathered-head.mlir").read_text()
     return sections
 
 
@@ -105,7 +112,15 @@ def _losses(section: str) -> dict[int, float]:
 
 
 @pytest.mark.parametrize(
-    "name", ["gathered-head", "replicated-head", "data-parallel", "tp2-pp2-zero1-bf16", "tp4-bf16"]
+    "name",
+    [
+        "gathered-head",
+        "replicated-head",
+        "data-parallel",
+        "llama-gathered-head",
+        "tp2-pp2-zero1-bf16",
+        "tp4-bf16",
+    ],
 )
 def test_a_padded_vocabulary_trains_like_the_model(runs: dict[str, str], name: str) -> None:
     section = runs[name]
@@ -114,14 +129,15 @@ def test_a_padded_vocabulary_trains_like_the_model(runs: dict[str, str], name: s
         assert 'key "model.lm_head.weight[0:1001+3, :]"' in runs["tp4 plan"]
 
 
-def test_the_padded_plan_splits_the_table_and_the_head() -> None:
-    plan = megatron_plans(_graph(), preset("cpu:2"), Pricing(optimizer="adam"))[1].graph
-    keys = {n.attr("key"): n.types[0].shard for n in plan.nodes.values() if n.op == "pcg.weight"}
-    assert not any(
-        k.startswith(("model.transformer.wte.weight", "model.lm_head.weight")) and "+" not in k for k in keys
-    )
-    assert keys["model.transformer.wte.weight[0:1001+1, :]"] == (2, 1)
-    assert keys["model.lm_head.weight[0:1001+1, :]"] == (2, 1)
+def test_the_padded_plan_splits_the_table_and_the_head(runs: dict[str, str]) -> None:
+    """The plan the gathered-head program ran: both padded weights split by rows, neither held
+    unpadded."""
+    text = runs["gathered plan"]
+    for key in ("model.transformer.wte.weight", "model.lm_head.weight"):
+        assert re.search(
+            rf'key "{re.escape(key)}\[0:1001\+1, :\]" .*: !pcg.tensor<1002x32xf32, shard \[2, 1\]>', text
+        )
+        assert f'key "{key}"' not in text
 
 
 def test_checkpoints_move_between_padded_and_unpadded_plans(runs: dict[str, str]) -> None:

@@ -11,7 +11,7 @@ from unityc.cost.pipeline import PipelineRun
 from unityc.cost.result import Estimate, OpRow
 from unityc.cost.units import format_bytes, format_flops, format_time
 from unityc.dialects.precision import BF16_MIXED
-from unityc.graph import Graph, Node, Ref
+from unityc.graph import Graph, Ref
 from unityc.graph.precision import graph_precision
 from unityc.machine.spec import Machine
 from unityc.runtime.parts import WeightKey
@@ -226,7 +226,11 @@ class Utilization:
     def of_graph(graph: Graph, machine: Machine) -> Utilization:
         """The model's figures from any plan of it (a weight of one key held in several copies,
         an untied embedding, counts once; a padded vocabulary's zeros not at all) on `machine`."""
-        shapes = {n.attr("key"): _unpadded(n) for n in graph.nodes.values() if n.op == "pcg.weight"}
+        shapes = {
+            n.attr("key"): WeightKey.parse(n.attr("key")).real_shape(n.types[0].shape)
+            for n in graph.nodes.values()
+            if n.op == "pcg.weight"
+        }
         parameters = sum(math.prod(shape) for shape in shapes.values())
         idle = sum(math.prod(shapes[key]) * (1 - share) for key, share in expert_shares(graph).items())
         inputs = [n.types[0] for n in graph.nodes.values() if n.op == "pcg.input" and n.types[0].rank]
@@ -235,12 +239,6 @@ class Utilization:
         dtype = "bf16" if graph_precision(graph) == BF16_MIXED else "f32"
         peak = math.fsum(d.kind.peak_flops(dtype, True) for d in machine.devices)
         return Utilization(parameters - round(idle), tokens, peak, parameters)
-
-
-def _unpadded(weight: Node) -> tuple[int, ...]:
-    """A weight's shape less a padded vocabulary's zeros (`runtime/parts.py`)."""
-    key = WeightKey.parse(weight.attr("key"))
-    return tuple(n - key.zeros(d) for d, n in enumerate(weight.types[0].shape))
 
 
 def expert_shares(graph: Graph) -> dict[str, float]:

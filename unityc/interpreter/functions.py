@@ -48,9 +48,8 @@ class SourceValues:
             return self.feeds[key].to(torch_dtype(t.element_type, self.float_dtype))
         part = WeightKey.parse(key) if kind == "weight" else None
         if part is not None and part.pad:  # a padded vocabulary's: the unpadded value, then zeros
-            real = TensorType(tuple(n - part.zeros(d) for d, n in enumerate(t.shape)), t.element_type)
-            widths = [w for d in reversed(range(t.rank)) for w in (0, part.zeros(d))]
-            return torch.nn.functional.pad(self.value(str(part.unpadded()), real, kind), widths)
+            real = TensorType(part.real_shape(t.shape), t.element_type)
+            return part.padding(self.value(str(part.unpadded()), real, kind))
         if key not in self.generated:
             self.generated[key] = self._random(f"{kind}:{key}", t)
         return self.generated[key]

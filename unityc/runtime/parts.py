@@ -143,13 +143,19 @@ class WeightKey:
         new tensor, the box then zeros, for a padded part)."""
         if not self.box:
             return tensor
-        box = tensor[self.slices(tuple(tensor.shape))]
+        return self.padding(tensor[self.slices(tuple(tensor.shape))])
+
+    def padding(self, value: Any) -> Any:
+        """`value` (the stored box) with this part's zeros after it: the inverse of `real`."""
         if not self.pad:
-            return box
+            return value
         import torch.nn.functional as F  # (the verifier imports this module without torch)
 
-        widths = [w for d in reversed(range(box.dim())) for w in (0, self.zeros(d))]
-        return F.pad(box, widths)
+        return F.pad(value, [w for d in reversed(range(value.dim())) for w in (0, self.zeros(d))])
+
+    def real_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        """The shape of this part (`shape`) without its padding."""
+        return tuple(n - self.zeros(d) for d, n in enumerate(shape))
 
     def unpadded(self) -> WeightKey:
         """The key without its padding: the stored box (a padded range from 0 is the whole dim,
@@ -165,7 +171,7 @@ class WeightKey:
         """`value` (shaped like this part) without its padding: the box of the stored tensor."""
         if not self.pad:
             return value
-        return value[tuple(slice(0, n - self.zeros(d)) for d, n in enumerate(value.shape))]
+        return value[tuple(slice(0, n) for n in self.real_shape(value.shape))]
 
     def put(self, tensor: Any, value: Any) -> None:
         """Writes `value` (shaped like this part) into its box of the stored `tensor`, its padding

@@ -69,8 +69,7 @@ def vocabularies(graph: Graph) -> list[Vocabulary]:
     """The graph's cross-entropies whose logits an output head computes from whole weights (the
     vocabularies `pad_vocabulary` can pad), each with its embedding tables of V rows."""
     found = []
-    for nid in graph.topological():
-        node = graph.nodes[nid]
+    for nid, node in graph.nodes.items():
         if node.op != "pcg.cross_entropy" or node.operands[0] is None:
             continue
         width = graph.type_of(node.operands[0]).shape[1]
@@ -182,12 +181,10 @@ class _Padder:
                 continue
             if nid in losses:
                 self._retype(nid, {"classes": losses[nid].classes})
-            elif nid in heads:
-                self._carry(nid, dim=-1)
             elif node.op == "pcg.embedding" and node.operands[0] not in self.padded:
-                self._carry(nid, dim=None)
-            elif node.op in CARRIERS and self._carries(node):
-                self._carry(nid, dim=-1, width=g.type_of(node.operands[0]).shape[-1])  # type: ignore[arg-type]
+                continue  # (a lookup in a padded table: every id is a real row, its result as it was)
+            elif nid in heads or (node.op in CARRIERS and self._carries(node)):
+                self._carry(nid)
             else:
                 self._unpad_operands(nid)
         g.outputs = tuple(self._real(r) for r in g.outputs)
@@ -218,20 +215,17 @@ class _Padder:
             return tuple(node.attr("shape"))[-1:] == (real,)
         return True
 
-    def _carry(self, nid: int, dim: int | None, width: int = 0) -> None:
-        """Retypes op `nid` on its padded operands; with `dim`, its results are padded there
-        (a reshape's shape grows with its operand's last dim)."""
+    def _carry(self, nid: int) -> None:
+        """Retypes op `nid` (a head or a carrier) on its padded operands, its results padded on
+        their last dim (a reshape's shape grows with its operand's last dim)."""
         node = self.graph.nodes[nid]
+        real = next(self.padded[r][1] for r in node.operand_refs() if r in self.padded)
         attrs: dict[str, object] = {}
-        real = 0
-        if dim is not None:
-            real = next(self.padded[r][1] for r in node.operand_refs() if r in self.padded)
         if node.op == "pcg.reshape":
+            width = self.graph.type_of(node.operands[0]).shape[-1]  # type: ignore[arg-type]
             attrs["shape"] = (*tuple(node.attr("shape"))[:-1], width)
-        types = self._retype(nid, attrs)
-        if dim is not None:
-            for i, t in enumerate(types):
-                self.padded[(nid, i)] = (t.rank - 1, real)
+        for i, t in enumerate(self._retype(nid, attrs)):
+            self.padded[(nid, i)] = (t.rank - 1, real)
 
     def _retype(self, nid: int, attrs: dict[str, object]) -> tuple[TensorType, ...]:
         g = self.graph
